@@ -1,0 +1,6 @@
+//! The `sweeper` Lambda function (entry point filled in by the Lambda functions issue).
+
+fn main() {
+    eprintln!("sweeper: not built yet; see the README");
+    std::process::exit(1);
+}

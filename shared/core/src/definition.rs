@@ -1,0 +1,516 @@
+//! The [`Definition`]: the immutable program a `.stm` machine compiles to.
+//!
+//! A tree of [`Node`]s kept in an arena and navigated by [`NodeId`]. `full_path`
+//! (`"Order.Payment.Retry"`, `""` for the machine root) is the stable address stored
+//! in an [`Execution`](crate::Execution); navigation never parses it. Transitions
+//! belong to the composite that is their *scope* and apply to their `source` node
+//! and its descendants. The shape mirrors harel 0.9.0's `definition/model.py`.
+
+use std::collections::{BTreeSet, HashMap};
+
+use indexmap::IndexMap;
+
+use crate::{Map, Value};
+
+/// Index of a node in [`Definition::nodes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub usize);
+
+/// A 1-based line and column in a source file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Pos {
+    pub line: usize,
+    pub column: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// A leaf state.
+    Leaf,
+    /// A state with children, one active at a time.
+    Composite,
+    /// The machine root (harel's `ParallelState`): composite for navigation.
+    Root,
+    /// An AND-state: each child region runs as its own child execution.
+    Orthogonal,
+}
+
+/// A reference to a user function plus its bound inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRef {
+    /// The handler name after binding: a dotted path (`pkg.mod.fn`) or a bare name.
+    pub function: String,
+    pub inputs: Map,
+}
+
+/// Where a predicate leaf or an expression reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Event,
+    Context,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Event => "event",
+            Source::Context => "context",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    In,
+}
+
+impl CmpOp {
+    /// The `.stm` spelling (`==`, `in`, ...).
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::In => "in",
+        }
+    }
+}
+
+/// A composable guard (harel's `Predicate`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predicate {
+    /// `source.field op value`, or `source.field op other_source.other_field`.
+    Leaf {
+        source: Source,
+        field: String,
+        op: CmpOp,
+        value: Value,
+        value_ref: Option<(Source, String)>,
+    },
+    All(Vec<Predicate>),
+    Any(Vec<Predicate>),
+    Not(Box<Predicate>),
+}
+
+/// The trigger of an event transition: its kinds (`A | B`) and an optional guard.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventFilter {
+    pub kinds: Vec<String>,
+    pub predicate: Option<Predicate>,
+}
+
+/// `select fn [returns {..}] { "x" to S ... else to T }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selector {
+    pub action: ActionRef,
+    /// `str(result)` -> target name, resolved relative to the transition's scope.
+    pub mapper: IndexMap<String, String>,
+    pub default: Option<String>,
+    /// Declared result values (validation only).
+    pub enum_values: Option<Vec<Value>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl ArithOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            ArithOp::Add => "+",
+            ArithOp::Sub => "-",
+            ArithOp::Mul => "*",
+            ArithOp::Div => "/",
+        }
+    }
+}
+
+/// The right-hand side of a `set`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Ref { source: Source, field: String },
+    Lit(Value),
+    Arith { op: ArithOp, left: Box<Expr>, right: Box<Expr> },
+}
+
+/// `set context.<field> = <expr>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assign {
+    pub field: String,
+    pub expr: Expr,
+}
+
+/// `choose { when <pred> to S [set ..] ... else to T [set ..] }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    pub branches: Vec<(Predicate, NodeId)>,
+    pub default: Option<NodeId>,
+    pub branch_assignments: Vec<Vec<Assign>>,
+    pub default_assignments: Vec<Assign>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub source: NodeId,
+    /// Exactly one of `target`, `selector` and `choice` is set.
+    pub target: Option<NodeId>,
+    /// `None` for an automatic transition.
+    pub event_filter: Option<EventFilter>,
+    pub selector: Option<Selector>,
+    pub choice: Option<Choice>,
+    pub assignments: Vec<Assign>,
+    pub pos: Option<Pos>,
+}
+
+impl Transition {
+    pub fn is_automatic(&self) -> bool {
+        self.event_filter.is_none()
+    }
+}
+
+/// A state's `timeout`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Timeout {
+    /// Literal seconds.
+    Seconds(f64),
+    /// Seconds read from this context key when the timer is scheduled.
+    ContextKey(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub full_path: String,
+    pub kind: NodeKind,
+    pub parent: Option<NodeId>,
+    pub children: Vec<NodeId>,
+    pub on_enter: Option<ActionRef>,
+    pub on_activity: Option<ActionRef>,
+    pub on_exit: Option<ActionRef>,
+    pub timeout: Option<Timeout>,
+    /// The verdict recorded on the execution when this state is a terminal.
+    pub outcome: Option<String>,
+    /// Context keys a region propagates on its `Finished`.
+    pub carry: Vec<String>,
+    /// Event kinds held while unhandled in this node's scope.
+    pub defer: BTreeSet<String>,
+    /// Submachine FQN (or the synthetic id of an inline body) this state invokes.
+    pub invoke: Option<String>,
+    /// `with { child_key: parent_key }`, in declaration order.
+    pub invoke_with: IndexMap<String, String>,
+    /// `for var in coll`: (loop variable, collection context key).
+    pub invoke_each: Option<(String, String)>,
+    /// Name of the initial child.
+    pub start_state: Option<String>,
+    pub allow_history: bool,
+    pub cancel_on_failure: bool,
+    /// Transitions whose scope is this node.
+    pub transitions: Vec<Transition>,
+    pub pos: Option<Pos>,
+}
+
+impl Node {
+    /// A bare node, as a builder starts it.
+    pub fn new(name: impl Into<String>, full_path: impl Into<String>, kind: NodeKind) -> Self {
+        Node {
+            name: name.into(),
+            full_path: full_path.into(),
+            kind,
+            parent: None,
+            children: Vec::new(),
+            on_enter: None,
+            on_activity: None,
+            on_exit: None,
+            timeout: None,
+            outcome: None,
+            carry: Vec::new(),
+            defer: BTreeSet::new(),
+            invoke: None,
+            invoke_with: IndexMap::new(),
+            invoke_each: None,
+            start_state: None,
+            allow_history: true,
+            cancel_on_failure: false,
+            transitions: Vec::new(),
+            pos: None,
+        }
+    }
+
+    /// Anything but a leaf (the root, composites and orthogonal states).
+    pub fn is_composite(&self) -> bool {
+        self.kind != NodeKind::Leaf
+    }
+
+    /// An orthogonal, invoke or fan-out node: entering it spawns child executions.
+    pub fn is_spawn_site(&self) -> bool {
+        self.kind == NodeKind::Orthogonal || self.invoke.is_some() || self.invoke_each.is_some()
+    }
+}
+
+/// The type of a declared event field or context field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    String,
+    Int,
+    Float,
+    Bool,
+    Any,
+}
+
+impl FieldType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FieldType::String => "string",
+            FieldType::Int => "int",
+            FieldType::Float => "float",
+            FieldType::Bool => "bool",
+            FieldType::Any => "any",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "string" => FieldType::String,
+            "int" => FieldType::Int,
+            "float" => FieldType::Float,
+            "bool" => FieldType::Bool,
+            "any" => FieldType::Any,
+            _ => return None,
+        })
+    }
+
+    /// Whether `value` is of this type (harel's `value_fits`): `int` excludes
+    /// booleans, `float` accepts an int too.
+    pub fn fits(self, value: &Value) -> bool {
+        match self {
+            FieldType::Any => true,
+            FieldType::String => value.is_string(),
+            FieldType::Bool => value.is_boolean(),
+            FieldType::Int => value.is_i64() || value.is_u64(),
+            FieldType::Float => value.is_number(),
+        }
+    }
+}
+
+/// One declared field of an event's data or of the machine context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldSpec {
+    pub ty: FieldType,
+    pub required: bool,
+    /// The value an execution starts with when none is passed (context fields only).
+    pub default: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventType {
+    pub name: String,
+    pub fields: IndexMap<String, FieldSpec>,
+}
+
+/// Events the engine emits or consumes itself; they never need declaring.
+pub const RESERVED_EVENTS: [&str; 9] =
+    ["Timeout", "Finished", "Cancel", "Reset", "SetState", "Start", "Returned", "error", "Expired"];
+
+/// Control events: never broadcast to regions, always processed by the execution itself.
+pub const CONTROL_EVENTS: [&str; 6] = ["Start", "Reset", "Cancel", "SetState", "Finished", "Timeout"];
+
+/// A whole machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Definition {
+    pub id: String,
+    pub nodes: Vec<Node>,
+    pub root: NodeId,
+    pub index: HashMap<String, NodeId>,
+    pub events: IndexMap<String, EventType>,
+    /// Inline `invoke` bodies, each its own definition under a synthetic id
+    /// (`Machine#path`), flattened (nested inline machines included).
+    pub submachines: IndexMap<String, Definition>,
+    /// Seconds a root execution may go without a domain event before `Expired`.
+    pub ttl: Option<u64>,
+    pub context_schema: IndexMap<String, FieldSpec>,
+    /// The file the machine came from, for messages.
+    pub source_file: Option<String>,
+}
+
+impl Definition {
+    /// An empty definition whose root node is named `id` (path `""`).
+    pub fn new(id: impl Into<String>) -> Self {
+        let id = id.into();
+        let root = Node::new(id.clone(), "", NodeKind::Root);
+        let mut index = HashMap::new();
+        index.insert(String::new(), NodeId(0));
+        Definition {
+            id,
+            nodes: vec![root],
+            root: NodeId(0),
+            index,
+            events: IndexMap::new(),
+            submachines: IndexMap::new(),
+            ttl: None,
+            context_schema: IndexMap::new(),
+            source_file: None,
+        }
+    }
+
+    /// Add `node` under `parent`, indexing it by its `full_path`.
+    pub fn add_node(&mut self, parent: NodeId, mut node: Node) -> NodeId {
+        let id = NodeId(self.nodes.len());
+        node.parent = Some(parent);
+        self.index.insert(node.full_path.clone(), id);
+        self.nodes.push(node);
+        self.nodes[parent.0].children.push(id);
+        id
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.0]
+    }
+
+    pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        &mut self.nodes[id.0]
+    }
+
+    /// The node at `path`, if any.
+    pub fn get(&self, path: &str) -> Option<NodeId> {
+        self.index.get(path).copied()
+    }
+
+    pub fn path(&self, id: NodeId) -> &str {
+        &self.nodes[id.0].full_path
+    }
+
+    /// The child of `parent` named `name`.
+    pub fn child(&self, parent: NodeId, name: &str) -> Option<NodeId> {
+        self.nodes[parent.0].children.iter().copied().find(|c| self.nodes[c.0].name == name)
+    }
+
+    /// `id`'s ancestors from its parent up to the root.
+    pub fn ancestors(&self, id: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        std::iter::successors(self.nodes[id.0].parent, move |n| self.nodes[n.0].parent)
+    }
+
+    /// Whether `node` is `ancestor` or below it.
+    pub fn is_descendant(&self, node: NodeId, ancestor: NodeId) -> bool {
+        node == ancestor || self.ancestors(node).any(|a| a == ancestor)
+    }
+
+    /// The nodes from `top` down to `leaf`, both included; `None` if `top` is not an
+    /// ancestor-or-self of `leaf`.
+    pub fn chain(&self, top: NodeId, leaf: NodeId) -> Option<Vec<NodeId>> {
+        let mut out = vec![leaf];
+        let mut cur = leaf;
+        while cur != top {
+            cur = self.nodes[cur.0].parent?;
+            out.push(cur);
+        }
+        out.reverse();
+        Some(out)
+    }
+
+    /// Least common ancestor (the UML transition pivot).
+    pub fn lca(&self, a: NodeId, b: NodeId) -> NodeId {
+        let mut cur = Some(b);
+        while let Some(n) = cur {
+            if self.is_descendant(a, n) {
+                return n;
+            }
+            cur = self.nodes[n.0].parent;
+        }
+        self.root
+    }
+
+    /// Resolve a dotted `name` by descending from `scope` child by child.
+    pub fn descend(&self, scope: NodeId, name: &str) -> Option<NodeId> {
+        name.split('.').try_fold(scope, |node, seg| self.child(node, seg))
+    }
+
+    /// Resolve a target name relative to `scope`, then each ancestor in turn
+    /// (innermost match wins).
+    pub fn resolve_relative(&self, scope: NodeId, name: &str) -> Option<NodeId> {
+        let mut cur = Some(scope);
+        while let Some(n) = cur {
+            if let Some(found) = self.descend(n, name) {
+                return Some(found);
+            }
+            cur = self.nodes[n.0].parent;
+        }
+        None
+    }
+
+    /// Every action this machine (and its inline submachines) may call, by handler
+    /// name, for a load-time binding check.
+    pub fn action_names(&self) -> Vec<String> {
+        let mut out = BTreeSet::new();
+        for node in &self.nodes {
+            for a in [&node.on_enter, &node.on_exit, &node.on_activity].into_iter().flatten() {
+                out.insert(a.function.clone());
+            }
+            for t in &node.transitions {
+                if let Some(sel) = &t.selector {
+                    out.insert(sel.action.function.clone());
+                }
+            }
+        }
+        for sub in self.submachines.values() {
+            out.extend(sub.action_names());
+        }
+        out.into_iter().collect()
+    }
+
+    /// The machine's declared context defaults applied to `context` (harel's
+    /// `with_defaults`): every declared field it lacks that has a default is added.
+    pub fn with_context_defaults(&self, context: &mut Map) {
+        for (name, spec) in &self.context_schema {
+            if let Some(default) = &spec.default {
+                if !context.contains_key(name) {
+                    context.insert(name.clone(), default.clone());
+                }
+            }
+        }
+    }
+
+    /// What in `values` breaks the context schema (harel's `schema_problems`).
+    pub fn context_problems(&self, values: &Map, check_required: bool) -> Vec<String> {
+        schema_problems(&self.context_schema, values, check_required)
+    }
+}
+
+/// What in `values` breaks `schema`: a declared field of the wrong type (`null` is only
+/// accepted for an optional one), or, with `check_required`, a required field absent.
+pub fn schema_problems(schema: &IndexMap<String, FieldSpec>, values: &Map, check_required: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (name, spec) in schema {
+        match values.get(name) {
+            None => {
+                if check_required && spec.required {
+                    problems.push(format!("missing required field '{name}' ({})", spec.ty.as_str()));
+                }
+            }
+            Some(Value::Null) if !spec.required => {}
+            Some(value) => {
+                if !spec.ty.fits(value) {
+                    problems.push(format!(
+                        "field '{name}' must be {}, got {} {}",
+                        spec.ty.as_str(),
+                        crate::pyvalue::type_name(value),
+                        crate::pyvalue::repr(value)
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}

@@ -1,0 +1,1 @@
+//! The pure engine (being written).

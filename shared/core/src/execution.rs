@@ -1,0 +1,280 @@
+//! The [`Execution`] and [`Event`] records, serialized exactly as harel 0.9.0's pydantic
+//! models (`harel.engine.execution.Execution`, `harel.spec.states.Event`): same field
+//! names, same order, same enum spellings, `null` for unset optionals.
+//!
+//! One deliberate difference: pydantic drops fields it does not know, we keep them
+//! (`extra`) and write them back after the known ones, so a record written by a newer
+//! harel survives a read-modify-write by us untouched.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use crate::Map;
+
+/// Lifecycle status of an execution (harel's `Status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    #[default]
+    Pending,
+    Running,
+    Done,
+    Cancelled,
+    /// Paused by the control plane; resume puts it back to `Running`.
+    Suspended,
+    /// A cooperative cancel is in flight: only the injected `Cancel` is processed.
+    Cancelling,
+    /// Aborted on an action error nothing in the model handled; `error` says why.
+    Failed,
+}
+
+impl Status {
+    /// The spelling used in the JSON and by `harel run` (`DONE`, `RUNNING`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "PENDING",
+            Status::Running => "RUNNING",
+            Status::Done => "DONE",
+            Status::Cancelled => "CANCELLED",
+            Status::Suspended => "SUSPENDED",
+            Status::Cancelling => "CANCELLING",
+            Status::Failed => "FAILED",
+        }
+    }
+
+    /// DONE or CANCELLED: the statuses that stamp `finished_at`.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Status::Done | Status::Cancelled)
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Status {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.to_ascii_uppercase().as_str() {
+            "PENDING" => Status::Pending,
+            "RUNNING" => Status::Running,
+            "DONE" => Status::Done,
+            "CANCELLED" => Status::Cancelled,
+            "SUSPENDED" => Status::Suspended,
+            "CANCELLING" => Status::Cancelling,
+            "FAILED" => Status::Failed,
+            other => return Err(format!("unknown status {other:?}")),
+        })
+    }
+}
+
+/// A stimulus processed by a machine (harel's `Event`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Dedupe key under at-least-once delivery.
+    #[serde(default = "new_id")]
+    pub id: String,
+    pub kind: String,
+    /// ISO-8601 datetimes, kept as the text harel wrote.
+    #[serde(default)]
+    pub created_time: Option<String>,
+    #[serde(default)]
+    pub received_time: Option<String>,
+    #[serde(default)]
+    pub data: Map,
+    /// Fields this version does not know; written back unchanged.
+    #[serde(flatten)]
+    pub extra: Map,
+}
+
+impl Event {
+    /// An event of `kind` with no data and a fresh random id.
+    pub fn new(kind: impl Into<String>) -> Self {
+        Event::with_data(kind, Map::new())
+    }
+
+    pub fn with_data(kind: impl Into<String>, data: Map) -> Self {
+        Event {
+            id: new_id(),
+            kind: kind.into(),
+            created_time: None,
+            received_time: None,
+            data,
+            extra: Map::new(),
+        }
+    }
+
+    /// The same event with an explicit id.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+}
+
+/// A region or invoke child as its parent tracks it (harel's `ChildState`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildState {
+    pub root_path: String,
+    #[serde(default)]
+    pub finished: bool,
+    #[serde(default)]
+    pub outcome: Option<String>,
+    #[serde(default)]
+    pub result: Map,
+    #[serde(default)]
+    pub submachine: bool,
+    #[serde(default)]
+    pub key: String,
+    #[serde(flatten)]
+    pub extra: Map,
+}
+
+impl ChildState {
+    pub fn new(root_path: impl Into<String>) -> Self {
+        ChildState {
+            root_path: root_path.into(),
+            finished: false,
+            outcome: None,
+            result: Map::new(),
+            submachine: false,
+            key: String::new(),
+            extra: Map::new(),
+        }
+    }
+}
+
+/// The serializable running instance of a definition (harel's `Execution`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Execution {
+    #[serde(default = "new_id")]
+    pub id: String,
+    pub definition_id: String,
+    /// Set on a submachine child: the FQN of the definition it runs.
+    #[serde(default)]
+    pub definition_fqn: Option<String>,
+    /// The node this execution runs: `""` for a root, the branch node for a region.
+    #[serde(default)]
+    pub root_path: String,
+    #[serde(default)]
+    pub status: Status,
+    #[serde(default)]
+    pub outcome: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub active_path: Option<String>,
+    /// Composite path -> last active child path.
+    #[serde(default)]
+    pub history: IndexMap<String, String>,
+    #[serde(default)]
+    pub context: Map,
+    #[serde(default)]
+    pub processed_events: i64,
+    #[serde(default)]
+    pub version: i64,
+    #[serde(default)]
+    pub priority: i64,
+    #[serde(default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub child_id: Option<String>,
+    #[serde(default)]
+    pub deferred: Vec<Event>,
+    #[serde(default)]
+    pub children: IndexMap<String, ChildState>,
+    /// Spawn-site path -> times entered; part of the deterministic child ids.
+    #[serde(default)]
+    pub invoke_seq: IndexMap<String, i64>,
+    #[serde(default)]
+    pub created_at: Option<f64>,
+    #[serde(default)]
+    pub updated_at: Option<f64>,
+    #[serde(default)]
+    pub finished_at: Option<f64>,
+    #[serde(default)]
+    pub expires_at: Option<f64>,
+    #[serde(flatten)]
+    pub extra: Map,
+}
+
+impl Execution {
+    /// A fresh PENDING execution of `definition_id` with the given id.
+    pub fn new(id: impl Into<String>, definition_id: impl Into<String>) -> Self {
+        Execution {
+            id: id.into(),
+            definition_id: definition_id.into(),
+            definition_fqn: None,
+            root_path: String::new(),
+            status: Status::Pending,
+            outcome: None,
+            error: None,
+            active_path: None,
+            history: IndexMap::new(),
+            context: Map::new(),
+            processed_events: 0,
+            version: 0,
+            priority: 0,
+            parent_id: None,
+            child_id: None,
+            deferred: Vec::new(),
+            children: IndexMap::new(),
+            invoke_seq: IndexMap::new(),
+            created_at: None,
+            updated_at: None,
+            finished_at: None,
+            expires_at: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// Set the bookkeeping timestamps for a commit about to happen at `now`
+    /// (harel's `stamp`): every writer calls it just before committing.
+    pub fn stamp(&mut self, now: f64) {
+        if self.created_at.is_none() {
+            self.created_at = Some(now);
+        }
+        self.updated_at = Some(now);
+        if !self.status.is_finished() {
+            self.finished_at = None;
+        } else if self.finished_at.is_none() {
+            self.finished_at = Some(now);
+        }
+    }
+
+    /// Compact JSON, the form stored in DynamoDB's `data` attribute.
+    pub fn to_json(&self) -> String {
+        // Serializing these plain data types cannot fail (string keys, finite or
+        // JSON-representable values); fall back to an empty object defensively.
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+/// A random 32-hex-digit id, the shape of Python's `uuid.uuid4().hex`.
+///
+/// `stm-core` has no RNG dependency: the std hasher's per-process random keys, mixed
+/// with the time and a counter, are plenty for ids that only need to be unique.
+pub fn new_id() -> String {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut out = String::with_capacity(32);
+    for salt in [0x9e37_79b9_7f4a_7c15_u64, 0xc2b2_ae3d_27d4_eb4f] {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u64(nanos ^ salt);
+        h.write_u64(count);
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
+}

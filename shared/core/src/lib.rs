@@ -1,0 +1,22 @@
+//! `stm-core`: the `.stm` language, the [`Definition`] it builds, validation, the
+//! harel-compatible [`Execution`]/[`Event`] JSON types, and the pure engine.
+//!
+//! Nothing in this crate does IO or runs user code: the engine takes a definition, an
+//! execution, an event and the time, mutates the execution and returns the effects the
+//! caller must carry out (see [`engine`]). Blocking actions are served through the
+//! [`engine::ActionHost`] seam, which the driver in `stm-runtime` implements.
+
+pub mod definition;
+pub mod dsl;
+pub mod engine;
+pub mod execution;
+pub mod pyvalue;
+pub mod render;
+pub mod validate;
+
+pub use definition::{Definition, Node, NodeId, NodeKind};
+pub use execution::{ChildState, Event, Execution, Status};
+
+/// A JSON object, insertion-ordered like a Python dict.
+pub type Map = serde_json::Map<String, serde_json::Value>;
+pub use serde_json::Value;

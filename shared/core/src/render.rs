@@ -1,0 +1,1 @@
+//! Rendering a [`Definition`](crate::Definition) as a Mermaid `stateDiagram-v2`.
