@@ -1,1 +1,203 @@
-//! ExecutionStore
+//! The persistence seam: the [`ExecutionStore`] contract, the records it moves
+//! (outbox entries, spawn intents, timers, trace steps), and its implementations:
+//! [`MemoryStore`] for the embedded runner and tests, and the DynamoDB store.
+//!
+//! The contract is harel 0.9.0's `ExecutionStore` protocol (`engine/store/_base.py`):
+//! every durable effect of one statechart step lands in **one atomic commit** guarded
+//! by the execution's version (optimistic concurrency), so a stale writer leaks
+//! nothing: no outbox entry, spawn, dedupe mark, timer or trace step.
+
+mod memory;
+
+use async_trait::async_trait;
+use stm_core::{Event, Execution, Map, Status};
+
+pub use memory::MemoryStore;
+
+/// The default size of the per-execution trace ring.
+pub const DEFAULT_TRACE_MAX: usize = 200;
+
+/// Everything a step commits besides the execution itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Commit {
+    /// Events to deliver after the commit: `(target execution id, event)`.
+    pub emits: Vec<(Option<String>, Event)>,
+    /// The event this step processed, recorded for dedupe.
+    pub processed_event_id: Option<String>,
+    pub timers: Vec<TimerOp>,
+    /// Child executions to create after the commit (orthogonal regions, invokes).
+    pub spawns: Vec<SpawnIntent>,
+    /// One opt-in trace step (harel's `_trace_step` dict).
+    pub trace: Option<Map>,
+}
+
+impl Commit {
+    /// Whether the commit enqueues work for the relay.
+    pub fn enqueues(&self) -> bool {
+        !self.emits.is_empty() || !self.spawns.is_empty()
+    }
+}
+
+/// A durable-timer mutation applied atomically with a commit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TimerOp {
+    /// Arm (upsert) the timer for `(execution, path)`.
+    Schedule { path: String, fire_at: f64 },
+    /// Disarm it.
+    Cancel { path: String },
+}
+
+/// A child execution to create: committed with its parent, created by the relay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpawnIntent {
+    pub child_id: String,
+    pub root_path: String,
+    pub context: Map,
+}
+
+/// A deferred event awaiting delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxEntry {
+    /// Monotonic per store: the relay delivers in `seq` order.
+    pub seq: i64,
+    pub target_id: Option<String>,
+    pub event: Event,
+}
+
+/// A pending child creation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpawnEntry {
+    pub seq: i64,
+    pub parent_id: String,
+    pub child_id: String,
+    pub root_path: String,
+    pub context: Map,
+}
+
+/// A timer that is due.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DueTimer {
+    pub execution_id: String,
+    pub path: String,
+    pub fire_at: f64,
+}
+
+/// A lightweight projection of an execution for list views (harel's `ExecutionSummary`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionSummary {
+    pub id: String,
+    pub definition_id: String,
+    pub status: Status,
+    pub outcome: Option<String>,
+    pub active_path: Option<String>,
+    pub version: i64,
+    pub parent_id: Option<String>,
+    pub finished_at: Option<f64>,
+}
+
+impl ExecutionSummary {
+    pub fn of(exe: &Execution) -> Self {
+        ExecutionSummary {
+            id: exe.id.clone(),
+            definition_id: exe.definition_id.clone(),
+            status: exe.status,
+            outcome: exe.outcome.clone(),
+            active_path: exe.active_path.clone(),
+            version: exe.version,
+            parent_id: exe.parent_id.clone(),
+            finished_at: exe.finished_at,
+        }
+    }
+}
+
+/// Filters and paging for [`ExecutionStore::list_executions`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListQuery {
+    /// Any of these statuses (none: all).
+    pub status: Option<Vec<Status>>,
+    pub definition_id: Option<String>,
+    pub roots_only: bool,
+    /// Page size (0 means the default, 100).
+    pub limit: usize,
+    /// The opaque `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExecutionPage {
+    pub items: Vec<ExecutionSummary>,
+    pub next_cursor: Option<String>,
+}
+
+/// The store's errors. A lost CAS is a [`StoreError::Conflict`], kept apart from real
+/// failures so callers can redeliver instead of failing.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The stored execution moved past the version this writer loaded.
+    #[error("stale write to {id}: expected version {expected}, found {found:?}")]
+    Conflict { id: String, expected: i64, found: Option<i64> },
+    /// A transient fault (throttling, a transaction conflict) that outlived the retries.
+    #[error("retryable store failure: {0}")]
+    Retryable(String),
+    /// The input cannot be stored as it is (over an item or transaction limit).
+    #[error("{0}")]
+    TooLarge(String),
+    /// A stored record that cannot be read back.
+    #[error("corrupt record {what}: {reason}")]
+    Corrupt { what: String, reason: String },
+    /// Any other backend failure, with the backend's message.
+    #[error("store backend error: {0}")]
+    Backend(String),
+}
+
+impl StoreError {
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict { .. })
+    }
+}
+
+/// The durable store. Implementations: [`MemoryStore`] and the DynamoDB store.
+#[async_trait]
+pub trait ExecutionStore: Send + Sync {
+    /// The execution `id`, or `None`.
+    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError>;
+
+    /// The execution and whether it already processed `event_id`, in one round trip
+    /// where the backend allows.
+    async fn load_for_event(&self, id: &str, event_id: &str)
+        -> Result<(Option<Execution>, bool), StoreError>;
+
+    /// Atomically write `exe` (CAS on `exe.version`, which is bumped on success and
+    /// left as it was on failure) with everything in `commit`. Returns the outbox seq
+    /// of each emit, in order.
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError>;
+
+    /// `commit` with no side effects.
+    async fn save(&self, exe: &mut Execution) -> Result<(), StoreError> {
+        self.commit(exe, Commit::default()).await.map(|_| ())
+    }
+
+    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError>;
+
+    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError>;
+
+    /// Undelivered outbox entries, oldest (lowest seq) first.
+    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError>;
+    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError>;
+
+    /// Undelivered spawn intents, oldest first.
+    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError>;
+    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError>;
+
+    /// Timers with `fire_at <= now`, earliest first.
+    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError>;
+
+    /// Remove the timer only if it still holds `fire_at` (a re-schedule survives).
+    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError>;
+
+    /// The recorded trace steps, oldest first, each with its `index`.
+    async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError>;
+
+    /// Append one trace step outside a commit (same ring rule).
+    async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError>;
+}

@@ -1,0 +1,232 @@
+//! [`MemoryStore`]: the in-process store behind `stm run` and the tests.
+//!
+//! It keeps serialized-equivalent copies (clones), so unlike harel's `DictStore` a
+//! caller's later mutation of an execution never leaks into the store without a
+//! commit. The CAS therefore bites exactly as it does on DynamoDB.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use indexmap::IndexMap;
+use stm_core::{Execution, Map, Value};
+
+use crate::{
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, ListQuery, OutboxEntry, SpawnEntry,
+    StoreError, TimerOp, DEFAULT_TRACE_MAX,
+};
+
+#[derive(Default)]
+struct Inner {
+    executions: BTreeMap<String, Execution>,
+    outbox: BTreeMap<i64, OutboxEntry>,
+    spawns: BTreeMap<i64, SpawnEntry>,
+    processed: HashSet<(String, String)>,
+    /// (execution id, path) -> fire_at, in arming order.
+    timers: IndexMap<(String, String), f64>,
+    /// execution id -> (next index, steps).
+    trace: BTreeMap<String, (i64, Vec<Map>)>,
+    outbox_seq: i64,
+    spawn_seq: i64,
+}
+
+/// An in-memory [`ExecutionStore`].
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    trace_max: usize,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        MemoryStore::with_trace_max(DEFAULT_TRACE_MAX)
+    }
+
+    /// A store whose trace ring keeps the last `trace_max` steps (0: unbounded).
+    pub fn with_trace_max(trace_max: usize) -> Self {
+        MemoryStore { inner: Mutex::new(Inner::default()), trace_max }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves plain data behind; keep serving it.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every stored execution, by id (for tests and `stm run --json`).
+    pub fn all_executions(&self) -> Vec<Execution> {
+        self.lock().executions.values().cloned().collect()
+    }
+
+    /// How many timers are armed (for tests).
+    pub fn timer_count(&self) -> usize {
+        self.lock().timers.len()
+    }
+
+    fn record_trace(inner: &mut Inner, trace_max: usize, id: &str, mut entry: Map) {
+        let (next, steps) = inner.trace.entry(id.to_string()).or_default();
+        let idx = match entry.get("index").and_then(Value::as_i64) {
+            Some(given) => given,
+            None => *next,
+        };
+        *next += 1;
+        entry.insert("index".into(), Value::from(idx));
+        steps.push(entry);
+        if trace_max > 0 && steps.len() > trace_max {
+            let excess = steps.len() - trace_max;
+            steps.drain(..excess);
+        }
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for MemoryStore {
+    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
+        Ok(self.lock().executions.get(id).cloned())
+    }
+
+    async fn load_for_event(
+        &self,
+        id: &str,
+        event_id: &str,
+    ) -> Result<(Option<Execution>, bool), StoreError> {
+        let inner = self.lock();
+        let exe = inner.executions.get(id).cloned();
+        let processed = inner.processed.contains(&(id.to_string(), event_id.to_string()));
+        Ok((exe, processed))
+    }
+
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
+        let mut inner = self.lock();
+        let stored = inner.executions.get(&exe.id).map(|e| e.version);
+        let ok = match stored {
+            None => exe.version == 0,
+            Some(v) => v == exe.version,
+        };
+        if !ok {
+            return Err(StoreError::Conflict { id: exe.id.clone(), expected: exe.version, found: stored });
+        }
+        exe.version += 1;
+        inner.executions.insert(exe.id.clone(), exe.clone());
+        let mut seqs = Vec::with_capacity(commit.emits.len());
+        for (target_id, event) in commit.emits {
+            inner.outbox_seq += 1;
+            let seq = inner.outbox_seq;
+            inner.outbox.insert(seq, OutboxEntry { seq, target_id, event });
+            seqs.push(seq);
+        }
+        if let Some(event_id) = commit.processed_event_id {
+            inner.processed.insert((exe.id.clone(), event_id));
+        }
+        for op in commit.timers {
+            match op {
+                TimerOp::Schedule { path, fire_at } => {
+                    inner.timers.insert((exe.id.clone(), path), fire_at);
+                }
+                TimerOp::Cancel { path } => {
+                    inner.timers.shift_remove(&(exe.id.clone(), path));
+                }
+            }
+        }
+        for spawn in commit.spawns {
+            inner.spawn_seq += 1;
+            let seq = inner.spawn_seq;
+            inner.spawns.insert(
+                seq,
+                SpawnEntry {
+                    seq,
+                    parent_id: exe.id.clone(),
+                    child_id: spawn.child_id,
+                    root_path: spawn.root_path,
+                    context: spawn.context,
+                },
+            );
+        }
+        if let Some(step) = commit.trace {
+            MemoryStore::record_trace(&mut inner, self.trace_max, &exe.id, step);
+        }
+        Ok(seqs)
+    }
+
+    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().processed.contains(&(id.to_string(), event_id.to_string())))
+    }
+
+    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
+        let inner = self.lock();
+        let limit = if query.limit == 0 { 100 } else { query.limit };
+        let offset: usize = match &query.cursor {
+            None => 0,
+            Some(c) => c.parse().map_err(|_| StoreError::Backend(format!("bad list cursor {c:?}")))?,
+        };
+        let matching: Vec<ExecutionSummary> = inner
+            .executions
+            .values()
+            .filter(|e| query.status.as_ref().is_none_or(|s| s.contains(&e.status)))
+            .filter(|e| query.definition_id.as_ref().is_none_or(|d| &e.definition_id == d))
+            .filter(|e| !query.roots_only || e.parent_id.is_none())
+            .map(ExecutionSummary::of)
+            .collect();
+        let items: Vec<_> = matching.iter().skip(offset).take(limit).cloned().collect();
+        let next_cursor = (offset + limit < matching.len()).then(|| (offset + limit).to_string());
+        Ok(ExecutionPage { items, next_cursor })
+    }
+
+    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
+        Ok(self.lock().outbox.values().cloned().collect())
+    }
+
+    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
+        self.lock().outbox.remove(&seq);
+        Ok(())
+    }
+
+    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
+        Ok(self.lock().spawns.values().cloned().collect())
+    }
+
+    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
+        self.lock().spawns.remove(&seq);
+        Ok(())
+    }
+
+    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
+        let inner = self.lock();
+        let mut due: Vec<DueTimer> = inner
+            .timers
+            .iter()
+            .filter(|(_, fire_at)| **fire_at <= now)
+            .map(|((id, path), fire_at)| DueTimer {
+                execution_id: id.clone(),
+                path: path.clone(),
+                fire_at: *fire_at,
+            })
+            .collect();
+        // earliest first; ties keep arming order (a stable sort)
+        due.sort_by(|a, b| a.fire_at.total_cmp(&b.fire_at));
+        Ok(due)
+    }
+
+    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        let key = (id.to_string(), path.to_string());
+        if inner.timers.get(&key) == Some(&fire_at) {
+            inner.timers.shift_remove(&key);
+        }
+        Ok(())
+    }
+
+    async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
+        Ok(self.lock().trace.get(id).map(|(_, steps)| steps.clone()).unwrap_or_default())
+    }
+
+    async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        MemoryStore::record_trace(&mut inner, self.trace_max, id, entry);
+        Ok(())
+    }
+}
