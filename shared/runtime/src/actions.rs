@@ -1,0 +1,225 @@
+//! The action registry: handler names (as a `.stm` file binds them, e.g.
+//! `payments.charge` or `harel.lib.exponential_backoff`) mapped to Rust functions.
+//!
+//! An action receives the execution's live context (which it may change), the
+//! triggering event, its bound inputs and a stable idempotency key, and returns a
+//! value (used by selectors). A failure is an [`ActionError`] with a type name and a
+//! message, as harel records a Python exception.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use stm_core::engine::ActionError;
+use stm_core::pyvalue;
+use stm_core::{Definition, Event, Map, Value};
+
+/// What an action gets.
+pub struct ActionInput<'a> {
+    /// The execution's context, live: changes stick.
+    pub context: &'a mut Map,
+    /// The triggering event; `None` on start and on automatic transitions.
+    pub event: Option<&'a Event>,
+    /// The inputs bound in the `.stm` file (`on enter charge(amount: 10)`).
+    pub inputs: &'a Map,
+    /// `{execution_id}:{event id or "start"}:{index}:{action}`: the same on every
+    /// redelivery of the same event, so a side effect can be made effect-once.
+    pub idempotency_key: &'a str,
+    pub execution_id: &'a str,
+}
+
+pub type ActionFn = Arc<dyn Fn(ActionInput<'_>) -> Result<Value, ActionError> + Send + Sync>;
+
+/// Handler name -> function.
+#[derive(Clone, Default)]
+pub struct ActionRegistry {
+    actions: BTreeMap<String, ActionFn>,
+}
+
+/// Actions a definition uses that nothing provides.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("machine {machine}: unbound actions: {} (register them, or bind them to a remote function)", names.join(", "))]
+pub struct UnboundActions {
+    pub machine: String,
+    pub names: Vec<String>,
+}
+
+impl ActionRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        ActionRegistry::default()
+    }
+
+    /// A registry holding harel's `harel.lib.*` built-ins under their exact names.
+    pub fn with_builtins() -> Self {
+        let mut r = ActionRegistry::new();
+        r.register("harel.lib.exponential_backoff", exponential_backoff);
+        r.register("harel.lib.linear_backoff", linear_backoff);
+        r.register("harel.lib.reset_backoff", reset_backoff);
+        r.register("harel.lib.join_success", join_success);
+        r
+    }
+
+    pub fn register<F>(&mut self, name: impl Into<String>, f: F) -> &mut Self
+    where
+        F: Fn(ActionInput<'_>) -> Result<Value, ActionError> + Send + Sync + 'static,
+    {
+        self.actions.insert(name.into(), Arc::new(f));
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ActionFn> {
+        self.actions.get(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.actions.keys().map(String::as_str)
+    }
+
+    /// Every action `defn` (and its inline submachines) uses must be registered:
+    /// checked when definitions load, so a typo fails at startup, not mid-step.
+    pub fn check(&self, defn: &Definition) -> Result<(), UnboundActions> {
+        let names: Vec<String> =
+            defn.action_names().into_iter().filter(|n| !self.actions.contains_key(n)).collect();
+        if names.is_empty() {
+            Ok(())
+        } else {
+            Err(UnboundActions { machine: defn.id.clone(), names })
+        }
+    }
+}
+
+// --- harel.lib built-ins ---------------------------------------------------------
+
+/// A number input (ints stay ints, as Python keeps them).
+fn num_input(inputs: &Map, name: &str, default: Value) -> Result<Value, ActionError> {
+    match inputs.get(name) {
+        None => Ok(default),
+        Some(v @ Value::Number(_)) => Ok(v.clone()),
+        Some(other) => Err(ActionError::new(
+            "TypeError",
+            format!("{name} must be a number, got {} {}", pyvalue::type_name(other), pyvalue::repr(other)),
+        )),
+    }
+}
+
+fn str_input(inputs: &Map, name: &str, default: &str) -> String {
+    inputs.get(name).and_then(Value::as_str).unwrap_or(default).to_string()
+}
+
+/// `int(ctx.get(counter, 0))`.
+fn attempt(ctx: &Map, counter: &str) -> Result<i64, ActionError> {
+    match ctx.get(counter) {
+        None => Ok(0),
+        Some(v) => v
+            .as_i64()
+            .or_else(|| v.as_f64().map(|f| f.trunc() as i64))
+            .or_else(|| v.as_bool().map(i64::from))
+            .ok_or_else(|| ActionError::new("ValueError", format!("invalid attempt counter {}", pyvalue::repr(v)))),
+    }
+}
+
+/// `min(delay, float(cap))` when a cap is given: Python's `min` keeps `delay` (and
+/// its int-ness) unless the cap is strictly smaller.
+fn capped(delay: Value, inputs: &Map) -> Result<Value, ActionError> {
+    match inputs.get("cap") {
+        None | Some(Value::Null) => Ok(delay),
+        Some(cap) => {
+            let cap = pyvalue::as_seconds(cap)
+                .ok_or_else(|| ActionError::new("TypeError", "cap must be a number".to_string()))?;
+            let d = pyvalue::as_seconds(&delay).unwrap_or(f64::INFINITY);
+            Ok(if cap < d { pyvalue::float(cap) } else { delay })
+        }
+    }
+}
+
+fn next_backoff(input: ActionInput<'_>, delay_for: impl Fn(i64) -> Result<Value, ActionError>) -> Result<Value, ActionError> {
+    let into = str_input(input.inputs, "into", "backoff");
+    let counter = str_input(input.inputs, "counter", "__attempt");
+    let n = attempt(input.context, &counter)?;
+    let delay = capped(delay_for(n)?, input.inputs)?;
+    input.context.insert(counter, Value::from(n + 1));
+    input.context.insert(into, delay.clone());
+    Ok(delay)
+}
+
+fn arith(op: stm_core::definition::ArithOp, a: &Value, b: &Value) -> Result<Value, ActionError> {
+    pyvalue::arith(op, a, b).map_err(|m| ActionError::new("TypeError", m))
+}
+
+/// `base * factor ** attempt` (capped) into `context[into]`; bumps the counter.
+pub fn exponential_backoff(input: ActionInput<'_>) -> Result<Value, ActionError> {
+    use stm_core::definition::ArithOp;
+    let base = num_input(input.inputs, "base", pyvalue::float(1.0))?;
+    let factor = num_input(input.inputs, "factor", pyvalue::float(2.0))?;
+    next_backoff(input, |n| {
+        let power = match factor.as_i64() {
+            Some(f) if n >= 0 && n < 63 => f.checked_pow(n as u32).map(Value::from),
+            _ => None,
+        }
+        .unwrap_or_else(|| pyvalue::float(pyvalue::as_seconds(&factor).unwrap_or(2.0).powi(n as i32)));
+        arith(ArithOp::Mul, &base, &power)
+    })
+}
+
+/// `base + step * attempt` (capped) into `context[into]`; bumps the counter.
+pub fn linear_backoff(input: ActionInput<'_>) -> Result<Value, ActionError> {
+    use stm_core::definition::ArithOp;
+    let base = num_input(input.inputs, "base", pyvalue::float(1.0))?;
+    let step = num_input(input.inputs, "step", pyvalue::float(1.0))?;
+    next_backoff(input, |n| arith(ArithOp::Add, &base, &arith(ArithOp::Mul, &step, &Value::from(n))?))
+}
+
+/// Clear the attempt counter.
+pub fn reset_backoff(input: ActionInput<'_>) -> Result<Value, ActionError> {
+    let counter = str_input(input.inputs, "counter", "__attempt");
+    input.context.shift_remove(&counter);
+    Ok(Value::Null)
+}
+
+/// Selector over an orthogonal join's `region_results`: `"pass"` if every (`mode:
+/// "all"`) or some (`"any"`) region's outcome is `"success"`, else `"fail"`.
+pub fn join_success(input: ActionInput<'_>) -> Result<Value, ActionError> {
+    let mode = str_input(input.inputs, "mode", "all");
+    let oks: Vec<bool> = match input.context.get("region_results") {
+        Some(Value::Object(results)) => results
+            .values()
+            .map(|r| r.get("outcome").and_then(Value::as_str) == Some("success"))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let passed = !oks.is_empty() && if mode == "all" { oks.iter().all(|b| *b) } else { oks.iter().any(|b| *b) };
+    Ok(Value::from(if passed { "pass" } else { "fail" }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(f: fn(ActionInput<'_>) -> Result<Value, ActionError>, ctx: &mut Map, inputs: Value) -> Value {
+        let inputs = inputs.as_object().cloned().unwrap_or_default();
+        f(ActionInput { context: ctx, event: None, inputs: &inputs, idempotency_key: "k", execution_id: "e" })
+            .expect("action")
+    }
+
+    #[test]
+    fn exponential_backoff_keeps_python_int_float_typing() {
+        let mut ctx = Map::new();
+        assert_eq!(call(exponential_backoff, &mut ctx, json!({"base": 5, "factor": 2, "cap": 12})), json!(5));
+        assert_eq!(call(exponential_backoff, &mut ctx, json!({"base": 5, "factor": 2, "cap": 12})), json!(10));
+        assert_eq!(call(exponential_backoff, &mut ctx, json!({"base": 5, "factor": 2, "cap": 12})), json!(12.0));
+        assert_eq!(ctx.get("__attempt"), Some(&json!(3)));
+        let mut fresh = Map::new();
+        assert_eq!(call(exponential_backoff, &mut fresh, json!({})), json!(1.0));
+    }
+
+    #[test]
+    fn join_success_modes() {
+        let mut ctx = json!({"region_results": {"A": {"outcome": "success"}, "B": {"outcome": "failed"}}})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(call(join_success, &mut ctx, json!({"mode": "all"})), json!("fail"));
+        assert_eq!(call(join_success, &mut ctx, json!({"mode": "any"})), json!("pass"));
+    }
+}

@@ -1,0 +1,580 @@
+//! The driver: the one piece of code that turns engine steps into durable commits.
+//!
+//! For one event it runs the pure engine, serves the actions it asks for (routing a
+//! failure to the model's `on error`, or failing the execution as harel does), then
+//! commits the execution, its outbox, spawns, dedupe mark, timer changes and trace
+//! step in one atomic, version-checked write. The embedded runner (`stm run`), the
+//! local stack and the Lambda worker all go through it; they differ only in the
+//! store and in how committed outbox entries are delivered (inline here, by queue in
+//! the worker).
+//!
+//! The flows follow harel 0.9.0's `engine/driving.py` and `engine/hosting.py`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use stm_core::definition::CONTROL_EVENTS;
+use stm_core::engine::{self, ActionCall, ActionError, ActionHost, Effect, StepError};
+use stm_core::{Definition, Event, Execution, Map, Status, Value};
+use stm_store::{Commit, ExecutionStore, SpawnEntry, SpawnIntent, StoreError, TimerOp};
+
+use crate::actions::{ActionInput, ActionRegistry};
+
+/// Seconds since the epoch, as harel's `time.time`.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> f64;
+}
+
+/// The wall clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> f64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+    }
+}
+
+/// A clock that only moves when told (tests, conformance, `stm run`'s replay).
+#[derive(Default)]
+pub struct ManualClock(Mutex<f64>);
+
+impl ManualClock {
+    pub fn new(start: f64) -> Self {
+        ManualClock(Mutex::new(start))
+    }
+    pub fn advance(&self, seconds: f64) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) += seconds;
+    }
+    pub fn set(&self, now: f64) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = now;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> f64 {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The definitions a driver can run, by id; inline submachines and imported machines
+/// are registered under their synthetic ids / FQNs too.
+#[derive(Default, Clone)]
+pub struct Definitions {
+    by_id: HashMap<String, Arc<Definition>>,
+}
+
+impl Definitions {
+    pub fn new() -> Self {
+        Definitions::default()
+    }
+
+    /// Register `defn` and every submachine it carries.
+    pub fn register(&mut self, defn: Definition) -> Arc<Definition> {
+        for (id, sub) in &defn.submachines {
+            self.by_id.entry(id.clone()).or_insert_with(|| Arc::new(sub.clone()));
+        }
+        let arc = Arc::new(defn);
+        self.by_id.insert(arc.id.clone(), arc.clone());
+        arc
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<Definition>> {
+        self.by_id.get(id)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Definition>> {
+        self.by_id.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+}
+
+/// What can go wrong driving a step (a lost CAS included, as a store error).
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("execution {0:?} not found")]
+    UnknownExecution(String),
+    #[error("execution {0:?} already exists")]
+    AlreadyExists(String),
+    #[error("unknown definition {0:?}")]
+    UnknownDefinition(String),
+    /// harel's `ContextError`.
+    #[error("context doesn't fit the machine's `context` schema: {0}")]
+    Context(String),
+    /// harel's `EventError`.
+    #[error("event {kind:?} doesn't fit its declaration: {problems}")]
+    Event { kind: String, problems: String },
+    /// harel's `ResolveError`: an `invoke` whose machine this driver doesn't have.
+    #[error("invoke {0:?} but this runner has no machine resolver")]
+    Resolve(String),
+    /// The engine met a definition/execution mismatch (harel's `AssertionError`).
+    #[error("AssertionError: {0}")]
+    Engine(String),
+}
+
+impl DriverError {
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, DriverError::Store(e) if e.is_conflict())
+    }
+
+    /// The Python exception name harel raises for the same failure.
+    pub fn python_type(&self) -> &'static str {
+        match self {
+            DriverError::Store(e) if e.is_conflict() => "StoreConflict",
+            DriverError::Store(_) => "StoreError",
+            DriverError::UnknownExecution(_) | DriverError::UnknownDefinition(_) => "KeyError",
+            DriverError::AlreadyExists(_) => "ExecutionAlreadyExists",
+            DriverError::Context(_) => "ContextError",
+            DriverError::Event { .. } => "EventError",
+            DriverError::Resolve(_) => "ResolveError",
+            DriverError::Engine(_) => "AssertionError",
+        }
+    }
+}
+
+/// The idempotency keys of one step's actions: `{execution}:{event id|start}:{i}:{action}`.
+struct ActionKeys {
+    base: String,
+    index: usize,
+}
+
+impl ActionKeys {
+    fn new(execution_id: &str, step: &str) -> Self {
+        ActionKeys { base: format!("{execution_id}:{step}"), index: 0 }
+    }
+    fn next(&mut self, action: &str) -> String {
+        let key = format!("{}:{}:{}", self.base, self.index, action);
+        self.index += 1;
+        key
+    }
+}
+
+/// Serves the engine's action calls from the registry, recording what ran.
+struct RegistryHost<'a> {
+    actions: &'a ActionRegistry,
+    keys: &'a mut ActionKeys,
+    ran: Vec<String>,
+    execution_id: &'a str,
+}
+
+impl ActionHost for RegistryHost<'_> {
+    fn call(&mut self, call: &ActionCall<'_>, context: &mut Map) -> Result<Value, ActionError> {
+        let name = call.action.function.as_str();
+        self.ran.push(name.to_string());
+        let key = self.keys.next(name);
+        let f = self
+            .actions
+            .get(name)
+            .ok_or_else(|| ActionError::new("LookupError", format!("action {name:?} is not registered")))?;
+        f(ActionInput {
+            context,
+            event: call.event,
+            inputs: &call.action.inputs,
+            idempotency_key: &key,
+            execution_id: self.execution_id,
+        })
+    }
+}
+
+/// The durable results of one step, gathered from the engine's effects.
+#[derive(Default)]
+struct Collected {
+    emits: Vec<(Option<String>, Event)>,
+    timers: Vec<TimerOp>,
+    spawns: Vec<SpawnIntent>,
+    actions: Vec<String>,
+    assigned: Map,
+}
+
+impl Collected {
+    fn from_effects(effects: Vec<Effect>, actions: Vec<String>) -> Self {
+        let mut c = Collected { actions, ..Collected::default() };
+        for effect in effects {
+            match effect {
+                Effect::Emit { to, event } => c.emits.push((to, event)),
+                Effect::Spawn(specs) => c.spawns.extend(specs.into_iter().map(|s| SpawnIntent {
+                    child_id: s.child_id,
+                    root_path: s.root_path,
+                    context: s.context,
+                })),
+                Effect::ScheduleTimer { path, fire_at } => c.timers.push(TimerOp::Schedule { path, fire_at }),
+                Effect::CancelTimer { path } => c.timers.push(TimerOp::Cancel { path }),
+                Effect::Assigned(values) => c.assigned.extend(values),
+            }
+        }
+        c
+    }
+}
+
+/// What a committed step left for delivery.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepReport {
+    /// The outbox seqs of this commit's emits.
+    pub outbox_seqs: Vec<i64>,
+    /// Whether the commit enqueued spawn intents.
+    pub spawned: bool,
+    /// The names of the actions the committed step ran.
+    pub actions: Vec<String>,
+}
+
+impl StepReport {
+    pub fn enqueued(&self) -> bool {
+        self.spawned || !self.outbox_seqs.is_empty()
+    }
+}
+
+/// The driver. Cheap to clone; share one per process.
+#[derive(Clone)]
+pub struct Driver {
+    pub store: Arc<dyn ExecutionStore>,
+    pub definitions: Arc<Definitions>,
+    pub actions: Arc<ActionRegistry>,
+    pub clock: Arc<dyn Clock>,
+    /// Record an execution-trace step with each commit.
+    pub trace: bool,
+}
+
+impl Driver {
+    pub fn new(store: Arc<dyn ExecutionStore>, definitions: Definitions, actions: ActionRegistry) -> Self {
+        Driver {
+            store,
+            definitions: Arc::new(definitions),
+            actions: Arc::new(actions),
+            clock: Arc::new(SystemClock),
+            trace: false,
+        }
+    }
+
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn with_trace(mut self, trace: bool) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// The definition that drives `exe`: by id, else (a submachine child) by its FQN.
+    pub fn definition_for(&self, exe: &Execution) -> Result<Arc<Definition>, DriverError> {
+        if let Some(d) = self.definitions.get(&exe.definition_id) {
+            return Ok(d.clone());
+        }
+        if let Some(fqn) = &exe.definition_fqn {
+            return self.resolve_machine(fqn);
+        }
+        Err(DriverError::UnknownDefinition(exe.definition_id.clone()))
+    }
+
+    fn resolve_machine(&self, fqn: &str) -> Result<Arc<Definition>, DriverError> {
+        self.definitions.get(fqn).cloned().ok_or_else(|| DriverError::Resolve(fqn.to_string()))
+    }
+
+    fn fail(exe: &mut Execution, err: &StepError, original: Option<&StepError>) {
+        let (ty, msg) = err.type_and_message();
+        let mut text = format!("{ty}: {msg}");
+        if let Some(orig) = original {
+            let (oty, omsg) = orig.type_and_message();
+            text.push_str(&format!(" (while recovering from {oty}: {omsg})"));
+        }
+        tracing::warn!(execution_id = %exe.id, error = %text, "unhandled action error; failing execution");
+        exe.status = Status::Failed;
+        exe.error = Some(text);
+    }
+
+    /// Run the engine for one step and gather its effects. A failed action (or `set`)
+    /// is routed to the model's `on error` if the active configuration has one, else the
+    /// execution fails terminally; partial effects are dropped either way.
+    fn drive(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+        event: Option<&Event>,
+        keys: &mut ActionKeys,
+        original: Option<&StepError>,
+    ) -> Result<Collected, DriverError> {
+        let now = self.clock.now();
+        let execution_id = exe.id.clone();
+        let mut host = RegistryHost { actions: &self.actions, keys, ran: Vec::new(), execution_id: &execution_id };
+        let result = match event {
+            None => engine::start(defn, exe, now, &mut host),
+            Some(ev) => engine::process(defn, exe, ev, now, &mut host),
+        };
+        let ran = std::mem::take(&mut host.ran);
+        let err = match result {
+            Ok(effects) => return Ok(Collected::from_effects(effects, ran)),
+            Err(StepError::Invalid(msg)) => return Err(DriverError::Engine(msg)),
+            Err(err) => err,
+        };
+        if original.is_some() || matches!(err, StepError::Action { on_exit: true, .. }) {
+            // already recovering, or an `on exit` failed (leaving a state can't be
+            // routed anywhere without re-running that very hook): fail
+            Driver::fail(exe, &err, original);
+            return Ok(Collected::default());
+        }
+        let (ty, msg) = err.type_and_message();
+        let error_event = engine::error_event(&ty, &msg);
+        if engine::has_error_handler(defn, exe, &error_event) {
+            exe.context.insert("_error".into(), Value::Object(error_event.data.clone()));
+            return self.drive(defn, exe, Some(&error_event), keys, Some(&err));
+        }
+        Driver::fail(exe, &err, None);
+        Ok(Collected::default())
+    }
+
+    /// Drive one step for `exe` (`None`: start it) and commit it atomically.
+    pub async fn run_step(&self, exe: &mut Execution, event: Option<&Event>) -> Result<StepReport, DriverError> {
+        let defn = self.definition_for(exe)?;
+        let from_path = exe.active_path.clone();
+        let mut keys = ActionKeys::new(&exe.id, event.map_or("start", |e| e.id.as_str()));
+        let collected = self.drive(&defn, exe, event, &mut keys, None)?;
+        let now = self.clock.now();
+        let trace = self.trace.then(|| trace_step(event, from_path, exe, &collected, now));
+        exe.stamp(now);
+        let spawned = !collected.spawns.is_empty();
+        let commit = Commit {
+            emits: collected.emits,
+            processed_event_id: event.map(|e| e.id.clone()),
+            timers: collected.timers,
+            spawns: collected.spawns,
+            trace,
+        };
+        let outbox_seqs = self.store.commit(exe, commit).await?;
+        Ok(StepReport { outbox_seqs, spawned, actions: collected.actions })
+    }
+
+    /// Create and start one pending child, idempotently: an existing child means the
+    /// intent was already applied (a crash-and-retry), and its progress is kept.
+    pub async fn create_spawn(&self, entry: &SpawnEntry) -> Result<(), DriverError> {
+        if self.store.load(&entry.child_id).await?.is_some() {
+            return Ok(());
+        }
+        let parent = self.store.load(&entry.parent_id).await?;
+        let mut context = entry.context.clone();
+        let fqn = match context.shift_remove("__invoke_fqn__") {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let child_defn = match &fqn {
+            Some(fqn) => {
+                let d = self.resolve_machine(fqn)?;
+                // an invoked machine starts with its own context defaults
+                d.with_context_defaults(&mut context);
+                d
+            }
+            // a region runs its parent's machine. (harel uses the relaying driver's
+            // machine, which differs only for a region forked inside a submachine.)
+            None => match &parent {
+                Some(p) => self.definition_for(p)?,
+                None => return Err(DriverError::UnknownExecution(entry.parent_id.clone())),
+            },
+        };
+        let mut child = Execution::new(entry.child_id.clone(), child_defn.id.clone());
+        child.definition_fqn = fqn;
+        child.root_path = entry.root_path.clone();
+        child.context = context;
+        child.parent_id = Some(entry.parent_id.clone());
+        child.child_id = Some(entry.child_id.clone());
+        child.priority = parent.as_ref().map_or(0, |p| p.priority);
+        match self.run_step(&mut child, None).await {
+            // another relay created it between our load and our insert: same outcome
+            Err(e) if e.is_conflict() => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// Deliver everything pending, inline, to quiescence: create the children, then
+    /// process the outbox events in seq order (the embedded relay).
+    pub async fn flush_inline(&self) -> Result<(), DriverError> {
+        loop {
+            let spawns = self.store.pending_spawns().await?;
+            let outbox = self.store.pending_outbox().await?;
+            if spawns.is_empty() && outbox.is_empty() {
+                return Ok(());
+            }
+            for spawn in &spawns {
+                self.create_spawn(spawn).await?;
+            }
+            for spawn in &spawns {
+                self.store.ack_spawn(spawn.seq).await?;
+            }
+            for entry in outbox {
+                if let Some(target_id) = &entry.target_id {
+                    self.deliver_inline(target_id, &entry.event).await?;
+                }
+                self.store.ack_outbox(entry.seq).await?;
+            }
+        }
+    }
+
+    /// Process `event` on execution `target_id` unless it is unknown or already did.
+    async fn deliver_inline(&self, target_id: &str, event: &Event) -> Result<(), DriverError> {
+        let (target, processed) = self.store.load_for_event(target_id, &event.id).await?;
+        if let (Some(mut target), false) = (target, processed) {
+            self.run_step(&mut target, Some(event)).await?;
+        }
+        Ok(())
+    }
+
+    /// Validate `event` against the machine's declared events (harel's `check_event`).
+    pub fn check_event(defn: &Definition, event: &Event) -> Result<(), DriverError> {
+        if stm_core::definition::RESERVED_EVENTS.contains(&event.kind.as_str()) {
+            return Ok(());
+        }
+        if let Some(etype) = defn.events.get(&event.kind) {
+            let problems = stm_core::definition::schema_problems(&etype.fields, &event.data, true);
+            if !problems.is_empty() {
+                return Err(DriverError::Event { kind: event.kind.clone(), problems: problems.join("; ") });
+            }
+        }
+        Ok(())
+    }
+
+    /// The live (unfinished, not submachine) regions of `exe` that a domain event is
+    /// broadcast to.
+    pub async fn live_regions(&self, exe: &Execution) -> Result<Vec<Execution>, DriverError> {
+        let mut live = Vec::new();
+        for (cid, cs) in &exe.children {
+            if !cs.finished && !cs.submachine {
+                if let Some(child) = self.store.load(cid).await? {
+                    live.push(child);
+                }
+            }
+        }
+        Ok(live)
+    }
+
+    /// Whether `event` is broadcast to regions rather than processed by `exe` itself.
+    pub fn is_broadcast(event: &Event, live_regions: &[Execution]) -> bool {
+        !CONTROL_EVENTS.contains(&event.kind.as_str()) && !live_regions.is_empty()
+    }
+
+    /// A domain event broadcast to regions never runs on the parent, but it is still
+    /// activity for the parent's `ttl`: restart the budget and record the event as
+    /// processed by the parent.
+    pub async fn rearm_ttl_after_broadcast(&self, exe: &mut Execution, event: &Event) -> Result<(), DriverError> {
+        let defn = self.definition_for(exe)?;
+        let Some(delay) = engine::ttl_delay(&defn, exe) else {
+            return Ok(());
+        };
+        if self.store.is_processed(&exe.id, &event.id).await? {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        exe.expires_at = Some(now + delay);
+        exe.stamp(now);
+        let commit = Commit {
+            processed_event_id: Some(event.id.clone()),
+            timers: vec![TimerOp::Schedule { path: engine::TTL_PATH.into(), fire_at: now + delay }],
+            ..Commit::default()
+        };
+        self.store.commit(exe, commit).await?;
+        Ok(())
+    }
+
+    // --- the embedded (inline) runner: harel's DurableRunner ---------------------
+
+    /// Create, start and persist a new execution; deliver what it enqueued inline.
+    pub async fn create(
+        &self,
+        definition_id: &str,
+        context: Option<Map>,
+        execution_id: Option<&str>,
+    ) -> Result<Execution, DriverError> {
+        if let Some(id) = execution_id {
+            if self.store.load(id).await?.is_some() {
+                return Err(DriverError::AlreadyExists(id.to_string()));
+            }
+        }
+        let defn = self
+            .definitions
+            .get(definition_id)
+            .cloned()
+            .ok_or_else(|| DriverError::UnknownDefinition(definition_id.to_string()))?;
+        let mut context = context.unwrap_or_default();
+        defn.with_context_defaults(&mut context);
+        let problems = defn.context_problems(&context, true);
+        if !problems.is_empty() {
+            return Err(DriverError::Context(problems.join("; ")));
+        }
+        let id = execution_id.map_or_else(stm_core::execution::new_id, str::to_string);
+        let mut exe = Execution::new(id.clone(), defn.id.clone());
+        exe.context = context;
+        self.run_step(&mut exe, None).await?;
+        self.flush_inline().await?;
+        self.store.load(&id).await?.ok_or(DriverError::UnknownExecution(id))
+    }
+
+    /// Feed one event to a stored execution and deliver what follows, inline.
+    pub async fn process(&self, execution_id: &str, event: &Event) -> Result<Execution, DriverError> {
+        let mut exe = self
+            .store
+            .load(execution_id)
+            .await?
+            .ok_or_else(|| DriverError::UnknownExecution(execution_id.to_string()))?;
+        let defn = self.definition_for(&exe)?;
+        Driver::check_event(&defn, event)?;
+        let live = self.live_regions(&exe).await?;
+        if Driver::is_broadcast(event, &live) {
+            for mut region in live {
+                if !self.store.is_processed(&region.id, &event.id).await? {
+                    self.run_step(&mut region, Some(event)).await?;
+                }
+            }
+            self.rearm_ttl_after_broadcast(&mut exe, event).await?;
+        } else if !self.store.is_processed(&exe.id, &event.id).await? {
+            self.run_step(&mut exe, Some(event)).await?;
+        }
+        self.flush_inline().await?;
+        self.store.load(execution_id).await?.ok_or_else(|| DriverError::UnknownExecution(execution_id.into()))
+    }
+
+    /// Deliver every timer due now inline, then remove it (guarded). Returns how many
+    /// fired. A suspended execution's timer stays armed until it is resumed.
+    pub async fn fire_due_timers(&self) -> Result<usize, DriverError> {
+        let mut fired = 0;
+        for timer in self.store.due_timers(self.clock.now()).await? {
+            let exe = self.store.load(&timer.execution_id).await?;
+            if exe.as_ref().is_some_and(|e| e.status == Status::Suspended) {
+                continue;
+            }
+            if exe.as_ref().is_some_and(|e| self.definition_for(e).is_ok()) {
+                let event = engine::timeout_event(&timer.execution_id, &timer.path, timer.fire_at);
+                // deliver before delete: a crash between the two is safe (dedupe)
+                self.deliver_inline(&timer.execution_id, &event).await?;
+                self.flush_inline().await?;
+            }
+            self.store.delete_timer(&timer.execution_id, &timer.path, timer.fire_at).await?;
+            fired += 1;
+        }
+        Ok(fired)
+    }
+}
+
+/// One execution-trace step, harel's `_trace_step` shape.
+fn trace_step(event: Option<&Event>, from_path: Option<String>, exe: &Execution, c: &Collected, now: f64) -> Map {
+    let opt = |s: Option<String>| s.map_or(Value::Null, Value::from);
+    let mut step = Map::new();
+    step.insert("event_kind".into(), Value::from(event.map_or("Start", |e| e.kind.as_str())));
+    step.insert("event_data".into(), Value::Object(event.map(|e| e.data.clone()).unwrap_or_default()));
+    step.insert("from_path".into(), opt(from_path));
+    step.insert("to_path".into(), opt(exe.active_path.clone()));
+    step.insert("actions".into(), Value::from(c.actions.clone()));
+    step.insert("context_out".into(), Value::Object(exe.context.clone()));
+    step.insert("timestamp".into(), stm_core::pyvalue::float(now));
+    if !c.assigned.is_empty() {
+        step.insert("assigned".into(), Value::Object(c.assigned.clone()));
+    }
+    step
+}
