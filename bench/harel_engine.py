@@ -1,0 +1,24 @@
+"""harel's side of the engine benchmark: DurableRunner over DictStore, the same machine
+and the same events as the Rust side. Prints one JSON line: {"events": N, "seconds": S}."""
+import json
+import sys
+import time
+from pathlib import Path
+
+from harel.dsl import definition_from_dsl_file
+from harel.engine.durable import DurableRunner
+from harel.engine.store import DictStore
+from harel.spec.states import Event
+
+machine, count = Path(sys.argv[1]), int(sys.argv[2])
+defn = definition_from_dsl_file(machine, None)
+runner = DurableRunner(DictStore(), {defn.id: defn}, execution="inline")
+exe = runner.create(defn.id, execution_id="bench")
+events = [Event(kind="Go" if i % 2 == 0 else "Back", id=f"e{i}") for i in range(count)]
+t0 = time.perf_counter()
+for ev in events:
+    runner.process("bench", ev)
+elapsed = time.perf_counter() - t0
+final = runner.store.load("bench")
+assert final.processed_events == count, final.processed_events
+print(json.dumps({"events": count, "seconds": elapsed}))
