@@ -243,16 +243,31 @@ impl Execution {
         }
     }
 
-    /// Compact JSON, the form stored in DynamoDB's `data` attribute.
+    /// Compact JSON exactly as harel's `model_dump_json` writes it: the form stored in
+    /// DynamoDB's `data` attribute.
     pub fn to_json(&self) -> String {
-        // Serializing these plain data types cannot fail (string keys, finite or
-        // JSON-representable values); fall back to an empty object defensively.
-        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
+        to_pydantic_json(self)
     }
 
     pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(text)
     }
+}
+
+impl Event {
+    /// Compact JSON exactly as harel's `model_dump_json` writes it (SQS bodies, outbox).
+    pub fn to_json(&self) -> String {
+        to_pydantic_json(self)
+    }
+}
+
+/// Serialize like pydantic's `model_dump_json`: compact and UTF-8 as is. pydantic-core
+/// writes floats with the same shortest round-trip digits as serde_json (`1e+16`,
+/// `1e-7`, `0.00001`), so records we write are byte-identical to harel's (the golden
+/// tests in `tests/json_golden.rs` hold us to it).
+pub fn to_pydantic_json<T: Serialize + ?Sized>(value: &T) -> String {
+    // Our records hold only string-keyed maps and JSON values: serializing cannot fail.
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_string())
 }
 
 /// A random 32-hex-digit id, the shape of Python's `uuid.uuid4().hex`.
