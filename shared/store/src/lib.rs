@@ -1,17 +1,26 @@
 //! The persistence seam: the [`ExecutionStore`] contract, the records it moves
 //! (outbox entries, spawn intents, timers, trace steps), and its implementations:
-//! [`MemoryStore`] for the embedded runner and tests, and the DynamoDB store.
+//! [`MemoryStore`] for the embedded runner and tests, and [`DynamoDbStore`] (module
+//! [`dynamodb`], harel's DynamoDB tables exactly). The contract suite that both pass lives in
+//! `contract` (feature `contract`).
 //!
 //! The contract is harel 0.9.0's `ExecutionStore` protocol (`engine/store/_base.py`):
 //! every durable effect of one statechart step lands in **one atomic commit** guarded
 //! by the execution's version (optimistic concurrency), so a stale writer leaks
 //! nothing: no outbox entry, spawn, dedupe mark, timer or trace step.
 
+pub mod aws;
+#[cfg(feature = "contract")]
+pub mod contract;
+pub mod dynamodb;
 mod memory;
+pub mod pyjson;
 
 use async_trait::async_trait;
 use stm_core::{Event, Execution, Map, Status};
 
+pub use aws::CallCounter;
+pub use dynamodb::{table_specs, CreateOptions, DynamoDbStore, RetryPolicy, TableSpec};
 pub use memory::MemoryStore;
 
 /// The default size of the per-execution trace ring.
@@ -135,7 +144,11 @@ pub struct ExecutionPage {
 pub enum StoreError {
     /// The stored execution moved past the version this writer loaded.
     #[error("stale write to {id}: expected version {expected}, found {found:?}")]
-    Conflict { id: String, expected: i64, found: Option<i64> },
+    Conflict {
+        id: String,
+        expected: i64,
+        found: Option<i64>,
+    },
     /// A transient fault (throttling, a transaction conflict) that outlived the retries.
     #[error("retryable store failure: {0}")]
     Retryable(String),

@@ -49,7 +49,10 @@ impl MemoryStore {
 
     /// A store whose trace ring keeps the last `trace_max` steps (0: unbounded).
     pub fn with_trace_max(trace_max: usize) -> Self {
-        MemoryStore { inner: Mutex::new(Inner::default()), trace_max }
+        MemoryStore {
+            inner: Mutex::new(Inner::default()),
+            trace_max,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -108,7 +111,11 @@ impl ExecutionStore for MemoryStore {
             Some(v) => v == exe.version,
         };
         if !ok {
-            return Err(StoreError::Conflict { id: exe.id.clone(), expected: exe.version, found: stored });
+            return Err(StoreError::Conflict {
+                id: exe.id.clone(),
+                expected: exe.version,
+                found: stored,
+            });
         }
         exe.version += 1;
         inner.executions.insert(exe.id.clone(), exe.clone());
@@ -116,7 +123,14 @@ impl ExecutionStore for MemoryStore {
         for (target_id, event) in commit.emits {
             inner.outbox_seq += 1;
             let seq = inner.outbox_seq;
-            inner.outbox.insert(seq, OutboxEntry { seq, target_id, event });
+            inner.outbox.insert(
+                seq,
+                OutboxEntry {
+                    seq,
+                    target_id,
+                    event,
+                },
+            );
             seqs.push(seq);
         }
         if let Some(event_id) = commit.processed_event_id {
@@ -153,7 +167,10 @@ impl ExecutionStore for MemoryStore {
     }
 
     async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
-        Ok(self.lock().processed.contains(&(id.to_string(), event_id.to_string())))
+        Ok(self
+            .lock()
+            .processed
+            .contains(&(id.to_string(), event_id.to_string())))
     }
 
     async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
@@ -161,7 +178,9 @@ impl ExecutionStore for MemoryStore {
         let limit = if query.limit == 0 { 100 } else { query.limit };
         let offset: usize = match &query.cursor {
             None => 0,
-            Some(c) => c.parse().map_err(|_| StoreError::Backend(format!("bad list cursor {c:?}")))?,
+            Some(c) => c
+                .parse()
+                .map_err(|_| StoreError::Backend(format!("bad list cursor {c:?}")))?,
         };
         let matching: Vec<ExecutionSummary> = inner
             .executions
@@ -221,7 +240,12 @@ impl ExecutionStore for MemoryStore {
     }
 
     async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
-        Ok(self.lock().trace.get(id).map(|(_, steps)| steps.clone()).unwrap_or_default())
+        Ok(self
+            .lock()
+            .trace
+            .get(id)
+            .map(|(_, steps)| steps.clone())
+            .unwrap_or_default())
     }
 
     async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {

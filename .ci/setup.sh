@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what the project's tests need that cargo does not bring: a Python venv at
+# $REPO/.venv with the emulators and the reference implementation. Idempotent: a second run
+# only checks that everything is there. Safe to run on a fresh machine (needs python3 and the
+# package registries, nothing else).
+#
+#   bash .ci/setup.sh            # everything
+#
+# Tests find the interpreter as $STM_PYTHON, else <repo>/.venv/bin/python.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$REPO/.venv"
+PY="$VENV/bin/python"
+
+# --- Python packages, one per line (pinned where the tests rely on exact behaviour) ---------
+PY_PACKAGES=(
+    "moto[server]==5.2.5"   # DynamoDB/SQS emulator in server mode (stm-testkit starts it)
+    "boto3"                 # harel's DynamoDB store and the interop tests talk through it
+    "harel==0.9.0"          # the reference implementation (semantics + interop)
+)
+
+say() { printf '[setup] %s\n' "$*"; }
+
+if [ ! -x "$PY" ]; then
+    say "creating venv $VENV"
+    python3 -m venv "$VENV"
+else
+    say "venv $VENV exists"
+fi
+
+# pip's own freshness check makes a re-run quick; --disable-pip-version-check keeps logs short
+say "installing python packages: ${PY_PACKAGES[*]}"
+"$PY" -m pip install --quiet --disable-pip-version-check "${PY_PACKAGES[@]}"
+
+say "checking the installs"
+"$PY" - <<'PYEOF'
+import importlib.metadata as md
+for name in ("moto", "boto3", "harel", "flask"):
+    print(f"[setup]   {name} {md.version(name)}")
+import moto.server  # noqa: F401  (server mode needs the [server] extra)
+PYEOF
+say "done: python is $PY"

@@ -1,0 +1,848 @@
+//! The store contract, written once and run against every [`ExecutionStore`]
+//! (feature `contract`).
+//!
+//! Each check is a `pub async fn` taking a factory `make(trace_max) -> store` that returns
+//! a **fresh, empty** store. [`store_contract_tests!`](crate::store_contract_tests) turns
+//! them into one `#[tokio::test]` each:
+//!
+//! ```text
+//! async fn make(trace_max: usize) -> MemoryStore { MemoryStore::with_trace_max(trace_max) }
+//! stm_store::store_contract_tests!(make);
+//! stm_store::store_limit_tests!(make); // stores that enforce DynamoDB's size limits
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::json;
+use stm_core::{Event, Execution, Map, Status, Value};
+
+use crate::{Commit, ExecutionStore, ListQuery, SpawnIntent, StoreError, TimerOp, DEFAULT_TRACE_MAX};
+
+/// One `#[tokio::test]` per contract check, over the factory `$make`.
+#[macro_export]
+macro_rules! store_contract_tests {
+    ($make:path) => {
+        $crate::store_contract_tests!(@each $make;
+            insert_and_update_cas,
+            racing_creates_one_wins,
+            stale_update_reports_found_version,
+            update_of_missing_execution_conflicts,
+            failed_cas_writes_nothing,
+            seq_blocks_monotonic_across_concurrent_committers,
+            outbox_and_spawns_round_trip_and_ack,
+            trace_ring_keeps_last_n,
+            append_trace_and_read_back,
+            cursor_pages_through_250_executions_with_filters,
+            due_timers_earliest_first,
+            timer_cancel_and_collapse_in_one_commit,
+            guarded_delete_survives_reschedule,
+            load_for_event_with_and_without_mark,
+        );
+    };
+    (@each $make:path; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                $crate::contract::$check($make).await;
+            }
+        )*
+    };
+}
+
+/// The checks of DynamoDB's size limits, for stores that enforce them.
+#[macro_export]
+macro_rules! store_limit_tests {
+    ($make:path) => {
+        $crate::store_contract_tests!(@each $make;
+            oversized_context_is_too_large,
+            too_many_transaction_items_is_too_large,
+        );
+    };
+}
+
+fn exe(id: &str, definition_id: &str) -> Execution {
+    Execution::new(id, definition_id)
+}
+
+fn event(kind: &str, id: &str, data: Value) -> Event {
+    let data = match data {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    Event::with_data(kind, data).with_id(id)
+}
+
+fn map(v: Value) -> Map {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+#[track_caller]
+fn assert_conflict<T: std::fmt::Debug>(
+    result: Result<T, StoreError>,
+    id: &str,
+    expected: i64,
+    found: Option<i64>,
+) {
+    match result {
+        Err(StoreError::Conflict {
+            id: got_id,
+            expected: got_expected,
+            found: got_found,
+        }) => {
+            assert_eq!(
+                (got_id.as_str(), got_expected, got_found),
+                (id, expected, found),
+                "conflict carries (id, expected, found)"
+            );
+        }
+        other => panic!("expected a conflict on {id} (expected {expected}, found {found:?}), got {other:?}"),
+    }
+}
+
+/// Insert (version 0 → 1), update (1 → 2), a second insert of the same id conflicts, and
+/// unknown fields survive the round trip.
+pub async fn insert_and_update_cas<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    assert!(store.load("cas-1").await.expect("load").is_none());
+
+    let mut e = exe("cas-1", "def");
+    e.status = Status::Running;
+    e.context.insert("n".into(), json!(1));
+    e.context.insert(
+        "nested".into(),
+        json!({"list": [1, 2.5, "x", null, true], "é": "ü"}),
+    );
+    e.created_at = Some(1_700_000_000.125);
+    e.extra
+        .insert("field_from_a_newer_writer".into(), json!({"kept": [1, 2]}));
+    let seqs = store.commit(&mut e, Commit::default()).await.expect("insert");
+    assert!(seqs.is_empty());
+    assert_eq!(e.version, 1, "the insert bumps the version to 1");
+
+    let mut loaded = store.load("cas-1").await.expect("load").expect("stored");
+    assert_eq!(loaded, e, "the loaded execution equals the committed one");
+
+    loaded.context.insert("n".into(), json!(2));
+    store.save(&mut loaded).await.expect("update");
+    assert_eq!(loaded.version, 2);
+    let again = store.load("cas-1").await.expect("load").expect("stored");
+    assert_eq!(again.version, 2);
+    assert_eq!(again.context.get("n"), Some(&json!(2)));
+    assert_eq!(
+        again.extra.get("field_from_a_newer_writer"),
+        Some(&json!({"kept": [1, 2]}))
+    );
+
+    let mut dup = exe("cas-1", "def");
+    assert_conflict(
+        store.commit(&mut dup, Commit::default()).await,
+        "cas-1",
+        0,
+        Some(2),
+    );
+    assert_eq!(dup.version, 0, "a failed commit leaves the version as it was");
+}
+
+/// Two racing creates of one id: exactly one wins, the other sees version 1; only the
+/// winner's side effects exist.
+pub async fn racing_creates_one_wins<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    for round in 0..5 {
+        let id = format!("race-{round}");
+        let mut a = exe(&id, "def");
+        a.context.insert("by".into(), json!("a"));
+        let mut b = exe(&id, "def");
+        b.context.insert("by".into(), json!("b"));
+        let ca = Commit {
+            emits: vec![(Some("t".into()), event("Go", &format!("a-{round}"), json!({})))],
+            processed_event_id: Some(format!("ev-a-{round}")),
+            ..Commit::default()
+        };
+        let cb = Commit {
+            emits: vec![(Some("t".into()), event("Go", &format!("b-{round}"), json!({})))],
+            processed_event_id: Some(format!("ev-b-{round}")),
+            ..Commit::default()
+        };
+        let (ra, rb) = tokio::join!(store.commit(&mut a, ca), store.commit(&mut b, cb));
+        let (winner, loser_result, loser) = match (&ra, &rb) {
+            (Ok(_), Err(_)) => ("a", rb, &b),
+            (Err(_), Ok(_)) => ("b", ra, &a),
+            _ => panic!("exactly one create must win, got {ra:?} and {rb:?}"),
+        };
+        assert_conflict(loser_result, &id, 0, Some(1));
+        assert_eq!(loser.version, 0);
+        let stored = store.load(&id).await.expect("load").expect("stored");
+        assert_eq!(stored.context.get("by"), Some(&json!(winner)));
+        assert_eq!(stored.version, 1);
+        let loser_name = if winner == "a" { "b" } else { "a" };
+        assert!(store
+            .is_processed(&id, &format!("ev-{winner}-{round}"))
+            .await
+            .expect("is_processed"));
+        assert!(!store
+            .is_processed(&id, &format!("ev-{loser_name}-{round}"))
+            .await
+            .expect("is_processed"));
+        let outbox = store.pending_outbox().await.expect("outbox");
+        assert!(outbox.iter().any(|o| o.event.id == format!("{winner}-{round}")));
+        assert!(
+            !outbox
+                .iter()
+                .any(|o| o.event.id == format!("{loser_name}-{round}")),
+            "the loser leaked an emit"
+        );
+    }
+}
+
+/// A writer that loaded an older version conflicts, and the error carries the stored
+/// version.
+pub async fn stale_update_reports_found_version<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut e = exe("stale-1", "def");
+    store.save(&mut e).await.expect("insert");
+    let mut first = store.load("stale-1").await.expect("load").expect("stored");
+    let mut second = store.load("stale-1").await.expect("load").expect("stored");
+    first.context.insert("who".into(), json!("first"));
+    store.save(&mut first).await.expect("first update");
+    store.save(&mut first).await.expect("second update");
+    assert_eq!(first.version, 3);
+    second.context.insert("who".into(), json!("second"));
+    assert_conflict(store.save(&mut second).await, "stale-1", 1, Some(3));
+    assert_eq!(second.version, 1);
+    let stored = store.load("stale-1").await.expect("load").expect("stored");
+    assert_eq!(stored.context.get("who"), Some(&json!("first")));
+}
+
+/// Updating an execution that was never stored (or is gone) conflicts with `found: None`.
+pub async fn update_of_missing_execution_conflicts<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut e = exe("ghost", "def");
+    e.version = 3;
+    assert_conflict(store.save(&mut e).await, "ghost", 3, None);
+    assert_eq!(e.version, 3);
+}
+
+/// A lost CAS writes nothing: no outbox entry, spawn, processed mark, timer or trace step.
+pub async fn failed_cas_writes_nothing<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut e = exe("atomic-1", "def");
+    let setup = Commit {
+        timers: vec![TimerOp::Schedule {
+            path: "root.keep".into(),
+            fire_at: 100.0,
+        }],
+        trace: Some(map(json!({"step": "first"}))),
+        ..Commit::default()
+    };
+    store.commit(&mut e, setup).await.expect("setup");
+    let mut stale = store.load("atomic-1").await.expect("load").expect("stored");
+    store.save(&mut e).await.expect("advance");
+
+    let doomed = Commit {
+        emits: vec![(Some("other".into()), event("Leak", "leak-1", json!({"x": 1})))],
+        processed_event_id: Some("ev-doomed".into()),
+        timers: vec![
+            TimerOp::Schedule {
+                path: "root.new".into(),
+                fire_at: 50.0,
+            },
+            TimerOp::Cancel {
+                path: "root.keep".into(),
+            },
+        ],
+        spawns: vec![SpawnIntent {
+            child_id: "atomic-1/child".into(),
+            root_path: "root.region".into(),
+            context: map(json!({"a": 1})),
+        }],
+        trace: Some(map(json!({"step": "doomed"}))),
+    };
+    assert_conflict(store.commit(&mut stale, doomed).await, "atomic-1", 1, Some(2));
+    assert!(
+        store.pending_outbox().await.expect("outbox").is_empty(),
+        "no outbox entry"
+    );
+    assert!(
+        store.pending_spawns().await.expect("spawns").is_empty(),
+        "no spawn"
+    );
+    assert!(
+        !store
+            .is_processed("atomic-1", "ev-doomed")
+            .await
+            .expect("is_processed"),
+        "no processed mark"
+    );
+    let timers = store.due_timers(1e12).await.expect("timers");
+    assert_eq!(timers.len(), 1, "timers untouched: {timers:?}");
+    assert_eq!((timers[0].path.as_str(), timers[0].fire_at), ("root.keep", 100.0));
+    let trace = store.read_trace("atomic-1").await.expect("trace");
+    assert_eq!(trace.len(), 1, "no trace step: {trace:?}");
+    assert_eq!(trace[0].get("step"), Some(&json!("first")));
+}
+
+/// Concurrent committers get disjoint, contiguous seq blocks; later commits get higher
+/// seqs; the pending lists come back in seq order.
+pub async fn seq_blocks_monotonic_across_concurrent_committers<S: ExecutionStore + 'static>(
+    make: impl AsyncFn(usize) -> S,
+) {
+    let store = Arc::new(make(DEFAULT_TRACE_MAX).await);
+    let committers = 8;
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..committers {
+        let store = store.clone();
+        tasks.spawn(async move {
+            let mut e = exe(&format!("seq-{c}"), "def");
+            let commit = Commit {
+                emits: (0..3)
+                    .map(|k| {
+                        (
+                            Some(format!("t{c}")),
+                            event("E", &format!("e-{c}-{k}"), json!({})),
+                        )
+                    })
+                    .collect(),
+                spawns: (0..2)
+                    .map(|k| SpawnIntent {
+                        child_id: format!("seq-{c}/{k}"),
+                        root_path: "r".into(),
+                        context: Map::new(),
+                    })
+                    .collect(),
+                ..Commit::default()
+            };
+            let seqs = store.commit(&mut e, commit).await.expect("commit");
+            (c, seqs)
+        });
+    }
+    let mut by_event: BTreeMap<String, i64> = BTreeMap::new();
+    let mut first_round_max = i64::MIN;
+    while let Some(joined) = tasks.join_next().await {
+        let (c, seqs) = joined.expect("task");
+        assert_eq!(seqs.len(), 3);
+        assert!(
+            seqs.windows(2).all(|w| w[1] == w[0] + 1),
+            "a commit's block is contiguous: {seqs:?}"
+        );
+        for (k, seq) in seqs.iter().enumerate() {
+            by_event.insert(format!("e-{c}-{k}"), *seq);
+            first_round_max = first_round_max.max(*seq);
+        }
+    }
+    let distinct: BTreeSet<i64> = by_event.values().copied().collect();
+    assert_eq!(distinct.len(), committers * 3, "seqs are unique");
+
+    let mut later = exe("seq-later", "def");
+    let seqs = store
+        .commit(
+            &mut later,
+            Commit {
+                emits: vec![(None, event("E", "e-later", json!({})))],
+                ..Commit::default()
+            },
+        )
+        .await
+        .expect("later commit");
+    assert!(seqs[0] > first_round_max, "a later commit gets a higher seq");
+
+    let outbox = store.pending_outbox().await.expect("outbox");
+    assert_eq!(outbox.len(), committers * 3 + 1);
+    assert!(
+        outbox.windows(2).all(|w| w[0].seq < w[1].seq),
+        "pending outbox is in seq order"
+    );
+    for entry in &outbox {
+        if let Some(seq) = by_event.get(&entry.event.id) {
+            assert_eq!(*seq, entry.seq, "the returned seq is the stored one");
+        }
+    }
+    let spawns = store.pending_spawns().await.expect("spawns");
+    assert_eq!(spawns.len(), committers * 2);
+    assert!(
+        spawns.windows(2).all(|w| w[0].seq < w[1].seq),
+        "pending spawns are in seq order"
+    );
+    for pair in spawns.chunks(1) {
+        let s = &pair[0];
+        assert!(s.child_id.starts_with(&format!("{}/", s.parent_id)));
+    }
+}
+
+/// Outbox entries and spawns come back as committed (targets, events, contexts), and an
+/// ack removes exactly one.
+pub async fn outbox_and_spawns_round_trip_and_ack<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut e = exe("relay-1", "def");
+    let sent = vec![
+        (
+            Some("target-a".to_string()),
+            event("Ping", "ev-1", json!({"n": 1, "f": 0.5, "s": "é"})),
+        ),
+        (None, event("Broadcast", "ev-2", json!({}))),
+    ];
+    let context = map(json!({"order": {"id": 7, "lines": [1, 2]}, "note": "ünïcode", "ratio": 1.5}));
+    let commit = Commit {
+        emits: sent.clone(),
+        spawns: vec![SpawnIntent {
+            child_id: "relay-1/r1".into(),
+            root_path: "root.par.r1".into(),
+            context: context.clone(),
+        }],
+        ..Commit::default()
+    };
+    let seqs = store.commit(&mut e, commit).await.expect("commit");
+    let outbox = store.pending_outbox().await.expect("outbox");
+    assert_eq!(outbox.iter().map(|o| o.seq).collect::<Vec<_>>(), seqs);
+    for (entry, (target, ev)) in outbox.iter().zip(&sent) {
+        assert_eq!(&entry.target_id, target);
+        assert_eq!(&entry.event, ev);
+    }
+    let spawns = store.pending_spawns().await.expect("spawns");
+    assert_eq!(spawns.len(), 1);
+    assert_eq!(
+        (
+            spawns[0].parent_id.as_str(),
+            spawns[0].child_id.as_str(),
+            spawns[0].root_path.as_str()
+        ),
+        ("relay-1", "relay-1/r1", "root.par.r1")
+    );
+    assert_eq!(spawns[0].context, context);
+
+    store.ack_outbox(seqs[0]).await.expect("ack");
+    let rest = store.pending_outbox().await.expect("outbox");
+    assert_eq!(rest.iter().map(|o| o.seq).collect::<Vec<_>>(), vec![seqs[1]]);
+    store.ack_outbox(seqs[0]).await.expect("a second ack is a no-op");
+    store.ack_spawn(spawns[0].seq).await.expect("ack spawn");
+    assert!(store.pending_spawns().await.expect("spawns").is_empty());
+}
+
+/// With `trace_max = N`, 3×N traced commits leave exactly the last N steps, in order.
+pub async fn trace_ring_keeps_last_n<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let n = 5;
+    let store = make(n).await;
+    let mut e = exe("ring-1", "def");
+    for i in 0..3 * n {
+        let step = map(json!({"event": format!("E{i}"), "step": i, "to": "root.a"}));
+        store
+            .commit(
+                &mut e,
+                Commit {
+                    trace: Some(step),
+                    ..Commit::default()
+                },
+            )
+            .await
+            .expect("traced commit");
+        if i == n {
+            // a reload in the middle (a fresh worker) must continue the same ring
+            e = store.load("ring-1").await.expect("load").expect("stored");
+        }
+    }
+    let trace = store.read_trace("ring-1").await.expect("trace");
+    let indices: Vec<i64> = trace
+        .iter()
+        .filter_map(|t| t.get("index").and_then(Value::as_i64))
+        .collect();
+    let want: Vec<i64> = (2 * n as i64..3 * n as i64).collect();
+    assert_eq!(indices, want, "the ring keeps exactly the last {n} steps");
+    for (t, i) in trace.iter().zip(2 * n..3 * n) {
+        assert_eq!(t.get("step"), Some(&json!(i)));
+        assert_eq!(t.get("event"), Some(&json!(format!("E{i}"))));
+    }
+    assert!(store.read_trace("nobody").await.expect("trace").is_empty());
+}
+
+/// `append_trace` outside a commit: its own index if given, else the next one; a traced
+/// commit afterwards continues after it.
+pub async fn append_trace_and_read_back<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut e = exe("append-1", "def");
+    store
+        .commit(
+            &mut e,
+            Commit {
+                trace: Some(map(json!({"k": "commit-0"}))),
+                ..Commit::default()
+            },
+        )
+        .await
+        .expect("traced commit");
+    store
+        .append_trace("append-1", map(json!({"k": "appended-1"})))
+        .await
+        .expect("append");
+    store
+        .append_trace("append-1", map(json!({"k": "appended-2", "x": [1, 2]})))
+        .await
+        .expect("append");
+    store
+        .commit(
+            &mut e,
+            Commit {
+                trace: Some(map(json!({"k": "commit-3"}))),
+                ..Commit::default()
+            },
+        )
+        .await
+        .expect("traced commit after appends");
+    let trace = store.read_trace("append-1").await.expect("trace");
+    let got: Vec<(i64, String)> = trace
+        .iter()
+        .map(|t| {
+            (
+                t.get("index").and_then(Value::as_i64).unwrap_or(-1),
+                t.get("k").and_then(Value::as_str).unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, "commit-0".to_string()),
+            (1, "appended-1".to_string()),
+            (2, "appended-2".to_string()),
+            (3, "commit-3".to_string())
+        ]
+    );
+    assert_eq!(trace[2].get("x"), Some(&json!([1, 2])));
+}
+
+/// 250 executions; pages of a few items walk the whole filtered set once, with every
+/// filter (definition, status, roots only) and without.
+pub async fn cursor_pages_through_250_executions_with_filters<S: ExecutionStore>(
+    make: impl AsyncFn(usize) -> S,
+) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let statuses = [Status::Running, Status::Done, Status::Failed];
+    let mut expected_filtered = BTreeSet::new();
+    for i in 0..250 {
+        let id = format!("list-{i:03}");
+        let def = if i % 2 == 0 { "alpha" } else { "beta" };
+        let mut e = exe(&id, def);
+        e.status = statuses[i % 3];
+        if i % 5 == 0 {
+            e.parent_id = Some("list-parent".into());
+        }
+        store.save(&mut e).await.expect("insert");
+        if def == "alpha" && matches!(e.status, Status::Running | Status::Done) && e.parent_id.is_none() {
+            expected_filtered.insert(id);
+        }
+    }
+
+    async fn walk<S: ExecutionStore>(store: &S, mut query: ListQuery) -> Vec<crate::ExecutionSummary> {
+        let mut all = Vec::new();
+        for _ in 0..500 {
+            let page = store.list_executions(&query).await.expect("list");
+            assert!(
+                page.items.len() <= query.limit.max(1),
+                "a page holds at most `limit` items"
+            );
+            all.extend(page.items);
+            match page.next_cursor {
+                Some(c) => query.cursor = Some(c),
+                None => return all,
+            }
+        }
+        panic!("the cursor never ended");
+    }
+
+    let all = walk(
+        &store,
+        ListQuery {
+            limit: 40,
+            ..ListQuery::default()
+        },
+    )
+    .await;
+    let ids: BTreeSet<String> = all.iter().map(|s| s.id.clone()).collect();
+    assert_eq!(all.len(), 250, "no duplicates");
+    assert_eq!(ids.len(), 250, "every execution once");
+    assert!(all.iter().all(|s| s.version == 1));
+
+    let filtered = walk(
+        &store,
+        ListQuery {
+            status: Some(vec![Status::Running, Status::Done]),
+            definition_id: Some("alpha".into()),
+            roots_only: true,
+            limit: 7,
+            cursor: None,
+        },
+    )
+    .await;
+    let got: BTreeSet<String> = filtered.iter().map(|s| s.id.clone()).collect();
+    assert_eq!(filtered.len(), got.len(), "no duplicates");
+    assert_eq!(
+        got, expected_filtered,
+        "the filtered walk finds exactly the matches"
+    );
+    for s in &filtered {
+        assert_eq!(s.definition_id, "alpha");
+        assert!(s.parent_id.is_none());
+        assert!(matches!(s.status, Status::Running | Status::Done));
+    }
+
+    let done = walk(
+        &store,
+        ListQuery {
+            status: Some(vec![Status::Done]),
+            limit: 100,
+            ..ListQuery::default()
+        },
+    )
+    .await;
+    assert_eq!(done.len(), (0..250).filter(|i| i % 3 == 1).count());
+}
+
+/// `due_timers(now)` returns the timers at or before `now`, earliest first.
+pub async fn due_timers_earliest_first<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let plan = [
+        ("tm-a", "root.x", 50.5),
+        ("tm-a", "root.y", 10.25),
+        ("tm-b", "root.x", 30.0),
+        ("tm-b", "root.z", 60.0),
+        ("tm-c", "root.x", 99.0),
+        ("tm-c", "root.late", 1_700_000_000.123_456),
+    ];
+    for id in ["tm-a", "tm-b", "tm-c"] {
+        let mut e = exe(id, "def");
+        let timers = plan
+            .iter()
+            .filter(|(i, _, _)| *i == id)
+            .map(|(_, path, at)| TimerOp::Schedule {
+                path: (*path).into(),
+                fire_at: *at,
+            })
+            .collect();
+        store
+            .commit(
+                &mut e,
+                Commit {
+                    timers,
+                    ..Commit::default()
+                },
+            )
+            .await
+            .expect("commit");
+    }
+    let due = store.due_timers(60.0).await.expect("due");
+    let got: Vec<(&str, &str, f64)> = due
+        .iter()
+        .map(|t| (t.execution_id.as_str(), t.path.as_str(), t.fire_at))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("tm-a", "root.y", 10.25),
+            ("tm-b", "root.x", 30.0),
+            ("tm-a", "root.x", 50.5),
+            ("tm-b", "root.z", 60.0)
+        ]
+    );
+    let all = store.due_timers(2e9).await.expect("due");
+    assert_eq!(all.len(), 6);
+    assert_eq!(
+        all[5].fire_at, 1_700_000_000.123_456,
+        "fire_at round-trips exactly"
+    );
+    assert!(store.due_timers(1.0).await.expect("due").is_empty());
+}
+
+/// A commit's cancel removes the timer; several ops on one path in one commit leave what
+/// the last one says.
+pub async fn timer_cancel_and_collapse_in_one_commit<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut e = exe("tc-1", "def");
+    let timers = vec![
+        TimerOp::Schedule {
+            path: "root.a".into(),
+            fire_at: 5.0,
+        },
+        TimerOp::Schedule {
+            path: "root.b".into(),
+            fire_at: 6.0,
+        },
+        TimerOp::Schedule {
+            path: "root.a".into(),
+            fire_at: 7.0,
+        },
+        TimerOp::Cancel {
+            path: "root.b".into(),
+        },
+    ];
+    store
+        .commit(
+            &mut e,
+            Commit {
+                timers,
+                ..Commit::default()
+            },
+        )
+        .await
+        .expect("commit");
+    let due = store.due_timers(100.0).await.expect("due");
+    assert_eq!(
+        due.iter()
+            .map(|t| (t.path.as_str(), t.fire_at))
+            .collect::<Vec<_>>(),
+        vec![("root.a", 7.0)]
+    );
+    store
+        .commit(
+            &mut e,
+            Commit {
+                timers: vec![TimerOp::Cancel {
+                    path: "root.a".into(),
+                }],
+                ..Commit::default()
+            },
+        )
+        .await
+        .expect("cancel");
+    assert!(store.due_timers(100.0).await.expect("due").is_empty());
+}
+
+/// The sweeper's guarded delete: a timer re-scheduled after the sweep read it survives the
+/// stale delete; the matching delete removes it; deleting a missing timer is a no-op.
+pub async fn guarded_delete_survives_reschedule<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut e = exe("gd-1", "def");
+    store
+        .commit(
+            &mut e,
+            Commit {
+                timers: vec![TimerOp::Schedule {
+                    path: "root.t".into(),
+                    fire_at: 10.5,
+                }],
+                ..Commit::default()
+            },
+        )
+        .await
+        .expect("arm");
+    let seen = store.due_timers(20.0).await.expect("due");
+    assert_eq!(seen.len(), 1);
+    // the worker re-arms the same timer before the sweeper deletes what it saw
+    store
+        .commit(
+            &mut e,
+            Commit {
+                timers: vec![TimerOp::Schedule {
+                    path: "root.t".into(),
+                    fire_at: 30.25,
+                }],
+                ..Commit::default()
+            },
+        )
+        .await
+        .expect("re-arm");
+    store
+        .delete_timer("gd-1", "root.t", seen[0].fire_at)
+        .await
+        .expect("stale delete is a silent no-op");
+    let now = store.due_timers(100.0).await.expect("due");
+    assert_eq!(
+        now.iter().map(|t| t.fire_at).collect::<Vec<_>>(),
+        vec![30.25],
+        "the re-armed timer survives"
+    );
+    store.delete_timer("gd-1", "root.t", 30.25).await.expect("delete");
+    assert!(store.due_timers(100.0).await.expect("due").is_empty());
+    store
+        .delete_timer("gd-1", "root.t", 30.25)
+        .await
+        .expect("deleting a missing timer is a no-op");
+    store
+        .delete_timer("nobody", "root.t", 1.0)
+        .await
+        .expect("deleting a missing timer is a no-op");
+}
+
+/// `load_for_event` returns the execution and whether the event was processed.
+pub async fn load_for_event_with_and_without_mark<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    assert_eq!(
+        store.load_for_event("lfe-1", "ev-1").await.expect("lfe"),
+        (None, false)
+    );
+    let mut e = exe("lfe-1", "def");
+    e.context.insert("k".into(), json!("v"));
+    store
+        .commit(
+            &mut e,
+            Commit {
+                processed_event_id: Some("ev-1".into()),
+                ..Commit::default()
+            },
+        )
+        .await
+        .expect("commit");
+    let (loaded, processed) = store.load_for_event("lfe-1", "ev-1").await.expect("lfe");
+    assert_eq!(loaded.as_ref(), Some(&e));
+    assert!(processed, "ev-1 is marked");
+    let (loaded, processed) = store.load_for_event("lfe-1", "ev-2").await.expect("lfe");
+    assert_eq!(loaded.map(|x| x.version), Some(1));
+    assert!(!processed, "ev-2 is not");
+    assert!(store.is_processed("lfe-1", "ev-1").await.expect("is_processed"));
+    assert!(!store.is_processed("lfe-1", "ev-2").await.expect("is_processed"));
+    // a mark without an execution (processed, then purged) still answers
+    assert_eq!(
+        store.load_for_event("other", "ev-1").await.expect("lfe"),
+        (None, false)
+    );
+}
+
+/// An execution over DynamoDB's 400 KB item limit is refused before any write.
+pub async fn oversized_context_is_too_large<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut e = exe("big-1", "def");
+    e.context.insert("blob".into(), json!("x".repeat(450 * 1024)));
+    match store.save(&mut e).await {
+        Err(StoreError::TooLarge(msg)) => {
+            assert!(
+                msg.contains("big-1") && msg.contains("bytes"),
+                "the message says what and how big: {msg}"
+            );
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert_eq!(e.version, 0);
+    assert!(
+        store.load("big-1").await.expect("load").is_none(),
+        "nothing written"
+    );
+
+    let mut ok = exe("big-2", "def");
+    ok.context.insert("blob".into(), json!("x".repeat(300 * 1024)));
+    store.save(&mut ok).await.expect("300 KB fits");
+}
+
+/// A commit needing more than 100 transaction items is refused before any write.
+pub async fn too_many_transaction_items_is_too_large<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut e = exe("wide-1", "def");
+    let emits = (0..120)
+        .map(|i| (None, event("E", &format!("w-{i}"), json!({}))))
+        .collect();
+    match store
+        .commit(
+            &mut e,
+            Commit {
+                emits,
+                ..Commit::default()
+            },
+        )
+        .await
+    {
+        Err(StoreError::TooLarge(msg)) => assert!(msg.contains("100"), "{msg}"),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert!(store.load("wide-1").await.expect("load").is_none());
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
+}

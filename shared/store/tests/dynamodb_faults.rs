@@ -1,0 +1,338 @@
+//! Fault handling of the DynamoDB commit, with faults injected by `stm_testkit::FaultProxy`
+//! in front of moto: transient cancellations and throttling are retried, then reported as
+//! `Retryable`; other failures are `Backend` errors; an ambiguous failure (the response
+//! lost after the write applied) does not turn into a false conflict.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use serde_json::json;
+use stm_core::{Event, Execution};
+use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, RetryPolicy, StoreError};
+use stm_testkit::{Fault, FaultProxy};
+
+const TWI: &str = "TransactWriteItems";
+
+/// A store talking to moto through a fresh proxy. `sdk_attempts` is the SDK's own retry
+/// budget per call (1: only the store retries, so counts are exact).
+async fn store_behind_proxy(sdk_attempts: u32) -> (DynamoDbStore, FaultProxy) {
+    let moto = stm_testkit::moto().await;
+    let proxy = FaultProxy::start(moto.endpoint());
+    let options = CreateOptions {
+        prefix: stm_testkit::unique_prefix("faults"),
+        connect_attempts: 5,
+        sdk_retry: Some(
+            RetryConfig::standard()
+                .with_max_attempts(sdk_attempts)
+                .with_initial_backoff(Duration::from_millis(5))
+                .with_max_backoff(Duration::from_millis(20)),
+        ),
+        retry: RetryPolicy {
+            max_attempts: 4,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(40),
+        },
+        ..CreateOptions::default()
+    };
+    let store = DynamoDbStore::create_with(Some(proxy.endpoint()), stm_testkit::REGION, options)
+        .await
+        .expect("store behind the proxy");
+    (store, proxy)
+}
+
+/// An execution stored at version 1.
+async fn stored(store: &DynamoDbStore, id: &str) -> Execution {
+    let mut e = Execution::new(id, "def");
+    store.save(&mut e).await.expect("insert");
+    e
+}
+
+fn emit(id: &str) -> Commit {
+    Commit {
+        emits: vec![(Some("target".into()), Event::new("Ping").with_id(id))],
+        processed_event_id: Some(format!("processed-{id}")),
+        ..Commit::default()
+    }
+}
+
+#[tokio::test]
+async fn transaction_conflict_is_retried_then_succeeds() {
+    let (store, proxy) = store_behind_proxy(1).await;
+    let mut e = stored(&store, "f-conflict").await;
+    proxy.fail_next(TWI, 2, Fault::TransactionConflict);
+    let seqs = store
+        .commit(&mut e, emit("ev-1"))
+        .await
+        .expect("commit after two TransactionConflicts");
+    assert_eq!(e.version, 2);
+    assert_eq!(proxy.injected(TWI), 2);
+    assert_eq!(
+        proxy.requests(TWI),
+        3,
+        "two cancelled attempts and the one that landed"
+    );
+    let outbox = store.pending_outbox().await.expect("outbox");
+    assert_eq!(
+        outbox.iter().map(|o| o.seq).collect::<Vec<_>>(),
+        seqs,
+        "the emit is there exactly once"
+    );
+    assert!(store
+        .is_processed("f-conflict", "processed-ev-1")
+        .await
+        .expect("is_processed"));
+}
+
+#[tokio::test]
+async fn provisioned_throughput_exceeded_is_retried() {
+    let (store, proxy) = store_behind_proxy(1).await;
+    let mut e = stored(&store, "f-pte").await;
+    proxy.fail_next(TWI, 3, Fault::ProvisionedThroughputExceeded);
+    store
+        .commit(&mut e, emit("ev-1"))
+        .await
+        .expect("commit after three throttles");
+    assert_eq!((e.version, proxy.injected(TWI), proxy.requests(TWI)), (2, 3, 4));
+}
+
+#[tokio::test]
+async fn throttling_outliving_the_retries_is_retryable_and_writes_nothing() {
+    let (store, proxy) = store_behind_proxy(1).await;
+    let mut e = stored(&store, "f-throttle").await;
+    proxy.fail_next(TWI, 100, Fault::Throttling);
+    match store.commit(&mut e, emit("ev-1")).await {
+        Err(StoreError::Retryable(msg)) => assert!(msg.contains("Throttling"), "{msg}"),
+        other => panic!("expected Retryable, got {other:?}"),
+    }
+    assert_eq!(proxy.requests(TWI), 4, "the store's policy: 4 attempts");
+    assert_eq!(e.version, 1, "the version is restored");
+    proxy.clear();
+    let loaded = store.load("f-throttle").await.expect("load").expect("stored");
+    assert_eq!(loaded.version, 1);
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
+    assert!(!store
+        .is_processed("f-throttle", "processed-ev-1")
+        .await
+        .expect("is_processed"));
+    // and the same commit goes through once the throttling stops
+    store.commit(&mut e, emit("ev-1")).await.expect("commit");
+    assert_eq!(e.version, 2);
+}
+
+#[tokio::test]
+async fn sdk_and_store_retries_stack() {
+    // the SDK retries throttling 3 times per call; the store retries the call
+    let (store, proxy) = store_behind_proxy(3).await;
+    let mut e = stored(&store, "f-layers").await;
+    proxy.fail_next(TWI, 4, Fault::Throttling);
+    store.commit(&mut e, emit("ev-1")).await.expect("commit");
+    assert_eq!((proxy.injected(TWI), proxy.requests(TWI)), (4, 5));
+}
+
+#[tokio::test]
+async fn lost_response_after_the_write_is_not_a_conflict() {
+    let (store, proxy) = store_behind_proxy(1).await;
+    // a multi-item commit (TransactWriteItems)
+    let mut e = stored(&store, "f-drop").await;
+    proxy.fail_next(TWI, 1, Fault::DropResponse);
+    let seqs = store
+        .commit(&mut e, emit("ev-1"))
+        .await
+        .expect("the retry recognises its own write");
+    assert_eq!(e.version, 2);
+    assert_eq!(proxy.requests(TWI), 2);
+    assert_eq!(
+        store
+            .pending_outbox()
+            .await
+            .expect("outbox")
+            .iter()
+            .map(|o| o.seq)
+            .collect::<Vec<_>>(),
+        seqs
+    );
+    // a single-item commit (PutItem)
+    proxy.fail_next("PutItem", 1, Fault::DropResponse);
+    store
+        .save(&mut e)
+        .await
+        .expect("the retried put recognises its own write");
+    assert_eq!(e.version, 3);
+    assert_eq!(
+        proxy.requests("PutItem"),
+        3,
+        "the insert, the lost put and its retry"
+    );
+    assert_eq!(
+        store.load("f-drop").await.expect("load").expect("stored").version,
+        3
+    );
+}
+
+#[tokio::test]
+async fn validation_errors_are_backend_errors_without_retry() {
+    let (store, proxy) = store_behind_proxy(1).await;
+    let mut e = stored(&store, "f-invalid").await;
+    proxy.fail_next(
+        TWI,
+        1,
+        Fault::Error {
+            status: 400,
+            error_type: "ValidationException".into(),
+            message: "One or more parameter values were invalid (injected)".into(),
+        },
+    );
+    match store.commit(&mut e, emit("ev-1")).await {
+        Err(StoreError::Backend(msg)) => assert!(msg.contains("parameter values were invalid"), "{msg}"),
+        other => panic!("expected Backend, got {other:?}"),
+    }
+    assert_eq!(proxy.requests(TWI), 1, "not retried");
+    assert_eq!(e.version, 1);
+
+    proxy.fail_next(
+        TWI,
+        1,
+        Fault::Cancelled(vec!["None".into(), "ValidationError".into()]),
+    );
+    match store.commit(&mut e, emit("ev-2")).await {
+        Err(StoreError::Backend(msg)) => assert!(msg.contains("ValidationError"), "{msg}"),
+        other => panic!("expected Backend for a ValidationError reason, got {other:?}"),
+    }
+    assert_eq!(proxy.requests(TWI), 2, "not retried");
+}
+
+#[tokio::test]
+async fn conflict_without_returned_item_falls_back_to_a_read() {
+    let (store, proxy) = store_behind_proxy(1).await;
+    let mut e = stored(&store, "f-cas").await;
+    let mut other = store.load("f-cas").await.expect("load").expect("stored");
+    store.save(&mut other).await.expect("advance to 2");
+    // an emulator-like cancellation with no Item: the store reads the version back
+    proxy.fail_next(TWI, 1, Fault::Cancelled(vec!["ConditionalCheckFailed".into()]));
+    let reads_before = proxy.requests("GetItem");
+    match store.commit(&mut e, emit("ev-1")).await {
+        Err(StoreError::Conflict { id, expected, found }) => {
+            assert_eq!((id.as_str(), expected, found), ("f-cas", 1, Some(2)));
+        }
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+    assert_eq!(proxy.requests(TWI), 1);
+    assert_eq!(
+        proxy.requests("GetItem") - reads_before,
+        1,
+        "one read for the found version"
+    );
+}
+
+#[tokio::test]
+async fn unreachable_endpoint_fails_clearly_after_bounded_tries() {
+    // a port nothing listens on
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let options = CreateOptions {
+        prefix: stm_testkit::unique_prefix("down"),
+        connect_attempts: 3,
+        connect_delay: Duration::from_millis(10),
+        sdk_retry: Some(RetryConfig::standard().with_max_attempts(1)),
+        ..CreateOptions::default()
+    };
+    match DynamoDbStore::create_with(Some(&endpoint), stm_testkit::REGION, options).await {
+        Err(StoreError::Backend(msg)) => {
+            assert!(
+                msg.contains("not reachable after 3 attempts") && msg.contains(&endpoint),
+                "{msg}"
+            )
+        }
+        other => panic!("expected a Backend error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn create_schema_false_only_checks_the_tables() {
+    let moto = stm_testkit::moto().await;
+    let prefix = stm_testkit::unique_prefix("noschema");
+    let check = CreateOptions {
+        prefix: prefix.clone(),
+        create_schema: false,
+        connect_attempts: 2,
+        ..CreateOptions::default()
+    };
+    match DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, check.clone()).await {
+        Err(StoreError::Backend(msg)) => {
+            assert!(msg.contains("does not exist") && msg.contains(&prefix), "{msg}")
+        }
+        other => panic!("expected a missing-table error, got {other:?}"),
+    }
+    let create = CreateOptions {
+        prefix: prefix.clone(),
+        connect_attempts: 2,
+        ..CreateOptions::default()
+    };
+    let store = DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, create)
+        .await
+        .expect("create");
+    store.ensure_tables().await.expect("ensure_tables is idempotent");
+    let checked = DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, check)
+        .await
+        .expect("check");
+    let mut e = Execution::new("f-schema", "def");
+    e.context.insert("x".into(), json!(1));
+    checked.save(&mut e).await.expect("the checked store works");
+}
+
+fn tokens(proxy: &FaultProxy) -> Vec<String> {
+    proxy
+        .bodies(TWI)
+        .iter()
+        .map(|b| b["ClientRequestToken"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn request_tokens_repeat_only_after_ambiguous_failures() {
+    let (store, proxy) = store_behind_proxy(1).await;
+    let mut e = stored(&store, "f-tokens").await;
+
+    // refused for sure (a cancellation): the retry is a new request
+    proxy.fail_next(TWI, 1, Fault::TransactionConflict);
+    store.commit(&mut e, emit("ev-1")).await.expect("commit");
+    let t = tokens(&proxy);
+    assert_eq!(t.len(), 2);
+    assert!(t.iter().all(|t| !t.is_empty() && t.len() <= 36), "{t:?}");
+    assert_ne!(t[0], t[1], "a cancelled transaction is retried under a new token");
+
+    // may have landed (a 500, a lost response): the retry is the identical request
+    proxy.fail_next(
+        TWI,
+        1,
+        Fault::Error {
+            status: 500,
+            error_type: "InternalServerError".into(),
+            message: "injected".into(),
+        },
+    );
+    store
+        .commit(&mut e, emit("ev-2"))
+        .await
+        .expect("commit after a 500");
+    proxy.fail_next(TWI, 1, Fault::DropResponse);
+    store
+        .commit(&mut e, emit("ev-3"))
+        .await
+        .expect("commit after a lost response");
+    let t = tokens(&proxy);
+    assert_eq!(t.len(), 6);
+    assert_eq!(t[2], t[3], "retried after a 500 with the same token");
+    assert_eq!(t[4], t[5], "retried after a lost response with the same token");
+    assert_ne!(t[3], t[4], "another commit, another token");
+    assert_eq!(e.version, 4);
+    assert_eq!(
+        store.pending_outbox().await.expect("outbox").len(),
+        3,
+        "each emit exactly once"
+    );
+}

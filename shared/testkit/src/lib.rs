@@ -1,0 +1,291 @@
+//! `stm-testkit`: dev-only support for tests that talk to AWS services over real HTTP.
+//!
+//! - [`moto`] starts **one** moto server (DynamoDB, SQS, ...) per test process, on a free
+//!   loopback port, and hands every test its endpoint. A missing Python or moto is a test
+//!   failure with a message saying to run `.ci/setup.sh`, never a skip.
+//! - [`unique_prefix`] gives each test its own table prefix, so tests run in parallel
+//!   against the one server.
+//! - [`FaultProxy`] is a tiny HTTP proxy in front of moto that can answer the next N
+//!   requests of an operation with a canned AWS error (throttling, a transaction conflict,
+//!   ...) or swallow a response after forwarding the request (an ambiguous failure).
+//!
+//! ## How the server dies with the test process
+//!
+//! The server's stdin is a pipe whose write end only the test process holds (Rust opens
+//! pipes close-on-exec, so no grandchild inherits it). The launcher blocks reading stdin
+//! and exits on EOF, which the kernel delivers however the test process ends: normal exit,
+//! panic, `SIGKILL`. No `atexit`, no `Drop` of a static, no `PR_SET_PDEATHSIG` (which
+//! fires when the *thread* that spawned the child ends, and the test harness runs each
+//! test on its own short-lived thread).
+//!
+//! ## Serialized requests
+//!
+//! moto evaluates a `TransactWriteItems` condition and applies its writes without a lock,
+//! and rolls a cancelled transaction back by restoring a table snapshot. Under concurrent
+//! requests that is neither atomic nor isolated, unlike DynamoDB. The launcher therefore
+//! wraps moto's WSGI app in one lock: requests are handled one at a time (connections stay
+//! concurrent and keep-alive), which is the serializable behaviour DynamoDB guarantees for
+//! the items a transaction touches.
+
+mod proxy;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub use proxy::{Fault, FaultProxy};
+
+/// The region every test client uses.
+pub const REGION: &str = "us-east-1";
+
+/// The moto server shared by the tests of one process.
+pub struct Moto {
+    endpoint: String,
+    port: u16,
+    log: PathBuf,
+    // Held for the life of the process: closing stdin (at exit) stops the server.
+    _child: Mutex<(Child, ChildStdin)>,
+}
+
+impl Moto {
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Where the server writes its log (stderr).
+    pub fn log_path(&self) -> &std::path::Path {
+        &self.log
+    }
+}
+
+static MOTO: OnceLock<Moto> = OnceLock::new();
+
+/// The process-wide moto server, started on first use.
+///
+/// # Panics
+/// When the venv python or moto is missing, or the server does not come up: run
+/// `.ci/setup.sh`.
+pub async fn moto() -> &'static Moto {
+    moto_blocking()
+}
+
+/// [`moto`] for synchronous callers.
+pub fn moto_blocking() -> &'static Moto {
+    MOTO.get_or_init(start_moto)
+}
+
+/// The repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent()
+        .and_then(|p| p.parent())
+        .map(PathBuf::from)
+        .unwrap_or(here)
+}
+
+/// The Python the tests use: `$STM_PYTHON`, else `<repo>/.venv/bin/python`.
+///
+/// # Panics
+/// When it does not exist.
+pub fn python() -> PathBuf {
+    let path = match std::env::var_os("STM_PYTHON") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => repo_root().join(".venv/bin/python"),
+    };
+    assert!(
+        path.exists(),
+        "stm-testkit: no Python at {} (set STM_PYTHON or run `bash .ci/setup.sh` from the repo root \
+         to create the venv with moto[server], boto3 and harel)",
+        path.display()
+    );
+    path
+}
+
+/// A table prefix no other test of this process uses: `t<n>_<tag>`, a valid harel prefix
+/// (an identifier of at most 30 characters).
+pub fn unique_prefix(tag: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let clean: String = tag
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let mut out = format!("t{n}_{clean}");
+    out.truncate(30);
+    out
+}
+
+const LAUNCHER: &str = r#"
+import logging, os, sys, threading
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+try:
+    from werkzeug.serving import make_server
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+except Exception as exc:
+    print(f"MOTO_MISSING {exc!r}", flush=True)
+    sys.exit(3)
+inner = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+def app(environ, start_response):
+    # one request at a time: moto's transactions are only atomic when nothing interleaves
+    with lock:
+        return [b"".join(inner(environ, start_response))]
+srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+print(f"MOTO_READY {srv.server_address[1]}", flush=True)
+devnull = os.open(os.devnull, os.O_WRONLY)
+os.dup2(devnull, 1)
+sys.stdin.buffer.read()  # EOF: the test process is gone
+try:
+    os.remove(os.environ["STM_MOTO_LOG"])  # a clean stop leaves no log behind
+except OSError:
+    pass
+os._exit(0)
+"#;
+
+fn start_moto() -> Moto {
+    let py = python();
+    let log = std::env::temp_dir().join(format!("stm-moto-{}.log", std::process::id()));
+    let log_file = std::fs::File::create(&log)
+        .unwrap_or_else(|e| panic!("stm-testkit: cannot create {}: {e}", log.display()));
+    let mut child = Command::new(&py)
+        .arg("-c")
+        .arg(LAUNCHER)
+        .env("STM_MOTO_LOG", &log)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log_file))
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "stm-testkit: cannot run {}: {e}; run `bash .ci/setup.sh`",
+                py.display()
+            )
+        });
+    let stdin = child.stdin.take().expect("piped stdin");
+    let stdout = child.stdout.take().expect("piped stdout");
+
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout);
+        let mut line = String::new();
+        let _ = lines.read_line(&mut line);
+        let _ = tx.send(line);
+        // drain anything else until the server closes its stdout
+        let mut sink = Vec::new();
+        let _ = lines.read_to_end(&mut sink);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(90)).unwrap_or_default();
+    let fail = |why: &str| -> ! {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        panic!(
+            "stm-testkit: moto did not start ({why}) with {}; run `bash .ci/setup.sh` to install \
+             moto[server]==5.2.5 into the venv.\n--- server log {} ---\n{text}",
+            py.display(),
+            log.display()
+        )
+    };
+    let line = line.trim();
+    if let Some(why) = line.strip_prefix("MOTO_MISSING") {
+        fail(&format!("moto is not importable:{why}"));
+    }
+    let Some(port) = line
+        .strip_prefix("MOTO_READY ")
+        .and_then(|p| p.parse::<u16>().ok())
+    else {
+        fail(&format!("unexpected first line {line:?}"));
+    };
+    let endpoint = format!("http://127.0.0.1:{port}");
+    if !answers(port, Duration::from_secs(30)) {
+        fail("it does not answer HTTP");
+    }
+    Moto {
+        endpoint,
+        port,
+        log,
+        _child: Mutex::new((child, stdin)),
+    }
+}
+
+/// Whether an HTTP GET on the server gets any response within `within`.
+fn answers(port: u16, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let req = "GET /moto-api/reset-auth HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+            if s.write_all(req.as_bytes()).is_ok() {
+                let mut buf = [0u8; 12];
+                if s.read_exact(&mut buf).is_ok() && buf.starts_with(b"HTTP/1.") {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// Run a Python snippet with the test Python, feeding `stdin`, and return its stdout.
+///
+/// # Panics
+/// When the snippet exits non-zero (its stderr is in the message).
+pub fn run_python(code: &str, env: &[(&str, &str)], stdin: &str) -> String {
+    let mut cmd = Command::new(python());
+    cmd.arg("-c")
+        .arg(code)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("stm-testkit: cannot run python: {e}"));
+    let feeder = child.stdin.take().map(|mut input| {
+        let data = stdin.as_bytes().to_vec();
+        // a thread, so a snippet that prints a lot before reading cannot deadlock us
+        std::thread::spawn(move || {
+            let _ = input.write_all(&data);
+        })
+    });
+    let out = child.wait_with_output().expect("python output");
+    if let Some(f) = feeder {
+        let _ = f.join();
+    }
+    assert!(
+        out.status.success(),
+        "python snippet failed ({}):\n--- stderr ---\n{}\n--- stdout ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prefixes_are_unique_valid_identifiers() {
+        let a = super::unique_prefix("some-test name that is rather long");
+        let b = super::unique_prefix("some-test name that is rather long");
+        assert_ne!(a, b);
+        for p in [a, b] {
+            assert!(p.len() <= 30, "{p}");
+            assert!(
+                p.starts_with('t') && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{p}"
+            );
+        }
+    }
+}
