@@ -1,4 +1,78 @@
 //! The `.stm` language front end: lexer, parser, loader (imports, bindings, guards,
 //! fragments) and builder into a [`Definition`](crate::Definition).
 //!
-//! (Being written: see the module docs once filled.)
+//! The language is harel 0.9.0's DSL (`harel/dsl/grammar.lark`) and a file builds
+//! into the same definition harel's `definition_from_dsl_file` builds:
+//!
+//! ```text
+//! text --lexer--> tokens --parser--> syntax tree --program--> Program (config per machine)
+//!      --loader--> imports merged, fragments expanded, handlers/guards bound
+//!      --builder--> Definition (nodes, resolved transitions, inline submachines)
+//! ```
+//!
+//! * [`parse`] reads one file without resolving imports (what `stm list` prints);
+//! * [`load_definition_file`] / [`load_definition_str`] run the whole pipeline for one
+//!   machine, [`load_all_file`] for every machine of a file.
+//!
+//! Every failure is a [`DslError`] located (file, line, column, source line) where
+//! harel locates it.
+//!
+//! Deliberate differences from harel, all on input harel mishandles:
+//! * a keyword must be a whole word: harel's scannerless lexer also reads `fromA to B`
+//!   as `from A to B` and `x == 1 ordinal == 2` as `... or dinal == 2`;
+//! * a string keeps its non-ASCII characters (harel decodes the UTF-8 bytes as
+//!   Latin-1); `\N{...}` escapes are refused;
+//! * an import cycle is an error (harel silently stops at the repeated file);
+//! * a fragment using itself and a guard referring to itself are errors (harel
+//!   recurses until Python's stack overflows);
+//! * `use F(flag = true)` passes the boolean to a `value` parameter (harel reads the
+//!   bare word as a parameter name and reports it unbound);
+//! * a `timeout` whose value parameter is not a number is refused when loading;
+//! * an integer literal beyond 64 bits is refused.
+
+mod ast;
+mod builder;
+mod error;
+mod lexer;
+mod loader;
+mod parser;
+mod program;
+
+use std::path::Path;
+
+pub use error::DslError;
+pub use program::{Import, Program};
+
+use crate::Definition;
+
+/// Parse one `.stm` text (no import resolution): the names it declares. Syntax and
+/// structural errors are reported as [`DslError`]s without a file name.
+pub fn parse(text: &str) -> Result<Program, DslError> {
+    program::build_program(text, 0)
+}
+
+/// Load the machine `name` of the file at `path` (the file's only machine when
+/// `None`; more than one is then an error naming them). Imports resolve relative to
+/// the file; the machines of imported files are registered as submachines.
+pub fn load_definition_file(path: &Path, name: Option<&str>) -> Result<Definition, DslError> {
+    let mut loader = loader::Loader::new();
+    let file = loader.add_file(path)?;
+    loader.definition(file, name, true)
+}
+
+/// Like [`load_definition_file`], from `text`; `origin` is the file the text came
+/// from (imports resolve next to it, errors name it), else imports resolve against
+/// the working directory.
+pub fn load_definition_str(text: &str, name: Option<&str>, origin: Option<&Path>) -> Result<Definition, DslError> {
+    let mut loader = loader::Loader::new();
+    let file = loader.add_text(text, origin);
+    loader.definition(file, name, true)
+}
+
+/// Every machine of the file at `path`, in declaration order (none for a file that
+/// only declares fragments, events or guards).
+pub fn load_all_file(path: &Path) -> Result<Vec<Definition>, DslError> {
+    let mut loader = loader::Loader::new();
+    let file = loader.add_file(path)?;
+    loader.all_definitions(file)
+}
