@@ -885,7 +885,9 @@ impl Step<'_> {
                 }
                 self.expose_region_results();
             } else if n.kind == NodeKind::Orthogonal {
-                if !self.joined() && !(n.cancel_on_failure && self.any_region_failed()) {
+                // wait for every region, unless `cancel_on_failure` and one already failed
+                let resolved = self.joined() || (n.cancel_on_failure && self.any_region_failed());
+                if !resolved {
                     return Ok(());
                 }
                 self.expose_region_results();
