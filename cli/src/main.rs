@@ -12,7 +12,11 @@ use stm_runtime::{ActionRegistry, Definitions, Driver};
 use stm_store::MemoryStore;
 
 #[derive(Parser)]
-#[command(name = "stm", version, about = "Durable statecharts: the .stm language, an embedded runner, and the AWS runtime's operator tool")]
+#[command(
+    name = "stm",
+    version,
+    about = "Durable statecharts: the .stm language, an embedded runner, and the AWS runtime's operator tool"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -102,9 +106,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if findings.is_empty() {
                 println!("{}: ok", defn.id);
             }
-            Ok(if stm_core::validate::has_errors(&findings) { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            Ok(if stm_core::validate::has_errors(&findings) {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
-        Command::Render { file, name, mermaid: _ } => {
+        Command::Render {
+            file,
+            name,
+            mermaid: _,
+        } => {
             let defn = load(&file, name.as_deref())?;
             println!("{}", stm_core::render::mermaid(&defn));
             Ok(ExitCode::SUCCESS)
@@ -113,13 +125,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let text = read(&file)?;
             let program = stm_core::dsl::parse(&text)
                 .map_err(|e| anyhow::Error::new(e.with_file(file.display().to_string())))?;
-            let join = |v: &[String]| if v.is_empty() { "—".to_string() } else { v.join(", ") };
+            let join = |v: &[String]| {
+                if v.is_empty() {
+                    "—".to_string()
+                } else {
+                    v.join(", ")
+                }
+            };
             println!("machines:  {}", join(&program.machines));
             println!("fragments: {}", join(&program.fragments));
             println!("events:    {}", join(&program.events));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { file, name, events, seed, validate, json } => {
+        Command::Run {
+            file,
+            name,
+            events,
+            seed,
+            validate,
+            json,
+        } => {
             let defn = load(&file, name.as_deref())?;
             if validate {
                 let findings = stm_core::validate::validate(&defn);
@@ -130,8 +155,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             // every argument is checked before anything runs
             let seed = seed.map(|s| json_object(&s, "--seed")).transpose()?;
-            let events = events.iter().map(|s| parse_event_spec(s)).collect::<Result<Vec<_>>>()?;
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let events = events
+                .iter()
+                .map(|s| parse_event_spec(s))
+                .collect::<Result<Vec<_>>>()?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
             runtime.block_on(run_machine(defn, seed, events, json))?;
             Ok(ExitCode::SUCCESS)
         }
@@ -150,10 +180,14 @@ fn load(file: &Path, name: Option<&str>) -> Result<Definition> {
 }
 
 fn json_object(raw: &str, what: &str) -> Result<Map> {
-    let value: Value = serde_json::from_str(raw).map_err(|e| bad(format!("{what} is not valid JSON ({e})")))?;
+    let value: Value =
+        serde_json::from_str(raw).map_err(|e| bad(format!("{what} is not valid JSON ({e})")))?;
     match value {
         Value::Object(map) => Ok(map),
-        other => Err(bad(format!("{what} must be a JSON object, got {}", stm_core::pyvalue::type_name(&other)))),
+        other => Err(bad(format!(
+            "{what} must be a JSON object, got {}",
+            stm_core::pyvalue::type_name(&other)
+        ))),
     }
 }
 
@@ -188,7 +222,10 @@ async fn run_machine(defn: Definition, seed: Option<Map>, events: Vec<Event>, js
     }
     let mut last = exe;
     for event in events {
-        last = driver.process(&id, &event).await.map_err(|e| anyhow!("{}: {e}", e.python_type()))?;
+        last = driver
+            .process(&id, &event)
+            .await
+            .map_err(|e| anyhow!("{}: {e}", e.python_type()))?;
         if !json {
             println!("{:<20} -> {}", event.kind, show(&last.active_path));
         }
@@ -201,9 +238,16 @@ async fn run_machine(defn: Definition, seed: Option<Map>, events: Vec<Event>, js
             .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
             .collect();
         let out = serde_json::json!({ "execution": last, "children": children });
-        println!("{}", serde_json::to_string_pretty(&out).context("encode the result")?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).context("encode the result")?
+        );
     } else {
-        println!("status: {}  outcome: {}", last.status, last.outcome.as_deref().unwrap_or("None"));
+        println!(
+            "status: {}  outcome: {}",
+            last.status,
+            last.outcome.as_deref().unwrap_or("None")
+        );
     }
     Ok(())
 }

@@ -141,9 +141,16 @@ impl ArithOp {
 /// The right-hand side of a `set`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
-    Ref { source: Source, field: String },
+    Ref {
+        source: Source,
+        field: String,
+    },
     Lit(Value),
-    Arith { op: ArithOp, left: Box<Expr>, right: Box<Expr> },
+    Arith {
+        op: ArithOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
 }
 
 /// `set context.<field> = <expr>`.
@@ -321,8 +328,9 @@ pub struct EventType {
 }
 
 /// Events the engine emits or consumes itself; they never need declaring.
-pub const RESERVED_EVENTS: [&str; 9] =
-    ["Timeout", "Finished", "Cancel", "Reset", "SetState", "Start", "Returned", "error", "Expired"];
+pub const RESERVED_EVENTS: [&str; 9] = [
+    "Timeout", "Finished", "Cancel", "Reset", "SetState", "Start", "Returned", "error", "Expired",
+];
 
 /// Control events: never broadcast to regions, always processed by the execution itself.
 pub const CONTROL_EVENTS: [&str; 6] = ["Start", "Reset", "Cancel", "SetState", "Finished", "Timeout"];
@@ -394,7 +402,11 @@ impl Definition {
 
     /// The child of `parent` named `name`.
     pub fn child(&self, parent: NodeId, name: &str) -> Option<NodeId> {
-        self.nodes[parent.0].children.iter().copied().find(|c| self.nodes[c.0].name == name)
+        self.nodes[parent.0]
+            .children
+            .iter()
+            .copied()
+            .find(|c| self.nodes[c.0].name == name)
     }
 
     /// `id`'s ancestors from its parent up to the root.
@@ -455,7 +467,10 @@ impl Definition {
     pub fn action_names(&self) -> Vec<String> {
         let mut out = BTreeSet::new();
         for node in &self.nodes {
-            for a in [&node.on_enter, &node.on_exit, &node.on_activity].into_iter().flatten() {
+            for a in [&node.on_enter, &node.on_exit, &node.on_activity]
+                .into_iter()
+                .flatten()
+            {
                 out.insert(a.function.clone());
             }
             for t in &node.transitions {
@@ -490,7 +505,11 @@ impl Definition {
 
 /// What in `values` breaks `schema`: a declared field of the wrong type (`null` is only
 /// accepted for an optional one), or, with `check_required`, a required field absent.
-pub fn schema_problems(schema: &IndexMap<String, FieldSpec>, values: &Map, check_required: bool) -> Vec<String> {
+pub fn schema_problems(
+    schema: &IndexMap<String, FieldSpec>,
+    values: &Map,
+    check_required: bool,
+) -> Vec<String> {
     let mut problems = Vec::new();
     for (name, spec) in schema {
         match values.get(name) {

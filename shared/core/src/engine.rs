@@ -65,7 +65,10 @@ pub struct ActionError {
 
 impl ActionError {
     pub fn new(type_name: impl Into<String>, message: impl Into<String>) -> Self {
-        ActionError { type_name: type_name.into(), message: message.into() }
+        ActionError {
+            type_name: type_name.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -88,7 +91,10 @@ pub struct NoActions;
 
 impl ActionHost for NoActions {
     fn call(&mut self, call: &ActionCall<'_>, _context: &mut Map) -> Result<Value, ActionError> {
-        Err(ActionError::new("LookupError", format!("no action host for {}", call.action.function)))
+        Err(ActionError::new(
+            "LookupError",
+            format!("no action host for {}", call.action.function),
+        ))
     }
 }
 
@@ -153,7 +159,13 @@ pub fn start(
     now: f64,
     host: &mut dyn ActionHost,
 ) -> Result<Vec<Effect>, StepError> {
-    let mut step = Step { defn, exe, now, host, effects: Vec::new() };
+    let mut step = Step {
+        defn,
+        exe,
+        now,
+        host,
+        effects: Vec::new(),
+    };
     step.start()?;
     Ok(step.effects)
 }
@@ -167,7 +179,13 @@ pub fn process(
     now: f64,
     host: &mut dyn ActionHost,
 ) -> Result<Vec<Effect>, StepError> {
-    let mut step = Step { defn, exe, now, host, effects: Vec::new() };
+    let mut step = Step {
+        defn,
+        exe,
+        now,
+        host,
+        effects: Vec::new(),
+    };
     step.process(event)?;
     Ok(step.effects)
 }
@@ -186,8 +204,10 @@ pub fn timeout_event(execution_id: &str, path: &str, fire_at: f64) -> Event {
     let mut data = Map::new();
     data.insert("path".into(), Value::from(path));
     data.insert("fire_at".into(), pyvalue::float(fire_at));
-    Event::with_data("Timeout", data)
-        .with_id(format!("timeout:{execution_id}:{path}:{}", pyvalue::float_repr(fire_at)))
+    Event::with_data("Timeout", data).with_id(format!(
+        "timeout:{execution_id}:{path}:{}",
+        pyvalue::float_repr(fire_at)
+    ))
 }
 
 /// Whether the active configuration has an `on error` transition for `event`.
@@ -261,7 +281,11 @@ fn nested(
             return None;
         }
     }
-    defn.node(scope).transitions.iter().position(|t| t.source == head && pred(t)).map(|i| (scope, i))
+    defn.node(scope)
+        .transitions
+        .iter()
+        .position(|t| t.source == head && pred(t))
+        .map(|i| (scope, i))
 }
 
 fn resolve_between(
@@ -294,7 +318,12 @@ fn resolve(
 fn resolve_at(defn: &Definition, path: &str, pred: &dyn Fn(&Transition) -> bool) -> Option<Found> {
     let mut cur = defn.get(path)?;
     while let Some(scope) = defn.node(cur).parent {
-        if let Some(i) = defn.node(scope).transitions.iter().position(|t| t.source == cur && pred(t)) {
+        if let Some(i) = defn
+            .node(scope)
+            .transitions
+            .iter()
+            .position(|t| t.source == cur && pred(t))
+        {
             return Some((scope, i));
         }
         cur = scope;
@@ -326,7 +355,13 @@ fn scope_of<'a>(source: Source, event_data: &'a Map, context: &'a Map) -> &'a Ma
 /// or whose values cannot be compared, does not hold.
 pub fn eval_predicate(pred: &Predicate, event_data: &Map, context: &Map) -> bool {
     match pred {
-        Predicate::Leaf { source, field, op, value, value_ref } => {
+        Predicate::Leaf {
+            source,
+            field,
+            op,
+            value,
+            value_ref,
+        } => {
             let Some(actual) = scope_of(*source, event_data, context).get(field) else {
                 return false;
             };
@@ -345,11 +380,18 @@ pub fn eval_predicate(pred: &Predicate, event_data: &Map, context: &Map) -> bool
 
 fn filter_matches(filter: &EventFilter, event: &Event, context: &Map) -> bool {
     filter.kinds.iter().any(|k| k == &event.kind)
-        && filter.predicate.as_ref().is_none_or(|p| eval_predicate(p, &event.data, context))
+        && filter
+            .predicate
+            .as_ref()
+            .is_none_or(|p| eval_predicate(p, &event.data, context))
 }
 
 fn choice_index(t: &Transition, event_data: &Map, context: &Map) -> Option<usize> {
-    t.choice.as_ref()?.branches.iter().position(|(guard, _)| eval_predicate(guard, event_data, context))
+    t.choice
+        .as_ref()?
+        .branches
+        .iter()
+        .position(|(guard, _)| eval_predicate(guard, event_data, context))
 }
 
 fn choice_target(t: &Transition, event_data: &Map, context: &Map) -> Option<NodeId> {
@@ -367,7 +409,9 @@ fn choice_open(t: &Transition, event_data: &Map, context: &Map) -> bool {
 /// A transition triggered by `event` whose guard holds (and, for a `choose`, that has
 /// somewhere to go).
 fn event_matches(t: &Transition, event: &Event, context: &Map) -> bool {
-    t.event_filter.as_ref().is_some_and(|f| filter_matches(f, event, context))
+    t.event_filter
+        .as_ref()
+        .is_some_and(|f| filter_matches(f, event, context))
         && choice_open(t, &event.data, context)
 }
 
@@ -432,7 +476,10 @@ fn safe_teardown(defn: &Definition, exe: &Execution, event: &Event) -> Option<Fo
     }
     if let Some(choice) = &t.choice {
         let all = choice.branches.iter().map(|(_, n)| *n).chain(choice.default);
-        return all.into_iter().all(|n| would_be_a_sink(defn, exe, n)).then_some(found);
+        return all
+            .into_iter()
+            .all(|n| would_be_a_sink(defn, exe, n))
+            .then_some(found);
     }
     if let Some(selector) = &t.selector {
         for name in selector.mapper.values().chain(selector.default.iter()) {
@@ -471,7 +518,10 @@ impl Step<'_> {
     fn active(&self) -> StepResult<NodeId> {
         match &self.exe.active_path {
             Some(p) => self.node_at(p),
-            None => Err(StepError::Invalid(format!("execution {} has no active state", self.exe.id))),
+            None => Err(StepError::Invalid(format!(
+                "execution {} has no active state",
+                self.exe.id
+            ))),
         }
     }
 
@@ -481,7 +531,10 @@ impl Step<'_> {
 
     fn record_history(&mut self, node: NodeId) {
         if let Some(parent) = self.defn.node(node).parent {
-            self.exe.history.insert(self.defn.path(parent).to_string(), self.defn.path(node).to_string());
+            self.exe.history.insert(
+                self.defn.path(parent).to_string(),
+                self.defn.path(node).to_string(),
+            );
         }
     }
 
@@ -495,9 +548,17 @@ impl Step<'_> {
             Hook::Activity => &n.on_activity,
         };
         if let Some(action) = action {
-            let call = ActionCall { node, hook: Some(hook), action, event };
+            let call = ActionCall {
+                node,
+                hook: Some(hook),
+                action,
+                event,
+            };
             if let Err(error) = self.host.call(&call, &mut self.exe.context) {
-                return Err(StepError::Action { error, on_exit: hook == Hook::Exit });
+                return Err(StepError::Action {
+                    error,
+                    on_exit: hook == Hook::Exit,
+                });
             }
         }
         if let Some(timeout) = &n.timeout {
@@ -507,10 +568,14 @@ impl Step<'_> {
                         Timeout::Seconds(s) => *s,
                         Timeout::ContextKey(key) => self.context_seconds(key)?,
                     };
-                    self.effects
-                        .push(Effect::ScheduleTimer { path: n.full_path.clone(), fire_at: self.now + delay });
+                    self.effects.push(Effect::ScheduleTimer {
+                        path: n.full_path.clone(),
+                        fire_at: self.now + delay,
+                    });
                 }
-                Hook::Exit => self.effects.push(Effect::CancelTimer { path: n.full_path.clone() }),
+                Hook::Exit => self.effects.push(Effect::CancelTimer {
+                    path: n.full_path.clone(),
+                }),
                 Hook::Activity => {}
             }
         }
@@ -557,7 +622,10 @@ impl Step<'_> {
     fn arm_ttl(&mut self) {
         if let Some(delay) = ttl_delay(self.defn, self.exe) {
             let fire_at = self.now + delay;
-            self.effects.push(Effect::ScheduleTimer { path: TTL_PATH.into(), fire_at });
+            self.effects.push(Effect::ScheduleTimer {
+                path: TTL_PATH.into(),
+                fire_at,
+            });
             self.exe.expires_at = Some(fire_at);
         }
     }
@@ -586,7 +654,9 @@ impl Step<'_> {
             // routed from the child (harel does the same)
             self.set_active(child);
             self.run(child, Hook::Enter, event)?;
-            self.exe.history.insert(n.full_path.clone(), defn.path(child).to_string());
+            self.exe
+                .history
+                .insert(n.full_path.clone(), defn.path(child).to_string());
             node = child;
         }
         Ok(())
@@ -607,7 +677,11 @@ impl Step<'_> {
                     passed.insert(child_key.clone(), v.clone());
                 }
             }
-            specs.push(ChildSpec { child_id: child_id.clone(), root_path: child_path.to_string(), context: passed });
+            specs.push(ChildSpec {
+                child_id: child_id.clone(),
+                root_path: child_path.to_string(),
+                context: passed,
+            });
             let mut state = ChildState::new(child_path);
             state.key = child_path.to_string();
             self.exe.children.insert(child_id, state);
@@ -648,12 +722,19 @@ impl Step<'_> {
                 };
                 ctx.insert(child_key.clone(), v);
             }
-            ctx.insert("__invoke_fqn__".into(), n.invoke.clone().map_or(Value::Null, Value::from));
+            ctx.insert(
+                "__invoke_fqn__".into(),
+                n.invoke.clone().map_or(Value::Null, Value::from),
+            );
             let mut state = ChildState::new("");
             state.submachine = true;
             state.key = format!("{}:{}", n.full_path, i);
             self.exe.children.insert(child_id.clone(), state);
-            specs.push(ChildSpec { child_id, root_path: String::new(), context: ctx });
+            specs.push(ChildSpec {
+                child_id,
+                root_path: String::new(),
+                context: ctx,
+            });
         }
         self.effects.push(Effect::Spawn(specs));
         Ok(())
@@ -663,7 +744,8 @@ impl Step<'_> {
     /// instance `id:node:seq:i`).
     fn region_of(&self, node: NodeId, cid: &str) -> bool {
         let owned = format!("{}:{}", self.exe.id, self.defn.path(node));
-        cid.strip_prefix(&owned).is_some_and(|rest| rest.starts_with('.') || rest.starts_with(':'))
+        cid.strip_prefix(&owned)
+            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with(':'))
     }
 
     /// Leaving a spawn site: bump its entry counter (a re-entry spawns fresh ids) and
@@ -679,7 +761,10 @@ impl Step<'_> {
             .map(|(cid, _)| cid.clone())
             .collect();
         for cid in unfinished {
-            self.effects.push(Effect::Emit { to: Some(cid), event: Event::new("Cancel") });
+            self.effects.push(Effect::Emit {
+                to: Some(cid),
+                event: Event::new("Cancel"),
+            });
         }
     }
 
@@ -688,7 +773,10 @@ impl Step<'_> {
     }
 
     fn any_region_failed(&self) -> bool {
-        self.exe.children.values().any(|c| c.finished && c.outcome.as_deref().is_some_and(|o| o != "success"))
+        self.exe
+            .children
+            .values()
+            .any(|c| c.finished && c.outcome.as_deref().is_some_and(|o| o != "success"))
     }
 
     fn expose_region_results(&mut self) {
@@ -702,7 +790,10 @@ impl Step<'_> {
                 cs.key.clone()
             };
             let mut r = Map::new();
-            r.insert("outcome".into(), cs.outcome.clone().map_or(Value::Null, Value::from));
+            r.insert(
+                "outcome".into(),
+                cs.outcome.clone().map_or(Value::Null, Value::from),
+            );
             for (k, v) in &cs.result {
                 r.insert(k.clone(), v.clone());
             }
@@ -710,7 +801,9 @@ impl Step<'_> {
             results.insert(key, Value::Object(r));
         }
         if reported {
-            self.exe.context.insert("region_results".into(), Value::Object(results));
+            self.exe
+                .context
+                .insert("region_results".into(), Value::Object(results));
         }
     }
 
@@ -720,20 +813,35 @@ impl Step<'_> {
         let t = transition(defn, found);
         if let Some(selector) = &t.selector {
             let node = self.active()?;
-            let call = ActionCall { node, hook: None, action: &selector.action, event };
+            let call = ActionCall {
+                node,
+                hook: None,
+                action: &selector.action,
+                event,
+            };
             let result = self
                 .host
                 .call(&call, &mut self.exe.context)
-                .map_err(|error| StepError::Action { error, on_exit: false })?;
+                .map_err(|error| StepError::Action {
+                    error,
+                    on_exit: false,
+                })?;
             let key = pyvalue::py_str(&result);
-            let name = selector.mapper.get(&key).or(selector.default.as_ref()).ok_or_else(|| {
-                StepError::Invalid(format!(
-                    "selector result {} matched no branch and no `else`",
-                    pyvalue::repr(&result)
-                ))
-            })?;
+            let name = selector
+                .mapper
+                .get(&key)
+                .or(selector.default.as_ref())
+                .ok_or_else(|| {
+                    StepError::Invalid(format!(
+                        "selector result {} matched no branch and no `else`",
+                        pyvalue::repr(&result)
+                    ))
+                })?;
             return defn.resolve_relative(found.0, name).ok_or_else(|| {
-                StepError::Invalid(format!("selector target {name:?} not found from {:?}", defn.path(found.0)))
+                StepError::Invalid(format!(
+                    "selector target {name:?} not found from {:?}",
+                    defn.path(found.0)
+                ))
             });
         }
         if t.choice.is_some() {
@@ -742,7 +850,8 @@ impl Step<'_> {
             return choice_target(t, data, &self.exe.context)
                 .ok_or_else(|| StepError::Invalid("a `choose` with no open branch was taken".into()));
         }
-        t.target.ok_or_else(|| StepError::Invalid("transition without a target".into()))
+        t.target
+            .ok_or_else(|| StepError::Invalid("transition without a target".into()))
     }
 
     fn value_of(&self, expr: &Expr, event_data: &Map) -> StepResult<Value> {
@@ -787,7 +896,11 @@ impl Step<'_> {
 
     /// Take a transition with UML LCA semantics (see the module docs).
     fn take(&mut self, target: NodeId, event: Option<&Event>, assignments: &[Assign]) -> StepResult {
-        let values = if assignments.is_empty() { Map::new() } else { self.evaluate(assignments, event)? };
+        let values = if assignments.is_empty() {
+            Map::new()
+        } else {
+            self.evaluate(assignments, event)?
+        };
         let defn = self.defn;
         let source = self.active()?;
         let pivot = defn.lca(source, target);
@@ -936,8 +1049,14 @@ impl Step<'_> {
     /// outcome, the `carry`-projected context and any still-deferred events.
     fn report_finished(&mut self, root: NodeId, parent_id: String) {
         let mut data = Map::new();
-        data.insert("child_id".into(), self.exe.child_id.clone().map_or(Value::Null, Value::from));
-        data.insert("outcome".into(), self.exe.outcome.clone().map_or(Value::Null, Value::from));
+        data.insert(
+            "child_id".into(),
+            self.exe.child_id.clone().map_or(Value::Null, Value::from),
+        );
+        data.insert(
+            "outcome".into(),
+            self.exe.outcome.clone().map_or(Value::Null, Value::from),
+        );
         for key in &self.defn.node(root).carry {
             if let Some(v) = self.exe.context.get(key) {
                 data.insert(key.clone(), v.clone());
@@ -952,7 +1071,10 @@ impl Step<'_> {
                 .collect();
             data.insert("__deferred__".into(), Value::Array(deferred));
         }
-        self.effects.push(Effect::Emit { to: Some(parent_id), event: Event::with_data("Finished", data) });
+        self.effects.push(Effect::Emit {
+            to: Some(parent_id),
+            event: Event::with_data("Finished", data),
+        });
     }
 
     fn is_active(&self, path: &str) -> bool {
@@ -963,7 +1085,9 @@ impl Step<'_> {
         ) else {
             return false;
         };
-        self.defn.chain(root, active).is_some_and(|chain| chain.contains(&node))
+        self.defn
+            .chain(root, active)
+            .is_some_and(|chain| chain.contains(&node))
     }
 
     fn resolve_event(&self, event: &Event) -> Option<Found> {
@@ -1021,7 +1145,8 @@ impl Step<'_> {
         if self.exe.status.is_finished() {
             return Ok(());
         }
-        let live = matches!(self.exe.status, Status::Running | Status::Cancelling) && self.exe.active_path.is_some();
+        let live =
+            matches!(self.exe.status, Status::Running | Status::Cancelling) && self.exe.active_path.is_some();
         let found = if live { self.resolve_event(event) } else { None };
         let Some(found) = found else {
             self.exe.status = Status::Cancelled;
@@ -1047,10 +1172,18 @@ impl Step<'_> {
     }
 
     fn finished(&mut self, event: &Event) -> StepResult {
-        let cid = event.data.get("child_id").and_then(Value::as_str).map(str::to_string);
+        let cid = event
+            .data
+            .get("child_id")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         if let Some(state) = cid.as_ref().and_then(|c| self.exe.children.get_mut(c)) {
             state.finished = true;
-            state.outcome = event.data.get("outcome").and_then(Value::as_str).map(str::to_string);
+            state.outcome = event
+                .data
+                .get("outcome")
+                .and_then(Value::as_str)
+                .map(str::to_string);
             state.result = event
                 .data
                 .iter()
@@ -1078,7 +1211,10 @@ impl Step<'_> {
                         return Ok(());
                     };
                     let mut data = Map::new();
-                    data.insert("outcome".into(), cs.outcome.clone().map_or(Value::Null, Value::from));
+                    data.insert(
+                        "outcome".into(),
+                        cs.outcome.clone().map_or(Value::Null, Value::from),
+                    );
                     for (k, v) in &cs.result {
                         data.insert(k.clone(), v.clone());
                     }
@@ -1182,7 +1318,10 @@ mod tests {
             d.node_mut(root).transitions.push(Transition {
                 source: src,
                 target: Some(dst),
-                event_filter: Some(EventFilter { kinds: vec![kind.into()], predicate: None }),
+                event_filter: Some(EventFilter {
+                    kinds: vec![kind.into()],
+                    predicate: None,
+                }),
                 selector: None,
                 choice: None,
                 assignments: vec![],

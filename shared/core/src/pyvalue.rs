@@ -173,7 +173,11 @@ fn write_repr(v: &Value, out: &mut String) {
 
 /// Python's `repr(str)`: single quotes unless the text has a single quote and no double.
 fn str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
@@ -204,7 +208,11 @@ pub fn float_repr(f: f64) -> String {
         return if f > 0.0 { "inf".into() } else { "-inf".into() };
     }
     if f == 0.0 {
-        return if f.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+        return if f.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
     }
     // Rust's `{:e}` gives the shortest round-trip digits: "1.2345e6", "-5e-7"
     let sci = format!("{f:e}");
@@ -224,7 +232,11 @@ pub fn float_repr(f: f64) -> String {
         };
         format!("{sign}{body}")
     } else {
-        let frac = if digits.len() > 1 { format!("{}.{}", &digits[..1], &digits[1..]) } else { digits };
+        let frac = if digits.len() > 1 {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        } else {
+            digits
+        };
         let esign = if exp < 0 { '-' } else { '+' };
         format!("{sign}{frac}e{esign}{:02}", exp.abs())
     }
@@ -237,7 +249,12 @@ pub fn arith(op: crate::definition::ArithOp, left: &Value, right: &Value) -> Res
     let num = |v: &Value| -> Result<Num, String> {
         match v {
             Value::Number(_) => as_num(v).ok_or_else(|| "bad number".to_string()),
-            other => Err(format!("`{}` needs numbers, got {} {}", op.symbol(), type_name(other), repr(other))),
+            other => Err(format!(
+                "`{}` needs numbers, got {} {}",
+                op.symbol(),
+                type_name(other),
+                repr(other)
+            )),
         }
     };
     let (l, r) = (num(left)?, num(right)?);
@@ -260,12 +277,16 @@ pub fn arith(op: crate::definition::ArithOp, left: &Value, right: &Value) -> Res
         ArithOp::Mul => a * b,
         ArithOp::Div => a / b,
     };
-    Ok(serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null))
+    Ok(serde_json::Number::from_f64(f)
+        .map(Value::Number)
+        .unwrap_or(Value::Null))
 }
 
 /// A float as a JSON value (`null` for NaN/inf, which JSON cannot carry).
 pub fn float(f: f64) -> Value {
-    serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null)
+    serde_json::Number::from_f64(f)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
 }
 
 /// Read a number as seconds (ints and floats; bools count as Python would).

@@ -39,26 +39,34 @@ fn harel_json_round_trips_byte_for_byte() {
     for path in golden_files() {
         let text = std::fs::read_to_string(&path).expect("read");
         let text = text.trim_end();
-        assert_eq!(reserialize(&path, text), text, "{} changed on a round trip", path.display());
+        assert_eq!(
+            reserialize(&path, text),
+            text,
+            "{} changed on a round trip",
+            path.display()
+        );
     }
 }
 
 #[test]
 fn unknown_fields_survive_a_round_trip() {
-    let text = r#"{"id":"x","definition_id":"d","status":"RUNNING","future_field":{"a":[1,2.5]},"context":{"k":1}}"#;
+    let text =
+        r#"{"id":"x","definition_id":"d","status":"RUNNING","future_field":{"a":[1,2.5]},"context":{"k":1}}"#;
     let mut exe: Execution = serde_json::from_str(text).expect("parse");
     exe.version += 1;
     let out = exe.to_json();
     assert!(out.contains(r#""future_field":{"a":[1,2.5]}"#), "{out}");
     let child = r#"{"root_path":"A","finished":true,"extra_flag":true}"#;
     let cs: stm_core::ChildState = serde_json::from_str(child).expect("child");
-    assert!(serde_json::to_string(&cs).expect("json").contains(r#""extra_flag":true"#));
+    assert!(serde_json::to_string(&cs)
+        .expect("json")
+        .contains(r#""extra_flag":true"#));
 }
 
 fn python() -> PathBuf {
-    std::env::var("STM_PYTHON").map(PathBuf::from).unwrap_or_else(|_| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
-    })
+    std::env::var("STM_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
 }
 
 #[test]
@@ -68,7 +76,11 @@ fn harel_reads_what_we_write() {
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p).expect("read");
-            let kind = if p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("event")) {
+            let kind = if p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("event"))
+            {
                 "Event"
             } else {
                 "Execution"
@@ -98,7 +110,10 @@ for line in sys.stdin:
 print("checked")
 sys.exit(1 if bad else 0)
 "#;
-    let input: String = ours.iter().map(|pair| serde_json::to_string(pair).expect("encode") + "\n").collect();
+    let input: String = ours
+        .iter()
+        .map(|pair| serde_json::to_string(pair).expect("encode") + "\n")
+        .collect();
     let mut child = Command::new(python())
         .args(["-c", script])
         .stdin(std::process::Stdio::piped())
@@ -107,7 +122,12 @@ sys.exit(1 if bad else 0)
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {} ({e}); run .ci/setup.sh first", python().display()));
     use std::io::Write;
-    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
     let out = child.wait_with_output().expect("python");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -54,7 +54,9 @@ fn repo_root() -> PathBuf {
 }
 
 fn events(count: usize) -> Vec<Event> {
-    (0..count).map(|i| Event::new(if i % 2 == 0 { "Go" } else { "Back" }).with_id(format!("e{i}"))).collect()
+    (0..count)
+        .map(|i| Event::new(if i % 2 == 0 { "Go" } else { "Back" }).with_id(format!("e{i}")))
+        .collect()
 }
 
 struct Row {
@@ -84,7 +86,10 @@ fn harel_events_per_sec(machine: &Path, count: usize) -> Result<f64, String> {
         .output()
         .map_err(|e| format!("cannot run {}: {e} (run .ci/setup.sh)", python.display()))?;
     if !out.status.success() {
-        return Err(format!("harel bench failed: {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "harel bench failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).map_err(|e| format!("bad harel bench output: {e}"))?;
@@ -93,7 +98,10 @@ fn harel_events_per_sec(machine: &Path, count: usize) -> Result<f64, String> {
 }
 
 fn main() {
-    let count: usize = std::env::var("BENCH_EVENTS").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
+    let count: usize = std::env::var("BENCH_EVENTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
     let machine = repo_root().join("bench/loop.stm");
     let defn = match stm_core::dsl::load_definition_file(&machine, None) {
         Ok(d) => d,
@@ -108,8 +116,14 @@ fn main() {
     // the full embedded driver: load, step, commit (CAS), per event
     let mut defs = Definitions::new();
     defs.register(defn.clone());
-    let driver = Driver::new(Arc::new(MemoryStore::new()), defs, ActionRegistry::with_builtins());
-    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("tokio runtime");
+    let driver = Driver::new(
+        Arc::new(MemoryStore::new()),
+        defs,
+        ActionRegistry::with_builtins(),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("tokio runtime");
     runtime.block_on(async {
         driver.create("Loop", None, Some("bench")).await.expect("create");
     });
@@ -120,7 +134,11 @@ fn main() {
             }
         })
     });
-    rows.push(Row { name: "driver (load+step+commit)", events_per_sec: eps, allocs_per_event: Some(allocs) });
+    rows.push(Row {
+        name: "driver (load+step+commit)",
+        events_per_sec: eps,
+        allocs_per_event: Some(allocs),
+    });
 
     // the pure engine step
     let mut exe = Execution::new("bench", "Loop");
@@ -130,7 +148,11 @@ fn main() {
             engine::process(&defn, &mut exe, ev, 0.0, &mut NoActions).expect("step");
         }
     });
-    rows.push(Row { name: "engine step only", events_per_sec: eps, allocs_per_event: Some(allocs) });
+    rows.push(Row {
+        name: "engine step only",
+        events_per_sec: eps,
+        allocs_per_event: Some(allocs),
+    });
 
     // JSON decode + step + encode
     let mut json = exe.to_json();
@@ -141,7 +163,11 @@ fn main() {
             json = e.to_json();
         }
     });
-    rows.push(Row { name: "json decode+step+encode", events_per_sec: eps, allocs_per_event: Some(allocs) });
+    rows.push(Row {
+        name: "json decode+step+encode",
+        events_per_sec: eps,
+        allocs_per_event: Some(allocs),
+    });
 
     let harel = harel_events_per_sec(&machine, count);
     println!("engine benchmark: {count} events on bench/loop.stm (two-state loop), same machine, same run");
@@ -154,7 +180,10 @@ fn main() {
             Err(_) => "n/a".into(),
         };
         let allocs = row.allocs_per_event.map_or("-".into(), |a| format!("{a:.1}"));
-        println!("| {} | {:.0} | {} | {} |", row.name, row.events_per_sec, allocs, ratio);
+        println!(
+            "| {} | {:.0} | {} | {} |",
+            row.name, row.events_per_sec, allocs, ratio
+        );
     }
     match harel {
         Ok(h) => println!("| harel 0.9.0 DurableRunner + DictStore (inline) | {h:.0} | - | 1x |"),

@@ -50,7 +50,10 @@ pub fn conf_actions() -> ActionRegistry {
         Ok(Value::Null)
     });
     r.register("conf_actions.incr", |i| {
-        let key = input(&i, "key").and_then(Value::as_str).unwrap_or("n").to_string();
+        let key = input(&i, "key")
+            .and_then(Value::as_str)
+            .unwrap_or("n")
+            .to_string();
         let by = input(&i, "by").cloned().unwrap_or(json!(1));
         let cur = i.context.get(&key).cloned().unwrap_or(json!(0));
         let next = stm_core::pyvalue::arith(stm_core::definition::ArithOp::Add, &cur, &by)
@@ -59,41 +62,60 @@ pub fn conf_actions() -> ActionRegistry {
         Ok(Value::Null)
     });
     r.register("conf_actions.put", |i| {
-        let key = input(&i, "key").and_then(Value::as_str).unwrap_or_default().to_string();
+        let key = input(&i, "key")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let value = input(&i, "value").cloned().unwrap_or(Value::Null);
         i.context.insert(key, value);
         Ok(Value::Null)
     });
     r.register("conf_actions.copy_event", |i| {
-        let field = input(&i, "field").and_then(Value::as_str).unwrap_or_default().to_string();
+        let field = input(&i, "field")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let into = match input(&i, "into").and_then(Value::as_str) {
             Some(s) if !s.is_empty() => s.to_string(),
             _ => field.clone(),
         };
-        let v = i.event.and_then(|e| e.data.get(&field).cloned()).unwrap_or(Value::Null);
+        let v = i
+            .event
+            .and_then(|e| e.data.get(&field).cloned())
+            .unwrap_or(Value::Null);
         i.context.insert(into, v);
         Ok(Value::Null)
     });
     r.register("conf_actions.fail", |i| {
-        let msg = input(&i, "message").and_then(Value::as_str).unwrap_or("boom").to_string();
+        let msg = input(&i, "message")
+            .and_then(Value::as_str)
+            .unwrap_or("boom")
+            .to_string();
         Err(ActionError::new("RuntimeError", msg))
     });
     r.register("conf_actions.fail_when", |i| {
         let key = input(&i, "key").and_then(Value::as_str).unwrap_or_default();
         if i.context.get(key) == Some(&Value::Bool(true)) {
-            let msg = input(&i, "message").and_then(Value::as_str).unwrap_or("flag set").to_string();
+            let msg = input(&i, "message")
+                .and_then(Value::as_str)
+                .unwrap_or("flag set")
+                .to_string();
             return Err(ActionError::new("ValueError", msg));
         }
         Ok(Value::Null)
     });
-    r.register("conf_actions.pick", |i| Ok(input(&i, "value").cloned().unwrap_or(Value::Null)));
+    r.register("conf_actions.pick", |i| {
+        Ok(input(&i, "value").cloned().unwrap_or(Value::Null))
+    });
     r.register("conf_actions.pick_ctx", |i| {
         let key = input(&i, "key").and_then(Value::as_str).unwrap_or_default();
         Ok(i.context.get(key).cloned().unwrap_or(Value::Null))
     });
     r.register("conf_actions.pick_event", |i| {
         let field = input(&i, "field").and_then(Value::as_str).unwrap_or_default();
-        Ok(i.event.and_then(|e| e.data.get(field).cloned()).unwrap_or(Value::Null))
+        Ok(i.event
+            .and_then(|e| e.data.get(field).cloned())
+            .unwrap_or(Value::Null))
     });
     r.register("conf_actions.noop", |_| Ok(Value::Null));
     r
@@ -107,7 +129,10 @@ fn normalize(v: &mut Value) {
             let mut out = String::with_capacity(s.len());
             let mut i = 0;
             while i < bytes.len() {
-                let run = bytes[i..].iter().take_while(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()).count();
+                let run = bytes[i..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+                    .count();
                 if run == 32 {
                     out.push_str("<uuid>");
                     i += 32;
@@ -148,7 +173,9 @@ async fn run_case(path: &Path) -> Result<(), String> {
     defs.register(defn);
     let store = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::new(1000.0));
-    let driver = Driver::new(store.clone(), defs, actions).with_clock(clock.clone()).with_trace(true);
+    let driver = Driver::new(store.clone(), defs, actions)
+        .with_clock(clock.clone())
+        .with_trace(true);
 
     let expected = &case["expected"];
     let mut transcript = Vec::new();
@@ -169,7 +196,10 @@ async fn run_case(path: &Path) -> Result<(), String> {
                     send["data"].as_object().cloned().unwrap_or_default(),
                 );
                 event.id = send["id"].as_str().unwrap_or_default().to_string();
-                (event.kind.clone(), driver.process("exe", &event).await.map(|_| ()))
+                (
+                    event.kind.clone(),
+                    driver.process("exe", &event).await.map(|_| ()),
+                )
             } else if let Some(secs) = step.get("advance").and_then(Value::as_f64) {
                 clock.advance(secs);
                 let label = format!("(advance {}s)", py_g(secs));
@@ -201,15 +231,23 @@ async fn run_case(path: &Path) -> Result<(), String> {
     }
 
     let all = store.all_executions();
-    let mut root = all.iter().find(|e| e.id == "exe").map_or(Value::Null, |e| to_value(e));
+    let mut root = all
+        .iter()
+        .find(|e| e.id == "exe")
+        .map_or(Value::Null, |e| to_value(e));
     let mut children: Vec<Value> = all.iter().filter(|e| e.id != "exe").map(to_value).collect();
     let mut traces = Map::new();
     let mut ids: Vec<&str> = vec!["exe"];
     ids.extend(all.iter().filter(|e| e.id != "exe").map(|e| e.id.as_str()));
     for id in ids {
-        let steps = stm_store::ExecutionStore::read_trace(&*store, id).await.map_err(|e| e.to_string())?;
+        let steps = stm_store::ExecutionStore::read_trace(&*store, id)
+            .await
+            .map_err(|e| e.to_string())?;
         if all.iter().any(|e| e.id == id) {
-            traces.insert(id.to_string(), Value::from(steps.into_iter().map(Value::Object).collect::<Vec<_>>()));
+            traces.insert(
+                id.to_string(),
+                Value::from(steps.into_iter().map(Value::Object).collect::<Vec<_>>()),
+            );
         }
     }
     normalize(&mut root);
@@ -221,7 +259,11 @@ async fn run_case(path: &Path) -> Result<(), String> {
             problems.push(format!("{what} differs:\n  ours:   {ours}\n  harel:  {theirs}"));
         }
     };
-    check("create_error", create_error.map_or(Value::Null, Value::from), &expected["create_error"]);
+    check(
+        "create_error",
+        create_error.map_or(Value::Null, Value::from),
+        &expected["create_error"],
+    );
     check("transcript", json!(transcript), &expected["transcript"]);
     check("step_errors", json!(step_errors), &expected["step_errors"]);
     check("root", root, &expected["root"]);
@@ -272,13 +314,21 @@ async fn harel_conformance_suite() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     cases.sort();
-    assert!(cases.len() >= 80, "expected at least 80 conformance cases, found {}", cases.len());
+    assert!(
+        cases.len() >= 80,
+        "expected at least 80 conformance cases, found {}",
+        cases.len()
+    );
     let filter = std::env::var("CONFORMANCE_CASE").ok();
     let mut failed = Vec::new();
     let mut passed = 0;
     let mut skipped = 0;
     for path in &cases {
-        let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_string();
         if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
             continue;
         }
@@ -292,6 +342,14 @@ async fn harel_conformance_suite() {
             Err(problem) => failed.push(format!("--- {name}\n{problem}")),
         }
     }
-    eprintln!("conformance: {passed} passed, {} failed, {skipped} deliberate differences", failed.len());
-    assert!(failed.is_empty(), "{} conformance cases differ from harel:\n{}", failed.len(), failed.join("\n"));
+    eprintln!(
+        "conformance: {passed} passed, {} failed, {skipped} deliberate differences",
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} conformance cases differ from harel:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
 }
