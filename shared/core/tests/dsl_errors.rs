@@ -25,7 +25,13 @@ struct Case {
 }
 
 const fn case(name: &'static str, message: &'static [&'static str]) -> Case {
-    Case { name, message, own_location: None, file: None, hint: None }
+    Case {
+        name,
+        message,
+        own_location: None,
+        file: None,
+        hint: None,
+    }
 }
 
 impl Case {
@@ -45,7 +51,11 @@ impl Case {
 
 const CASES: &[Case] = &[
     // --- syntax ---
-    case("syntax_arrow", &["expected `to`, `choose`, `select` or `join`", "found `-`"]).hint("no `->` arrow"),
+    case(
+        "syntax_arrow",
+        &["expected `to`, `choose`, `select` or `join`", "found `-`"],
+    )
+    .hint("no `->` arrow"),
     case("syntax_missing_event", &["expected an event name", "found `}`"]),
     case("syntax_eof", &["unexpected end of input"]).hint("missing its closing `}`"),
     case("syntax_typo_keyword", &["found `stat`"]).hint("did you mean `state`?"),
@@ -54,61 +64,131 @@ const CASES: &[Case] = &[
     case("syntax_timeout_negative", &["a number of seconds", "found `-`"]),
     case("syntax_bad_character", &["unexpected character `@`"]),
     case("syntax_unterminated_string", &["unterminated string"]),
-    case("syntax_dotted_state_name", &["a name cannot contain `.`", "`a.b`"]),
+    case(
+        "syntax_dotted_state_name",
+        &["a name cannot contain `.`", "`a.b`"],
+    ),
     case("syntax_bad_type", &["expected a type", "found `strin`"]),
     case("syntax_empty_file", &["unexpected end of input", "a declaration"]),
     case("syntax_with_commas", &["found `,`"]),
     case("syntax_furthest_alternative", &["found `bar`"]),
-    case("syntax_select_without_branches", &["a result value", "found `else`"]),
-    case("syntax_fragment_param_kind", &["a parameter kind", "found `number`"]),
+    case(
+        "syntax_select_without_branches",
+        &["a result value", "found `else`"],
+    ),
+    case(
+        "syntax_fragment_param_kind",
+        &["a parameter kind", "found `number`"],
+    ),
     case("syntax_stray_brace", &["expected a declaration", "found `}`"]),
     case("syntax_sign_space", &["found `-`"]),
     // --- structure (the parser's transformer) ---
-    case("ttl_on_state", &["`ttl` is only allowed at the machine level, not on state B"]),
-    case("context_on_fragment", &["`context` is only allowed at the machine level, not on fragment F"]),
-    case("ttl_in_inline_invoke", &["`ttl` is only allowed at the machine level, not on an inline `invoke` target"]),
+    case(
+        "ttl_on_state",
+        &["`ttl` is only allowed at the machine level, not on state B"],
+    ),
+    case(
+        "context_on_fragment",
+        &["`context` is only allowed at the machine level, not on fragment F"],
+    ),
+    case(
+        "ttl_in_inline_invoke",
+        &["`ttl` is only allowed at the machine level, not on an inline `invoke` target"],
+    ),
     case("namespace_unknown", &["unknown namespace 'ctx' in 'ctx.n'"]),
-    case("namespace_nested", &["'context.a.b': a reference names one field of `context`, not a nested path"]),
-    case("set_not_context", &["`set` writes the execution context: 'event.n' must be `context.<field>`"]),
-    case("set_operand_namespace", &["unknown namespace 'count' in 'count.x'"]),
-    case("context_default_optional", &["context field 'n' has a default, so it can't also be optional"]),
+    case(
+        "namespace_nested",
+        &["'context.a.b': a reference names one field of `context`, not a nested path"],
+    ),
+    case(
+        "set_not_context",
+        &["`set` writes the execution context: 'event.n' must be `context.<field>`"],
+    ),
+    case(
+        "set_operand_namespace",
+        &["unknown namespace 'count' in 'count.x'"],
+    ),
+    case(
+        "context_default_optional",
+        &["context field 'n' has a default, so it can't also be optional"],
+    ),
     // --- resolution (the loader and the builder) ---
     case("unknown_fragment", &["use of unknown fragment 'Retyr'"]).hint("known fragments: Retry"),
-    case("unbound_handler", &["unbound action handlers: archive, notify, pick"]).hint("bind {"),
+    case(
+        "unbound_handler",
+        &["unbound action handlers: archive, notify, pick"],
+    )
+    .hint("bind {"),
     case("unbound_guard", &["unbound guards: okay"]),
     case("unbound_value", &["unbound value params: budget"]),
     case("timeout_context_param", &["unbound value params: context"]),
     case("use_unknown_args", &["use 'F': unknown args: b, c"]),
     case("use_missing_args", &["use 'F': missing args: b, c"]),
     case("use_bad_arg_kind", &["use 'F': arg 'next' must be a state name"]),
-    case("use_collision", &["use 'F' as 'F' collides with an existing state"]),
-    case("unresolved_target", &["cannot resolve transition target 'Missing' from scope 'A'"]),
-    case("unresolved_source", &["cannot resolve transition source 'Nope' in ''"]),
-    case("unresolved_choice_target", &["cannot resolve choice target 'Elsewhere' from scope ''"]),
+    case(
+        "use_collision",
+        &["use 'F' as 'F' collides with an existing state"],
+    ),
+    case(
+        "unresolved_target",
+        &["cannot resolve transition target 'Missing' from scope 'A'"],
+    ),
+    case(
+        "unresolved_source",
+        &["cannot resolve transition source 'Nope' in ''"],
+    ),
+    case(
+        "unresolved_choice_target",
+        &["cannot resolve choice target 'Elsewhere' from scope ''"],
+    ),
     // harel resolves transitions composite by composite, innermost first
-    case("unresolved_in_nested_first", &["cannot resolve transition target 'Inner' from scope 'P'"]),
+    case(
+        "unresolved_in_nested_first",
+        &["cannot resolve transition target 'Inner' from scope 'P'"],
+    ),
     case("import_missing", &["import not found: lib/does_not_exist.stm"]).hint("lib/does_not_exist.stm"),
     case("import_syntax_error", &["found `X`"]).in_file("lib/broken.stm"),
-    case("import_fragment_bad_target", &["cannot resolve transition target 'Gone' from scope 'X'"])
-        .in_file("lib/badfrag.stm"),
+    case(
+        "import_fragment_bad_target",
+        &["cannot resolve transition target 'Gone' from scope 'X'"],
+    )
+    .in_file("lib/badfrag.stm"),
     case("multiple_machines", &["multiple machines (One, Two)"]),
     case("no_machine", &["no machine declared"]),
     // --- deliberate differences: harel accepts or crashes ---
-    case("import_cycle", &["import cycle: ", "cycle_a.stm -> ", "cycle_b.stm -> ", "cycle_a.stm"])
-        .at(1, 1)
-        .in_file("lib/cycle_b.stm"),
+    case(
+        "import_cycle",
+        &[
+            "import cycle: ",
+            "cycle_a.stm -> ",
+            "cycle_b.stm -> ",
+            "cycle_a.stm",
+        ],
+    )
+    .at(1, 1)
+    .in_file("lib/cycle_b.stm"),
     case("fragment_recursion", &["fragment 'F' uses itself"]).at(4, 3),
     case("guard_recursion", &["guard 'a' refers to itself"]).at(6, 3),
-    case("timeout_param_string", &["timeout of state W.X must be a number of seconds, got '5'"]).at(1, 37),
+    case(
+        "timeout_param_string",
+        &["timeout of state W.X must be a number of seconds, got '5'"],
+    )
+    .at(1, 37),
     case("string_bad_escape", &["invalid string: truncated `\\xXX` escape"]).at(3, 36),
     case("keyword_glued", &["found `fromA`"]).at(4, 3),
-    case("integer_too_large", &["the integer `123456789012345678901234567890` is too large"]).at(3, 31),
+    case(
+        "integer_too_large",
+        &["the integer `123456789012345678901234567890` is too large"],
+    )
+    .at(3, 31),
 ];
 
 fn harel_outcome(name: &str) -> Value {
     let path = err_dir().join(format!("{name}.json"));
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .expect("golden json")
+    serde_json::from_str(
+        &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .expect("golden json")
 }
 
 fn load(name: &str) -> DslError {
@@ -163,7 +243,9 @@ fn errors_match_harel() {
             _ => None,
         };
         if ours != expected_loc {
-            problems.push(format!("location {ours:?}, expected {expected_loc:?} (harel: {harel_loc:?})"));
+            problems.push(format!(
+                "location {ours:?}, expected {expected_loc:?} (harel: {harel_loc:?})"
+            ));
         }
         if harel["outcome"] == "error" && harel_loc.is_none() && ours.is_some() {
             problems.push("harel reports no location".into());
@@ -185,7 +267,12 @@ fn errors_match_harel() {
             failures.push(format!("{}: {}\n{e}", c.name, problems.join("; ")));
         }
     }
-    assert!(failures.is_empty(), "{} failing cases:\n\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failing cases:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }
 
 #[test]
@@ -198,7 +285,10 @@ fn renders_with_a_caret() {
     );
     let e = load("syntax_arrow");
     let text = e.to_string();
-    assert!(text.contains("5 |   from A -> B on Go\n  |          ^\n  = hint: transitions read"), "{text}");
+    assert!(
+        text.contains("5 |   from A -> B on Go\n  |          ^\n  = hint: transitions read"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -214,7 +304,10 @@ fn errors_from_text_name_no_file() {
 #[test]
 fn machine_selection() {
     let src = "machine One { initial A state A {} }\nmachine Two { initial B state B {} }";
-    assert_eq!(dsl::load_definition_str(src, Some("Two"), None).expect("Two").id, "Two");
+    assert_eq!(
+        dsl::load_definition_str(src, Some("Two"), None).expect("Two").id,
+        "Two"
+    );
     let e = dsl::load_definition_str(src, Some("Three"), None).expect_err("no Three");
     assert!(e.message.contains("no machine named 'Three'"), "{}", e.message);
     assert_eq!(e.line, None);

@@ -28,12 +28,33 @@ pub(crate) struct Path {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Stmt {
-    Import { path: String, alias: Option<String>, at: At },
+    Import {
+        path: String,
+        alias: Option<String>,
+        at: At,
+    },
     Bind(Vec<(String, String)>),
-    Guard { name: String, pred: Pred, at: At },
-    Event { name: String, fields: Vec<(String, String, bool)>, at: At },
-    Machine { name: String, items: Vec<Item>, at: At },
-    Fragment { name: String, params: Vec<(String, String)>, items: Vec<Item>, at: At },
+    Guard {
+        name: String,
+        pred: Pred,
+        at: At,
+    },
+    Event {
+        name: String,
+        fields: Vec<(String, String, bool)>,
+        at: At,
+    },
+    Machine {
+        name: String,
+        items: Vec<Item>,
+        at: At,
+    },
+    Fragment {
+        name: String,
+        params: Vec<(String, String)>,
+        items: Vec<Item>,
+        at: At,
+    },
 }
 
 /// One comparison side that may be a reference: a bare name / string (the event's
@@ -48,7 +69,12 @@ pub(crate) enum Operand {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Pred {
-    Cmp { lhs: Operand, op: String, rhs: Operand, at: At },
+    Cmp {
+        lhs: Operand,
+        op: String,
+        rhs: Operand,
+        at: At,
+    },
     Guard(String),
     All(Vec<Pred>),
     Any(Vec<Pred>),
@@ -122,12 +148,37 @@ pub(crate) enum Item {
     Defer(Vec<String>),
     NoHistory,
     CancelOnFailure,
-    Invoke { fqn: Option<String>, each: Option<(String, String)>, inline: Option<(Vec<Item>, At)> },
+    Invoke {
+        fqn: Option<String>,
+        each: Option<(String, String)>,
+        inline: Option<(Vec<Item>, At)>,
+    },
     InvokeWith(Vec<(String, String)>),
-    Use { name: String, args: Vec<(String, Arg)>, alias: Option<String>, at: At },
-    State { orthogonal: bool, name: String, items: Vec<Item>, at: At },
-    Final { name: String, outcome: String, items: Vec<Item>, at: At },
-    Transition { from: String, to: String, trigger: Option<Trigger>, set: Option<Vec<Assignment>>, at: At },
+    Use {
+        name: String,
+        args: Vec<(String, Arg)>,
+        alias: Option<String>,
+        at: At,
+    },
+    State {
+        orthogonal: bool,
+        name: String,
+        items: Vec<Item>,
+        at: At,
+    },
+    Final {
+        name: String,
+        outcome: String,
+        items: Vec<Item>,
+        at: At,
+    },
+    Transition {
+        from: String,
+        to: String,
+        trigger: Option<Trigger>,
+        set: Option<Vec<Assignment>>,
+        at: At,
+    },
     Choice {
         from: String,
         trigger: Option<Trigger>,
@@ -145,5 +196,11 @@ pub(crate) enum Item {
         default: Option<String>,
         at: At,
     },
-    Join { from: String, all: bool, success: String, otherwise: String, at: At },
+    Join {
+        from: String,
+        all: bool,
+        success: String,
+        otherwise: String,
+        at: At,
+    },
 }

@@ -14,8 +14,8 @@ use indexmap::IndexMap;
 
 use super::program::{ActionCfg, AssignCfg, InputCfg, PredCfg, SrcPos, StateCfg, TimeoutCfg, TransCfg};
 use crate::definition::{
-    ActionRef, Assign, Choice, Definition, EventFilter, Node, NodeId, NodeKind, Pos, Predicate, Selector, Timeout,
-    Transition,
+    ActionRef, Assign, Choice, Definition, EventFilter, Node, NodeId, NodeKind, Pos, Predicate, Selector,
+    Timeout, Transition,
 };
 use crate::{pyvalue, Map, Value};
 
@@ -30,7 +30,11 @@ type BResult<T> = Result<T, BuildError>;
 
 /// Build the definition `id` (root node named `name`) from an expanded config.
 pub(crate) fn build_definition(cfg: &StateCfg, name: &str, id: &str) -> BResult<Definition> {
-    let mut b = Builder { defn: Definition::new(id), pending: Vec::new(), mach_name: name.to_string() };
+    let mut b = Builder {
+        defn: Definition::new(id),
+        pending: Vec::new(),
+        mach_name: name.to_string(),
+    };
     let root = b.defn.root;
     b.defn.node_mut(root).name = name.to_string();
     b.node(root, cfg)?;
@@ -69,12 +73,17 @@ impl<'c> Builder<'c> {
             node.start_state = cfg.start.clone();
             node.allow_history = cfg.allow_history.unwrap_or(true);
             node.cancel_on_failure = cfg.cancel_on_failure.unwrap_or(false);
-            node.pos = cfg.pos.map(|p| Pos { line: p.line, column: p.col });
+            node.pos = cfg.pos.map(|p| Pos {
+                line: p.line,
+                column: p.col,
+            });
         }
         let timeout = match &cfg.timeout {
             None => None,
             Some(TimeoutCfg::Context(k)) => Some(Timeout::ContextKey(k.clone())),
-            Some(TimeoutCfg::Value(v @ Value::Number(_))) => Some(Timeout::Seconds(pyvalue::as_seconds(v).unwrap_or(0.0))),
+            Some(TimeoutCfg::Value(v @ Value::Number(_))) => {
+                Some(Timeout::Seconds(pyvalue::as_seconds(v).unwrap_or(0.0)))
+            }
             Some(TimeoutCfg::Value(v)) => {
                 return Err(BuildError {
                     message: format!(
@@ -87,7 +96,10 @@ impl<'c> Builder<'c> {
             }
             // unbound value parameters are reported before building
             Some(TimeoutCfg::Param(p)) => {
-                return Err(BuildError { message: format!("unbound value params: {p}"), pos: cfg.pos })
+                return Err(BuildError {
+                    message: format!("unbound value params: {p}"),
+                    pos: cfg.pos,
+                })
             }
         };
         self.defn.node_mut(id).timeout = timeout;
@@ -97,8 +109,11 @@ impl<'c> Builder<'c> {
             let syn = format!("{}#{}", self.mach_name, self.defn.path(id));
             let sub = build_definition(inline, &syn, &syn)?;
             self.defn.node_mut(id).invoke = Some(syn.clone());
-            let nested: Vec<(String, Definition)> =
-                sub.submachines.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let nested: Vec<(String, Definition)> = sub
+                .submachines
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             self.defn.submachines.insert(syn, sub);
             self.defn.submachines.extend(nested);
         }
@@ -127,15 +142,25 @@ impl<'c> Builder<'c> {
     }
 
     fn transition(&self, scope: NodeId, raw: &TransCfg) -> BResult<Transition> {
-        let err = |message: String| BuildError { message, pos: Some(raw.pos) };
+        let err = |message: String| BuildError {
+            message,
+            pos: Some(raw.pos),
+        };
         let scope_path = || py_repr(self.defn.path(scope));
-        let source = self
-            .defn
-            .descend(scope, &raw.from)
-            .ok_or_else(|| err(format!("cannot resolve transition source {} in {}", py_repr(&raw.from), scope_path())))?;
+        let source = self.defn.descend(scope, &raw.from).ok_or_else(|| {
+            err(format!(
+                "cannot resolve transition source {} in {}",
+                py_repr(&raw.from),
+                scope_path()
+            ))
+        })?;
         let target = match &raw.to {
             Some(to) => Some(self.defn.resolve_relative(scope, to).ok_or_else(|| {
-                err(format!("cannot resolve transition target {} from scope {}", py_repr(to), scope_path()))
+                err(format!(
+                    "cannot resolve transition target {} from scope {}",
+                    py_repr(to),
+                    scope_path()
+                ))
             })?),
             None => None,
         };
@@ -147,14 +172,21 @@ impl<'c> Builder<'c> {
             action: action_ref(&sel.function),
             mapper: sel.mapper.clone(),
             default: sel.default.clone(),
-            enum_values: sel.enum_values.as_ref().map(|v| v.iter().cloned().map(Value::String).collect()),
+            enum_values: sel
+                .enum_values
+                .as_ref()
+                .map(|v| v.iter().cloned().map(Value::String).collect()),
         });
         let choice = match &raw.choice {
             None => None,
             Some(c) => {
                 let resolve = |name: &str| {
                     self.defn.resolve_relative(scope, name).ok_or_else(|| {
-                        err(format!("cannot resolve choice target {} from scope {}", py_repr(name), scope_path()))
+                        err(format!(
+                            "cannot resolve choice target {} from scope {}",
+                            py_repr(name),
+                            scope_path()
+                        ))
                     })
                 };
                 let mut branches = Vec::with_capacity(c.branches.len());
@@ -167,7 +199,12 @@ impl<'c> Builder<'c> {
                     Some(d) => Some(resolve(d)?),
                     None => None,
                 };
-                Some(Choice { branches, default, branch_assignments, default_assignments: assigns(&c.default_set) })
+                Some(Choice {
+                    branches,
+                    default,
+                    branch_assignments,
+                    default_assignments: assigns(&c.default_set),
+                })
             }
         };
         Ok(Transition {
@@ -177,7 +214,10 @@ impl<'c> Builder<'c> {
             selector,
             choice,
             assignments: assigns(&raw.set),
-            pos: Some(Pos { line: raw.pos.line, column: raw.pos.col }),
+            pos: Some(Pos {
+                line: raw.pos.line,
+                column: raw.pos.col,
+            }),
         })
     }
 }
@@ -200,7 +240,10 @@ fn action_ref(a: &ActionCfg) -> ActionRef {
         ActionCfg::Resolved { function, inputs } => (function, inputs),
         ActionCfg::Spec { name, inputs, .. } => (name, inputs),
     };
-    ActionRef { function: function.clone(), inputs: inputs_map(inputs) }
+    ActionRef {
+        function: function.clone(),
+        inputs: inputs_map(inputs),
+    }
 }
 
 fn inputs_map(inputs: &IndexMap<String, InputCfg>) -> Map {
@@ -221,7 +264,13 @@ fn inputs_map(inputs: &IndexMap<String, InputCfg>) -> Map {
 
 fn predicate(p: &PredCfg) -> Predicate {
     match p {
-        PredCfg::Leaf { source, field, op, value, value_ref } => Predicate::Leaf {
+        PredCfg::Leaf {
+            source,
+            field,
+            op,
+            value,
+            value_ref,
+        } => Predicate::Leaf {
             source: *source,
             field: field.clone(),
             op: *op,
@@ -237,5 +286,10 @@ fn predicate(p: &PredCfg) -> Predicate {
 }
 
 fn assigns(set: &[AssignCfg]) -> Vec<Assign> {
-    set.iter().map(|a| Assign { field: a.field.clone(), expr: a.expr.clone() }).collect()
+    set.iter()
+        .map(|a| Assign {
+            field: a.field.clone(),
+            expr: a.expr.clone(),
+        })
+        .collect()
 }

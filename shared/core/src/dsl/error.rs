@@ -34,7 +34,14 @@ pub struct DslError {
 impl DslError {
     /// An error with a message only (no location).
     pub fn new(message: impl Into<String>) -> Self {
-        DslError { message: message.into(), file: None, line: None, column: None, snippet: None, hint: None }
+        DslError {
+            message: message.into(),
+            file: None,
+            line: None,
+            column: None,
+            snippet: None,
+            hint: None,
+        }
     }
 
     /// An error at `line`:`column` of `source` (whose offending line becomes the snippet).
@@ -98,8 +105,11 @@ impl fmt::Display for DslError {
             write!(f, "\n{pad} |\n{line} | {snippet}")?;
             if let Some(col) = self.column {
                 // copy tabs so the caret lines up under a tab-indented line
-                let lead: String =
-                    snippet.chars().take(col.saturating_sub(1)).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+                let lead: String = snippet
+                    .chars()
+                    .take(col.saturating_sub(1))
+                    .map(|c| if c == '\t' { '\t' } else { ' ' })
+                    .collect();
                 let extra = col.saturating_sub(1).saturating_sub(snippet.chars().count());
                 write!(f, "\n{pad} | {lead}{}^", " ".repeat(extra))?;
             }
@@ -134,7 +144,10 @@ mod tests {
         let src = "\tfrom A to B on";
         let e = DslError::at("x", src, 1, 16);
         let text = e.to_string();
-        assert!(text.ends_with("1 | \tfrom A to B on\n  | \t              ^"), "{text}");
+        assert!(
+            text.ends_with("1 | \tfrom A to B on\n  | \t              ^"),
+            "{text}"
+        );
     }
 
     #[test]

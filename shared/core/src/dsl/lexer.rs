@@ -68,14 +68,23 @@ pub(crate) fn lex(src: &str) -> Vec<Token> {
     let mut line = 1;
     // byte offset of the first character of the current line; columns count characters
     let mut line_start = 0;
-    let col_of = |line_start: usize, at: usize| -> usize {
-        let seg = &bytes[line_start..at];
-        // fast path: ASCII
-        if seg.is_ascii() {
-            at - line_start + 1
+    // the last column computed (byte offset, column), to count characters incrementally
+    let mut last = (0usize, 1usize);
+    let mut col_of = |line_start: usize, at: usize| -> usize {
+        let (from, base) = if last.0 >= line_start && last.0 <= at {
+            last
         } else {
-            src[line_start..at].chars().count() + 1
-        }
+            (line_start, 1)
+        };
+        let seg = &bytes[from..at];
+        let col = base
+            + if seg.is_ascii() {
+                seg.len()
+            } else {
+                src[from..at].chars().count()
+            };
+        last = (at, col);
+        col
     };
     while i < bytes.len() {
         let b = bytes[i];
@@ -133,10 +142,22 @@ pub(crate) fn lex(src: &str) -> Vec<Token> {
             i += src[i..].chars().next().map_or(1, char::len_utf8);
             TokKind::Bad
         };
-        toks.push(Token { kind, start, end: i, line, col: col_of(line_start, start) });
+        toks.push(Token {
+            kind,
+            start,
+            end: i,
+            line,
+            col: col_of(line_start, start),
+        });
     }
     // where the input ends (used for end-of-input errors)
-    toks.push(Token { kind: TokKind::Eof, start: src.len(), end: src.len(), line, col: col_of(line_start, src.len()) });
+    toks.push(Token {
+        kind: TokKind::Eof,
+        start: src.len(),
+        end: src.len(),
+        line,
+        col: col_of(line_start, src.len()),
+    });
     toks
 }
 
@@ -290,7 +311,12 @@ pub(crate) fn decode_string(raw: &str) -> Result<String, (usize, String)> {
                 }
                 v
             }
-            'N' => return Err((at + 1, "named `\\N{...}` escapes are not supported; use `\\uXXXX`".into())),
+            'N' => {
+                return Err((
+                    at + 1,
+                    "named `\\N{...}` escapes are not supported; use `\\uXXXX`".into(),
+                ))
+            }
             other => {
                 if let Some((hat, _)) = pending_high.take() {
                     return Err((hat + 1, "a lone surrogate in a `\\u` escape".into()));
@@ -334,7 +360,10 @@ mod tests {
     use super::*;
 
     fn kinds(src: &str) -> Vec<(TokKind, String)> {
-        lex(src).into_iter().map(|t| (t.kind, t.text(src).to_string())).collect()
+        lex(src)
+            .into_iter()
+            .map(|t| (t.kind, t.text(src).to_string()))
+            .collect()
     }
 
     fn k(kind: TokKind, s: &str) -> (TokKind, String) {
@@ -357,7 +386,10 @@ mod tests {
             ]
         );
         // a trailing dot or a digit after the dot is not part of a DOTTED
-        assert_eq!(kinds("a. b"), vec![k(Name, "a"), k(Bad, "."), k(Name, "b"), k(Eof, "")]);
+        assert_eq!(
+            kinds("a. b"),
+            vec![k(Name, "a"), k(Bad, "."), k(Name, "b"), k(Eof, "")]
+        );
         assert_eq!(kinds("a.5"), vec![k(Name, "a"), k(Num, ".5"), k(Eof, "")]);
         assert_eq!(kinds("1abc"), vec![k(Num, "1"), k(Name, "abc"), k(Eof, "")]);
     }
@@ -381,7 +413,16 @@ mod tests {
         assert_eq!(kinds("1e"), vec![k(Num, "1"), k(Name, "e"), k(Eof, "")]);
         assert_eq!(kinds("1.2.3"), vec![k(Num, "1.2"), k(Num, ".3"), k(Eof, "")]);
         // signs are separate tokens (the parser glues adjacent ones)
-        assert_eq!(kinds("-1 +2.5"), vec![k(Punct, "-"), k(Num, "1"), k(Punct, "+"), k(Num, "2.5"), k(Eof, "")]);
+        assert_eq!(
+            kinds("-1 +2.5"),
+            vec![
+                k(Punct, "-"),
+                k(Num, "1"),
+                k(Punct, "+"),
+                k(Num, "2.5"),
+                k(Eof, "")
+            ]
+        );
     }
 
     #[test]
@@ -435,7 +476,10 @@ mod tests {
         // a `#` or `//` inside a string is not a comment
         assert_eq!(kinds("\"a#b//c\""), vec![k(Str, "\"a#b//c\""), k(Eof, "")]);
         // a single `/` is the division operator
-        assert_eq!(kinds("a / b"), vec![k(Name, "a"), k(Punct, "/"), k(Name, "b"), k(Eof, "")]);
+        assert_eq!(
+            kinds("a / b"),
+            vec![k(Name, "a"), k(Punct, "/"), k(Name, "b"), k(Eof, "")]
+        );
         // vertical tab is not whitespace in the grammar
         assert_eq!(kinds("\x0b"), vec![k(Bad, "\x0b"), k(Eof, "")]);
     }
@@ -446,14 +490,28 @@ mod tests {
         let toks = lex(src);
         let pos: Vec<(usize, usize)> = toks.iter().map(|t| (t.line, t.col)).collect();
         // `é` is one (bad) character: `x` is at column 5
-        assert_eq!(pos, vec![(1, 1), (1, 9), (1, 11), (2, 3), (2, 5), (3, 2), (4, 1), (4, 2)]);
+        assert_eq!(
+            pos,
+            vec![(1, 1), (1, 9), (1, 11), (2, 3), (2, 5), (3, 2), (4, 1), (4, 2)]
+        );
         assert_eq!(toks[3].kind, Bad);
     }
 
     #[test]
     fn strings() {
-        assert_eq!(kinds(r#""a\"b" "c\\""#), vec![k(Str, r#""a\"b""#), k(Str, r#""c\\""#), k(Eof, "")]);
-        assert_eq!(kinds("\"abc\nd\""), vec![k(Unterminated, "\"abc"), k(Name, "d"), k(Unterminated, "\""), k(Eof, "")]);
+        assert_eq!(
+            kinds(r#""a\"b" "c\\""#),
+            vec![k(Str, r#""a\"b""#), k(Str, r#""c\\""#), k(Eof, "")]
+        );
+        assert_eq!(
+            kinds("\"abc\nd\""),
+            vec![
+                k(Unterminated, "\"abc"),
+                k(Name, "d"),
+                k(Unterminated, "\""),
+                k(Eof, "")
+            ]
+        );
         assert_eq!(kinds(r#""a\"#), vec![k(Unterminated, r#""a\"#), k(Eof, "")]);
     }
 

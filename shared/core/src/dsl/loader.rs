@@ -23,8 +23,8 @@ use indexmap::IndexMap;
 use super::builder::{build_definition, BuildError};
 use super::error::DslError;
 use super::program::{
-    build_program, py_repr, ActionCfg, ArgCfg, FileId, InputCfg, ParamKind, PredCfg, Program, SrcPos, StateCfg,
-    TimeoutCfg, TransCfg, UseCfg,
+    build_program, py_repr, ActionCfg, ArgCfg, FileId, InputCfg, ParamKind, PredCfg, Program, SrcPos,
+    StateCfg, TimeoutCfg, TransCfg, UseCfg,
 };
 use crate::definition::{Definition, EventType};
 use crate::Value;
@@ -44,7 +44,7 @@ struct SourceFile {
 #[derive(Default)]
 struct Registry {
     events: IndexMap<String, EventType>,
-    fragments: IndexMap<String, StateCfg>,
+    fragments: IndexMap<String, Box<StateCfg>>,
     bindings: IndexMap<String, String>,
     guards: IndexMap<String, PredCfg>,
 }
@@ -71,7 +71,13 @@ struct Acc {
     unbound_v: BTreeSet<String>,
     /// fragments being instantiated (recursion guard)
     using: Vec<String>,
+    /// the current state nesting
+    depth: usize,
 }
+
+/// How deep states may nest once fragments are expanded (the parser bounds the
+/// nesting of one file; fragments using fragments multiply it).
+const MAX_STATE_DEPTH: usize = 200;
 
 pub(crate) struct Loader {
     files: Vec<SourceFile>,
@@ -83,7 +89,11 @@ type LResult<T> = Result<T, DslError>;
 
 impl Loader {
     pub fn new() -> Self {
-        Loader { files: Vec::new(), by_path: HashMap::new(), programs: HashMap::new() }
+        Loader {
+            files: Vec::new(),
+            by_path: HashMap::new(),
+            programs: HashMap::new(),
+        }
     }
 
     /// Register the file at `path`, reading it.
@@ -169,12 +179,19 @@ impl Loader {
     ) -> LResult<Registry> {
         let prog = self.program(file)?;
         let mut reg = Registry::default();
-        let me = self.files[file].canon.clone().map(|c| (c, self.files[file].display.clone().unwrap_or_default()));
+        let me = self.files[file]
+            .canon
+            .clone()
+            .map(|c| (c, self.files[file].display.clone().unwrap_or_default()));
         if let Some(me) = &me {
             stack.push(me.clone());
         }
         for imp in &prog.imports {
-            let pos = SrcPos { file, line: imp.line, col: imp.column };
+            let pos = SrcPos {
+                file,
+                line: imp.line,
+                col: imp.column,
+            };
             let (joined, abs) = self.import_path(file, &imp.path);
             if let Some(i) = stack.iter().position(|(p, _)| *p == abs) {
                 let mut chain: Vec<String> = stack[i..].iter().map(|(_, d)| d.clone()).collect();
@@ -187,12 +204,16 @@ impl Loader {
                 continue;
             }
             if !abs.is_file() {
-                return Err(self.error_at(format!("import not found: {}", imp.path), pos).with_hint(format!(
-                    "imports resolve relative to the importing file: looked for {}",
-                    joined.display()
-                )));
+                return Err(self
+                    .error_at(format!("import not found: {}", imp.path), pos)
+                    .with_hint(format!(
+                        "imports resolve relative to the importing file: looked for {}",
+                        joined.display()
+                    )));
             }
-            let ifile = self.add_file(&joined).map_err(|e| self.error_at(e.message, pos))?;
+            let ifile = self
+                .add_file(&joined)
+                .map_err(|e| self.error_at(e.message, pos))?;
             let sub = self.load_registry(ifile, stack, seen)?;
             reg.events.extend(sub.events);
             reg.bindings.extend(sub.bindings);
@@ -205,9 +226,12 @@ impl Loader {
                 reg.fragments.insert(key, cfg);
             }
         }
-        reg.events.extend(prog.event_types.iter().map(|(k, v)| (k.clone(), v.clone())));
-        reg.bindings.extend(prog.bindings.iter().map(|(k, v)| (k.clone(), v.clone())));
-        reg.guards.extend(prog.guard_cfgs.iter().map(|(k, v)| (k.clone(), v.clone())));
+        reg.events
+            .extend(prog.event_types.iter().map(|(k, v)| (k.clone(), v.clone())));
+        reg.bindings
+            .extend(prog.bindings.iter().map(|(k, v)| (k.clone(), v.clone())));
+        reg.guards
+            .extend(prog.guard_cfgs.iter().map(|(k, v)| (k.clone(), v.clone())));
         for (name, cfg) in &prog.fragment_cfgs {
             let mut cfg = cfg.clone();
             cfg.src.get_or_insert(file);
@@ -238,7 +262,12 @@ impl Loader {
     /// harel's `definition_from_dsl`: the machine `name` of `file` (the only one when
     /// `None`), with the machines of imported files registered as submachines when
     /// `register_imports`.
-    pub fn definition(&mut self, file: FileId, name: Option<&str>, register_imports: bool) -> LResult<Definition> {
+    pub fn definition(
+        &mut self,
+        file: FileId,
+        name: Option<&str>,
+        register_imports: bool,
+    ) -> LResult<Definition> {
         let reg = self.load_registry(file, &mut Vec::new(), &mut HashSet::new())?;
         let prog = self.program(file)?;
         if prog.machines.is_empty() {
@@ -247,7 +276,13 @@ impl Loader {
         let name = match name {
             None if prog.machines.len() > 1 => {
                 return Err(self
-                    .error_in(format!("multiple machines ({}); pass a machine name", prog.machines.join(", ")), file)
+                    .error_in(
+                        format!(
+                            "multiple machines ({}); pass a machine name",
+                            prog.machines.join(", ")
+                        ),
+                        file,
+                    )
                     .with_hint(format!("name the machine to load, e.g. `{}`", prog.machines[0])))
             }
             None => prog.machines[0].clone(),
@@ -290,13 +325,19 @@ impl Loader {
             let names: Vec<&str> = acc.unbound.iter().map(String::as_str).collect();
             return Err(at_machine(
                 format!("unbound action handlers: {} (add a `bind`)", names.join(", ")),
-                &format!("bind each handler to a function: `bind {{ {} = pkg.module.fn }}`", names[0]),
+                &format!(
+                    "bind each handler to a function: `bind {{ {} = pkg.module.fn }}`",
+                    names[0]
+                ),
             ));
         }
         if !acc.unbound_g.is_empty() {
             let names: Vec<&str> = acc.unbound_g.iter().map(String::as_str).collect();
             return Err(at_machine(
-                format!("unbound guards: {} (add a `guard` decl or a use arg)", names.join(", ")),
+                format!(
+                    "unbound guards: {} (add a `guard` decl or a use arg)",
+                    names.join(", ")
+                ),
                 &format!("declare it: `guard {} = <condition>`", names[0]),
             ));
         }
@@ -323,7 +364,11 @@ impl Loader {
 
     /// harel's `_imported_machines`: every machine of each imported file (transitively),
     /// built and keyed by its alias-scoped name. A file or machine that fails is skipped.
-    fn imported_machines(&mut self, file: FileId, seen: &mut HashSet<PathBuf>) -> IndexMap<String, Definition> {
+    fn imported_machines(
+        &mut self,
+        file: FileId,
+        seen: &mut HashSet<PathBuf>,
+    ) -> IndexMap<String, Definition> {
         let mut out = IndexMap::new();
         let Ok(prog) = self.program(file) else { return out };
         for imp in &prog.imports {
@@ -332,17 +377,24 @@ impl Loader {
                 continue;
             }
             seen.insert(abs);
-            let Ok(ifile) = self.add_file(&joined) else { continue };
+            let Ok(ifile) = self.add_file(&joined) else {
+                continue;
+            };
             let Ok(iprog) = self.program(ifile) else { continue };
             for mname in &iprog.machines {
                 let fqn = match &imp.alias {
                     Some(alias) => format!("{alias}.{mname}"),
                     None => mname.clone(),
                 };
-                let Ok(mut sub) = self.definition(ifile, Some(mname), false) else { continue };
+                let Ok(mut sub) = self.definition(ifile, Some(mname), false) else {
+                    continue;
+                };
                 sub.id = fqn.clone();
-                let nested: Vec<(String, Definition)> =
-                    sub.submachines.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                let nested: Vec<(String, Definition)> = sub
+                    .submachines
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 out.insert(fqn, sub);
                 out.extend(nested);
             }
@@ -363,12 +415,66 @@ impl Loader {
     /// scope `ctx`, recurse into the states, then splice the uses as child states.
     fn expand(
         &self,
-        mut cfg: StateCfg,
-        frags: &IndexMap<String, StateCfg>,
+        cfg: Box<StateCfg>,
+        frags: &IndexMap<String, Box<StateCfg>>,
         ctx: &Ctx,
         acc: &mut Acc,
-    ) -> LResult<StateCfg> {
+    ) -> LResult<Box<StateCfg>> {
+        acc.depth += 1;
+        if acc.depth > MAX_STATE_DEPTH {
+            let msg =
+                format!("states nest too deeply (more than {MAX_STATE_DEPTH} levels, fragments included)");
+            return Err(match cfg.pos {
+                Some(pos) => self.error_at(msg, pos),
+                None => DslError::new(msg),
+            });
+        }
+        let r = self.expand_inner(cfg, frags, ctx, acc);
+        acc.depth -= 1;
+        r
+    }
+
+    fn expand_inner(
+        &self,
+        mut cfg: Box<StateCfg>,
+        frags: &IndexMap<String, Box<StateCfg>>,
+        ctx: &Ctx,
+        acc: &mut Acc,
+    ) -> LResult<Box<StateCfg>> {
         let uses = std::mem::take(&mut cfg.uses);
+        self.resolve_own(&mut cfg, ctx, acc)?;
+        if let Some(inline) = cfg.invoke_inline.take() {
+            cfg.invoke_inline = Some(self.expand(inline, frags, ctx, acc)?);
+        }
+        let mut states = IndexMap::with_capacity(cfg.states.len() + uses.len());
+        for (name, st) in std::mem::take(&mut cfg.states) {
+            states.insert(name, self.expand(st, frags, ctx, acc)?);
+        }
+        for inc in uses {
+            let (local, expanded) = self.instantiate(&inc, frags, ctx, acc)?;
+            if states.contains_key(&local) {
+                return Err(self.collision(&inc, &local));
+            }
+            states.insert(local, expanded);
+        }
+        cfg.states = states;
+        Ok(cfg)
+    }
+
+    fn collision(&self, inc: &UseCfg, local: &str) -> DslError {
+        self.error_at(
+            format!(
+                "use {} as {} collides with an existing state",
+                py_repr(&inc.fragment),
+                py_repr(local)
+            ),
+            inc.pos,
+        )
+        .with_hint("give the instance another name with `as`")
+    }
+
+    /// A config's own references: hooks, timeout, transitions (not its children).
+    fn resolve_own(&self, cfg: &mut StateCfg, ctx: &Ctx, acc: &mut Acc) -> LResult<()> {
         for hook in [&mut cfg.on_enter, &mut cfg.on_exit, &mut cfg.on_activity] {
             if let Some(a) = hook.take() {
                 *hook = Some(resolve_action(a, ctx, acc));
@@ -383,32 +489,22 @@ impl Loader {
             }
         }
         let transitions = std::mem::take(&mut cfg.transitions);
-        cfg.transitions =
-            transitions.into_iter().map(|t| self.resolve_trans(t, ctx, acc)).collect::<LResult<Vec<_>>>()?;
-        if let Some(inline) = cfg.invoke_inline.take() {
-            cfg.invoke_inline = Some(Box::new(self.expand(*inline, frags, ctx, acc)?));
-        }
-        let mut states = IndexMap::with_capacity(cfg.states.len() + uses.len());
-        for (name, st) in std::mem::take(&mut cfg.states) {
-            states.insert(name, self.expand(st, frags, ctx, acc)?);
-        }
-        for inc in uses {
-            let (local, expanded) = self.instantiate(&inc, frags, ctx, acc)?;
-            if states.contains_key(&local) {
-                return Err(self.error_at(
-                    format!("use {} as {} collides with an existing state", py_repr(&inc.fragment), py_repr(&local)),
-                    inc.pos,
-                ).with_hint("give the instance another name with `as`"));
-            }
-            states.insert(local, expanded);
-        }
-        cfg.states = states;
-        Ok(cfg)
+        cfg.transitions = transitions
+            .into_iter()
+            .map(|t| self.resolve_trans(t, ctx, acc))
+            .collect::<LResult<Vec<_>>>()?;
+        Ok(())
     }
 
     fn resolve_trans(&self, mut t: TransCfg, ctx: &Ctx, acc: &mut Acc) -> LResult<TransCfg> {
         if let Some(sel) = &mut t.selector {
-            let f = std::mem::replace(&mut sel.function, ActionCfg::Resolved { function: String::new(), inputs: IndexMap::new() });
+            let f = std::mem::replace(
+                &mut sel.function,
+                ActionCfg::Resolved {
+                    function: String::new(),
+                    inputs: IndexMap::new(),
+                },
+            );
             sel.function = resolve_action(f, ctx, acc);
         }
         if let Some(oe) = &mut t.on_event {
@@ -440,6 +536,11 @@ impl Loader {
                     if active.contains(&name) {
                         return Err(self.error_at(format!("guard {} refers to itself", py_repr(&name)), at));
                     }
+                    if active.len() >= MAX_STATE_DEPTH {
+                        return Err(
+                            self.error_at(format!("guard {} nests guards too deeply", py_repr(&name)), at)
+                        );
+                    }
                     active.push(name);
                     let r = self.resolve_guards(g.clone(), ctx, acc, at, active)?;
                     active.pop();
@@ -451,10 +552,14 @@ impl Loader {
                 }
             },
             PredCfg::All(v) => PredCfg::All(
-                v.into_iter().map(|c| self.resolve_guards(c, ctx, acc, at, active)).collect::<LResult<_>>()?,
+                v.into_iter()
+                    .map(|c| self.resolve_guards(c, ctx, acc, at, active))
+                    .collect::<LResult<_>>()?,
             ),
             PredCfg::Any(v) => PredCfg::Any(
-                v.into_iter().map(|c| self.resolve_guards(c, ctx, acc, at, active)).collect::<LResult<_>>()?,
+                v.into_iter()
+                    .map(|c| self.resolve_guards(c, ctx, acc, at, active))
+                    .collect::<LResult<_>>()?,
             ),
             PredCfg::Not(c) => PredCfg::Not(Box::new(self.resolve_guards(*c, ctx, acc, at, active)?)),
             leaf @ PredCfg::Leaf { .. } => leaf,
@@ -465,10 +570,25 @@ impl Loader {
     fn instantiate(
         &self,
         inc: &UseCfg,
-        frags: &IndexMap<String, StateCfg>,
+        frags: &IndexMap<String, Box<StateCfg>>,
         ctx: &Ctx,
         acc: &mut Acc,
-    ) -> LResult<(String, StateCfg)> {
+    ) -> LResult<(String, Box<StateCfg>)> {
+        let (local, clone, child) = self.instance(inc, frags, ctx, acc)?;
+        acc.using.push(inc.fragment.clone());
+        let expanded = self.expand(clone, frags, &child, acc);
+        acc.using.pop();
+        Ok((local, expanded?))
+    }
+
+    /// A `use`'s fragment body (its targets and events substituted) and its scope.
+    fn instance(
+        &self,
+        inc: &UseCfg,
+        frags: &IndexMap<String, Box<StateCfg>>,
+        ctx: &Ctx,
+        acc: &mut Acc,
+    ) -> LResult<(String, Box<StateCfg>, Ctx)> {
         let name = &inc.fragment;
         let Some(frag) = frags.get(name) else {
             let mut e = self.error_at(format!("use of unknown fragment {}", py_repr(name)), inc.pos);
@@ -487,28 +607,49 @@ impl Loader {
         for (p, k) in std::mem::take(&mut frag.params) {
             params.insert(p, k);
         }
-        let unknown: BTreeSet<&str> =
-            inc.args.keys().filter(|a| !params.contains_key(*a)).map(String::as_str).collect();
+        let unknown: BTreeSet<&str> = inc
+            .args
+            .keys()
+            .filter(|a| !params.contains_key(*a))
+            .map(String::as_str)
+            .collect();
         if !unknown.is_empty() {
             return Err(self.error_at(
-                format!("use {}: unknown args: {}", py_repr(name), unknown.into_iter().collect::<Vec<_>>().join(", ")),
+                format!(
+                    "use {}: unknown args: {}",
+                    py_repr(name),
+                    unknown.into_iter().collect::<Vec<_>>().join(", ")
+                ),
                 inc.pos,
             ));
         }
-        let missing: BTreeSet<&str> =
-            params.keys().filter(|p| !inc.args.contains_key(*p)).map(String::as_str).collect();
+        let missing: BTreeSet<&str> = params
+            .keys()
+            .filter(|p| !inc.args.contains_key(*p))
+            .map(String::as_str)
+            .collect();
         if !missing.is_empty() {
             return Err(self.error_at(
-                format!("use {}: missing args: {}", py_repr(name), missing.into_iter().collect::<Vec<_>>().join(", ")),
+                format!(
+                    "use {}: missing args: {}",
+                    py_repr(name),
+                    missing.into_iter().collect::<Vec<_>>().join(", ")
+                ),
                 inc.pos,
             ));
         }
 
-        let mut child = Ctx { source: frag_src, ..ctx.clone() };
+        let mut child = Ctx {
+            source: frag_src,
+            ..ctx.clone()
+        };
         child.states.clear();
         child.events.clear();
         let bad = |what: &str, p: &str| {
-            self.error_at(format!("use {}: arg {} must be {what}", py_repr(name), py_repr(p)), inc.pos)
+            self.error_at(
+                format!("use {}: arg {} must be {what}", py_repr(name), py_repr(p)),
+                inc.pos,
+            )
         };
         for (pname, kind) in &params {
             let arg = &inc.args[pname];
@@ -532,13 +673,17 @@ impl Loader {
                 },
                 ParamKind::State => match arg {
                     ArgCfg::Name(n) | ArgCfg::Dotted(n) => {
-                        child.states.insert(pname.clone(), ctx.states.get(n).unwrap_or(n).clone());
+                        child
+                            .states
+                            .insert(pname.clone(), ctx.states.get(n).unwrap_or(n).clone());
                     }
                     _ => return Err(bad("a state name", pname)),
                 },
                 ParamKind::Event => match arg {
                     ArgCfg::Name(n) | ArgCfg::Dotted(n) => {
-                        child.events.insert(pname.clone(), ctx.events.get(n).unwrap_or(n).clone());
+                        child
+                            .events
+                            .insert(pname.clone(), ctx.events.get(n).unwrap_or(n).clone());
                     }
                     _ => return Err(bad("an event name", pname)),
                 },
@@ -578,21 +723,25 @@ impl Loader {
             }
         }
 
-        let local = inc.alias.clone().unwrap_or_else(|| name.rsplit('.').next().unwrap_or(name).to_string());
+        let local = inc
+            .alias
+            .clone()
+            .unwrap_or_else(|| name.rsplit('.').next().unwrap_or(name).to_string());
         let mut clone = frag;
         substitute_targets(&mut clone, &child.states);
         substitute_events(&mut clone, &child.events);
-        acc.using.push(name.clone());
-        let expanded = self.expand(clone, frags, &child, acc);
-        acc.using.pop();
-        Ok((local, expanded?))
+        Ok((local, clone, child))
     }
 }
 
 /// An action spec -> the bound function, value parameters substituted in its inputs.
 fn resolve_action(a: ActionCfg, ctx: &Ctx, acc: &mut Acc) -> ActionCfg {
     match a {
-        ActionCfg::Spec { literal, name, inputs } => {
+        ActionCfg::Spec {
+            literal,
+            name,
+            inputs,
+        } => {
             let function = if literal {
                 name
             } else if let Some(f) = ctx.bindings.get(&name) {
@@ -692,7 +841,9 @@ fn absolute(path: &Path) -> PathBuf {
     let joined = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf())
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
     };
     let mut out = PathBuf::new();
     for c in joined.components() {

@@ -13,13 +13,17 @@
 //! * `timeout context k`: the context key `k`, or a value parameter named `context`
 //!   followed by an item (prefers the context key).
 //!
-//! Each of these sits at the start of an item of a `{ ... }` block, so the fallback
-//! re-parses the rest of that block only (failures are memoized per block position,
-//! which keeps the worst case linear).
+//! Each of these sits at the start of an item of a `{ ... }` block: a choice point
+//! of that block's (iterative) backtracking, which re-parses the rest of the block
+//! only, remembering the positions from which it failed (linear in the worst case).
+//! Inside conditions, `not` followed by a word that may end the condition is told
+//! apart from a guard named `not` by a two-token lookahead.
 //!
 //! A syntax error is reported where harel reports it: at the furthest token no
 //! derivation could consume (the position an Earley parser stops at), with the
-//! union of what was expected there.
+//! union of what was expected there. harel's lexer also splits a keyword off the
+//! front of a longer word (`fromA`); we do not, but find the position such a split
+//! leads harel to (see [`refine`]). Nesting is bounded by [`MAX_NESTING`].
 
 use std::collections::HashSet;
 
@@ -58,9 +62,14 @@ pub(crate) struct Parser<'s> {
     toks: Vec<Token>,
     pos: usize,
     far: Option<Far>,
-    /// token positions where a `{ ... }` block body failed to parse (memo)
+    /// item positions from which the rest of their block fails to parse (memo)
     failed_blocks: HashSet<usize>,
+    /// the current nesting (blocks, parentheses, lists, negations)
+    depth: usize,
 }
+
+/// How deep blocks, parentheses, lists and negations may nest.
+pub(crate) const MAX_NESTING: usize = 100;
 
 const ITEM: &str = "a state item (`state`, `final`, `from`, `on`, `initial`, ...)";
 const DECL: &str = "a declaration (`machine`, `fragment`, `event`, `guard`, `bind` or `import`)";
@@ -70,7 +79,7 @@ const VALUE: &str = "a value (a string, a number, `true`/`false` or a `[list]`)"
 const OPERATOR: &str = "a comparison operator (`==`, `!=`, `<`, `<=`, `>`, `>=`, `in`)";
 const TYPES: [&str; 5] = ["string", "int", "float", "bool", "any"];
 const PARAM_KINDS: [&str; 5] = ["action", "state", "guard", "value", "event"];
-/// words that start an item (for "did you mean" hints)
+/// the words that start an item
 const ITEM_WORDS: [&str; 17] = [
     "initial",
     "on",
@@ -117,10 +126,20 @@ struct Failure {
 }
 
 fn try_parse(src: &str) -> Result<Vec<Stmt>, Failure> {
-    let mut p = Parser { src, toks: lex(src), pos: 0, far: None, failed_blocks: HashSet::new() };
+    let mut p = Parser {
+        src,
+        toks: lex(src),
+        pos: 0,
+        far: None,
+        failed_blocks: HashSet::new(),
+        depth: 0,
+    };
     match p.program() {
         Ok(stmts) => Ok(stmts),
-        Err(Fail) => Err(Failure { error: p.error(), splits: p.glued_splits() }),
+        Err(Fail) => Err(Failure {
+            error: p.error(),
+            splits: p.glued_splits(),
+        }),
     }
 }
 
@@ -139,22 +158,32 @@ enum Refined {
 /// again with that keyword split off, and the furthest failure wins. Only error paths
 /// pay for this.
 fn refine(src: &str, failure: Failure, depth: usize) -> Refined {
-    let Failure { error: strict, splits } = failure;
+    let Failure {
+        error: strict,
+        splits,
+    } = failure;
     let mut best: Option<SyntaxError> = None;
     for (split, word, token) in splits {
-        let glued = format!("`{token}` reads as the keyword `{word}` followed by `{}`", &token[word.len()..]);
+        let glued = format!(
+            "`{token}` reads as the keyword `{word}` followed by `{}`",
+            &token[word.len()..]
+        );
         let src2 = format!("{} {}", &src[..split], &src[split..]);
         let e2 = match try_parse(&src2) {
             Ok(_) => {
                 let mut e = strict;
-                e.err.hint = Some(format!("{glued} in harel; put a space after `{word}` if that is meant"));
+                e.err.hint = Some(format!(
+                    "{glued} in harel; put a space after `{word}` if that is meant"
+                ));
                 return Refined::Accepted(e);
             }
             Err(f2) if depth > 0 => match refine(&src2, f2, depth - 1) {
                 Refined::Fails(e) => e,
                 Refined::Accepted(_) => {
                     let mut e = strict;
-                    e.err.hint = Some(format!("{glued} in harel; put a space after `{word}` if that is meant"));
+                    e.err.hint = Some(format!(
+                        "{glued} in harel; put a space after `{word}` if that is meant"
+                    ));
                     return Refined::Accepted(e);
                 }
             },
@@ -185,7 +214,11 @@ fn map_back(src: &str, split: usize, mut e: SyntaxError, glued: &str) -> SyntaxE
             e.err.column = e.err.column.map(|c| c - 1);
         }
     }
-    e.err.snippet = e.err.line.and_then(|l| super::error::source_line(src, l)).map(str::to_string);
+    e.err.snippet = e
+        .err
+        .line
+        .and_then(|l| super::error::source_line(src, l))
+        .map(str::to_string);
     if e.err.hint.is_none() {
         e.err.hint = Some(glued.to_string());
     }
@@ -209,7 +242,10 @@ impl<'s> Parser<'s> {
 
     fn at(&self) -> At {
         let t = self.peek();
-        At { line: t.line, col: t.col }
+        At {
+            line: t.line,
+            col: t.col,
+        }
     }
 
     fn bump(&mut self) {
@@ -243,7 +279,26 @@ impl<'s> Parser<'s> {
                 }
             }
             Some(far) if far.offset > offset => {}
-            _ => self.far = Some(Far { offset, line, col, found, expected: vec![what], message: None }),
+            Some(far) => {
+                // the frontier moved on: reuse the allocation
+                far.offset = offset;
+                far.line = line;
+                far.col = col;
+                far.found = found;
+                far.expected.clear();
+                far.expected.push(what);
+                far.message = None;
+            }
+            None => {
+                self.far = Some(Far {
+                    offset,
+                    line,
+                    col,
+                    found,
+                    expected: vec![what],
+                    message: None,
+                })
+            }
         }
     }
 
@@ -348,7 +403,9 @@ impl<'s> Parser<'s> {
                 self.bump();
                 Ok(s)
             }
-            Err((k, why)) => self.fail_inside(k, "a valid string escape", Some(format!("invalid string: {why}"))),
+            Err((k, why)) => {
+                self.fail_inside(k, "a valid string escape", Some(format!("invalid string: {why}")))
+            }
         }
     }
 
@@ -400,7 +457,13 @@ impl<'s> Parser<'s> {
             TokKind::Num => {
                 let s = t.text(self.src).to_string();
                 self.bump();
-                Ok(Lit::Num(s, At { line: t.line, col: t.col }))
+                Ok(Lit::Num(
+                    s,
+                    At {
+                        line: t.line,
+                        col: t.col,
+                    },
+                ))
             }
             TokKind::Punct if matches!(t.text(self.src), "-" | "+") => {
                 // SIGNED_NUMBER: the sign glued to the number
@@ -409,31 +472,45 @@ impl<'s> Parser<'s> {
                     let s = format!("{}{}", t.text(self.src), n.text(self.src));
                     self.bump();
                     self.bump();
-                    Ok(Lit::Num(s, At { line: t.line, col: t.col }))
+                    Ok(Lit::Num(
+                        s,
+                        At {
+                            line: t.line,
+                            col: t.col,
+                        },
+                    ))
                 } else {
                     self.fail(label)
                 }
             }
             TokKind::Punct if t.text(self.src) == "[" => {
                 self.bump();
-                let mut items = Vec::new();
-                if self.eat_punct("]", "`]`") {
-                    return Ok(Lit::List(items));
-                }
-                loop {
-                    items.push(self.value(VALUE)?);
-                    if self.eat_punct(",", "`,`") {
-                        continue;
-                    }
-                    self.expect_punct("]", "`]`")?;
-                    return Ok(Lit::List(items));
-                }
+                self.enter()?;
+                let list = self.list_rest();
+                self.depth -= 1;
+                list
             }
             TokKind::Name if matches!(t.text(self.src), "true" | "false") => {
                 self.bump();
                 Ok(Lit::Bool(t.text(self.src) == "true"))
             }
             _ => self.fail(label),
+        }
+    }
+
+    /// The rest of a `[value, ...]` list (the `[` consumed).
+    fn list_rest(&mut self) -> PResult<Lit> {
+        let mut items = Vec::new();
+        if self.eat_punct("]", "`]`") {
+            return Ok(Lit::List(items));
+        }
+        loop {
+            items.push(self.value(VALUE)?);
+            if self.eat_punct(",", "`,`") {
+                continue;
+            }
+            self.expect_punct("]", "`]`")?;
+            return Ok(Lit::List(items));
         }
     }
 
@@ -468,12 +545,20 @@ impl<'s> Parser<'s> {
 
     fn stmt(&mut self) -> PResult<Stmt> {
         let at = self.at();
-        let word = if self.peek().kind == TokKind::Name { self.text(self.pos) } else { "" };
+        let word = if self.peek().kind == TokKind::Name {
+            self.text(self.pos)
+        } else {
+            ""
+        };
         match word {
             "import" => {
                 self.bump();
                 let path = self.string("the imported file's path (a string)")?;
-                let alias = if self.eat_word("as", "`as`") { Some(self.name(NAME)?) } else { None };
+                let alias = if self.eat_word("as", "`as`") {
+                    Some(self.name(NAME)?)
+                } else {
+                    None
+                };
                 Ok(Stmt::Import { path, alias, at })
             }
             "bind" => {
@@ -526,7 +611,10 @@ impl<'s> Parser<'s> {
                     loop {
                         let pname = self.name("a parameter name")?;
                         self.expect_punct(":", "`:`")?;
-                        let kind = self.one_of_words(&PARAM_KINDS, "a parameter kind (`action`, `state`, `guard`, `value` or `event`)")?;
+                        let kind = self.one_of_words(
+                            &PARAM_KINDS,
+                            "a parameter kind (`action`, `state`, `guard`, `value` or `event`)",
+                        )?;
                         params.push((pname, kind));
                         if self.eat_punct(",", "`,`") {
                             continue;
@@ -537,7 +625,12 @@ impl<'s> Parser<'s> {
                 }
                 self.expect_punct("{", "`{`")?;
                 let items = self.block_items()?;
-                Ok(Stmt::Fragment { name, params, items, at })
+                Ok(Stmt::Fragment {
+                    name,
+                    params,
+                    items,
+                    at,
+                })
             }
             _ => self.fail(DECL),
         }
@@ -562,39 +655,98 @@ impl<'s> Parser<'s> {
 
     /// `item* "}"` (the `{` already consumed).
     fn block_items(&mut self) -> PResult<Vec<Item>> {
-        let start = self.pos;
-        if self.failed_blocks.contains(&start) {
-            return Err(Fail);
-        }
+        self.enter()?;
         let r = self.block_items_inner();
-        if r.is_err() {
-            self.failed_blocks.insert(start);
-        }
+        self.depth -= 1;
         r
     }
 
+    /// The items of a block, backtracking over the ambiguous prefixes: each one is a
+    /// choice point whose preferred reading is kept if the rest of the block parses,
+    /// else the other reading is tried. An item position from which the rest of the
+    /// block has failed under every reading is remembered, so nothing is parsed twice
+    /// in vain (linear in the worst case).
     fn block_items_inner(&mut self) -> PResult<Vec<Item>> {
+        struct ChoicePoint {
+            start: usize,
+            len: usize,
+            second: bool,
+            /// item positions reached after this choice point (in its current reading)
+            run: Vec<usize>,
+        }
+        let first = self.pos;
         let mut out = Vec::new();
+        let mut choices: Vec<ChoicePoint> = Vec::new();
+        let mut retry = false;
         loop {
-            if self.eat_punct("}", "`}`") {
-                return Ok(out);
-            }
-            let start = self.pos;
-            if self.item_is_ambiguous() {
-                // the preferred reading, if the rest of the block then parses
-                if let Ok(item) = self.item(0) {
-                    if let Ok(rest) = self.block_items() {
-                        out.push(item);
-                        out.extend(rest);
-                        return Ok(out);
-                    }
+            // forward: items up to the `}`, or a failure
+            loop {
+                if self.eat_punct("}", "`}`") {
+                    return Ok(out);
                 }
-                self.pos = start;
-                out.push(self.item(1)?);
-            } else {
-                out.push(self.item(0)?);
+                let start = self.pos;
+                if self.failed_blocks.contains(&start) {
+                    break;
+                }
+                let reading = if retry {
+                    retry = false;
+                    1
+                } else if self.item_is_ambiguous() {
+                    choices.push(ChoicePoint {
+                        start,
+                        len: out.len(),
+                        second: false,
+                        run: Vec::new(),
+                    });
+                    0
+                } else {
+                    if let Some(c) = choices.last_mut() {
+                        c.run.push(start);
+                    }
+                    0
+                };
+                match self.item(reading) {
+                    Ok(item) => out.push(item),
+                    Err(Fail) => break,
+                }
+            }
+            // backtrack to the latest choice point with a reading left
+            loop {
+                let Some(mut c) = choices.pop() else {
+                    self.failed_blocks.insert(first);
+                    return Err(Fail);
+                };
+                self.failed_blocks.extend(c.run.drain(..));
+                if c.second {
+                    self.failed_blocks.insert(c.start);
+                    continue;
+                }
+                c.second = true;
+                self.pos = c.start;
+                out.truncate(c.len);
+                choices.push(c);
+                retry = true;
+                break;
             }
         }
+    }
+
+    /// One nesting level deeper (a block, a parenthesis, a list, a `not`); a hostile
+    /// input nested beyond [`MAX_NESTING`] fails instead of exhausting the stack.
+    fn enter(&mut self) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            self.depth -= 1;
+            let t = *self.peek();
+            self.note(t.start, t.line, t.col, Found::Tok(self.pos), "less nesting");
+            if let Some(far) = self.far.as_mut() {
+                if far.offset == t.start {
+                    far.message = Some(format!("nesting is too deep (more than {MAX_NESTING} levels)"));
+                }
+            }
+            return Err(Fail);
+        }
+        Ok(())
     }
 
     /// Whether the item here starts with one of the prefixes that read two ways.
@@ -607,180 +759,245 @@ impl<'s> Parser<'s> {
                 && self.word_at(p + 2, "to")
                 && is_ref(p + 3)
                 && self.word_at(p + 4, "on")
-                && ["enter", "exit", "activity"].iter().any(|w| self.word_at(p + 5, w));
+                && ["enter", "exit", "activity"]
+                    .iter()
+                    .any(|w| self.word_at(p + 5, w));
         }
         if self.word_at(p, "invoke") {
             return self.kind_at(p + 1) == TokKind::Name;
         }
         if self.word_at(p, "timeout") {
             return self.word_at(p + 1, "context")
-                && matches!(self.kind_at(p + 2), TokKind::Name | TokKind::Str | TokKind::Dotted);
+                && matches!(
+                    self.kind_at(p + 2),
+                    TokKind::Name | TokKind::Str | TokKind::Dotted
+                );
         }
         false
     }
 
     /// One item; `alt` selects the reading of an ambiguous prefix (0: harel's
-    /// preference, 1: the other one).
+    /// preference, 1: the other one). Each kind of item is its own function, so the
+    /// stack frames on the path of nested blocks stay small (also in debug builds).
     fn item(&mut self, alt: u8) -> PResult<Item> {
         let at = self.at();
-        let word = if self.peek().kind == TokKind::Name { self.text(self.pos) } else { "" };
+        let word = if self.peek().kind == TokKind::Name {
+            self.text(self.pos)
+        } else {
+            ""
+        };
+        let known = matches!(
+            word,
+            "initial"
+                | "on"
+                | "timeout"
+                | "ttl"
+                | "context"
+                | "outcome"
+                | "carry"
+                | "defer"
+                | "no"
+                | "cancel_on_failure"
+                | "invoke"
+                | "with"
+                | "use"
+                | "state"
+                | "orthogonal"
+                | "final"
+                | "from"
+        );
+        if !known {
+            return self.fail(ITEM);
+        }
+        self.bump();
         match word {
-            "initial" => {
-                self.bump();
-                Ok(Item::Initial(self.ref_("the initial state's name")?))
-            }
-            "on" => {
-                self.bump();
-                let hook = self.one_of_words(&["enter", "exit", "activity"], "`enter`, `exit` or `activity`")?;
-                let action = self.action()?;
-                Ok(match hook.as_str() {
-                    "enter" => Item::OnEnter(action),
-                    "exit" => Item::OnExit(action),
-                    _ => Item::OnActivity(action),
-                })
-            }
-            "timeout" => {
-                self.bump();
-                let t = *self.peek();
-                match t.kind {
-                    TokKind::Num => Ok(Item::Timeout(TimeoutSpec::Literal(self.int("a number of seconds")?.0))),
-                    TokKind::Name if t.text(self.src) == "context" && alt == 0 && {
-                        matches!(self.kind_at(self.pos + 1), TokKind::Name | TokKind::Str | TokKind::Dotted)
-                    } =>
-                    {
-                        self.bump();
-                        Ok(Item::Timeout(TimeoutSpec::Context(self.ref_("the context key holding the seconds")?)))
-                    }
-                    TokKind::Name => {
-                        self.bump();
-                        Ok(Item::Timeout(TimeoutSpec::Param(t.text(self.src).to_string())))
-                    }
-                    TokKind::Dotted => self.name(NAME).map(|_| Item::NoHistory), // fails at the dot
-                    _ => self.fail("a number of seconds, `context <key>` or a value parameter"),
-                }
-            }
+            "initial" => Ok(Item::Initial(self.ref_("the initial state's name")?)),
+            "on" => self.item_hook(),
+            "timeout" => self.item_timeout(alt),
             "ttl" => {
-                self.bump();
                 let (n, at) = self.int("a number of seconds")?;
                 Ok(Item::Ttl(n, at))
             }
-            "context" => {
-                self.bump();
-                self.expect_punct("{", "`{`")?;
-                let mut fields = Vec::new();
-                while !self.eat_punct("}", "`}`") {
-                    let fat = self.at();
-                    let name = self.ref_("a field name")?;
-                    self.expect_punct(":", "`:`")?;
-                    let ty = self.field_type()?;
-                    let optional = self.eat_punct("?", "`?`");
-                    let default = if self.eat_punct("=", "`=`") { Some(self.value(VALUE)?) } else { None };
-                    fields.push(ContextField { name, ty, optional, default, at: fat });
-                }
-                Ok(Item::Context(fields))
-            }
-            "outcome" => {
-                self.bump();
-                Ok(Item::Outcome(self.ref_("the outcome label")?))
-            }
-            "carry" | "defer" => {
-                self.bump();
-                let mut names = vec![self.ref_(REF)?];
-                while self.eat_punct(",", "`,`") {
-                    names.push(self.ref_(REF)?);
-                }
-                Ok(if word == "carry" { Item::Carry(names) } else { Item::Defer(names) })
-            }
+            "context" => self.item_context(),
+            "outcome" => Ok(Item::Outcome(self.ref_("the outcome label")?)),
+            "carry" => Ok(Item::Carry(self.ref_list()?)),
+            "defer" => Ok(Item::Defer(self.ref_list()?)),
             "no" => {
-                self.bump();
                 self.expect_word("history", "`history`")?;
                 Ok(Item::NoHistory)
             }
-            "cancel_on_failure" => {
-                self.bump();
-                Ok(Item::CancelOnFailure)
-            }
-            "invoke" => {
-                self.bump();
-                let fqn = match self.peek().kind {
-                    TokKind::Dotted => Some(self.path(NAME)?.text),
-                    TokKind::Name if alt == 0 => Some(self.path(NAME)?.text),
-                    _ => {
-                        self.expected("the machine to invoke");
-                        None
-                    }
-                };
-                let each = if self.eat_word("for", "`for`") {
-                    let var = self.ref_("the loop variable")?;
-                    self.expect_word("in", "`in`")?;
-                    let coll = self.ref_("the context list to fan out over")?;
-                    Some((var, coll))
-                } else {
-                    None
-                };
-                let inline = if self.punct_at(self.pos, "{") {
-                    let iat = self.at();
-                    self.bump();
-                    Some((self.block_items()?, iat))
-                } else {
-                    self.expected("`{`");
-                    None
-                };
-                Ok(Item::Invoke { fqn, each, inline })
-            }
-            "with" => {
-                self.bump();
-                self.expect_punct("{", "`{`")?;
-                let mut pairs = Vec::new();
-                loop {
-                    let child = self.ref_("a child context key")?;
-                    self.expect_punct(":", "`:`")?;
-                    let parent = self.ref_("a parent context key")?;
-                    pairs.push((child, parent));
-                    if self.eat_punct("}", "`}`") {
-                        return Ok(Item::InvokeWith(pairs));
-                    }
-                }
-            }
-            "use" => {
-                self.bump();
-                let name = self.path("the fragment's name")?.text;
-                let mut args = Vec::new();
-                if self.eat_punct("(", "`(`") && !self.eat_punct(")", "`)`") {
-                    loop {
-                        let aname = self.name("a parameter name")?;
-                        self.expect_punct("=", "`=`")?;
-                        args.push((aname, self.arg_value()?));
-                        if self.eat_punct(",", "`,`") {
-                            continue;
-                        }
-                        self.expect_punct(")", "`)`")?;
-                        break;
-                    }
-                }
-                let alias = if self.eat_word("as", "`as`") { Some(self.ref_("the state's name")?) } else { None };
-                Ok(Item::Use { name, args, alias, at })
-            }
-            "state" | "orthogonal" => {
-                self.bump();
-                let name = self.ref_("the state's name")?;
-                self.expect_punct("{", "`{`")?;
-                let items = self.block_items()?;
-                Ok(Item::State { orthogonal: word == "orthogonal", name, items, at })
-            }
-            "final" => {
-                self.bump();
-                let name = self.ref_("the state's name")?;
-                let outcome = self.ref_("the outcome label (`final Done success`)")?;
-                let items = if self.eat_punct("{", "`{`") { self.block_items()? } else { Vec::new() };
-                Ok(Item::Final { name, outcome, items, at })
-            }
-            "from" => {
-                self.bump();
-                self.transition(at, alt)
-            }
-            _ => self.fail(ITEM),
+            "cancel_on_failure" => Ok(Item::CancelOnFailure),
+            "invoke" => self.item_invoke(alt),
+            "with" => self.item_with(),
+            "use" => self.item_use(at),
+            "state" | "orthogonal" => self.item_state(word == "orthogonal", at),
+            "final" => self.item_final(at),
+            _ => self.transition(at, alt),
         }
+    }
+
+    fn item_hook(&mut self) -> PResult<Item> {
+        let hook = self.one_of_words(&["enter", "exit", "activity"], "`enter`, `exit` or `activity`")?;
+        let action = self.action()?;
+        Ok(match hook.as_str() {
+            "enter" => Item::OnEnter(action),
+            "exit" => Item::OnExit(action),
+            _ => Item::OnActivity(action),
+        })
+    }
+
+    fn item_timeout(&mut self, alt: u8) -> PResult<Item> {
+        let t = *self.peek();
+        let spec = match t.kind {
+            TokKind::Num => TimeoutSpec::Literal(self.int("a number of seconds")?.0),
+            TokKind::Name
+                if t.text(self.src) == "context"
+                    && alt == 0
+                    && matches!(
+                        self.kind_at(self.pos + 1),
+                        TokKind::Name | TokKind::Str | TokKind::Dotted
+                    ) =>
+            {
+                self.bump();
+                TimeoutSpec::Context(self.ref_("the context key holding the seconds")?)
+            }
+            // a value parameter (a `DOTTED` fails at its dot, where a `NAME` ends)
+            TokKind::Name | TokKind::Dotted => TimeoutSpec::Param(self.name(NAME)?),
+            _ => return self.fail("a number of seconds, `context <key>` or a value parameter"),
+        };
+        Ok(Item::Timeout(spec))
+    }
+
+    fn item_context(&mut self) -> PResult<Item> {
+        self.expect_punct("{", "`{`")?;
+        let mut fields = Vec::new();
+        while !self.eat_punct("}", "`}`") {
+            let at = self.at();
+            let name = self.ref_("a field name")?;
+            self.expect_punct(":", "`:`")?;
+            let ty = self.field_type()?;
+            let optional = self.eat_punct("?", "`?`");
+            let default = if self.eat_punct("=", "`=`") {
+                Some(self.value(VALUE)?)
+            } else {
+                None
+            };
+            fields.push(ContextField {
+                name,
+                ty,
+                optional,
+                default,
+                at,
+            });
+        }
+        Ok(Item::Context(fields))
+    }
+
+    /// `ref ("," ref)*`
+    fn ref_list(&mut self) -> PResult<Vec<String>> {
+        let mut names = vec![self.ref_(REF)?];
+        while self.eat_punct(",", "`,`") {
+            names.push(self.ref_(REF)?);
+        }
+        Ok(names)
+    }
+
+    fn item_invoke(&mut self, alt: u8) -> PResult<Item> {
+        let fqn = match self.peek().kind {
+            TokKind::Dotted => Some(self.path(NAME)?.text),
+            TokKind::Name if alt == 0 => Some(self.path(NAME)?.text),
+            _ => {
+                self.expected("the machine to invoke");
+                None
+            }
+        };
+        let each = if self.eat_word("for", "`for`") {
+            let var = self.ref_("the loop variable")?;
+            self.expect_word("in", "`in`")?;
+            let coll = self.ref_("the context list to fan out over")?;
+            Some((var, coll))
+        } else {
+            None
+        };
+        let inline = if self.punct_at(self.pos, "{") {
+            let at = self.at();
+            self.bump();
+            Some((self.block_items()?, at))
+        } else {
+            self.expected("`{`");
+            None
+        };
+        Ok(Item::Invoke { fqn, each, inline })
+    }
+
+    fn item_with(&mut self) -> PResult<Item> {
+        self.expect_punct("{", "`{`")?;
+        let mut pairs = Vec::new();
+        loop {
+            let child = self.ref_("a child context key")?;
+            self.expect_punct(":", "`:`")?;
+            let parent = self.ref_("a parent context key")?;
+            pairs.push((child, parent));
+            if self.eat_punct("}", "`}`") {
+                return Ok(Item::InvokeWith(pairs));
+            }
+        }
+    }
+
+    fn item_use(&mut self, at: At) -> PResult<Item> {
+        let name = self.path("the fragment's name")?.text;
+        let mut args = Vec::new();
+        if self.eat_punct("(", "`(`") && !self.eat_punct(")", "`)`") {
+            loop {
+                let aname = self.name("a parameter name")?;
+                self.expect_punct("=", "`=`")?;
+                args.push((aname, self.arg_value()?));
+                if self.eat_punct(",", "`,`") {
+                    continue;
+                }
+                self.expect_punct(")", "`)`")?;
+                break;
+            }
+        }
+        let alias = if self.eat_word("as", "`as`") {
+            Some(self.ref_("the state's name")?)
+        } else {
+            None
+        };
+        Ok(Item::Use {
+            name,
+            args,
+            alias,
+            at,
+        })
+    }
+
+    fn item_state(&mut self, orthogonal: bool, at: At) -> PResult<Item> {
+        let name = self.ref_("the state's name")?;
+        self.expect_punct("{", "`{`")?;
+        let items = self.block_items()?;
+        Ok(Item::State {
+            orthogonal,
+            name,
+            items,
+            at,
+        })
+    }
+
+    fn item_final(&mut self, at: At) -> PResult<Item> {
+        let name = self.ref_("the state's name")?;
+        let outcome = self.ref_("the outcome label (`final Done success`)")?;
+        let items = if self.eat_punct("{", "`{`") {
+            self.block_items()?
+        } else {
+            Vec::new()
+        };
+        Ok(Item::Final {
+            name,
+            outcome,
+            items,
+            at,
+        })
     }
 
     fn arg_value(&mut self) -> PResult<Arg> {
@@ -801,7 +1018,9 @@ impl<'s> Parser<'s> {
                 self.expect_punct(")", "`)`")?;
                 Ok(Arg::Pred(pred))
             }
-            _ => Ok(Arg::Lit(self.value("a name, a `pkg.fn` path, a value or a `(condition)`")?)),
+            _ => Ok(Arg::Lit(
+                self.value("a name, a `pkg.fn` path, a value or a `(condition)`")?,
+            )),
         }
     }
 
@@ -815,9 +1034,9 @@ impl<'s> Parser<'s> {
                 self.expect_punct(":", "`:`")?;
                 let val = if self.starts_value(self.pos) {
                     InputVal::Lit(self.value(VALUE)?)
-                } else if self.peek().kind == TokKind::Name {
-                    let n = self.name(NAME)?;
-                    InputVal::Param(n)
+                } else if matches!(self.peek().kind, TokKind::Name | TokKind::Dotted) {
+                    // a value parameter (a `DOTTED` fails at its dot, as a `NAME` ends there)
+                    InputVal::Param(self.name("a value or a value parameter")?)
                 } else {
                     InputVal::Lit(self.value("a value or a value parameter")?)
                 };
@@ -836,7 +1055,11 @@ impl<'s> Parser<'s> {
 
     fn transition(&mut self, at: At, alt: u8) -> PResult<Item> {
         let from = self.ref_("the source state")?;
-        let word = if self.peek().kind == TokKind::Name { self.text(self.pos) } else { "" };
+        let word = if self.peek().kind == TokKind::Name {
+            self.text(self.pos)
+        } else {
+            ""
+        };
         match word {
             "to" => {
                 self.bump();
@@ -848,7 +1071,13 @@ impl<'s> Parser<'s> {
                     self.trigger()?
                 };
                 let set = self.assign_clause()?;
-                Ok(Item::Transition { from, to, trigger, set, at })
+                Ok(Item::Transition {
+                    from,
+                    to,
+                    trigger,
+                    set,
+                    at,
+                })
             }
             "choose" => {
                 self.bump();
@@ -877,7 +1106,14 @@ impl<'s> Parser<'s> {
                     None
                 };
                 self.expect_punct("}", "`}`")?;
-                Ok(Item::Choice { from, trigger, set, branches, default, at })
+                Ok(Item::Choice {
+                    from,
+                    trigger,
+                    set,
+                    branches,
+                    default,
+                    at,
+                })
             }
             "select" => {
                 self.bump();
@@ -915,7 +1151,15 @@ impl<'s> Parser<'s> {
                     None
                 };
                 self.expect_punct("}", "`}`")?;
-                Ok(Item::Select { from, action, returns, trigger, branches, default, at })
+                Ok(Item::Select {
+                    from,
+                    action,
+                    returns,
+                    trigger,
+                    branches,
+                    default,
+                    at,
+                })
             }
             "join" => {
                 self.bump();
@@ -925,7 +1169,13 @@ impl<'s> Parser<'s> {
                 self.expect_word("else", "`else`")?;
                 self.expect_word("to", "`to`")?;
                 let otherwise = self.ref_("the target state")?;
-                Ok(Item::Join { from, all: mode == "all", success, otherwise, at })
+                Ok(Item::Join {
+                    from,
+                    all: mode == "all",
+                    success,
+                    otherwise,
+                    at,
+                })
             }
             _ => self.fail("`to`, `choose`, `select` or `join`"),
         }
@@ -933,7 +1183,9 @@ impl<'s> Parser<'s> {
 
     /// At `on`: whether `on enter|exit|activity` follows (the hook reading).
     fn item_hook_follows(&self) -> bool {
-        ["enter", "exit", "activity"].iter().any(|w| self.word_at(self.pos + 1, w))
+        ["enter", "exit", "activity"]
+            .iter()
+            .any(|w| self.word_at(self.pos + 1, w))
     }
 
     /// `trigger: "on" kinds ("where" predicate)?` (optional).
@@ -945,7 +1197,11 @@ impl<'s> Parser<'s> {
         while self.eat_punct("|", "`|`") {
             kinds.push(self.ref_("an event name")?);
         }
-        let pred = if self.eat_word("where", "`where`") { Some(self.predicate()?) } else { None };
+        let pred = if self.eat_word("where", "`where`") {
+            Some(self.predicate()?)
+        } else {
+            None
+        };
         Ok(Some(Trigger { kinds, pred }))
     }
 
@@ -976,7 +1232,12 @@ impl<'s> Parser<'s> {
                     None
                 }
             };
-            out.push(Assignment { target, at, left, arith });
+            out.push(Assignment {
+                target,
+                at,
+                left,
+                arith,
+            });
             if !self.eat_punct(",", "`,`") {
                 return Ok(Some(out));
             }
@@ -991,7 +1252,10 @@ impl<'s> Parser<'s> {
             self.bump();
             return Ok((Operand::Dotted(s), at));
         }
-        Ok((Operand::Lit(self.value("a value or an `event.x` / `context.x` reference")?), at))
+        Ok((
+            Operand::Lit(self.value("a value or an `event.x` / `context.x` reference")?),
+            at,
+        ))
     }
 
     // --- predicates ---------------------------------------------------------------
@@ -1030,25 +1294,61 @@ impl<'s> Parser<'s> {
     }
 
     fn not_expr(&mut self) -> PResult<Pred> {
-        if self.word_at(self.pos, "not") && !self.is_op(self.pos + 1) {
-            let next = self.tok(self.pos + 1);
-            let starts_atom = matches!(next.kind, TokKind::Name | TokKind::Str | TokKind::Dotted)
-                || (next.kind == TokKind::Punct && next.text(self.src) == "(");
-            if starts_atom {
-                self.bump();
-                return Ok(Pred::Not(Box::new(self.not_expr()?)));
-            }
+        if self.word_at(self.pos, "not") && !self.is_op(self.pos + 1) && self.negation_follows() {
+            self.bump();
+            self.enter()?;
+            let inner = self.not_expr();
+            self.depth -= 1;
+            return Ok(Pred::Not(Box::new(inner?)));
         }
         self.atom()
     }
 
+    /// At `not`: whether it negates what follows, rather than being a guard named
+    /// `not` followed by whatever ends the condition (`when not to S`, `not and x`).
+    fn negation_follows(&self) -> bool {
+        let next = self.tok(self.pos + 1);
+        match next.kind {
+            TokKind::Str | TokKind::Dotted => true,
+            TokKind::Punct => next.text(self.src) == "(",
+            TokKind::Name => {
+                // `not x == 1`; `not ok` unless `ok` is a word that ends the condition and
+                // the token after it cannot follow a guard
+                self.is_op(self.pos + 2)
+                    || !self.ends_condition(self.pos + 1)
+                    || self.ends_condition(self.pos + 2)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether token `i` can follow a whole condition.
+    fn ends_condition(&self, i: usize) -> bool {
+        let t = self.tok(i);
+        match t.kind {
+            TokKind::Eof => true,
+            TokKind::Punct => matches!(t.text(self.src), ")" | "{" | "}"),
+            TokKind::Name => {
+                let w = t.text(self.src);
+                matches!(w, "and" | "or" | "to" | "set") || ITEM_WORDS.contains(&w) || DECL_WORDS.contains(&w)
+            }
+            _ => false,
+        }
+    }
+
     fn atom(&mut self) -> PResult<Pred> {
         let t = *self.peek();
-        let at = At { line: t.line, col: t.col };
+        let at = At {
+            line: t.line,
+            col: t.col,
+        };
         let lhs = match t.kind {
             TokKind::Punct if t.text(self.src) == "(" => {
                 self.bump();
-                let p = self.predicate()?;
+                self.enter()?;
+                let p = self.predicate();
+                self.depth -= 1;
+                let p = p?;
                 self.expect_punct(")", "`)`")?;
                 return Ok(p);
             }
@@ -1088,7 +1388,11 @@ impl<'s> Parser<'s> {
 
     fn error(&self) -> SyntaxError {
         let Some(far) = &self.far else {
-            return SyntaxError { err: DslError::new("syntax error"), offset: 0, eof: false };
+            return SyntaxError {
+                err: DslError::new("syntax error"),
+                offset: 0,
+                eof: false,
+            };
         };
         let expected = join_or(&far.expected);
         let (found_tok, found) = match &far.found {
@@ -1105,23 +1409,36 @@ impl<'s> Parser<'s> {
             if far.expected.contains(&"`}`") {
                 e.hint = Some("a `{` block is likely missing its closing `}`".into());
             }
-            return SyntaxError { err: e, offset: far.offset, eof: true };
+            return SyntaxError {
+                err: e,
+                offset: far.offset,
+                eof: true,
+            };
         }
-        let message = far.message.clone().unwrap_or_else(|| match found_tok.map(|t| t.kind) {
-            Some(TokKind::Bad) => format!("unexpected character {found}, expected {expected}"),
-            _ => format!("expected {expected}, found {found}"),
-        });
+        let message = far
+            .message
+            .clone()
+            .unwrap_or_else(|| match found_tok.map(|t| t.kind) {
+                Some(TokKind::Bad) => format!("unexpected character {found}, expected {expected}"),
+                _ => format!("expected {expected}, found {found}"),
+            });
         let mut e = DslError::at(message, self.src, far.line, far.col);
         e.hint = syntax_hint(e.snippet.as_deref().unwrap_or(""))
             .or_else(|| found_tok.and_then(|t| self.keyword_hint(&t, &far.expected)));
-        SyntaxError { err: e, offset: far.offset, eof: false }
+        SyntaxError {
+            err: e,
+            offset: far.offset,
+            eof: false,
+        }
     }
 
     /// Where harel's lexer would split the word it failed at: after each keyword
     /// expected there that the word starts with (and `=` out of an `==`).
     fn glued_splits(&self) -> Vec<(usize, &'static str, String)> {
         let Some(far) = &self.far else { return Vec::new() };
-        let Found::Tok(i) = far.found else { return Vec::new() };
+        let Found::Tok(i) = far.found else {
+            return Vec::new();
+        };
         let t = *self.tok(i);
         let text = t.text(self.src);
         let mut out = Vec::new();
@@ -1138,7 +1455,9 @@ impl<'s> Parser<'s> {
                     }
                 }
             }
-            TokKind::Punct if text == "==" && far.expected.contains(&"`=`") => out.push((t.start + 1, "=", text.into())),
+            TokKind::Punct if text == "==" && far.expected.contains(&"`=`") => {
+                out.push((t.start + 1, "=", text.into()))
+            }
             _ => {}
         }
         out
@@ -1149,7 +1468,9 @@ impl<'s> Parser<'s> {
         let text = t.text(self.src);
         match t.kind {
             TokKind::Eof => "end of input".into(),
-            TokKind::Unterminated => "an unterminated string (a `\"` with no closing `\"` on its line)".into(),
+            TokKind::Unterminated => {
+                "an unterminated string (a `\"` with no closing `\"` on its line)".into()
+            }
             TokKind::Str if text.chars().count() > 40 => {
                 format!("`{}...\"`", text.chars().take(36).collect::<String>())
             }
@@ -1207,12 +1528,21 @@ fn label_words(label: &'static str) -> Vec<&'static str> {
         return DECL_WORDS.to_vec();
     }
     // the backticked words of the label: "`enter`, `exit` or `activity`", "`true`/`false`"
-    label
+    let mut words: Vec<&'static str> = label
         .split('`')
         .skip(1)
         .step_by(2)
         .filter(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_'))
-        .collect()
+        .collect();
+    // a value may be the `BOOL` terminal
+    if label.contains("value") {
+        for b in ["true", "false"] {
+            if !words.contains(&b) {
+                words.push(b);
+            }
+        }
+    }
+    words
 }
 
 fn join_or(items: &[&str]) -> String {
@@ -1230,7 +1560,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.iter().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -1265,7 +1597,10 @@ pub(crate) fn end_position(text: &str) -> (usize, usize, String) {
 }
 
 fn is_py_line_break(c: char) -> bool {
-    matches!(c, '\n' | '\r' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}' | '\u{2029}')
+    matches!(
+        c,
+        '\n' | '\r' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
 }
 
 #[cfg(test)]
@@ -1299,7 +1634,13 @@ mod tests {
         // harel would accept it: our (whole-word) error, with a hint
         let e = err("machine M { fromA to B }");
         assert_eq!((e.line, e.column), (Some(1), Some(13)), "{e}");
-        assert!(e.hint.as_deref().unwrap_or("").contains("`fromA` reads as the keyword `from` followed by `A`"), "{e}");
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("`fromA` reads as the keyword `from` followed by `A`"),
+            "{e}"
+        );
         let e = err("machine M {\n  from A to B on\n}");
         assert_eq!((e.line, e.column), (Some(3), Some(1)));
         assert!(e.message.contains("an event name"), "{}", e.message);
@@ -1330,20 +1671,78 @@ mod tests {
         };
         // `on enter X` after a transition: the hook when both read
         let it = items("machine M { from A to B on enter cancel_on_failure }");
-        assert!(matches!(&it[..], [Item::Transition { trigger: None, .. }, Item::OnEnter(_)]), "{it:?}");
+        assert!(
+            matches!(
+                &it[..],
+                [Item::Transition { trigger: None, .. }, Item::OnEnter(_)]
+            ),
+            "{it:?}"
+        );
         let it = items("machine M { from A to B on enter from B to C }");
-        assert!(matches!(&it[..], [Item::Transition { trigger: Some(_), .. }, Item::Transition { .. }]), "{it:?}");
+        assert!(
+            matches!(
+                &it[..],
+                [Item::Transition { trigger: Some(_), .. }, Item::Transition { .. }]
+            ),
+            "{it:?}"
+        );
+        // `not` as a guard name
+        let it = items("machine M { from A choose { when x == 1 and not to B } }");
+        assert!(matches!(&it[..], [Item::Choice { .. }]), "{it:?}");
+        let it = items("machine M { from A to B on X where not and y == 1 }");
+        let [Item::Transition {
+            trigger:
+                Some(Trigger {
+                    pred: Some(Pred::All(v)),
+                    ..
+                }),
+            ..
+        }] = &it[..]
+        else {
+            panic!("{it:?}")
+        };
+        assert_eq!(v[0], Pred::Guard("not".into()));
+        let it = items("machine M { from A to B on X where not ok }");
+        assert!(matches!(
+            &it[..],
+            [Item::Transition {
+                trigger: Some(Trigger {
+                    pred: Some(Pred::Not(_)),
+                    ..
+                }),
+                ..
+            }]
+        ));
         // `invoke X`: the machine X when both read
         let it = items("machine M { invoke cancel_on_failure }");
         assert!(matches!(&it[..], [Item::Invoke { fqn: Some(_), .. }]), "{it:?}");
         let it = items("machine M { invoke for x in y }");
-        assert!(matches!(&it[..], [Item::Invoke { fqn: None, each: Some(_), .. }]), "{it:?}");
+        assert!(
+            matches!(
+                &it[..],
+                [Item::Invoke {
+                    fqn: None,
+                    each: Some(_),
+                    ..
+                }]
+            ),
+            "{it:?}"
+        );
         let it = items("machine M { invoke with { a: b } }");
-        assert!(matches!(&it[..], [Item::Invoke { fqn: None, .. }, Item::InvokeWith(_)]), "{it:?}");
+        assert!(
+            matches!(&it[..], [Item::Invoke { fqn: None, .. }, Item::InvokeWith(_)]),
+            "{it:?}"
+        );
         // `timeout context k`: the context key when both read
         let it = items("machine M { timeout context cancel_on_failure }");
-        assert!(matches!(&it[..], [Item::Timeout(TimeoutSpec::Context(_))]), "{it:?}");
+        assert!(
+            matches!(&it[..], [Item::Timeout(TimeoutSpec::Context(_))]),
+            "{it:?}"
+        );
         let it = items("machine M { timeout context initial X }");
-        assert!(matches!(&it[..], [Item::Timeout(TimeoutSpec::Param(_)), Item::Initial(_)]), "{it:?}");
+        assert!(
+            matches!(&it[..], [Item::Timeout(TimeoutSpec::Param(_)), Item::Initial(_)]),
+            "{it:?}"
+        );
     }
 }

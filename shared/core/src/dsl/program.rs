@@ -30,9 +30,16 @@ pub(crate) struct SrcPos {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ActionCfg {
     /// As written: a bare handler name (`literal == false`) or a dotted path.
-    Spec { literal: bool, name: String, inputs: IndexMap<String, InputCfg> },
+    Spec {
+        literal: bool,
+        name: String,
+        inputs: IndexMap<String, InputCfg>,
+    },
     /// Bound: the function and the inputs with value parameters substituted.
-    Resolved { function: String, inputs: IndexMap<String, InputCfg> },
+    Resolved {
+        function: String,
+        inputs: IndexMap<String, InputCfg>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -53,7 +60,13 @@ pub(crate) enum TimeoutCfg {
 /// A predicate before named guards are resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum PredCfg {
-    Leaf { source: Source, field: String, op: CmpOp, value: Value, value_ref: Option<(Source, String)> },
+    Leaf {
+        source: Source,
+        field: String,
+        op: CmpOp,
+        value: Value,
+        value_ref: Option<(Source, String)>,
+    },
     All(Vec<PredCfg>),
     Any(Vec<PredCfg>),
     Not(Box<PredCfg>),
@@ -146,7 +159,7 @@ pub(crate) struct StateCfg {
     pub invoke_each: Option<(String, String)>,
     pub invoke_inline: Option<Box<StateCfg>>,
     pub invoke_with: Option<IndexMap<String, String>>,
-    pub states: IndexMap<String, StateCfg>,
+    pub states: IndexMap<String, Box<StateCfg>>,
     pub transitions: Vec<TransCfg>,
     pub uses: Vec<UseCfg>,
     /// A fragment's parameters, in declaration order.
@@ -177,8 +190,8 @@ pub struct Program {
     pub imports: Vec<Import>,
     /// `bind { handler = impl }`, merged over every `bind` block.
     pub bindings: IndexMap<String, String>,
-    pub(crate) machine_cfgs: IndexMap<String, StateCfg>,
-    pub(crate) fragment_cfgs: IndexMap<String, StateCfg>,
+    pub(crate) machine_cfgs: IndexMap<String, Box<StateCfg>>,
+    pub(crate) fragment_cfgs: IndexMap<String, Box<StateCfg>>,
     pub(crate) event_types: IndexMap<String, EventType>,
     pub(crate) guard_cfgs: IndexMap<String, PredCfg>,
 }
@@ -207,16 +220,23 @@ impl Transform<'_> {
     }
 
     fn pos(&self, at: At) -> SrcPos {
-        SrcPos { file: self.file, line: at.line, col: at.col }
+        SrcPos {
+            file: self.file,
+            line: at.line,
+            col: at.col,
+        }
     }
 
     fn program(&self, stmts: Vec<Stmt>) -> TResult<Program> {
         let mut prog = Program::default();
         for stmt in stmts {
             match stmt {
-                Stmt::Import { path, alias, at } => {
-                    prog.imports.push(Import { path, alias, line: at.line, column: at.col })
-                }
+                Stmt::Import { path, alias, at } => prog.imports.push(Import {
+                    path,
+                    alias,
+                    line: at.line,
+                    column: at.col,
+                }),
                 Stmt::Bind(bindings) => prog.bindings.extend(bindings),
                 Stmt::Guard { name, pred, .. } => {
                     let pred = self.pred(&pred)?;
@@ -225,16 +245,29 @@ impl Transform<'_> {
                 Stmt::Event { name, fields, .. } => {
                     let mut map = IndexMap::new();
                     for (fname, ty, optional) in fields {
-                        map.insert(fname, FieldSpec { ty: field_type(&ty), required: !optional, default: None });
+                        map.insert(
+                            fname,
+                            FieldSpec {
+                                ty: field_type(&ty),
+                                required: !optional,
+                                default: None,
+                            },
+                        );
                     }
-                    prog.event_types.insert(name.clone(), EventType { name, fields: map });
+                    prog.event_types
+                        .insert(name.clone(), EventType { name, fields: map });
                 }
                 Stmt::Machine { name, items, at } => {
                     let mut cfg = self.assemble(items)?;
                     cfg.pos = Some(self.pos(at));
                     prog.machine_cfgs.insert(name, cfg);
                 }
-                Stmt::Fragment { name, params, items, at } => {
+                Stmt::Fragment {
+                    name,
+                    params,
+                    items,
+                    at,
+                } => {
                     let mut cfg = self.assemble(items)?;
                     refuse_machine_only(&cfg, &format!("fragment {name}")).map_err(|m| self.err(m, at))?;
                     cfg.params = params.into_iter().map(|(n, k)| (n, param_kind(&k))).collect();
@@ -250,180 +283,348 @@ impl Transform<'_> {
         Ok(prog)
     }
 
-    /// harel's `_assemble`: a block's items -> a config.
-    fn assemble(&self, items: Vec<Item>) -> TResult<StateCfg> {
-        let mut cfg = StateCfg::default();
+    /// harel's `_assemble`: a block's items -> a config. (Each kind of item is its own
+    /// function, which keeps the frames on the path of nested states small.)
+    fn assemble(&self, items: Vec<Item>) -> TResult<Box<StateCfg>> {
+        let mut cfg = Box::<StateCfg>::default();
         for item in items {
             match item {
-                Item::Initial(s) => cfg.start = Some(s),
-                Item::OnEnter(a) => cfg.on_enter = Some(self.action(a)?),
-                Item::OnExit(a) => cfg.on_exit = Some(self.action(a)?),
-                Item::OnActivity(a) => cfg.on_activity = Some(self.action(a)?),
-                Item::Timeout(spec) => {
-                    cfg.timeout = Some(match spec {
-                        ast::TimeoutSpec::Literal(n) => TimeoutCfg::Value(int_value(&n)),
-                        ast::TimeoutSpec::Context(k) => TimeoutCfg::Context(k),
-                        ast::TimeoutSpec::Param(p) => TimeoutCfg::Param(p),
-                    })
+                // the items holding nested blocks: on the recursion path, kept lean
+                Item::State { .. } | Item::Final { .. } | Item::Invoke { .. } => {
+                    self.nested(&mut cfg, item)?
                 }
-                Item::Ttl(n, at) => {
-                    cfg.ttl = Some(n.parse().map_err(|_| self.err(format!("`ttl {n}` is too large"), at))?)
-                }
-                Item::Context(fields) => {
-                    let mut map = IndexMap::new();
-                    for f in fields {
-                        let default = match &f.default {
-                            Some(lit) => {
-                                if f.optional {
-                                    return Err(self.err(
-                                        format!(
-                                            "context field {} has a default, so it can't also be optional (`?`): \
-                                             an execution always starts with it",
-                                            py_repr(&f.name)
-                                        ),
-                                        f.at,
-                                    ));
-                                }
-                                Some(self.lit(lit)?)
-                            }
-                            None => None,
-                        };
-                        map.insert(f.name, FieldSpec { ty: field_type(&f.ty), required: !f.optional, default });
-                    }
-                    cfg.context_schema = Some(map);
-                }
-                Item::Outcome(s) => cfg.outcome = Some(s),
-                Item::Carry(v) => cfg.carry = Some(v),
-                Item::Defer(v) => cfg.defer = Some(v),
-                Item::NoHistory => cfg.allow_history = Some(false),
-                Item::CancelOnFailure => cfg.cancel_on_failure = Some(true),
-                Item::Invoke { fqn, each, inline } => {
-                    let inline = match inline {
-                        Some((items, at)) => {
-                            let body = self.assemble(items)?;
-                            refuse_machine_only(&body, "an inline `invoke` target, which always runs as a child")
-                                .map_err(|m| self.err(m, at))?;
-                            Some(body)
-                        }
-                        None => None,
-                    };
-                    if let Some(fqn) = fqn {
-                        cfg.invoke = Some(fqn);
-                    }
-                    if let Some(each) = each {
-                        cfg.invoke_each = Some(each);
-                    }
-                    if let Some(body) = inline {
-                        cfg.invoke_inline = Some(Box::new(body));
-                    }
-                }
-                Item::InvokeWith(pairs) => cfg.invoke_with = Some(pairs.into_iter().collect()),
-                Item::Use { name, args, alias, at } => {
-                    let mut map = IndexMap::new();
-                    for (k, arg) in args {
-                        let arg = match arg {
-                            ast::Arg::Name(n) => ArgCfg::Name(n),
-                            ast::Arg::Dotted(d) => ArgCfg::Dotted(d),
-                            ast::Arg::Lit(l) => ArgCfg::Lit(self.lit(&l)?),
-                            ast::Arg::Pred(p) => ArgCfg::Pred(self.pred(&p)?),
-                        };
-                        map.insert(k, arg);
-                    }
-                    cfg.uses.push(UseCfg { fragment: name, alias, args: map, pos: self.pos(at) });
-                }
-                Item::State { orthogonal, name, items, at } => {
-                    let mut st = self.assemble(items)?;
-                    refuse_machine_only(&st, &format!("state {name}")).map_err(|m| self.err(m, at))?;
-                    st.pos = Some(self.pos(at));
-                    st.orthogonal = orthogonal;
-                    cfg.states.insert(name, st);
-                }
-                Item::Final { name, outcome, items, at } => {
-                    let mut st = self.assemble(items)?;
-                    refuse_machine_only(&st, &format!("state {name}")).map_err(|m| self.err(m, at))?;
-                    st.outcome = Some(outcome);
-                    st.pos = Some(self.pos(at));
-                    cfg.states.insert(name, st);
-                }
-                Item::Transition { from, to, trigger, set, at } => {
-                    let on_event = self.trigger(trigger)?;
-                    let set = self.assigns(set)?;
-                    cfg.transitions.push(TransCfg {
-                        pos: self.pos(at),
-                        from,
-                        to: Some(to),
-                        on_event,
-                        set,
-                        selector: None,
-                        choice: None,
-                    });
-                }
-                Item::Choice { from, trigger, set, branches, default, at } => {
-                    let on_event = self.trigger(trigger)?;
-                    let set = self.assigns(set)?;
-                    let mut out = Vec::new();
-                    for (pred, to, bset) in branches {
-                        let pred = self.pred(&pred)?;
-                        out.push((pred, to, self.assigns(bset)?));
-                    }
-                    let (default, default_set) = match default {
-                        Some((to, dset)) => (Some(to), self.assigns(dset)?),
-                        None => (None, Vec::new()),
-                    };
-                    cfg.transitions.push(TransCfg {
-                        pos: self.pos(at),
-                        from,
-                        to: None,
-                        on_event,
-                        set,
-                        selector: None,
-                        choice: Some(ChoiceCfg { branches: out, default, default_set }),
-                    });
-                }
-                Item::Select { from, action, returns, trigger, branches, default, at } => {
-                    let function = self.action(action)?;
-                    let enum_values = match returns {
-                        Some(values) => {
-                            Some(values.iter().map(|v| self.lit(v).map(|v| pyvalue::py_str(&v))).collect::<TResult<_>>()?)
-                        }
-                        None => None,
-                    };
-                    let on_event = self.trigger(trigger)?;
-                    let mut mapper = IndexMap::new();
-                    for (v, to) in branches {
-                        mapper.insert(pyvalue::py_str(&self.lit(&v)?), to);
-                    }
-                    cfg.transitions.push(TransCfg {
-                        pos: self.pos(at),
-                        from,
-                        to: None,
-                        on_event,
-                        set: Vec::new(),
-                        selector: Some(SelectorCfg { function, mapper, default, enum_values }),
-                        choice: None,
-                    });
-                }
-                Item::Join { from, all, success, otherwise, at } => {
-                    // sugar: a selector over the region results, via harel's shipped aggregator
-                    let mut inputs = IndexMap::new();
-                    inputs.insert("mode".to_string(), InputCfg::Lit(Value::from(if all { "all" } else { "any" })));
-                    let function =
-                        ActionCfg::Spec { literal: true, name: "harel.lib.join_success".into(), inputs };
-                    let mut mapper = IndexMap::new();
-                    mapper.insert("pass".to_string(), success);
-                    cfg.transitions.push(TransCfg {
-                        pos: self.pos(at),
-                        from,
-                        to: None,
-                        on_event: None,
-                        set: Vec::new(),
-                        selector: Some(SelectorCfg { function, mapper, default: Some(otherwise), enum_values: None }),
-                        choice: None,
-                    });
-                }
+                other => self.assemble_item(&mut cfg, other)?,
             }
         }
         Ok(cfg)
+    }
+
+    fn nested(&self, cfg: &mut StateCfg, item: Item) -> TResult<()> {
+        match item {
+            Item::State {
+                orthogonal,
+                name,
+                items,
+                at,
+            } => {
+                let st = self.state(orthogonal, &name, items, at)?;
+                cfg.states.insert(name, st);
+            }
+            Item::Final {
+                name,
+                outcome,
+                items,
+                at,
+            } => {
+                let st = self.final_state(&name, outcome, items, at)?;
+                cfg.states.insert(name, st);
+            }
+            Item::Invoke { fqn, each, inline } => self.invoke(cfg, fqn, each, inline)?,
+            other => self.assemble_item(cfg, other)?,
+        }
+        Ok(())
+    }
+
+    fn assemble_item(&self, cfg: &mut StateCfg, item: Item) -> TResult<()> {
+        match item {
+            Item::Initial(s) => cfg.start = Some(s),
+            Item::OnEnter(a) => cfg.on_enter = Some(self.action(a)?),
+            Item::OnExit(a) => cfg.on_exit = Some(self.action(a)?),
+            Item::OnActivity(a) => cfg.on_activity = Some(self.action(a)?),
+            Item::Timeout(spec) => {
+                cfg.timeout = Some(match spec {
+                    ast::TimeoutSpec::Literal(n) => TimeoutCfg::Value(int_value(&n)),
+                    ast::TimeoutSpec::Context(k) => TimeoutCfg::Context(k),
+                    ast::TimeoutSpec::Param(p) => TimeoutCfg::Param(p),
+                })
+            }
+            Item::Ttl(n, at) => {
+                cfg.ttl = Some(
+                    n.parse()
+                        .map_err(|_| self.err(format!("`ttl {n}` is too large"), at))?,
+                )
+            }
+            Item::Context(fields) => cfg.context_schema = Some(self.context_fields(fields)?),
+            Item::Outcome(s) => cfg.outcome = Some(s),
+            Item::Carry(v) => cfg.carry = Some(v),
+            Item::Defer(v) => cfg.defer = Some(v),
+            Item::NoHistory => cfg.allow_history = Some(false),
+            Item::CancelOnFailure => cfg.cancel_on_failure = Some(true),
+            Item::InvokeWith(pairs) => cfg.invoke_with = Some(pairs.into_iter().collect()),
+            Item::Use {
+                name,
+                args,
+                alias,
+                at,
+            } => cfg.uses.push(self.use_item(name, args, alias, at)?),
+            Item::State { .. } | Item::Final { .. } | Item::Invoke { .. } => self.nested(cfg, item)?,
+            Item::Transition {
+                from,
+                to,
+                trigger,
+                set,
+                at,
+            } => cfg.transitions.push(self.transition(from, to, trigger, set, at)?),
+            Item::Choice {
+                from,
+                trigger,
+                set,
+                branches,
+                default,
+                at,
+            } => cfg
+                .transitions
+                .push(self.choice(from, trigger, set, branches, default, at)?),
+            Item::Select {
+                from,
+                action,
+                returns,
+                trigger,
+                branches,
+                default,
+                at,
+            } => cfg
+                .transitions
+                .push(self.select(from, action, returns, trigger, branches, default, at)?),
+            Item::Join {
+                from,
+                all,
+                success,
+                otherwise,
+                at,
+            } => cfg.transitions.push(self.join(from, all, success, otherwise, at)),
+        }
+        Ok(())
+    }
+
+    fn context_fields(&self, fields: Vec<ast::ContextField>) -> TResult<IndexMap<String, FieldSpec>> {
+        let mut map = IndexMap::new();
+        for f in fields {
+            let default = match &f.default {
+                Some(lit) => {
+                    if f.optional {
+                        return Err(self.err(
+                            format!(
+                                "context field {} has a default, so it can't also be optional (`?`): \
+                                 an execution always starts with it",
+                                py_repr(&f.name)
+                            ),
+                            f.at,
+                        ));
+                    }
+                    Some(self.lit(lit)?)
+                }
+                None => None,
+            };
+            map.insert(
+                f.name,
+                FieldSpec {
+                    ty: field_type(&f.ty),
+                    required: !f.optional,
+                    default,
+                },
+            );
+        }
+        Ok(map)
+    }
+
+    fn invoke(
+        &self,
+        cfg: &mut StateCfg,
+        fqn: Option<String>,
+        each: Option<(String, String)>,
+        inline: Option<(Vec<Item>, At)>,
+    ) -> TResult<()> {
+        let inline = match inline {
+            Some((items, at)) => {
+                let body = self.assemble(items)?;
+                refuse_machine_only(&body, "an inline `invoke` target, which always runs as a child")
+                    .map_err(|m| self.err(m, at))?;
+                Some(body)
+            }
+            None => None,
+        };
+        if let Some(fqn) = fqn {
+            cfg.invoke = Some(fqn);
+        }
+        if let Some(each) = each {
+            cfg.invoke_each = Some(each);
+        }
+        if let Some(body) = inline {
+            cfg.invoke_inline = Some(body);
+        }
+        Ok(())
+    }
+
+    fn use_item(
+        &self,
+        name: String,
+        args: Vec<(String, ast::Arg)>,
+        alias: Option<String>,
+        at: At,
+    ) -> TResult<UseCfg> {
+        let mut map = IndexMap::new();
+        for (k, arg) in args {
+            let arg = match arg {
+                ast::Arg::Name(n) => ArgCfg::Name(n),
+                ast::Arg::Dotted(d) => ArgCfg::Dotted(d),
+                ast::Arg::Lit(l) => ArgCfg::Lit(self.lit(&l)?),
+                ast::Arg::Pred(p) => ArgCfg::Pred(self.pred(&p)?),
+            };
+            map.insert(k, arg);
+        }
+        Ok(UseCfg {
+            fragment: name,
+            alias,
+            args: map,
+            pos: self.pos(at),
+        })
+    }
+
+    fn state(&self, orthogonal: bool, name: &str, items: Vec<Item>, at: At) -> TResult<Box<StateCfg>> {
+        let mut st = self.assemble(items)?;
+        refuse_machine_only(&st, &format!("state {name}")).map_err(|m| self.err(m, at))?;
+        st.pos = Some(self.pos(at));
+        st.orthogonal = orthogonal;
+        Ok(st)
+    }
+
+    fn final_state(&self, name: &str, outcome: String, items: Vec<Item>, at: At) -> TResult<Box<StateCfg>> {
+        let mut st = self.assemble(items)?;
+        refuse_machine_only(&st, &format!("state {name}")).map_err(|m| self.err(m, at))?;
+        st.outcome = Some(outcome);
+        st.pos = Some(self.pos(at));
+        Ok(st)
+    }
+
+    fn transition(
+        &self,
+        from: String,
+        to: String,
+        trigger: Option<ast::Trigger>,
+        set: Option<Vec<ast::Assignment>>,
+        at: At,
+    ) -> TResult<TransCfg> {
+        let on_event = self.trigger(trigger)?;
+        let set = self.assigns(set)?;
+        Ok(TransCfg {
+            pos: self.pos(at),
+            from,
+            to: Some(to),
+            on_event,
+            set,
+            selector: None,
+            choice: None,
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn choice(
+        &self,
+        from: String,
+        trigger: Option<ast::Trigger>,
+        set: Option<Vec<ast::Assignment>>,
+        branches: Vec<(Pred, String, Option<Vec<ast::Assignment>>)>,
+        default: Option<(String, Option<Vec<ast::Assignment>>)>,
+        at: At,
+    ) -> TResult<TransCfg> {
+        let on_event = self.trigger(trigger)?;
+        let set = self.assigns(set)?;
+        let mut out = Vec::new();
+        for (pred, to, bset) in branches {
+            let pred = self.pred(&pred)?;
+            out.push((pred, to, self.assigns(bset)?));
+        }
+        let (default, default_set) = match default {
+            Some((to, dset)) => (Some(to), self.assigns(dset)?),
+            None => (None, Vec::new()),
+        };
+        Ok(TransCfg {
+            pos: self.pos(at),
+            from,
+            to: None,
+            on_event,
+            set,
+            selector: None,
+            choice: Some(ChoiceCfg {
+                branches: out,
+                default,
+                default_set,
+            }),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn select(
+        &self,
+        from: String,
+        action: ast::Action,
+        returns: Option<Vec<Lit>>,
+        trigger: Option<ast::Trigger>,
+        branches: Vec<(Lit, String)>,
+        default: Option<String>,
+        at: At,
+    ) -> TResult<TransCfg> {
+        let function = self.action(action)?;
+        let enum_values = match returns {
+            Some(values) => Some(
+                values
+                    .iter()
+                    .map(|v| self.lit(v).map(|v| pyvalue::py_str(&v)))
+                    .collect::<TResult<_>>()?,
+            ),
+            None => None,
+        };
+        let on_event = self.trigger(trigger)?;
+        let mut mapper = IndexMap::new();
+        for (v, to) in branches {
+            mapper.insert(pyvalue::py_str(&self.lit(&v)?), to);
+        }
+        Ok(TransCfg {
+            pos: self.pos(at),
+            from,
+            to: None,
+            on_event,
+            set: Vec::new(),
+            selector: Some(SelectorCfg {
+                function,
+                mapper,
+                default,
+                enum_values,
+            }),
+            choice: None,
+        })
+    }
+
+    /// `join all|any`: sugar for a selector over the region results, via harel's
+    /// shipped aggregator.
+    fn join(&self, from: String, all: bool, success: String, otherwise: String, at: At) -> TransCfg {
+        let mut inputs = IndexMap::new();
+        inputs.insert(
+            "mode".to_string(),
+            InputCfg::Lit(Value::from(if all { "all" } else { "any" })),
+        );
+        let function = ActionCfg::Spec {
+            literal: true,
+            name: "harel.lib.join_success".into(),
+            inputs,
+        };
+        let mut mapper = IndexMap::new();
+        mapper.insert("pass".to_string(), success);
+        TransCfg {
+            pos: self.pos(at),
+            from,
+            to: None,
+            on_event: None,
+            set: Vec::new(),
+            selector: Some(SelectorCfg {
+                function,
+                mapper,
+                default: Some(otherwise),
+                enum_values: None,
+            }),
+            choice: None,
+        }
     }
 
     fn action(&self, a: ast::Action) -> TResult<ActionCfg> {
@@ -435,7 +636,11 @@ impl Transform<'_> {
             };
             inputs.insert(k, v);
         }
-        Ok(ActionCfg::Spec { literal: a.target.dotted, name: a.target.text, inputs })
+        Ok(ActionCfg::Spec {
+            literal: a.target.dotted,
+            name: a.target.text,
+            inputs,
+        })
     }
 
     fn trigger(&self, t: Option<ast::Trigger>) -> TResult<Option<OnEventCfg>> {
@@ -444,7 +649,10 @@ impl Transform<'_> {
             Some(p) => Some(self.pred(p)?),
             None => None,
         };
-        Ok(Some(OnEventCfg { kind: t.kinds.join("|"), pred }))
+        Ok(Some(OnEventCfg {
+            kind: t.kinds.join("|"),
+            pred,
+        }))
     }
 
     fn assigns(&self, set: Option<Vec<ast::Assignment>>) -> TResult<Vec<AssignCfg>> {
@@ -462,13 +670,20 @@ impl Transform<'_> {
                         '*' => ArithOp::Mul,
                         _ => ArithOp::Div,
                     };
-                    Expr::Arith { op, left: Box::new(left), right: Box::new(right) }
+                    Expr::Arith {
+                        op,
+                        left: Box::new(left),
+                        right: Box::new(right),
+                    }
                 }
             };
             let (source, field) = self.namespaced(&a.target, a.at)?;
             if source != Source::Context {
                 return Err(self.err(
-                    format!("`set` writes the execution context: {} must be `context.<field>`", py_repr(&a.target)),
+                    format!(
+                        "`set` writes the execution context: {} must be `context.<field>`",
+                        py_repr(&a.target)
+                    ),
                     a.at,
                 ));
             }
@@ -507,7 +722,10 @@ impl Transform<'_> {
         };
         if field.contains('.') {
             return Err(self.err(
-                format!("{}: a reference names one field of `{ns}`, not a nested path", py_repr(r)),
+                format!(
+                    "{}: a reference names one field of `{ns}`, not a nested path",
+                    py_repr(r)
+                ),
                 at,
             ));
         }
@@ -526,12 +744,28 @@ impl Transform<'_> {
                 match rhs {
                     Operand::Dotted(d) => {
                         let r = self.namespaced(d, *at)?;
-                        PredCfg::Leaf { source, field, op, value: Value::Null, value_ref: Some(r) }
+                        PredCfg::Leaf {
+                            source,
+                            field,
+                            op,
+                            value: Value::Null,
+                            value_ref: Some(r),
+                        }
                     }
-                    Operand::Lit(l) => PredCfg::Leaf { source, field, op, value: self.lit(l)?, value_ref: None },
-                    Operand::Field(f) => {
-                        PredCfg::Leaf { source, field, op, value: Value::String(f.clone()), value_ref: None }
-                    }
+                    Operand::Lit(l) => PredCfg::Leaf {
+                        source,
+                        field,
+                        op,
+                        value: self.lit(l)?,
+                        value_ref: None,
+                    },
+                    Operand::Field(f) => PredCfg::Leaf {
+                        source,
+                        field,
+                        op,
+                        value: Value::String(f.clone()),
+                        value_ref: None,
+                    },
                 }
             }
             Pred::Guard(g) => PredCfg::Guard(g.clone()),
@@ -549,7 +783,9 @@ impl Transform<'_> {
             Lit::List(items) => Value::Array(items.iter().map(|i| self.lit(i)).collect::<TResult<_>>()?),
             Lit::Num(text, at) => {
                 if text.contains(['.', 'e', 'E']) {
-                    let f: f64 = text.parse().map_err(|_| self.err(format!("invalid number `{text}`"), *at))?;
+                    let f: f64 = text
+                        .parse()
+                        .map_err(|_| self.err(format!("invalid number `{text}`"), *at))?;
                     if !f.is_finite() {
                         return Err(self.err(format!("the number `{text}` is out of range"), *at));
                     }
@@ -577,10 +813,14 @@ fn int_value(text: &str) -> Value {
 /// harel's `_refuse_machine_only`: `ttl` and `context` belong to a machine.
 fn refuse_machine_only(cfg: &StateCfg, what: &str) -> Result<(), String> {
     if cfg.ttl.is_some() {
-        return Err(format!("`ttl` is only allowed at the machine level, not on {what}"));
+        return Err(format!(
+            "`ttl` is only allowed at the machine level, not on {what}"
+        ));
     }
     if cfg.context_schema.is_some() {
-        return Err(format!("`context` is only allowed at the machine level, not on {what}"));
+        return Err(format!(
+            "`context` is only allowed at the machine level, not on {what}"
+        ));
     }
     Ok(())
 }
