@@ -298,9 +298,26 @@ fn resolve_between(
     if active == root {
         return None;
     }
-    let chain = defn.chain(root, active)?;
+    // the chain root..=active, built on the stack: resolution runs several times per
+    // step and machines are shallow, so this keeps the hot path allocation-free
+    let mut stack = [root; SHALLOW];
+    let mut depth = 0;
+    let mut cur = active;
+    while cur != root && depth < SHALLOW {
+        stack[depth] = cur;
+        depth += 1;
+        cur = defn.node(cur).parent?;
+    }
+    if cur == root {
+        stack[..depth].reverse();
+        return nested(defn, root, &stack[..depth], pred, allow_parent);
+    }
+    let chain = defn.chain(root, active)?; // deeper than SHALLOW: rare, allocate
     nested(defn, root, &chain[1..], pred, allow_parent)
 }
+
+/// Nesting depth resolved without allocating.
+const SHALLOW: usize = 32;
 
 fn resolve(
     defn: &Definition,
@@ -526,15 +543,30 @@ impl Step<'_> {
     }
 
     fn set_active(&mut self, node: NodeId) {
-        self.exe.active_path = Some(self.defn.path(node).to_string());
+        // reuse the string's buffer: the active path moves several times per step
+        let path = self.defn.path(node);
+        match &mut self.exe.active_path {
+            Some(current) => {
+                current.clear();
+                current.push_str(path);
+            }
+            None => self.exe.active_path = Some(path.to_string()),
+        }
     }
 
     fn record_history(&mut self, node: NodeId) {
         if let Some(parent) = self.defn.node(node).parent {
-            self.exe.history.insert(
-                self.defn.path(parent).to_string(),
-                self.defn.path(node).to_string(),
-            );
+            let (parent_path, path) = (self.defn.path(parent), self.defn.path(node));
+            match self.exe.history.get_mut(parent_path) {
+                Some(current) if current == path => {}
+                Some(current) => {
+                    current.clear();
+                    current.push_str(path);
+                }
+                None => {
+                    self.exe.history.insert(parent_path.to_string(), path.to_string());
+                }
+            }
         }
     }
 
@@ -904,8 +936,10 @@ impl Step<'_> {
         let defn = self.defn;
         let source = self.active()?;
         let pivot = defn.lca(source, target);
-        let exited = defn.chain(pivot, source).unwrap_or_default();
-        for &node in exited.iter().skip(1).rev() {
+        // exited levels, innermost first: walk up from the source to the pivot
+        let mut exiting = (source != pivot).then_some(source);
+        while let Some(node) = exiting {
+            exiting = defn.node(node).parent.filter(|p| *p != pivot);
             self.set_active(node);
             self.run(node, Hook::Exit, event)?;
             self.record_history(node);
@@ -921,8 +955,24 @@ impl Step<'_> {
             }
             self.effects.push(Effect::Assigned(values));
         }
-        let entered = defn.chain(pivot, target).unwrap_or_default();
-        for &node in entered.iter().skip(1) {
+        // entered levels, outermost first
+        let mut entered = [pivot; SHALLOW];
+        let mut depth = 0;
+        let mut cur = target;
+        while cur != pivot && depth < SHALLOW {
+            entered[depth] = cur;
+            depth += 1;
+            cur = defn.node(cur).parent.unwrap_or(pivot);
+        }
+        let deep; // deeper than SHALLOW below the pivot: rare, allocate
+        let entered: &[NodeId] = if cur == pivot {
+            entered[..depth].reverse();
+            &entered[..depth]
+        } else {
+            deep = defn.chain(pivot, target).unwrap_or_default();
+            deep.get(1..).unwrap_or_default()
+        };
+        for &node in entered {
             self.set_active(node);
             self.run(node, Hook::Enter, event)?;
             self.record_history(node);

@@ -12,7 +12,7 @@
 //! | executions | `id` S, `data` S (the Execution JSON), `version` N, `definition_id` S, plus our `trace_idx` N and `commit_token` S (below) |
 //! | outbox | `seq` N, `target_id` S or NULL, `event` S (the Event JSON) |
 //! | spawns | `seq` N, `parent_id` S, `child_id` S, `root_path` S, `context` S (`json.dumps`) |
-//! | timers | `execution_id` S, `path` S, `fire_at` N |
+//! | timers | `execution_id` S, `path` S, `fire_at` N, plus our `due_shard` S (below) |
 //! | processed | `execution_id` S, `event_id` S, plus `ttl` N with [`DynamoDbStore::with_processed_ttl`] |
 //! | counters | `id` S (`outbox`, `spawn`), `n` N |
 //! | trace | `execution_id` S, `idx` N, `entry` S (`json.dumps`) |
@@ -77,9 +77,15 @@
 //!   page holds `limit` matches or the table ends; a page that fills up mid-batch ends with
 //!   its last item's key, so no match is skipped or repeated. A harel 0.9.0 cursor (base64
 //!   of an integer offset; it drains the scan and pages by offset) is accepted too.
+//! - **Timers are swept through an index** ([`due`]): our timer items carry `due_shard`,
+//!   the partition key of the `timers` table's sparse GSI `due_index` (sort key `fire_at`),
+//!   and `due_timers` queries the 16 shards for `fire_at <= now` instead of scanning the
+//!   table; the seed's full scan still runs, rarely (default every 10 minutes, shared across
+//!   instances), for timers harel wrote. harel's scan reads our items as its own.
 //! - **Processed marks can expire**: with a retention configured, processed items carry a
 //!   `ttl` (epoch seconds), the attribute the template enables TTL on.
 
+pub mod due;
 pub mod item;
 pub mod schema;
 
@@ -92,9 +98,9 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, Delete, KeySchemaElement, KeyType as DdbKeyType, KeysAndAttributes,
-    Put, ReturnValue, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
-    TransactWriteItem,
+    AttributeDefinition, BillingMode, Delete, GlobalSecondaryIndex, IndexStatus, KeySchemaElement,
+    KeyType as DdbKeyType, KeysAndAttributes, Projection as DdbProjection, ProjectionType, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus, TransactWriteItem,
 };
 use aws_sdk_dynamodb::Client;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
@@ -108,11 +114,15 @@ use crate::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, ListQuery, OutboxEntry, SpawnEntry,
     StoreError, TimerOp, DEFAULT_TRACE_MAX,
 };
+pub use due::{timer_shard, SweepStats, DEFAULT_TIMER_FULL_SCAN_INTERVAL};
 use item::{
-    corrupt, get_f64, get_i64, get_s, item_size, key_from_typed_json, key_to_typed_json, n_f64, n_i64,
-    req_i64, req_s, s, s_or_null, Item,
+    corrupt, get_i64, get_s, item_size, key_from_typed_json, key_to_typed_json, n_f64, n_i64, req_i64, req_s,
+    s, s_or_null, Item,
 };
-pub use schema::{table_specs, KeyAttr, KeyType, TableSpec, PROCESSED_TTL_ATTRIBUTE};
+pub use schema::{
+    table_specs, IndexSpec, KeyAttr, KeyType, Projection, TableSpec, PROCESSED_TTL_ATTRIBUTE,
+    TIMER_DUE_INDEX, TIMER_SHARDS, TIMER_SHARD_ATTRIBUTE,
+};
 
 /// The default table prefix (harel's).
 pub const DEFAULT_PREFIX: &str = "harel";
@@ -218,6 +228,10 @@ pub struct CreateOptions {
     pub sdk_retry: Option<aws_sdk_dynamodb::config::retry::RetryConfig>,
     /// The store's retries of transient commit failures.
     pub retry: RetryPolicy,
+    /// How often `due_timers` runs the seed's full scan besides the index (for timers
+    /// written by harel, which are not in the index), shared across instances: default 10
+    /// minutes; `None` never (index only); zero every sweep (the seed). See [`due`].
+    pub timer_full_scan_interval: Option<Duration>,
 }
 
 impl Default for CreateOptions {
@@ -231,6 +245,7 @@ impl Default for CreateOptions {
             call_counter: None,
             sdk_retry: None,
             retry: RetryPolicy::default(),
+            timer_full_scan_interval: Some(DEFAULT_TIMER_FULL_SCAN_INTERVAL),
         }
     }
 }
@@ -271,6 +286,8 @@ pub struct DynamoDbStore {
     counter: Option<CallCounter>,
     /// execution id -> (version, last trace idx stored in that version's item).
     trace_hints: Mutex<HashMap<String, (i64, i64)>>,
+    timer_full_scan_interval: Option<Duration>,
+    full_scan: Mutex<due::FullScanState>,
 }
 
 impl std::fmt::Debug for DynamoDbStore {
@@ -280,6 +297,7 @@ impl std::fmt::Debug for DynamoDbStore {
             .field("trace_max", &self.trace_max)
             .field("processed_ttl", &self.processed_ttl)
             .field("retry", &self.retry)
+            .field("timer_full_scan_interval", &self.timer_full_scan_interval)
             .finish_non_exhaustive()
     }
 }
@@ -298,6 +316,8 @@ impl DynamoDbStore {
             retry: RetryPolicy::default(),
             counter: None,
             trace_hints: Mutex::new(HashMap::new()),
+            timer_full_scan_interval: Some(DEFAULT_TIMER_FULL_SCAN_INTERVAL),
+            full_scan: Mutex::new(due::FullScanState::default()),
         }
     }
 
@@ -325,6 +345,12 @@ impl DynamoDbStore {
     /// TTL to delete them. Off by default (the marks are kept).
     pub fn with_processed_ttl(mut self, retention: Duration) -> Self {
         self.processed_ttl = Some(retention);
+        self
+    }
+
+    /// How often `due_timers` also runs the full scan (see [`CreateOptions`] and [`due`]).
+    pub fn with_timer_full_scan_interval(mut self, interval: Option<Duration>) -> Self {
+        self.timer_full_scan_interval = interval;
         self
     }
 
@@ -400,7 +426,8 @@ impl DynamoDbStore {
         let mut store = DynamoDbStore::new(Client::from_conf(builder.build()))
             .with_prefix(&options.prefix)?
             .with_trace_max(options.trace_max)
-            .with_retry_policy(options.retry);
+            .with_retry_policy(options.retry)
+            .with_timer_full_scan_interval(options.timer_full_scan_interval);
         if let Some(counter) = options.call_counter {
             store = store.with_call_counter(counter);
         }
@@ -432,8 +459,10 @@ impl DynamoDbStore {
         )))
     }
 
-    /// Create the seven tables if absent (idempotent: an existing table is fine; anything
-    /// else is an error) and wait until the new ones are `ACTIVE`.
+    /// Create the seven tables (and the `timers` due index) if absent (idempotent: an
+    /// existing table is fine; anything else is an error) and wait until the new ones are
+    /// `ACTIVE`. An existing `timers` table without the index is left as it is (logged):
+    /// sweeps then fall back to the full scan.
     pub async fn ensure_tables(&self) -> Result<(), StoreError> {
         let mut created = Vec::new();
         for spec in table_specs() {
@@ -449,25 +478,38 @@ impl DynamoDbStore {
                 } else {
                     DdbKeyType::Range
                 };
-                let ty = match key.ty {
+                req = req.key_schema(key_element(key, role)?);
+            }
+            for attr in spec.attribute_definitions() {
+                let ty = match attr.ty {
                     KeyType::String => ScalarAttributeType::S,
                     KeyType::Number => ScalarAttributeType::N,
                 };
-                req = req
-                    .key_schema(
-                        KeySchemaElement::builder()
-                            .attribute_name(key.name)
-                            .key_type(role)
-                            .build()
-                            .map_err(build_err)?,
-                    )
-                    .attribute_definitions(
-                        AttributeDefinition::builder()
-                            .attribute_name(key.name)
-                            .attribute_type(ty)
-                            .build()
-                            .map_err(build_err)?,
-                    );
+                req = req.attribute_definitions(
+                    AttributeDefinition::builder()
+                        .attribute_name(attr.name)
+                        .attribute_type(ty)
+                        .build()
+                        .map_err(build_err)?,
+                );
+            }
+            for index in spec.indexes {
+                let mut gsi = GlobalSecondaryIndex::builder().index_name(index.name).projection(
+                    DdbProjection::builder()
+                        .projection_type(match index.projection {
+                            Projection::KeysOnly => ProjectionType::KeysOnly,
+                        })
+                        .build(),
+                );
+                for (i, key) in index.keys().into_iter().enumerate() {
+                    let role = if i == 0 {
+                        DdbKeyType::Hash
+                    } else {
+                        DdbKeyType::Range
+                    };
+                    gsi = gsi.key_schema(key_element(key, role)?);
+                }
+                req = req.global_secondary_indexes(gsi.build().map_err(build_err)?);
             }
             match req.send().await {
                 Ok(_) => created.push(name),
@@ -478,17 +520,49 @@ impl DynamoDbStore {
         for name in created {
             self.wait_active(&name).await?;
         }
+        self.detect_due_index().await
+    }
+
+    /// Whether the `timers` table has an `ACTIVE` due index: remembered, so that sweeps of
+    /// a table without it go straight to the full scan (logged once here).
+    async fn detect_due_index(&self) -> Result<(), StoreError> {
+        let out = self
+            .client
+            .describe_table()
+            .table_name(&self.tables.timers)
+            .send()
+            .await
+            .map_err(|e| sdk_error("DescribeTable", e))?;
+        let present = out.table().is_some_and(|t| {
+            t.global_secondary_indexes().iter().any(|g| {
+                g.index_name() == Some(TIMER_DUE_INDEX)
+                    && g.index_status().is_none_or(|s| *s == IndexStatus::Active)
+            })
+        });
+        if !present {
+            tracing::warn!(
+                table = %self.tables.timers,
+                index = TIMER_DUE_INDEX,
+                "the timers table has no ACTIVE due index: every timer sweep is a full scan \
+                 (deploy template.yaml with the index)"
+            );
+        }
+        self.set_due_index_present(present);
         Ok(())
     }
 
     async fn wait_active(&self, table: &str) -> Result<(), StoreError> {
         for _ in 0..240 {
-            let out = self.client.describe_table().table_name(table).send().await;
-            let status = out
-                .map_err(|e| sdk_error("DescribeTable", e))?
-                .table()
-                .and_then(|t| t.table_status().cloned());
-            if status == Some(TableStatus::Active) {
+            let out = self
+                .client
+                .describe_table()
+                .table_name(table)
+                .send()
+                .await
+                .map_err(|e| sdk_error("DescribeTable", e))?;
+            let status = out.table().and_then(|t| t.table_status().cloned());
+            let indexes_active = out_indexes_active(&out);
+            if status == Some(TableStatus::Active) && indexes_active {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -499,6 +573,8 @@ impl DynamoDbStore {
     }
 
     /// Check that the seven tables exist with the seed's keys (for `create_schema = false`).
+    /// A `timers` table without the due index passes (harel's tables have none): sweeps
+    /// then fall back to the full scan (logged).
     pub async fn check_tables(&self) -> Result<(), StoreError> {
         for spec in table_specs() {
             let name = spec.table_name(&self.prefix);
@@ -533,7 +609,7 @@ impl DynamoDbStore {
                 )));
             }
         }
-        Ok(())
+        self.detect_due_index().await
     }
 
     // ---- trace hints ------------------------------------------------------------------
@@ -927,6 +1003,23 @@ where
     }
 }
 
+fn key_element(key: KeyAttr, role: DdbKeyType) -> Result<KeySchemaElement, StoreError> {
+    KeySchemaElement::builder()
+        .attribute_name(key.name)
+        .key_type(role)
+        .build()
+        .map_err(build_err)
+}
+
+/// Whether every global secondary index in a `DescribeTable` answer is `ACTIVE`.
+fn out_indexes_active(out: &aws_sdk_dynamodb::operation::describe_table::DescribeTableOutput) -> bool {
+    out.table().is_none_or(|t| {
+        t.global_secondary_indexes()
+            .iter()
+            .all(|g| g.index_status().is_none_or(|s| *s == IndexStatus::Active))
+    })
+}
+
 fn build_err(err: aws_smithy_types::error::operation::BuildError) -> StoreError {
     StoreError::Backend(format!("building a DynamoDB request: {err}"))
 }
@@ -1132,6 +1225,8 @@ impl DynamoDbStore {
                         ("execution_id".to_string(), s(&exe.id)),
                         ("path".to_string(), s(path)),
                         ("fire_at".to_string(), n_f64("a timer's fire_at", *fire_at)?),
+                        // the due index's partition key (see `due`)
+                        (TIMER_SHARD_ATTRIBUTE.to_string(), s(timer_shard(&exe.id, path))),
                     ]),
                 )?),
                 TimerOp::Cancel { path } => {
@@ -1532,19 +1627,9 @@ impl ExecutionStore for DynamoDbStore {
         Ok(())
     }
 
+    /// The due index, and the full scan when scheduled (see [`due`]).
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
-        let filter = ("fire_at <= :now", ":now", n_f64("now", now)?);
-        let mut out = Vec::new();
-        for item in self.scan_all(&self.tables.timers, Some(filter)).await? {
-            let what = "timer item";
-            out.push(DueTimer {
-                execution_id: req_s(&item, "execution_id", what)?.to_string(),
-                path: req_s(&item, "path", what)?.to_string(),
-                fire_at: get_f64(&item, "fire_at").ok_or_else(|| corrupt(what, "no number `fire_at`"))?,
-            });
-        }
-        out.sort_by(|a, b| a.fire_at.total_cmp(&b.fire_at));
-        Ok(out)
+        Ok(self.due_timers_with_stats(now).await?.0)
     }
 
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {

@@ -4,7 +4,7 @@
 //! caller's later mutation of an execution never leaks into the store without a
 //! commit. The CAS therefore bites exactly as it does on DynamoDB.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -21,7 +21,8 @@ struct Inner {
     executions: BTreeMap<String, Execution>,
     outbox: BTreeMap<i64, OutboxEntry>,
     spawns: BTreeMap<i64, SpawnEntry>,
-    processed: HashSet<(String, String)>,
+    /// execution id -> processed event ids (nested so a lookup needs no allocation).
+    processed: HashMap<String, HashSet<String>>,
     /// (execution id, path) -> fire_at, in arming order.
     timers: IndexMap<(String, String), f64>,
     /// execution id -> (next index, steps).
@@ -99,7 +100,7 @@ impl ExecutionStore for MemoryStore {
     ) -> Result<(Option<Execution>, bool), StoreError> {
         let inner = self.lock();
         let exe = inner.executions.get(id).cloned();
-        let processed = inner.processed.contains(&(id.to_string(), event_id.to_string()));
+        let processed = inner.processed.get(id).is_some_and(|ids| ids.contains(event_id));
         Ok((exe, processed))
     }
 
@@ -134,7 +135,14 @@ impl ExecutionStore for MemoryStore {
             seqs.push(seq);
         }
         if let Some(event_id) = commit.processed_event_id {
-            inner.processed.insert((exe.id.clone(), event_id));
+            match inner.processed.get_mut(&exe.id) {
+                Some(ids) => {
+                    ids.insert(event_id);
+                }
+                None => {
+                    inner.processed.insert(exe.id.clone(), HashSet::from([event_id]));
+                }
+            }
         }
         for op in commit.timers {
             match op {
@@ -170,7 +178,8 @@ impl ExecutionStore for MemoryStore {
         Ok(self
             .lock()
             .processed
-            .contains(&(id.to_string(), event_id.to_string())))
+            .get(id)
+            .is_some_and(|ids| ids.contains(event_id)))
     }
 
     async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {

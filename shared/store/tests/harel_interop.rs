@@ -460,7 +460,8 @@ out({"attrs": sorted(raw), "trace_idx": raw["trace_idx"]["N"],
 
 /// The same logical commit written by harel (prefix H) and by us (prefix R) gives the same
 /// raw items, attribute for attribute and byte for byte (our two extra execution attributes
-/// aside), and the same tables.
+/// and the timers' `due_shard` aside), and the same tables (the same keys; ours add the
+/// timers' sparse due index).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_and_tables_are_identical_to_harels() {
     let harel_prefix = stm_testkit::unique_prefix("same_h");
@@ -533,23 +534,34 @@ out({"exe": before, "emits": [[t, json.loads(e.model_dump_json())] for t, e in e
 
     let dump = r#"
 tables = ["executions", "outbox", "spawns", "timers", "processed", "counters", "trace"]
+shards = {}
 def scan(p):
     res = {}
+    shards[p] = []
     for t in tables:
         items = client.scan(TableName=f"{p}_{t}")["Items"]
         for it in items:
             it.pop("trace_idx", None); it.pop("commit_token", None)
+            shard = it.pop("due_shard", None)
+            if shard is not None:
+                shards[p].append([t, it["execution_id"]["S"], it["path"]["S"], shard["S"]])
         res[t] = sorted(items, key=lambda i: json.dumps(i, sort_keys=True))
     return res
 def schema(p):
-    res = {}
+    res, gsi = {}, {}
     for t in tables:
         d = client.describe_table(TableName=f"{p}_{t}")["Table"]
-        res[t] = [d["KeySchema"], sorted(d["AttributeDefinitions"], key=lambda a: a["AttributeName"]),
+        keys = {k["AttributeName"] for k in d["KeySchema"]}
+        res[t] = [d["KeySchema"],
+                  sorted([a for a in d["AttributeDefinitions"] if a["AttributeName"] in keys],
+                         key=lambda a: a["AttributeName"]),
                   d.get("BillingModeSummary", {}).get("BillingMode")]
-    return res
+        gsi[t] = [[g["IndexName"], g["KeySchema"], g["Projection"]] for g in d.get("GlobalSecondaryIndexes", [])]
+    return res, gsi
 h, r = sys.stdin.read().split()
-out({"h": scan(h), "r": scan(r), "hs": schema(h), "rs": schema(r)})
+hs, hg = schema(h)
+rs, rg = schema(r)
+out({"h": scan(h), "r": scan(r), "hs": hs, "rs": rs, "hg": hg, "rg": rg, "shards": shards})
 "#;
     let both = python(&harel_prefix, dump, &format!("{harel_prefix} {our_prefix}"));
     for table in [
@@ -580,6 +592,38 @@ out({"h": scan(h), "r": scan(r), "hs": schema(h), "rs": schema(r)})
         counts,
         vec![1, 2, 1, 2, 1, 2, 1],
         "harel wrote one of everything (the comparison is not vacuous)"
+    );
+    // harel's timers carry no shard (and its tables no index); ours carry the documented one
+    assert_eq!(both["shards"][&harel_prefix], json!([]));
+    let mut ours = both["shards"][&our_prefix].as_array().expect("shards").clone();
+    ours.sort_by_key(|v| v.to_string());
+    assert_eq!(
+        Value::Array(ours),
+        json!([
+            [
+                "timers",
+                "same-1",
+                "root.a",
+                stm_store::dynamodb::timer_shard("same-1", "root.a")
+            ],
+            [
+                "timers",
+                "same-1",
+                "root.b",
+                stm_store::dynamodb::timer_shard("same-1", "root.b")
+            ]
+        ])
+    );
+    for table in ["executions", "outbox", "spawns", "processed", "counters", "trace"] {
+        assert_eq!(both["hg"][table], json!([]), "{table}");
+        assert_eq!(both["rg"][table], json!([]), "{table}");
+    }
+    assert_eq!(both["hg"]["timers"], json!([]));
+    assert_eq!(
+        both["rg"]["timers"],
+        json!([["due_index",
+                [{"AttributeName": "due_shard", "KeyType": "HASH"}, {"AttributeName": "fire_at", "KeyType": "RANGE"}],
+                {"ProjectionType": "KEYS_ONLY"}]])
     );
     eprintln!("harel's execution item: {}", both["h"]["executions"][0]);
     eprintln!("harel's trace item: {}", both["h"]["trace"][0]);
@@ -646,4 +690,95 @@ out({"ids": [s.id for s in page.items], "cursor": page.next_cursor})
         seen, want,
         "harel's first page plus ours from its cursor cover everything once"
     );
+}
+
+/// Timers and the due index across the two stores: harel's scan reads our timers (with
+/// their `due_shard`) and its guarded delete removes them; timers harel writes (or
+/// re-arms: its put drops `due_shard`) are not in the index and fire through our full scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_across_harel_and_the_due_index() {
+    let prefix = stm_testkit::unique_prefix("timers_idx");
+    let store = our_store(&prefix).await;
+    for (id, path, at) in [("o-1", "root.o", 40.0), ("o-2", "root.x", 60.0)] {
+        let mut e = Execution::new(id, "def");
+        store
+            .commit(
+                &mut e,
+                Commit {
+                    timers: vec![TimerOp::Schedule {
+                        path: path.into(),
+                        fire_at: at,
+                    }],
+                    ..Commit::default()
+                },
+            )
+            .await
+            .expect("our commit");
+    }
+    let seen = python(
+        &prefix,
+        r#"
+exe = Execution(id="h-1", definition_id="def", status=Status.RUNNING, active_path="root.h")
+store.commit(exe, [], timers=(TimerOp("schedule", "root.h", 50.0),))
+before = [list(t) for t in store.due_timers(1e10)]
+store.delete_timer("o-1", "root.o", 40.0)
+ours = store.load("o-2")
+store.commit(ours, [], timers=(TimerOp("schedule", "root.x", 70.0),))
+out({"before": before, "after": [list(t) for t in store.due_timers(1e10)]})
+"#,
+        "",
+    );
+    assert_eq!(
+        seen["before"],
+        json!([
+            ["o-1", "root.o", 40.0],
+            ["h-1", "root.h", 50.0],
+            ["o-2", "root.x", 60.0]
+        ]),
+        "harel's scan reads our timers as its own"
+    );
+    assert_eq!(
+        seen["after"],
+        json!([["h-1", "root.h", 50.0], ["o-2", "root.x", 70.0]]),
+        "harel's guarded delete removed ours; its re-arm replaced ours"
+    );
+
+    // the index holds none of them now: harel wrote both remaining items
+    let (indexed, _) = store.due_timers_indexed(100.0).await.expect("index");
+    assert_eq!(indexed, vec![], "harel's items are not in the sparse index");
+    // the first sweep of a store is the scheduled full scan: harel's timers fire
+    let (swept, stats) = store.due_timers_with_stats(100.0).await.expect("sweep");
+    assert!(stats.full_scan, "{stats:?}");
+    let got: Vec<(&str, &str, f64)> = swept
+        .iter()
+        .map(|t| (t.execution_id.as_str(), t.path.as_str(), t.fire_at))
+        .collect();
+    assert_eq!(got, vec![("h-1", "root.h", 50.0), ("o-2", "root.x", 70.0)]);
+    // the next sweep within the interval is the index (harel's wait for the next full scan)
+    let (swept, stats) = store.due_timers_with_stats(100.0).await.expect("sweep");
+    assert!(!stats.full_scan && swept.is_empty(), "{stats:?} {swept:?}");
+    // our sweeper's guarded delete of a harel timer works, and we re-arm into the index
+    store.delete_timer("h-1", "root.h", 50.0).await.expect("delete");
+    let mut exe = store.load("o-2").await.expect("load").expect("o-2");
+    store
+        .commit(
+            &mut exe,
+            Commit {
+                timers: vec![TimerOp::Schedule {
+                    path: "root.x".into(),
+                    fire_at: 80.0,
+                }],
+                ..Commit::default()
+            },
+        )
+        .await
+        .expect("our re-arm");
+    let (indexed, _) = store.due_timers_indexed(100.0).await.expect("index");
+    assert_eq!(indexed.len(), 1);
+    assert_eq!(
+        (indexed[0].execution_id.as_str(), indexed[0].fire_at),
+        ("o-2", 80.0)
+    );
+    let seen = python(&prefix, "out([list(t) for t in store.due_timers(1e10)])", "");
+    assert_eq!(seen, json!([["o-2", "root.x", 80.0]]));
 }

@@ -180,7 +180,18 @@ async fn print_calls_and_bytes() {
     rows.push(("pending_outbox (small table)".into(), n, "1 Scan page"));
     let (r, n) = counter.measure(store.due_timers(2e9)).await;
     r.expect("timers");
-    rows.push(("due_timers (small table)".into(), n, "1 Scan page"));
+    rows.push((
+        "due_timers, scheduled full scan (claim + Scan)".into(),
+        n,
+        "1 Scan page per 1 MB of table",
+    ));
+    let (r, n) = counter.measure(store.due_timers(2e9)).await;
+    r.expect("timers");
+    rows.push((
+        "due_timers, due index (one Query per shard)".into(),
+        n,
+        "1 Scan page per 1 MB of table",
+    ));
 
     println!();
     println!("DynamoDB calls per store operation (counted by the SDK interceptor; seed = harel 0.9.0)");

@@ -1,5 +1,6 @@
 //! The seven tables, as data: what [`super::DynamoDbStore::ensure_tables`] creates and
-//! what `template.yaml` must declare.
+//! what `template.yaml` must declare (key schema, attribute definitions and secondary
+//! indexes: the `timers` table's sparse due-time index, see [`super::due`]).
 
 /// A key attribute's DynamoDB scalar type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,13 +28,49 @@ pub struct KeyAttr {
     pub ty: KeyType,
 }
 
+/// What a global secondary index copies from the table. Only `KEYS_ONLY` is used: the
+/// table's key attributes plus the index's own are all the sweeper reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Projection {
+    /// `KEYS_ONLY`
+    KeysOnly,
+}
+
+impl Projection {
+    /// The `ProjectionType` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Projection::KeysOnly => "KEYS_ONLY",
+        }
+    }
+}
+
+/// A global secondary index (on-demand, like its table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexSpec {
+    pub name: &'static str,
+    pub hash: KeyAttr,
+    pub range: Option<KeyAttr>,
+    pub projection: Projection,
+}
+
+impl IndexSpec {
+    /// The index's key attributes, partition key first.
+    pub fn keys(&self) -> Vec<KeyAttr> {
+        std::iter::once(self.hash).chain(self.range).collect()
+    }
+}
+
 /// One table: its short name (the full name is `{prefix}_{name}`), its partition key, its
-/// sort key if any. Every table is on-demand (`PAY_PER_REQUEST`).
+/// sort key if any, its global secondary indexes. Every table is on-demand
+/// (`PAY_PER_REQUEST`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableSpec {
     pub name: &'static str,
     pub hash: KeyAttr,
     pub range: Option<KeyAttr>,
+    /// Our additions to the seed's schema (harel creates none; it ignores them).
+    pub indexes: &'static [IndexSpec],
 }
 
 impl TableSpec {
@@ -46,13 +83,41 @@ impl TableSpec {
     pub fn keys(&self) -> Vec<KeyAttr> {
         std::iter::once(self.hash).chain(self.range).collect()
     }
+
+    /// The `AttributeDefinitions`: the table's key attributes, then those of its indexes
+    /// (each attribute once).
+    pub fn attribute_definitions(&self) -> Vec<KeyAttr> {
+        let mut out = self.keys();
+        for key in self.indexes.iter().flat_map(IndexSpec::keys) {
+            if !out.iter().any(|k| k.name == key.name) {
+                out.push(key);
+            }
+        }
+        out
+    }
 }
+
+/// The `timers` table's sparse global secondary index on due time (see [`super::due`]).
+pub const TIMER_DUE_INDEX: &str = "due_index";
+/// The timer-item attribute naming a timer's shard of [`TIMER_DUE_INDEX`]
+/// (`due#0` .. `due#{TIMER_SHARDS - 1}`): the index's partition key. Items without it
+/// (written by harel) are not in the index.
+pub const TIMER_SHARD_ATTRIBUTE: &str = "due_shard";
+/// The number of shards of [`TIMER_DUE_INDEX`]; a sweep queries each one.
+pub const TIMER_SHARDS: u32 = 16;
+
+const TIMER_INDEXES: &[IndexSpec] = &[IndexSpec {
+    name: TIMER_DUE_INDEX,
+    hash: key(TIMER_SHARD_ATTRIBUTE, KeyType::String),
+    range: Some(key("fire_at", KeyType::Number)),
+    projection: Projection::KeysOnly,
+}];
 
 const fn key(name: &'static str, ty: KeyType) -> KeyAttr {
     KeyAttr { name, ty }
 }
 
-/// The seed's seven tables, in its order.
+/// The seed's seven tables, in its order (with our one index, on `timers`).
 pub fn table_specs() -> Vec<TableSpec> {
     use KeyType::{Number as N, String as S};
     vec![
@@ -60,36 +125,43 @@ pub fn table_specs() -> Vec<TableSpec> {
             name: "executions",
             hash: key("id", S),
             range: None,
+            indexes: &[],
         },
         TableSpec {
             name: "outbox",
             hash: key("seq", N),
             range: None,
+            indexes: &[],
         },
         TableSpec {
             name: "spawns",
             hash: key("seq", N),
             range: None,
+            indexes: &[],
         },
         TableSpec {
             name: "timers",
             hash: key("execution_id", S),
             range: Some(key("path", S)),
+            indexes: TIMER_INDEXES,
         },
         TableSpec {
             name: "processed",
             hash: key("execution_id", S),
             range: Some(key("event_id", S)),
+            indexes: &[],
         },
         TableSpec {
             name: "counters",
             hash: key("id", S),
             range: None,
+            indexes: &[],
         },
         TableSpec {
             name: "trace",
             hash: key("execution_id", S),
             range: Some(key("idx", N)),
+            indexes: &[],
         },
     ]
 }
