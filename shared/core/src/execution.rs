@@ -146,7 +146,10 @@ impl ChildState {
 }
 
 /// The serializable running instance of a definition (harel's `Execution`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// `Clone` is written out so that `clone_from` reuses the target's buffers field by
+/// field: a store overwriting its copy on every commit then allocates nothing.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 pub struct Execution {
     #[serde(default = "new_id")]
     pub id: String,
@@ -197,6 +200,62 @@ pub struct Execution {
     pub expires_at: Option<f64>,
     #[serde(flatten)]
     pub extra: Map,
+}
+
+impl Clone for Execution {
+    fn clone(&self) -> Self {
+        Execution {
+            id: self.id.clone(),
+            definition_id: self.definition_id.clone(),
+            definition_fqn: self.definition_fqn.clone(),
+            root_path: self.root_path.clone(),
+            status: self.status.clone(),
+            outcome: self.outcome.clone(),
+            error: self.error.clone(),
+            active_path: self.active_path.clone(),
+            history: self.history.clone(),
+            context: self.context.clone(),
+            processed_events: self.processed_events.clone(),
+            version: self.version.clone(),
+            priority: self.priority.clone(),
+            parent_id: self.parent_id.clone(),
+            child_id: self.child_id.clone(),
+            deferred: self.deferred.clone(),
+            children: self.children.clone(),
+            invoke_seq: self.invoke_seq.clone(),
+            created_at: self.created_at.clone(),
+            updated_at: self.updated_at.clone(),
+            finished_at: self.finished_at.clone(),
+            expires_at: self.expires_at.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.id.clone_from(&source.id);
+        self.definition_id.clone_from(&source.definition_id);
+        self.definition_fqn.clone_from(&source.definition_fqn);
+        self.root_path.clone_from(&source.root_path);
+        self.status.clone_from(&source.status);
+        self.outcome.clone_from(&source.outcome);
+        self.error.clone_from(&source.error);
+        self.active_path.clone_from(&source.active_path);
+        self.history.clone_from(&source.history);
+        self.context.clone_from(&source.context);
+        self.processed_events.clone_from(&source.processed_events);
+        self.version.clone_from(&source.version);
+        self.priority.clone_from(&source.priority);
+        self.parent_id.clone_from(&source.parent_id);
+        self.child_id.clone_from(&source.child_id);
+        self.deferred.clone_from(&source.deferred);
+        self.children.clone_from(&source.children);
+        self.invoke_seq.clone_from(&source.invoke_seq);
+        self.created_at.clone_from(&source.created_at);
+        self.updated_at.clone_from(&source.updated_at);
+        self.finished_at.clone_from(&source.finished_at);
+        self.expires_at.clone_from(&source.expires_at);
+        self.extra.clone_from(&source.extra);
+    }
 }
 
 impl Execution {

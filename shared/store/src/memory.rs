@@ -119,7 +119,13 @@ impl ExecutionStore for MemoryStore {
             });
         }
         exe.version += 1;
-        inner.executions.insert(exe.id.clone(), exe.clone());
+        match inner.executions.get_mut(&exe.id) {
+            // overwrite in place: reuses the stored copy's buffers
+            Some(stored) => stored.clone_from(exe),
+            None => {
+                inner.executions.insert(exe.id.clone(), exe.clone());
+            }
+        }
         let mut seqs = Vec::with_capacity(commit.emits.len());
         for (target_id, event) in commit.emits {
             inner.outbox_seq += 1;
