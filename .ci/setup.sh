@@ -18,6 +18,11 @@ PY_PACKAGES=(
     "moto[server]==5.2.5"   # DynamoDB/SQS emulator in server mode (stm-testkit starts it)
     "boto3"                 # harel's DynamoDB store and the interop tests talk through it
     "harel==0.9.0"          # the reference implementation (semantics + interop)
+    # deployment: template checks, the Lambda build (scripts/package.sh, sam build)
+    "cfn-lint==1.58.0"      # lints template.yaml (.ci/run)
+    "aws-sam-cli==1.170.0"  # sam validate --lint (.ci/run), sam build/deploy
+    "cargo-lambda==1.9.2"   # cargo lambda build: cross-compiles the functions, zips them
+    "ziglang==0.17.1"       # the zig linker cargo-lambda cross-compiles with (no Docker)
 )
 
 say() { printf '[setup] %s\n' "$*"; }
@@ -33,11 +38,20 @@ fi
 say "installing python packages: ${PY_PACKAGES[*]}"
 "$PY" -m pip install --quiet --disable-pip-version-check "${PY_PACKAGES[@]}"
 
+# cargo-lambda looks for a `zig` executable; the ziglang wheel ships it as a module
+ZIG="$VENV/bin/zig"
+if [ ! -x "$ZIG" ]; then
+    say "adding the zig wrapper $ZIG"
+    printf '#!/bin/sh\nexec "$(dirname "$0")/python" -m ziglang "$@"\n' > "$ZIG"
+    chmod +x "$ZIG"
+fi
+
 say "checking the installs"
 "$PY" - <<'PYEOF'
 import importlib.metadata as md
-for name in ("moto", "boto3", "harel", "flask"):
+for name in ("moto", "boto3", "harel", "flask", "cfn-lint", "aws-sam-cli", "cargo-lambda", "ziglang"):
     print(f"[setup]   {name} {md.version(name)}")
 import moto.server  # noqa: F401  (server mode needs the [server] extra)
 PYEOF
+"$ZIG" version | sed 's/^/[setup]   zig /'
 say "done: python is $PY"

@@ -1,5 +1,8 @@
 //! `stm`: validate, render and run `.stm` statecharts; operate a deployment.
 
+mod local;
+mod ops;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,6 +23,9 @@ use stm_store::MemoryStore;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Where the deployment is (the operator commands and `stm local`).
+    #[command(flatten)]
+    deployment: ops::Deployment,
 }
 
 #[derive(Subcommand)]
@@ -38,8 +44,20 @@ enum Command {
         #[arg(long)]
         mermaid: bool,
     },
-    /// List the machines, fragments and events a file declares.
-    List { file: PathBuf },
+    /// With FILE: the machines, fragments and events it declares. Without: the
+    /// executions of the deployment.
+    List {
+        file: Option<PathBuf>,
+        /// Only executions with this status (RUNNING, DONE, ...).
+        #[arg(long)]
+        status: Option<String>,
+        /// Only executions of this definition.
+        #[arg(long)]
+        definition: Option<String>,
+        /// Only root executions (no regions or invoked children).
+        #[arg(long)]
+        roots: bool,
+    },
     /// Drive a machine with events over an in-memory store.
     Run {
         file: PathBuf,
@@ -57,6 +75,47 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the whole system locally: moto, tables, queue + DLQ, and the worker, relay and
+    /// sweeper handlers as Lambda would call them.
+    Local(local::LocalArgs),
+    /// Create an execution of machine NAME from FILE and queue its Start.
+    Create {
+        file: PathBuf,
+        name: String,
+        /// The initial context, a JSON object.
+        #[arg(long, value_name = "JSON")]
+        seed: Option<String>,
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Send an event: KIND or KIND:'{"json": "data"}'.
+    Send {
+        id: String,
+        #[arg(value_name = "KIND[:JSON]")]
+        event: String,
+    },
+    /// An execution: status, active path, context, and its children as a tree.
+    Show {
+        id: String,
+        /// The stored JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// An execution's trace as a timeline.
+    Trace { id: String },
+    /// Cancel: cooperative when the active state models `on Cancel`, else forceful.
+    Cancel {
+        id: String,
+        /// The Cancel event's data, a JSON object.
+        #[arg(long, value_name = "JSON")]
+        reason: Option<String>,
+    },
+    /// Pause an execution (and its children); its events wait in the queue.
+    Suspend { id: String },
+    /// Resume a suspended execution.
+    Resume { id: String },
+    /// Forceful cancel: CANCELLED now, no hooks.
+    Terminate { id: String },
 }
 
 /// A problem with what the user gave us (exit 2), as opposed to a machine that fails.
@@ -121,7 +180,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             println!("{}", stm_core::render::mermaid(&defn));
             Ok(ExitCode::SUCCESS)
         }
-        Command::List { file } => {
+        Command::List {
+            file: None,
+            status,
+            definition,
+            roots,
+        } => operate(ops::list(
+            &cli.deployment,
+            status.as_deref(),
+            definition.as_deref(),
+            roots,
+        )),
+        Command::List { file: Some(file), .. } => {
             let text = read(&file)?;
             let program = stm_core::dsl::parse(&text)
                 .map_err(|e| anyhow::Error::new(e.with_file(file.display().to_string())))?;
@@ -165,7 +235,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.block_on(run_machine(defn, seed, events, json))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Local(args) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            runtime.block_on(local::run(cli.deployment, args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Create { file, name, seed, id } => {
+            let seed = seed.map(|s| json_object(&s, "--seed")).transpose()?;
+            operate(ops::create(&cli.deployment, &file, &name, seed, id.as_deref()))
+        }
+        Command::Send { id, event } => {
+            let event = parse_event_spec(&event)?;
+            operate(ops::send(&cli.deployment, &id, event))
+        }
+        Command::Show { id, json } => operate(ops::show(&cli.deployment, &id, json)),
+        Command::Trace { id } => operate(ops::trace(&cli.deployment, &id)),
+        Command::Cancel { id, reason } => {
+            let reason = reason.map(|r| json_object(&r, "--reason")).transpose()?;
+            operate(ops::control(&cli.deployment, &id, ops::Command::Cancel(reason)))
+        }
+        Command::Suspend { id } => operate(ops::control(&cli.deployment, &id, ops::Command::Suspend)),
+        Command::Resume { id } => operate(ops::control(&cli.deployment, &id, ops::Command::Resume)),
+        Command::Terminate { id } => operate(ops::control(&cli.deployment, &id, ops::Command::Terminate)),
     }
+}
+
+/// Run one operator command to completion.
+fn operate(command: impl std::future::Future<Output = Result<()>>) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(command)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn read(file: &Path) -> Result<String> {

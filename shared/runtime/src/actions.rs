@@ -78,12 +78,18 @@ impl ActionRegistry {
     /// Every action `defn` (and its inline submachines) uses must be registered:
     /// checked when definitions load, so a typo fails at startup, not mid-step.
     pub fn check(&self, defn: &Definition) -> Result<(), UnboundActions> {
-        let names: Vec<String> =
-            defn.action_names().into_iter().filter(|n| !self.actions.contains_key(n)).collect();
+        let names: Vec<String> = defn
+            .action_names()
+            .into_iter()
+            .filter(|n| !self.actions.contains_key(n))
+            .collect();
         if names.is_empty() {
             Ok(())
         } else {
-            Err(UnboundActions { machine: defn.id.clone(), names })
+            Err(UnboundActions {
+                machine: defn.id.clone(),
+                names,
+            })
         }
     }
 }
@@ -97,13 +103,21 @@ fn num_input(inputs: &Map, name: &str, default: Value) -> Result<Value, ActionEr
         Some(v @ Value::Number(_)) => Ok(v.clone()),
         Some(other) => Err(ActionError::new(
             "TypeError",
-            format!("{name} must be a number, got {} {}", pyvalue::type_name(other), pyvalue::repr(other)),
+            format!(
+                "{name} must be a number, got {} {}",
+                pyvalue::type_name(other),
+                pyvalue::repr(other)
+            ),
         )),
     }
 }
 
 fn str_input(inputs: &Map, name: &str, default: &str) -> String {
-    inputs.get(name).and_then(Value::as_str).unwrap_or(default).to_string()
+    inputs
+        .get(name)
+        .and_then(Value::as_str)
+        .unwrap_or(default)
+        .to_string()
 }
 
 /// `int(ctx.get(counter, 0))`.
@@ -114,7 +128,12 @@ fn attempt(ctx: &Map, counter: &str) -> Result<i64, ActionError> {
             .as_i64()
             .or_else(|| v.as_f64().map(|f| f.trunc() as i64))
             .or_else(|| v.as_bool().map(i64::from))
-            .ok_or_else(|| ActionError::new("ValueError", format!("invalid attempt counter {}", pyvalue::repr(v)))),
+            .ok_or_else(|| {
+                ActionError::new(
+                    "ValueError",
+                    format!("invalid attempt counter {}", pyvalue::repr(v)),
+                )
+            }),
     }
 }
 
@@ -132,7 +151,10 @@ fn capped(delay: Value, inputs: &Map) -> Result<Value, ActionError> {
     }
 }
 
-fn next_backoff(input: ActionInput<'_>, delay_for: impl Fn(i64) -> Result<Value, ActionError>) -> Result<Value, ActionError> {
+fn next_backoff(
+    input: ActionInput<'_>,
+    delay_for: impl Fn(i64) -> Result<Value, ActionError>,
+) -> Result<Value, ActionError> {
     let into = str_input(input.inputs, "into", "backoff");
     let counter = str_input(input.inputs, "counter", "__attempt");
     let n = attempt(input.context, &counter)?;
@@ -153,7 +175,7 @@ pub fn exponential_backoff(input: ActionInput<'_>) -> Result<Value, ActionError>
     let factor = num_input(input.inputs, "factor", pyvalue::float(2.0))?;
     next_backoff(input, |n| {
         let power = match factor.as_i64() {
-            Some(f) if n >= 0 && n < 63 => f.checked_pow(n as u32).map(Value::from),
+            Some(f) if (0..63).contains(&n) => f.checked_pow(n as u32).map(Value::from),
             _ => None,
         }
         .unwrap_or_else(|| pyvalue::float(pyvalue::as_seconds(&factor).unwrap_or(2.0).powi(n as i32)));
@@ -166,7 +188,9 @@ pub fn linear_backoff(input: ActionInput<'_>) -> Result<Value, ActionError> {
     use stm_core::definition::ArithOp;
     let base = num_input(input.inputs, "base", pyvalue::float(1.0))?;
     let step = num_input(input.inputs, "step", pyvalue::float(1.0))?;
-    next_backoff(input, |n| arith(ArithOp::Add, &base, &arith(ArithOp::Mul, &step, &Value::from(n))?))
+    next_backoff(input, |n| {
+        arith(ArithOp::Add, &base, &arith(ArithOp::Mul, &step, &Value::from(n))?)
+    })
 }
 
 /// Clear the attempt counter.
@@ -187,7 +211,12 @@ pub fn join_success(input: ActionInput<'_>) -> Result<Value, ActionError> {
             .collect(),
         _ => Vec::new(),
     };
-    let passed = !oks.is_empty() && if mode == "all" { oks.iter().all(|b| *b) } else { oks.iter().any(|b| *b) };
+    let passed = !oks.is_empty()
+        && if mode == "all" {
+            oks.iter().all(|b| *b)
+        } else {
+            oks.iter().any(|b| *b)
+        };
     Ok(Value::from(if passed { "pass" } else { "fail" }))
 }
 
@@ -198,16 +227,43 @@ mod tests {
 
     fn call(f: fn(ActionInput<'_>) -> Result<Value, ActionError>, ctx: &mut Map, inputs: Value) -> Value {
         let inputs = inputs.as_object().cloned().unwrap_or_default();
-        f(ActionInput { context: ctx, event: None, inputs: &inputs, idempotency_key: "k", execution_id: "e" })
-            .expect("action")
+        f(ActionInput {
+            context: ctx,
+            event: None,
+            inputs: &inputs,
+            idempotency_key: "k",
+            execution_id: "e",
+        })
+        .expect("action")
     }
 
     #[test]
     fn exponential_backoff_keeps_python_int_float_typing() {
         let mut ctx = Map::new();
-        assert_eq!(call(exponential_backoff, &mut ctx, json!({"base": 5, "factor": 2, "cap": 12})), json!(5));
-        assert_eq!(call(exponential_backoff, &mut ctx, json!({"base": 5, "factor": 2, "cap": 12})), json!(10));
-        assert_eq!(call(exponential_backoff, &mut ctx, json!({"base": 5, "factor": 2, "cap": 12})), json!(12.0));
+        assert_eq!(
+            call(
+                exponential_backoff,
+                &mut ctx,
+                json!({"base": 5, "factor": 2, "cap": 12})
+            ),
+            json!(5)
+        );
+        assert_eq!(
+            call(
+                exponential_backoff,
+                &mut ctx,
+                json!({"base": 5, "factor": 2, "cap": 12})
+            ),
+            json!(10)
+        );
+        assert_eq!(
+            call(
+                exponential_backoff,
+                &mut ctx,
+                json!({"base": 5, "factor": 2, "cap": 12})
+            ),
+            json!(12.0)
+        );
         assert_eq!(ctx.get("__attempt"), Some(&json!(3)));
         let mut fresh = Map::new();
         assert_eq!(call(exponential_backoff, &mut fresh, json!({})), json!(1.0));
@@ -219,7 +275,13 @@ mod tests {
             .as_object()
             .cloned()
             .unwrap_or_default();
-        assert_eq!(call(join_success, &mut ctx, json!({"mode": "all"})), json!("fail"));
-        assert_eq!(call(join_success, &mut ctx, json!({"mode": "any"})), json!("pass"));
+        assert_eq!(
+            call(join_success, &mut ctx, json!({"mode": "all"})),
+            json!("fail")
+        );
+        assert_eq!(
+            call(join_success, &mut ctx, json!({"mode": "any"})),
+            json!("pass")
+        );
     }
 }

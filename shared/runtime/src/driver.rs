@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use stm_core::definition::CONTROL_EVENTS;
 use stm_core::engine::{self, ActionCall, ActionError, ActionHost, Effect, StepError};
 use stm_core::{Definition, Event, Execution, Map, Status, Value};
-use stm_store::{Commit, ExecutionStore, SpawnEntry, SpawnIntent, StoreError, TimerOp};
+use stm_store::{Commit, ExecutionStore, OutboxEntry, SpawnEntry, SpawnIntent, StoreError, TimerOp};
 
 use crate::actions::{ActionInput, ActionRegistry};
 
@@ -74,7 +74,9 @@ impl Definitions {
     /// Register `defn` and every submachine it carries.
     pub fn register(&mut self, defn: Definition) -> Arc<Definition> {
         for (id, sub) in &defn.submachines {
-            self.by_id.entry(id.clone()).or_insert_with(|| Arc::new(sub.clone()));
+            self.by_id
+                .entry(id.clone())
+                .or_insert_with(|| Arc::new(sub.clone()));
         }
         let arc = Arc::new(defn);
         self.by_id.insert(arc.id.clone(), arc.clone());
@@ -103,7 +105,7 @@ impl Definitions {
 pub enum DriverError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("execution {0:?} not found")]
+    #[error("{}", stm_core::pyvalue::repr(&Value::from(.0.as_str())))]
     UnknownExecution(String),
     #[error("execution {0:?} already exists")]
     AlreadyExists(String),
@@ -113,14 +115,20 @@ pub enum DriverError {
     #[error("context doesn't fit the machine's `context` schema: {0}")]
     Context(String),
     /// harel's `EventError`.
-    #[error("event {kind:?} doesn't fit its declaration: {problems}")]
+    #[error("event {} doesn't fit its declaration: {problems}", stm_core::pyvalue::repr(&Value::from(kind.as_str())))]
     Event { kind: String, problems: String },
     /// harel's `ResolveError`: an `invoke` whose machine this driver doesn't have.
-    #[error("invoke {0:?} but this runner has no machine resolver")]
+    #[error("invoke {} but this runner has no machine resolver", stm_core::pyvalue::repr(&Value::from(.0.as_str())))]
     Resolve(String),
     /// The engine met a definition/execution mismatch (harel's `AssertionError`).
-    #[error("AssertionError: {0}")]
+    #[error("{0}")]
     Engine(String),
+    /// The event queue refused a call (publishes report failures per message instead).
+    #[error("queue error: {0}")]
+    Queue(String),
+    /// The process is misconfigured (environment, definitions, bindings).
+    #[error("configuration error: {0}")]
+    Config(String),
 }
 
 impl DriverError {
@@ -139,36 +147,43 @@ impl DriverError {
             DriverError::Event { .. } => "EventError",
             DriverError::Resolve(_) => "ResolveError",
             DriverError::Engine(_) => "AssertionError",
+            DriverError::Queue(_) => "TransportError",
+            DriverError::Config(_) => "ValueError",
         }
     }
 }
 
 /// The idempotency keys of one step's actions: `{execution}:{event id|start}:{i}:{action}`.
-struct ActionKeys {
-    base: String,
+struct ActionKeys<'e> {
+    execution_id: String,
+    /// The id of the event the step processes (`start` when it starts the execution).
+    step: &'e str,
     index: usize,
 }
 
-impl ActionKeys {
-    fn new(execution_id: &str, step: &str) -> Self {
-        ActionKeys { base: format!("{execution_id}:{step}"), index: 0 }
+impl<'e> ActionKeys<'e> {
+    fn new(execution_id: &str, step: &'e str) -> Self {
+        ActionKeys {
+            execution_id: execution_id.to_string(),
+            step,
+            index: 0,
+        }
     }
     fn next(&mut self, action: &str) -> String {
-        let key = format!("{}:{}:{}", self.base, self.index, action);
+        let key = format!("{}:{}:{}:{}", self.execution_id, self.step, self.index, action);
         self.index += 1;
         key
     }
 }
 
 /// Serves the engine's action calls from the registry, recording what ran.
-struct RegistryHost<'a> {
+struct RegistryHost<'a, 'e> {
     actions: &'a ActionRegistry,
-    keys: &'a mut ActionKeys,
+    keys: &'a mut ActionKeys<'e>,
     ran: Vec<String>,
-    execution_id: &'a str,
 }
 
-impl ActionHost for RegistryHost<'_> {
+impl ActionHost for RegistryHost<'_, '_> {
     fn call(&mut self, call: &ActionCall<'_>, context: &mut Map) -> Result<Value, ActionError> {
         let name = call.action.function.as_str();
         self.ran.push(name.to_string());
@@ -182,7 +197,7 @@ impl ActionHost for RegistryHost<'_> {
             event: call.event,
             inputs: &call.action.inputs,
             idempotency_key: &key,
-            execution_id: self.execution_id,
+            execution_id: &self.keys.execution_id,
         })
     }
 }
@@ -199,7 +214,10 @@ struct Collected {
 
 impl Collected {
     fn from_effects(effects: Vec<Effect>, actions: Vec<String>) -> Self {
-        let mut c = Collected { actions, ..Collected::default() };
+        let mut c = Collected {
+            actions,
+            ..Collected::default()
+        };
         for effect in effects {
             match effect {
                 Effect::Emit { to, event } => c.emits.push((to, event)),
@@ -226,6 +244,11 @@ pub struct StepReport {
     pub spawned: bool,
     /// The names of the actions the committed step ran.
     pub actions: Vec<String>,
+    /// This commit's outbox entries (seq, target, event), for a delivery by queue right
+    /// after the commit (the worker's inline flush).
+    pub outbox: Vec<OutboxEntry>,
+    /// The child ids of this commit's spawn intents.
+    pub spawned_children: Vec<String>,
 }
 
 impl StepReport {
@@ -278,7 +301,10 @@ impl Driver {
     }
 
     fn resolve_machine(&self, fqn: &str) -> Result<Arc<Definition>, DriverError> {
-        self.definitions.get(fqn).cloned().ok_or_else(|| DriverError::Resolve(fqn.to_string()))
+        self.definitions
+            .get(fqn)
+            .cloned()
+            .ok_or_else(|| DriverError::Resolve(fqn.to_string()))
     }
 
     fn fail(exe: &mut Execution, err: &StepError, original: Option<&StepError>) {
@@ -301,12 +327,15 @@ impl Driver {
         defn: &Definition,
         exe: &mut Execution,
         event: Option<&Event>,
-        keys: &mut ActionKeys,
+        keys: &mut ActionKeys<'_>,
         original: Option<&StepError>,
     ) -> Result<Collected, DriverError> {
         let now = self.clock.now();
-        let execution_id = exe.id.clone();
-        let mut host = RegistryHost { actions: &self.actions, keys, ran: Vec::new(), execution_id: &execution_id };
+        let mut host = RegistryHost {
+            actions: &self.actions,
+            keys,
+            ran: Vec::new(),
+        };
         let result = match event {
             None => engine::start(defn, exe, now, &mut host),
             Some(ev) => engine::process(defn, exe, ev, now, &mut host),
@@ -326,7 +355,8 @@ impl Driver {
         let (ty, msg) = err.type_and_message();
         let error_event = engine::error_event(&ty, &msg);
         if engine::has_error_handler(defn, exe, &error_event) {
-            exe.context.insert("_error".into(), Value::Object(error_event.data.clone()));
+            exe.context
+                .insert("_error".into(), Value::Object(error_event.data.clone()));
             return self.drive(defn, exe, Some(&error_event), keys, Some(&err));
         }
         Driver::fail(exe, &err, None);
@@ -334,15 +364,23 @@ impl Driver {
     }
 
     /// Drive one step for `exe` (`None`: start it) and commit it atomically.
-    pub async fn run_step(&self, exe: &mut Execution, event: Option<&Event>) -> Result<StepReport, DriverError> {
+    pub async fn run_step(
+        &self,
+        exe: &mut Execution,
+        event: Option<&Event>,
+    ) -> Result<StepReport, DriverError> {
         let defn = self.definition_for(exe)?;
         let from_path = exe.active_path.clone();
         let mut keys = ActionKeys::new(&exe.id, event.map_or("start", |e| e.id.as_str()));
         let collected = self.drive(&defn, exe, event, &mut keys, None)?;
         let now = self.clock.now();
-        let trace = self.trace.then(|| trace_step(event, from_path, exe, &collected, now));
+        let trace = self
+            .trace
+            .then(|| trace_step(event, from_path, exe, &collected, now));
         exe.stamp(now);
         let spawned = !collected.spawns.is_empty();
+        let spawned_children = collected.spawns.iter().map(|s| s.child_id.clone()).collect();
+        let emits = collected.emits.clone();
         let commit = Commit {
             emits: collected.emits,
             processed_event_id: event.map(|e| e.id.clone()),
@@ -351,14 +389,79 @@ impl Driver {
             trace,
         };
         let outbox_seqs = self.store.commit(exe, commit).await?;
-        Ok(StepReport { outbox_seqs, spawned, actions: collected.actions })
+        let outbox = outbox_entries(&outbox_seqs, emits);
+        Ok(StepReport {
+            outbox_seqs,
+            spawned,
+            actions: collected.actions,
+            outbox,
+            spawned_children,
+        })
+    }
+
+    /// The queue-delivered broadcast (the worker's): a domain event for a parent whose
+    /// regions are live becomes one outbox entry per region, committed atomically with the
+    /// parent's processed mark (and, for a machine with `ttl`, the re-armed budget: the
+    /// broadcast is activity). Nothing runs on the parent itself.
+    pub async fn commit_broadcast(
+        &self,
+        exe: &mut Execution,
+        event: &Event,
+        region_ids: &[String],
+    ) -> Result<StepReport, DriverError> {
+        let defn = self.definition_for(exe)?;
+        let now = self.clock.now();
+        let mut timers = Vec::new();
+        if let Some(delay) = engine::ttl_delay(&defn, exe) {
+            exe.expires_at = Some(now + delay);
+            timers.push(TimerOp::Schedule {
+                path: engine::TTL_PATH.into(),
+                fire_at: now + delay,
+            });
+        }
+        exe.stamp(now);
+        let emits: Vec<(Option<String>, Event)> = region_ids
+            .iter()
+            .map(|id| (Some(id.clone()), event.clone()))
+            .collect();
+        let commit = Commit {
+            emits: emits.clone(),
+            processed_event_id: Some(event.id.clone()),
+            timers,
+            ..Commit::default()
+        };
+        let outbox_seqs = self.store.commit(exe, commit).await?;
+        let outbox = outbox_entries(&outbox_seqs, emits);
+        Ok(StepReport {
+            outbox_seqs,
+            outbox,
+            ..StepReport::default()
+        })
+    }
+
+    /// The regions a domain event for `exe` goes to when delivered by queue: every
+    /// unfinished, non-submachine child, whether or not its record exists yet. (A child
+    /// whose spawn intent is still on its way is created first: the intent was published
+    /// to the child's FIFO group before anything the parent sends it later.)
+    pub fn region_ids(exe: &Execution) -> Vec<String> {
+        exe.children
+            .iter()
+            .filter(|(_, cs)| !cs.finished && !cs.submachine)
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Create and start one pending child, idempotently: an existing child means the
     /// intent was already applied (a crash-and-retry), and its progress is kept.
     pub async fn create_spawn(&self, entry: &SpawnEntry) -> Result<(), DriverError> {
+        self.create_spawn_reported(entry).await.map(|_| ())
+    }
+
+    /// [`create_spawn`](Self::create_spawn), returning the child's start step when this
+    /// call created it (`None`: it already existed), for a delivery of what it enqueued.
+    pub async fn create_spawn_reported(&self, entry: &SpawnEntry) -> Result<Option<StepReport>, DriverError> {
         if self.store.load(&entry.child_id).await?.is_some() {
-            return Ok(());
+            return Ok(None);
         }
         let parent = self.store.load(&entry.parent_id).await?;
         let mut context = entry.context.clone();
@@ -389,8 +492,8 @@ impl Driver {
         child.priority = parent.as_ref().map_or(0, |p| p.priority);
         match self.run_step(&mut child, None).await {
             // another relay created it between our load and our insert: same outcome
-            Err(e) if e.is_conflict() => Ok(()),
-            other => other.map(|_| ()),
+            Err(e) if e.is_conflict() => Ok(None),
+            other => other.map(Some),
         }
     }
 
@@ -435,7 +538,10 @@ impl Driver {
         if let Some(etype) = defn.events.get(&event.kind) {
             let problems = stm_core::definition::schema_problems(&etype.fields, &event.data, true);
             if !problems.is_empty() {
-                return Err(DriverError::Event { kind: event.kind.clone(), problems: problems.join("; ") });
+                return Err(DriverError::Event {
+                    kind: event.kind.clone(),
+                    problems: problems.join("; "),
+                });
             }
         }
         Ok(())
@@ -463,7 +569,11 @@ impl Driver {
     /// A domain event broadcast to regions never runs on the parent, but it is still
     /// activity for the parent's `ttl`: restart the budget and record the event as
     /// processed by the parent.
-    pub async fn rearm_ttl_after_broadcast(&self, exe: &mut Execution, event: &Event) -> Result<(), DriverError> {
+    pub async fn rearm_ttl_after_broadcast(
+        &self,
+        exe: &mut Execution,
+        event: &Event,
+    ) -> Result<(), DriverError> {
         let defn = self.definition_for(exe)?;
         let Some(delay) = engine::ttl_delay(&defn, exe) else {
             return Ok(());
@@ -476,7 +586,10 @@ impl Driver {
         exe.stamp(now);
         let commit = Commit {
             processed_event_id: Some(event.id.clone()),
-            timers: vec![TimerOp::Schedule { path: engine::TTL_PATH.into(), fire_at: now + delay }],
+            timers: vec![TimerOp::Schedule {
+                path: engine::TTL_PATH.into(),
+                fire_at: now + delay,
+            }],
             ..Commit::default()
         };
         self.store.commit(exe, commit).await?;
@@ -513,7 +626,10 @@ impl Driver {
         exe.context = context;
         self.run_step(&mut exe, None).await?;
         self.flush_inline().await?;
-        self.store.load(&id).await?.ok_or(DriverError::UnknownExecution(id))
+        self.store
+            .load(&id)
+            .await?
+            .ok_or(DriverError::UnknownExecution(id))
     }
 
     /// Feed one event to a stored execution and deliver what follows, inline.
@@ -526,7 +642,8 @@ impl Driver {
         let defn = self.definition_for(&exe)?;
         Driver::check_event(&defn, event)?;
         let live = self.live_regions(&exe).await?;
-        if Driver::is_broadcast(event, &live) {
+        let broadcast = Driver::is_broadcast(event, &live);
+        if broadcast {
             for mut region in live {
                 if !self.store.is_processed(&region.id, &event.id).await? {
                     self.run_step(&mut region, Some(event)).await?;
@@ -536,8 +653,17 @@ impl Driver {
         } else if !self.store.is_processed(&exe.id, &event.id).await? {
             self.run_step(&mut exe, Some(event)).await?;
         }
+        let quiet =
+            self.store.pending_spawns().await?.is_empty() && self.store.pending_outbox().await?.is_empty();
+        if quiet && !broadcast {
+            // nothing left to deliver, so nothing else wrote `exe`: it is what is stored
+            return Ok(exe);
+        }
         self.flush_inline().await?;
-        self.store.load(execution_id).await?.ok_or_else(|| DriverError::UnknownExecution(execution_id.into()))
+        self.store
+            .load(execution_id)
+            .await?
+            .ok_or_else(|| DriverError::UnknownExecution(execution_id.into()))
     }
 
     /// Deliver every timer due now inline, then remove it (guarded). Returns how many
@@ -555,19 +681,45 @@ impl Driver {
                 self.deliver_inline(&timer.execution_id, &event).await?;
                 self.flush_inline().await?;
             }
-            self.store.delete_timer(&timer.execution_id, &timer.path, timer.fire_at).await?;
+            self.store
+                .delete_timer(&timer.execution_id, &timer.path, timer.fire_at)
+                .await?;
             fired += 1;
         }
         Ok(fired)
     }
 }
 
+/// Pair a commit's emits with the seqs the store gave them.
+fn outbox_entries(seqs: &[i64], emits: Vec<(Option<String>, Event)>) -> Vec<OutboxEntry> {
+    seqs.iter()
+        .zip(emits)
+        .map(|(seq, (target_id, event))| OutboxEntry {
+            seq: *seq,
+            target_id,
+            event,
+        })
+        .collect()
+}
+
 /// One execution-trace step, harel's `_trace_step` shape.
-fn trace_step(event: Option<&Event>, from_path: Option<String>, exe: &Execution, c: &Collected, now: f64) -> Map {
+fn trace_step(
+    event: Option<&Event>,
+    from_path: Option<String>,
+    exe: &Execution,
+    c: &Collected,
+    now: f64,
+) -> Map {
     let opt = |s: Option<String>| s.map_or(Value::Null, Value::from);
     let mut step = Map::new();
-    step.insert("event_kind".into(), Value::from(event.map_or("Start", |e| e.kind.as_str())));
-    step.insert("event_data".into(), Value::Object(event.map(|e| e.data.clone()).unwrap_or_default()));
+    step.insert(
+        "event_kind".into(),
+        Value::from(event.map_or("Start", |e| e.kind.as_str())),
+    );
+    step.insert(
+        "event_data".into(),
+        Value::Object(event.map(|e| e.data.clone()).unwrap_or_default()),
+    );
     step.insert("from_path".into(), opt(from_path));
     step.insert("to_path".into(), opt(exe.active_path.clone()));
     step.insert("actions".into(), Value::from(c.actions.clone()));

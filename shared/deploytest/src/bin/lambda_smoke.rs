@@ -1,0 +1,309 @@
+//! `lambda-smoke`: start each Lambda-built bootstrap as Lambda would, against a local
+//! Runtime API, moto and the environment `template.yaml` gives it; invoke it once with a
+//! real event; print its init time, size and the AWS calls it made; fail if it does not
+//! start, the invocation fails, or it sent a request its role does not allow.
+//!
+//! ```text
+//! cargo run -p stm-deploytest --bin lambda-smoke -- \
+//!     --lambda-dir target/lambda [--zips dist] [--definitions examples] [--runs 5]
+//! ```
+//!
+//! `--lambda-dir` holds `worker/bootstrap`, `relay/bootstrap`, `sweeper/bootstrap` built for
+//! this machine (`cargo lambda build --release` on x86_64; the arm64 deployment build does
+//! not run here). Init is the time from `exec` to the function's first
+//! `GET /runtime/invocation/next`: it includes reading the configuration, loading and
+//! validating the definitions (the worker), building the SDK clients and checking the seven
+//! tables (`DescribeTable` each) against moto.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use stm_deploytest::iam::{self, Physical};
+use stm_deploytest::recorder::Recorder;
+use stm_deploytest::runtime_api::{Outcome, RuntimeApi};
+use stm_deploytest::template::{referenced, Resolver, Template};
+use stm_runtime::{ActionRegistry, Control, Driver, Queue, SqsQueue};
+use stm_store::{CreateOptions, DynamoDbStore};
+use stm_testkit::REGION;
+
+struct Args {
+    lambda_dir: PathBuf,
+    zips: Option<PathBuf>,
+    definitions: Option<PathBuf>,
+    runs: usize,
+}
+
+fn args() -> Result<Args> {
+    let mut out = Args {
+        lambda_dir: std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| stm_deploytest::repo_root().join("target"))
+            .join("lambda"),
+        zips: None,
+        definitions: None,
+        runs: 5,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().ok_or_else(|| anyhow!("{arg} needs a value"));
+        match arg.as_str() {
+            "--lambda-dir" => out.lambda_dir = PathBuf::from(value()?),
+            "--zips" => out.zips = Some(PathBuf::from(value()?)),
+            "--definitions" => out.definitions = Some(PathBuf::from(value()?)),
+            "--runs" => out.runs = value()?.parse().context("--runs")?,
+            "-h" | "--help" => {
+                println!("lambda-smoke --lambda-dir DIR [--zips DIR] [--definitions DIR] [--runs N]");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    Ok(out)
+}
+
+/// One cold start and one invocation.
+struct Run {
+    init: Duration,
+    invoke: Duration,
+    peak_rss_kib: u64,
+    outcome: Outcome,
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+async fn cold_start(
+    bootstrap: &Path,
+    env: &BTreeMap<String, String>,
+    payload: &str,
+    log: &Path,
+) -> Result<Run> {
+    let api = RuntimeApi::start().await?;
+    let log_file = std::fs::File::options().create(true).append(true).open(log)?;
+    let mut cmd = tokio::process::Command::new(bootstrap);
+    cmd.env_clear()
+        .envs(env)
+        .env("AWS_LAMBDA_RUNTIME_API", api.address())
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .kill_on_drop(true);
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", bootstrap.display()))?;
+    let pid = child.id().unwrap_or(0);
+    let Some(polled) = api.first_poll(Duration::from_secs(60)).await else {
+        let _ = child.start_kill();
+        bail!(
+            "{} did not poll the Runtime API within 60 s (init error: {:?}); see {}",
+            bootstrap.display(),
+            api.init_error(),
+            log.display()
+        );
+    };
+    let init = polled.duration_since(started);
+    let sent = Instant::now();
+    let id = api.invoke(payload);
+    let outcome = api.outcome(&id, Duration::from_secs(60)).await.ok_or_else(|| {
+        anyhow!(
+            "{} did not answer the invocation; see {}",
+            bootstrap.display(),
+            log.display()
+        )
+    })?;
+    let invoke = sent.elapsed();
+    let peak_rss_kib = peak_rss_kib(pid);
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    Ok(Run {
+        init,
+        invoke,
+        peak_rss_kib,
+        outcome,
+    })
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs.get(xs.len() / 2).copied().unwrap_or_default()
+}
+
+fn file_size(p: &Path) -> Option<u64> {
+    std::fs::metadata(p).ok().map(|m| m.len())
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lambda-smoke: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<()> {
+    let args = args()?;
+    let template = Template::repo();
+    let moto = stm_testkit::moto().await;
+    let prefix = stm_testkit::unique_prefix("smoke");
+    let options = CreateOptions {
+        prefix: prefix.clone(),
+        ..CreateOptions::default()
+    };
+    let store = Arc::new(DynamoDbStore::create_with(Some(moto.endpoint()), REGION, options).await?);
+    let sqs = SqsQueue::client(Some(moto.endpoint()), REGION).await;
+    let urls = SqsQueue::ensure(&sqs, &format!("{prefix}-events"), 180, 5).await?;
+    let queue = Arc::new(SqsQueue::new(sqs, urls.queue_url.clone()));
+    let recorder = Recorder::start(moto.endpoint());
+    let resolver = Resolver::new(&template, &[("Prefix", prefix.as_str())])
+        .with_ref("EventQueue", urls.queue_url.clone());
+    let physical = Physical {
+        tables: resolver.table_names()?,
+        queues: BTreeMap::from([(urls.queue_url.clone(), "EventQueue".to_string())]),
+    };
+    let definitions = match &args.definitions {
+        Some(d) => d.clone(),
+        None => {
+            let layer = referenced(&template.properties("Worker")?["Layers"][0])
+                .ok_or_else(|| anyhow!("no layer"))?;
+            template.dir().join(
+                template.properties(&layer)?["ContentUri"]
+                    .as_str()
+                    .unwrap_or("examples"),
+            )
+        }
+    };
+    let logs = std::env::temp_dir().join(format!("lambda-smoke-{}", std::process::id()));
+    std::fs::create_dir_all(&logs)?;
+
+    // the events: a real SQS batch (an Order's Start, as the event source mapping delivers
+    // it) for the worker; events/{relay,sweeper}-scheduled.json for the others
+    let loaded = stm_runtime::config::load_definitions_dir(&definitions)?;
+    let control = Control::new(
+        Driver::new(store.clone(), loaded, ActionRegistry::with_builtins()),
+        queue.clone(),
+    );
+    let sample = |name: &str| -> Result<String> {
+        let path = stm_deploytest::repo_root().join("events").join(name);
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    };
+
+    println!("| function | bootstrap (bytes) | zip (bytes) | init, median of {} (ms) | first invocation (ms) | peak RSS (MiB) | AWS requests (init + 1 invocation) |", args.runs);
+    println!("|---|---:|---:|---:|---:|---:|---|");
+    let mut problems = Vec::new();
+    for (function, binary) in [("Worker", "worker"), ("Relay", "relay"), ("Sweeper", "sweeper")] {
+        let bootstrap = args.lambda_dir.join(binary).join("bootstrap");
+        if !bootstrap.exists() {
+            bail!(
+                "{} is missing: build with `cargo lambda build --release` first",
+                bootstrap.display()
+            );
+        }
+        let mut env = resolver.environment(function)?;
+        if env.get("STM_DEFINITIONS_DIR").map(String::as_str) == Some("/opt") {
+            env.insert("STM_DEFINITIONS_DIR".into(), definitions.display().to_string());
+        }
+        let memory = template.function_property(function, "MemorySize")?.to_string();
+        for (k, v) in [
+            ("STM_ENDPOINT_URL", recorder.endpoint().to_string()),
+            ("AWS_REGION", REGION.to_string()),
+            ("AWS_DEFAULT_REGION", REGION.to_string()),
+            ("AWS_LAMBDA_FUNCTION_NAME", format!("stm-{binary}")),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_string()),
+            ("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/stm-{binary}")),
+            ("AWS_LAMBDA_LOG_STREAM_NAME", "smoke".to_string()),
+            (
+                "LAMBDA_TASK_ROOT",
+                bootstrap.parent().unwrap_or(Path::new(".")).display().to_string(),
+            ),
+            ("_HANDLER", "bootstrap".to_string()),
+        ] {
+            env.insert(k.to_string(), v);
+        }
+        let log = logs.join(format!("{binary}.log"));
+        let mut runs = Vec::new();
+        let mut first_calls = Vec::new();
+        for i in 0..args.runs.max(1) {
+            let payload = if binary == "worker" {
+                let id = format!("smoke-{i}");
+                control.create("Order", None, Some(&id)).await?;
+                let messages = queue.receive(10, 180, 1).await?;
+                let event = stm_runtime::eventsource::sqs_event(
+                    &messages,
+                    "arn:aws:sqs:us-east-1:123456789012:stm-events.fifo",
+                );
+                for m in &messages {
+                    queue.delete(&m.receipt_handle).await?;
+                }
+                serde_json::to_string(&event)?
+            } else {
+                sample(&format!("{binary}-scheduled.json"))?
+            };
+            recorder.clear();
+            let run = cold_start(&bootstrap, &env, &payload, &log).await?;
+            let calls = recorder.take();
+            if i == 0 {
+                first_calls = calls.clone();
+            }
+            // every request must be allowed by the function's role
+            let needed = iam::required(&calls, &physical)?;
+            let role = iam::function_role(&template, function)?;
+            let granted = iam::role_grants(&template, &role)?;
+            let missing: BTreeSet<_> = needed.difference(&granted).cloned().collect();
+            if !missing.is_empty() {
+                problems.push(format!(
+                    "{function} sent requests its role does not allow:\n{}",
+                    iam::show(&missing)
+                ));
+            }
+            match &run.outcome {
+                Outcome::Error(e) => problems.push(format!("{function}: the invocation failed: {e}")),
+                Outcome::Response(body) if binary == "worker" && body.contains("\"itemIdentifier\"") => {
+                    problems.push(format!("{function}: records failed: {body}"))
+                }
+                Outcome::Response(_) => {}
+            }
+            runs.push(run);
+        }
+        let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
+        for c in &first_calls {
+            *ops.entry(c.operation()).or_default() += 1;
+        }
+        let ops: Vec<String> = ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
+        let zip = args
+            .zips
+            .as_ref()
+            .and_then(|d| file_size(&d.join(format!("{binary}.zip"))))
+            .map_or("-".to_string(), |n| n.to_string());
+        println!(
+            "| {binary} | {} | {zip} | {:.1} | {:.1} | {:.1} | {} |",
+            file_size(&bootstrap).unwrap_or(0),
+            median(runs.iter().map(|r| r.init).collect()).as_secs_f64() * 1e3,
+            runs.first().map_or(0.0, |r| r.invoke.as_secs_f64() * 1e3),
+            runs.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0) as f64 / 1024.0,
+            ops.join(", ")
+        );
+    }
+    if !problems.is_empty() {
+        bail!("{}\n(logs in {})", problems.join("\n"), logs.display());
+    }
+    let _ = std::fs::remove_dir_all(&logs);
+    Ok(())
+}

@@ -1,0 +1,30 @@
+//! `stm-deploytest` (dev-only): what keeps `template.yaml` honest.
+//!
+//! - [`template`]: the template as data (CloudFormation's short-form tags turned into their
+//!   long forms) and a small evaluator for the intrinsics it uses (`Ref`, `Fn::Sub`,
+//!   `Fn::If`, `Fn::GetAtt`, conditions), so tests read the functions' environment the way
+//!   CloudFormation will set it.
+//! - [`iam`]: the AWS requests a function sent, mapped to the IAM actions and resources
+//!   they need (per table, per item of a `TransactWriteItems`), and the grants a role in the
+//!   template gives, in the same shape, so the two compare exactly.
+//! - [`recorder`]: a loopback HTTP proxy in front of moto that records every DynamoDB and
+//!   SQS request (its `X-Amz-Target` and JSON body). The functions' own code runs
+//!   unchanged with `STM_ENDPOINT_URL` pointing at it: nothing is stubbed.
+//! - [`runtime_api`]: a minimal Lambda Runtime API, to start the built bootstraps as Lambda
+//!   would and time their init (the `lambda-smoke` binary).
+//!
+//! The tests: `tests/template.rs` (static invariants), `tests/policies.rs` (each role
+//! equals what its function's code sends, recorded against moto).
+
+pub mod http;
+pub mod iam;
+pub mod recorder;
+pub mod runtime_api;
+pub mod template;
+
+use std::path::PathBuf;
+
+/// The repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    stm_testkit::repo_root()
+}

@@ -1,0 +1,415 @@
+//! `template.yaml` as data, and an evaluator for the intrinsic functions it uses.
+//!
+//! The YAML's short-form tags become CloudFormation's long forms (`!Ref X` ->
+//! `{"Ref": "X"}`, `!GetAtt A.B` -> `{"Fn::GetAtt": ["A", "B"]}`, `!Sub s` ->
+//! `{"Fn::Sub": s}`, ...), so everything downstream is plain JSON.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Map, Value};
+
+/// The template, in long form.
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub path: PathBuf,
+    pub doc: Value,
+}
+
+fn yaml_to_json(value: serde_yaml::Value) -> Result<Value> {
+    use serde_yaml::Value as Y;
+    Ok(match value {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                json!(i)
+            } else if let Some(u) = n.as_u64() {
+                json!(u)
+            } else {
+                json!(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => Value::Array(items.into_iter().map(yaml_to_json).collect::<Result<_>>()?),
+        Y::Mapping(map) => {
+            let mut out = Map::new();
+            for (k, v) in map {
+                let key = match k {
+                    Y::String(s) => s,
+                    Y::Number(n) => n.to_string(),
+                    Y::Bool(b) => b.to_string(),
+                    other => bail!("unsupported mapping key {other:?}"),
+                };
+                out.insert(key, yaml_to_json(v)?);
+            }
+            Value::Object(out)
+        }
+        Y::Tagged(tagged) => {
+            let name = tagged.tag.to_string();
+            let name = name.trim_start_matches('!').to_string();
+            let inner = yaml_to_json(tagged.value)?;
+            match name.as_str() {
+                "Ref" | "Condition" => json!({ name: inner }),
+                "GetAtt" => {
+                    let parts = match inner {
+                        Value::String(s) => {
+                            let (resource, attribute) = s
+                                .split_once('.')
+                                .ok_or_else(|| anyhow!("!GetAtt {s}: expected Resource.Attribute"))?;
+                            json!([resource, attribute])
+                        }
+                        other => other,
+                    };
+                    json!({ "Fn::GetAtt": parts })
+                }
+                other => json!({ format!("Fn::{other}"): inner }),
+            }
+        }
+    })
+}
+
+impl Template {
+    /// Read and convert a template file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Template> {
+        let path = path.as_ref().to_path_buf();
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let yaml: serde_yaml::Value =
+            serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        Ok(Template {
+            doc: yaml_to_json(yaml)?,
+            path,
+        })
+    }
+
+    /// The repository's `template.yaml`.
+    ///
+    /// # Panics
+    /// When it cannot be read or parsed.
+    pub fn repo() -> Template {
+        let path = crate::repo_root().join("template.yaml");
+        Template::load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
+    }
+
+    /// The folder the template is in (relative `CodeUri`/`ContentUri` resolve from it).
+    pub fn dir(&self) -> PathBuf {
+        self.path.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    pub fn resources(&self) -> &Map<String, Value> {
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        self.doc["Resources"]
+            .as_object()
+            .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+    }
+
+    /// A resource by logical id.
+    pub fn resource(&self, id: &str) -> Result<&Value> {
+        self.resources()
+            .get(id)
+            .ok_or_else(|| anyhow!("template.yaml has no resource {id}"))
+    }
+
+    /// A resource's `Properties`.
+    pub fn properties(&self, id: &str) -> Result<&Value> {
+        Ok(&self.resource(id)?["Properties"])
+    }
+
+    /// The logical ids of every resource of type `ty`, in template order.
+    pub fn of_type(&self, ty: &str) -> Vec<String> {
+        self.resources()
+            .iter()
+            .filter(|(_, r)| r["Type"] == ty)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Each parameter's default, as CloudFormation passes it (a string).
+    pub fn parameter_defaults(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        if let Some(params) = self.doc["Parameters"].as_object() {
+            for (name, p) in params {
+                let value = match &p["Default"] {
+                    Value::String(s) => s.clone(),
+                    Value::Null => continue,
+                    other => other.to_string(),
+                };
+                out.insert(name.clone(), value);
+            }
+        }
+        out
+    }
+
+    /// A property of a function, with the `Globals.Function` value as the fallback.
+    pub fn function_property<'a>(&'a self, function: &str, name: &str) -> Result<&'a Value> {
+        let own = &self.properties(function)?[name];
+        Ok(if own.is_null() {
+            &self.doc["Globals"]["Function"][name]
+        } else {
+            own
+        })
+    }
+}
+
+/// Evaluates intrinsic functions against parameter values and the physical values of the
+/// resources a test created (a queue URL, ...).
+#[derive(Debug, Clone)]
+pub struct Resolver<'a> {
+    pub template: &'a Template,
+    pub parameters: BTreeMap<String, String>,
+    /// Logical id -> what `Ref` returns for it.
+    pub refs: BTreeMap<String, String>,
+    /// `Logical.Attribute` -> what `Fn::GetAtt` returns.
+    pub attributes: BTreeMap<String, String>,
+    pub stack_name: String,
+    pub region: String,
+}
+
+impl<'a> Resolver<'a> {
+    /// The template's parameter defaults, overridden by `overrides`.
+    pub fn new(template: &'a Template, overrides: &[(&str, &str)]) -> Self {
+        let mut parameters = template.parameter_defaults();
+        for (k, v) in overrides {
+            parameters.insert((*k).to_string(), (*v).to_string());
+        }
+        Resolver {
+            template,
+            parameters,
+            refs: BTreeMap::new(),
+            attributes: BTreeMap::new(),
+            stack_name: "stm".into(),
+            region: "us-east-1".into(),
+        }
+    }
+
+    pub fn with_ref(mut self, logical: &str, value: impl Into<String>) -> Self {
+        self.refs.insert(logical.to_string(), value.into());
+        self
+    }
+
+    fn name(&self, name: &str) -> Result<String> {
+        if let Some((resource, attribute)) = name.split_once('.') {
+            if !name.starts_with("AWS::") {
+                return self
+                    .attributes
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| anyhow!("no value for {resource}.{attribute} (Resolver::attributes)"));
+            }
+        }
+        Ok(match name {
+            "AWS::StackName" => self.stack_name.clone(),
+            "AWS::Region" => self.region.clone(),
+            "AWS::Partition" => "aws".into(),
+            "AWS::AccountId" => "123456789012".into(),
+            "AWS::URLSuffix" => "amazonaws.com".into(),
+            other => match self.parameters.get(other) {
+                Some(v) => v.clone(),
+                None => self.refs.get(other).cloned().ok_or_else(|| {
+                    anyhow!("no value for Ref {other} (a parameter without default, or a resource)")
+                })?,
+            },
+        })
+    }
+
+    /// `Fn::Sub` on a string.
+    fn sub(&self, text: &str) -> Result<String> {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let end = after
+                .find('}')
+                .ok_or_else(|| anyhow!("unclosed ${{ in {text:?}"))?;
+            let name = &after[..end];
+            if let Some(literal) = name.strip_prefix('!') {
+                out.push_str("${");
+                out.push_str(literal);
+                out.push('}');
+            } else {
+                out.push_str(&self.name(name)?);
+            }
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    /// A named condition's value.
+    pub fn condition(&self, name: &str) -> Result<bool> {
+        let body = &self.template.doc["Conditions"][name];
+        if body.is_null() {
+            bail!("no condition {name}");
+        }
+        self.truth(body)
+    }
+
+    fn truth(&self, v: &Value) -> Result<bool> {
+        let Some((key, arg)) = single(v) else {
+            bail!("not a condition: {v}")
+        };
+        match key {
+            "Fn::Equals" => {
+                let a = self.string(&arg[0])?;
+                let b = self.string(&arg[1])?;
+                Ok(a == b)
+            }
+            "Fn::Not" => Ok(!self.truth(&arg[0])?),
+            "Fn::And" => {
+                for c in arg.as_array().into_iter().flatten() {
+                    if !self.truth(c)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            "Fn::Or" => {
+                for c in arg.as_array().into_iter().flatten() {
+                    if self.truth(c)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            "Condition" => self.condition(arg.as_str().unwrap_or_default()),
+            other => bail!("unsupported condition function {other}"),
+        }
+    }
+
+    /// Evaluate `v`; `None` is `AWS::NoValue` (the property is absent).
+    pub fn eval(&self, v: &Value) -> Result<Option<Value>> {
+        if let Some((key, arg)) = single(v) {
+            match key {
+                "Ref" => {
+                    let name = arg.as_str().unwrap_or_default();
+                    if name == "AWS::NoValue" {
+                        return Ok(None);
+                    }
+                    return Ok(Some(Value::String(self.name(name)?)));
+                }
+                "Fn::Sub" => {
+                    let text = match arg {
+                        Value::String(s) => s.clone(),
+                        Value::Array(parts) if parts.len() == 2 => {
+                            let mut scoped = self.clone();
+                            if let Some(vars) = parts[1].as_object() {
+                                for (k, var) in vars {
+                                    scoped.parameters.insert(k.clone(), scoped.string(var)?);
+                                }
+                            }
+                            return Ok(Some(Value::String(
+                                scoped.sub(parts[0].as_str().unwrap_or_default())?,
+                            )));
+                        }
+                        other => bail!("unsupported Fn::Sub {other}"),
+                    };
+                    return Ok(Some(Value::String(self.sub(&text)?)));
+                }
+                "Fn::GetAtt" => {
+                    let resource = arg[0].as_str().unwrap_or_default();
+                    let attribute = arg[1].as_str().unwrap_or_default();
+                    return Ok(Some(Value::String(
+                        self.name(&format!("{resource}.{attribute}"))?,
+                    )));
+                }
+                "Fn::If" => {
+                    let cond = arg[0].as_str().unwrap_or_default();
+                    let branch = if self.condition(cond)? { &arg[1] } else { &arg[2] };
+                    return self.eval(branch);
+                }
+                "Fn::Join" => {
+                    let sep = arg[0].as_str().unwrap_or_default();
+                    let mut parts = Vec::new();
+                    for p in arg[1].as_array().into_iter().flatten() {
+                        if self.eval(p)?.is_some() {
+                            parts.push(self.string(p)?);
+                        }
+                    }
+                    return Ok(Some(Value::String(parts.join(sep))));
+                }
+                _ if key.starts_with("Fn::") => bail!("unsupported intrinsic {key}"),
+                _ => {}
+            }
+        }
+        Ok(Some(match v {
+            Value::Array(items) => {
+                let mut out = Vec::new();
+                for item in items {
+                    if let Some(x) = self.eval(item)? {
+                        out.push(x);
+                    }
+                }
+                Value::Array(out)
+            }
+            Value::Object(map) => {
+                let mut out = Map::new();
+                for (k, item) in map {
+                    if let Some(x) = self.eval(item)? {
+                        out.insert(k.clone(), x);
+                    }
+                }
+                Value::Object(out)
+            }
+            other => other.clone(),
+        }))
+    }
+
+    /// Evaluate `v` to a string (numbers and booleans as CloudFormation passes them).
+    pub fn string(&self, v: &Value) -> Result<String> {
+        match self.eval(v)? {
+            Some(Value::String(s)) => Ok(s),
+            Some(Value::Number(n)) => Ok(n.to_string()),
+            Some(Value::Bool(b)) => Ok(b.to_string()),
+            other => bail!("{v} is not a scalar: {other:?}"),
+        }
+    }
+
+    /// A function's environment variables as Lambda would set them.
+    pub fn environment(&self, function: &str) -> Result<BTreeMap<String, String>> {
+        let mut out = BTreeMap::new();
+        let sources = [
+            &self.template.doc["Globals"]["Function"]["Environment"]["Variables"],
+            &self.template.properties(function)?["Environment"]["Variables"],
+        ];
+        for vars in sources {
+            if let Some(vars) = vars.as_object() {
+                for (k, v) in vars {
+                    if self.eval(v)?.is_some() {
+                        out.insert(k.clone(), self.string(v)?);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Each `AWS::DynamoDB::Table`'s physical name -> its logical id.
+    pub fn table_names(&self) -> Result<BTreeMap<String, String>> {
+        let mut out = BTreeMap::new();
+        for id in self.template.of_type("AWS::DynamoDB::Table") {
+            let name = self.string(&self.template.properties(&id)?["TableName"])?;
+            out.insert(name, id);
+        }
+        Ok(out)
+    }
+}
+
+/// `{"Key": arg}` -> `(Key, arg)`.
+pub fn single(v: &Value) -> Option<(&str, &Value)> {
+    let map = v.as_object()?;
+    if map.len() != 1 {
+        return None;
+    }
+    map.iter().next().map(|(k, v)| (k.as_str(), v))
+}
+
+/// The logical id a `!Ref X` or `!GetAtt X.Attr` points at.
+pub fn referenced(v: &Value) -> Option<String> {
+    match single(v)? {
+        ("Ref", Value::String(id)) => Some(id.clone()),
+        ("Fn::GetAtt", Value::Array(parts)) => parts.first().and_then(Value::as_str).map(str::to_string),
+        _ => None,
+    }
+}

@@ -1,0 +1,496 @@
+//! Each function's role in `template.yaml` allows exactly what the function's code sends.
+//!
+//! Nothing is listed by hand. Each test builds the function the way its `main.rs` does
+//! (`FunctionContext::from_env`, with the environment the template gives the function),
+//! points it at moto through a [`Recorder`] (`STM_ENDPOINT_URL`), runs its handler logic
+//! over a scenario that reaches every store and queue call site it has, and maps the
+//! recorded requests to IAM grants per table ([`iam::required`]). That set, plus what the
+//! Lambda service needs (its log group; the SQS event source's polling), must equal the
+//! role's grants, both ways: a missing grant is an `AccessDenied` in production, an extra
+//! one is privilege nobody uses.
+//!
+//! The scenarios:
+//! - worker: an `Order` through payment retries, timers armed and cancelled; a `Checkout`
+//!   forking two regions (spawn intents), a broadcast and a join; with the trace on and a
+//!   ring of 2 (trace puts, ring deletes, and the trace-end query on an execution item
+//!   written without the store's trace hint, as harel writes it); one lost CAS (injected:
+//!   a cancelled transaction without the stored item, so the store reads the version) that
+//!   the worker reports failed and releases; records delivered as the Lambda event source
+//!   does (receive, invoke, delete what succeeded); then the sample events of `events/`
+//!   verbatim (a domain event, a spawn intent, a multi-group batch, a poison message).
+//! - relay: pending outbox entries (one without a target) and a spawn intent.
+//! - sweeper: a due timer found by the (rare, claimed) full scan, then one found by the
+//!   sparse due-time index.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use stm_core::{Event, Execution, Map, Value};
+use stm_deploytest::iam::{self, Physical};
+use stm_deploytest::recorder::Recorder;
+use stm_deploytest::template::{Resolver, Template};
+use stm_runtime::config::FunctionContext;
+use stm_runtime::queue::QueueUrls;
+use stm_runtime::{ActionRegistry, Control, Driver, Queue, SqsQueue};
+use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, SpawnIntent, TimerOp};
+use stm_testkit::{Fault, FaultProxy, REGION};
+
+/// `FunctionContext::from_env` reads the process environment: one function at a time.
+static ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Every variable a function reads (ARCHITECTURE.md), cleared before each set-up.
+const VARIABLES: [&str; 10] = [
+    "STM_TABLE_PREFIX",
+    "STM_QUEUE_URL",
+    "STM_ENDPOINT_URL",
+    "STM_DEFINITIONS_DIR",
+    "STM_TRACE",
+    "STM_TRACE_MAX",
+    "STM_PROCESSED_TTL_DAYS",
+    "STM_ACTIONS",
+    "AWS_ENDPOINT_URL",
+    "RUST_LOG",
+];
+
+/// moto with fresh tables and queues, a fault proxy in front of it and a recorder in front
+/// of that; the template resolved for them.
+struct Stack {
+    template: Template,
+    prefix: String,
+    overrides: Vec<(String, String)>,
+    urls: QueueUrls,
+    /// Not recorded: the test's own view of the tables and the queue.
+    store: Arc<DynamoDbStore>,
+    queue: Arc<SqsQueue>,
+    fault: FaultProxy,
+    recorder: Recorder,
+}
+
+impl Stack {
+    async fn new(tag: &str, overrides: &[(&str, &str)]) -> Stack {
+        let moto = stm_testkit::moto().await;
+        let prefix = stm_testkit::unique_prefix(tag);
+        let options = CreateOptions {
+            prefix: prefix.clone(),
+            ..CreateOptions::default()
+        };
+        let store = DynamoDbStore::create_with(Some(moto.endpoint()), REGION, options)
+            .await
+            .expect("tables");
+        let sqs = SqsQueue::client(Some(moto.endpoint()), REGION).await;
+        let urls = SqsQueue::ensure(&sqs, &format!("{prefix}-events"), 180, 5)
+            .await
+            .expect("queues");
+        let queue = Arc::new(SqsQueue::new(sqs, urls.queue_url.clone()));
+        let fault = FaultProxy::start(moto.endpoint());
+        let recorder = Recorder::start(fault.endpoint());
+        Stack {
+            template: Template::repo(),
+            prefix,
+            overrides: overrides
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            urls,
+            store: Arc::new(store),
+            queue,
+            fault,
+            recorder,
+        }
+    }
+
+    fn resolver(&self) -> Resolver<'_> {
+        let mut overrides: Vec<(&str, &str)> = self
+            .overrides
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        overrides.push(("Prefix", &self.prefix));
+        Resolver::new(&self.template, &overrides).with_ref("EventQueue", self.urls.queue_url.clone())
+    }
+
+    /// The folder the definitions layer is built from (the worker's `/opt`).
+    fn layer_dir(&self) -> std::path::PathBuf {
+        let layer = stm_deploytest::template::referenced(
+            &self.template.properties("Worker").expect("worker")["Layers"][0],
+        )
+        .expect("the worker's layer");
+        let uri = self.template.properties(&layer).expect("layer")["ContentUri"]
+            .as_str()
+            .expect("ContentUri")
+            .to_string();
+        self.template.dir().join(uri)
+    }
+
+    /// The function's context, built by the functions' own init from the environment the
+    /// template gives `function` (the layer mounted at its source folder), talking to the
+    /// recorder.
+    async fn function(&self, function: &str, actions: Option<ActionRegistry>) -> FunctionContext {
+        let _guard = ENV.lock().await;
+        let mut env = self.resolver().environment(function).expect("environment");
+        if env.get("STM_DEFINITIONS_DIR").map(String::as_str) == Some("/opt") {
+            env.insert(
+                "STM_DEFINITIONS_DIR".into(),
+                self.layer_dir().display().to_string(),
+            );
+        }
+        env.insert("STM_ENDPOINT_URL".into(), self.recorder.endpoint().to_string());
+        env.insert("AWS_REGION".into(), REGION.into());
+        for name in VARIABLES {
+            std::env::remove_var(name);
+        }
+        for (k, v) in &env {
+            std::env::set_var(k, v);
+        }
+        let context = FunctionContext::from_env(actions).await;
+        for name in env.keys() {
+            std::env::remove_var(name);
+        }
+        context.unwrap_or_else(|e| panic!("{function} init: {e}"))
+    }
+
+    /// A driver and control plane over the test's own (unrecorded) store and queue.
+    fn control(&self) -> Control {
+        let definitions = stm_runtime::config::load_definitions_dir(&self.layer_dir()).expect("definitions");
+        let driver = Driver::new(self.store.clone(), definitions, ActionRegistry::with_builtins());
+        Control::new(driver, self.queue.clone())
+    }
+
+    /// Play the Lambda SQS event source until the queue is quiet: receive a batch, invoke
+    /// the worker's handler, delete what it did not report failed. The number of records
+    /// reported failed.
+    async fn deliver(&self, worker: &stm_runtime::Worker, arn: &str) -> usize {
+        let mut failures = 0;
+        let mut idle = 0;
+        for _ in 0..300 {
+            let messages = self.queue.receive(10, 180, 0).await.expect("receive");
+            if messages.is_empty() {
+                idle += 1;
+                if idle >= 3 {
+                    return failures;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            idle = 0;
+            let response = worker
+                .handle_sqs_event(stm_runtime::eventsource::sqs_event(&messages, arn))
+                .await;
+            let failed: BTreeSet<String> = response
+                .batch_item_failures
+                .iter()
+                .map(|f| f.item_identifier.clone())
+                .collect();
+            failures += failed.len();
+            for m in messages.iter().filter(|m| !failed.contains(&m.message_id)) {
+                self.queue.delete(&m.receipt_handle).await.expect("delete");
+            }
+        }
+        panic!("the queue did not go quiet after 300 polls");
+    }
+
+    /// Compare `function`'s role with what was recorded plus what Lambda needs.
+    fn assert_role_matches(&self, function: &str) {
+        let records = self.recorder.records();
+        assert!(
+            !records.is_empty(),
+            "{function} sent nothing through the recorder"
+        );
+        let physical = Physical {
+            tables: self.resolver().table_names().expect("tables"),
+            queues: BTreeMap::from([(self.urls.queue_url.clone(), "EventQueue".to_string())]),
+        };
+        let code = iam::required(&records, &physical).unwrap_or_else(|e| panic!("{function}: {e:#}"));
+        let service = iam::service_grants(&self.template, function).expect("service grants");
+        let needed: BTreeSet<_> = code.union(&service).cloned().collect();
+        let role = iam::function_role(&self.template, function).expect("role");
+        let granted = iam::role_grants(&self.template, &role).expect("grants");
+        let missing: BTreeSet<_> = needed.difference(&granted).cloned().collect();
+        let unused: BTreeSet<_> = granted.difference(&needed).cloned().collect();
+        let mut ops: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &records {
+            *ops.entry(r.target.clone()).or_default() += 1;
+        }
+        assert!(
+            missing.is_empty() && unused.is_empty(),
+            "{role} (template.yaml) does not match what {function} sends.\n\
+             missing (AccessDenied in production):\n{}\n\
+             granted but never used:\n{}\n\
+             requests recorded: {ops:?}\nthe code needs:\n{}",
+            iam::show(&missing),
+            iam::show(&unused),
+            iam::show(&needed),
+        );
+    }
+}
+
+/// A sample event of events/.
+fn sample(name: &str) -> String {
+    let path = stm_deploytest::repo_root().join("events").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// What the scheduled functions' handlers take (functions/{relay,sweeper}/src/main.rs).
+fn scheduled(name: &str) -> aws_lambda_events::eventbridge::EventBridgeEvent<serde_json::Value> {
+    serde_json::from_str(&sample(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn data(json: serde_json::Value) -> Map {
+    match json {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_role_is_exactly_what_the_worker_sends() {
+    // trace on with a ring of 2: the trace put, the ring delete and the trace-end query
+    let stack = Stack::new("iam_worker", &[("Trace", "true"), ("TraceMax", "2")]).await;
+    let context = stack
+        .function("Worker", Some(ActionRegistry::with_builtins()))
+        .await;
+    let worker = context.worker();
+
+    // the test's own client plays the users and the Lambda event source
+    let control = stack.control();
+    control
+        .create("Order", None, Some("order-1"))
+        .await
+        .expect("create order");
+    control
+        .create("Checkout", None, Some("checkout-1"))
+        .await
+        .expect("create checkout");
+    // the executions the sample events (events/worker-*.json) address
+    control
+        .create("Order", None, Some("order-2"))
+        .await
+        .expect("create order-2");
+    control
+        .create("Checkout", None, Some("checkout-2"))
+        .await
+        .expect("create checkout-2");
+    // order-1 as harel 0.9.0 writes an execution item: without the store's trace-end hint,
+    // so the first traced commit queries the end of the trace
+    stack
+        .store
+        .client()
+        .update_item()
+        .table_name(format!("{}_executions", stack.prefix))
+        .key("id", AttributeValue::S("order-1".into()))
+        .update_expression("REMOVE #t")
+        .expression_attribute_names("#t", stm_store::dynamodb::TRACE_IDX_ATTRIBUTE)
+        .send()
+        .await
+        .expect("drop the trace hint");
+    let sends: [(&str, &str, serde_json::Value); 8] = [
+        ("order-1", "Submit", serde_json::json!({"amount": 42.5})),
+        (
+            "order-1",
+            "PaymentFailed",
+            serde_json::json!({"reason": "card declined"}),
+        ),
+        (
+            "order-1",
+            "Timeout",
+            serde_json::json!({"path": "Payment.Backoff"}),
+        ),
+        ("order-1", "PaymentOk", serde_json::json!({"receipt": "r-1"})),
+        ("order-1", "Shipped", serde_json::json!({})),
+        ("checkout-1", "Checkout", serde_json::json!({})),
+        ("checkout-1", "Charged", serde_json::json!({})),
+        ("checkout-1", "Reserved", serde_json::json!({})),
+    ];
+    for (target, kind, payload) in sends {
+        let event = Event::with_data(kind, data(payload)).with_id(format!("{target}-{kind}"));
+        control
+            .send(target, &event)
+            .await
+            .unwrap_or_else(|e| panic!("send {kind}: {e}"));
+    }
+
+    // one lost CAS: the commit is cancelled without the stored item (as DynamoDB does for
+    // a concurrent writer), the store reads the stored version, the worker reports the
+    // record failed and releases it for redelivery
+    stack.fault.fail_next(
+        "TransactWriteItems",
+        1,
+        Fault::Cancelled(vec!["ConditionalCheckFailed".into()]),
+    );
+
+    let arn = format!("arn:aws:sqs:{REGION}:123456789012:{}-events.fifo", stack.prefix);
+    let failures = stack.deliver(&worker, &arn).await;
+    assert_eq!(
+        stack.fault.injected("TransactWriteItems"),
+        1,
+        "the conflict was injected"
+    );
+    assert!(failures >= 1, "the conflicted record was reported failed");
+
+    // the scenario ran to its ends
+    let order = stack.store.load("order-1").await.expect("load").expect("order-1");
+    assert_eq!(order.status, stm_core::Status::Done, "order-1: {order:?}");
+    let checkout = stack
+        .store
+        .load("checkout-1")
+        .await
+        .expect("load")
+        .expect("checkout-1");
+    assert_eq!(
+        checkout.status,
+        stm_core::Status::Done,
+        "checkout-1: {checkout:?}"
+    );
+    assert_eq!(checkout.outcome.as_deref(), Some("success"));
+
+    // the sample events, verbatim, as the Lambda event source would hand them over (their
+    // receipt handles are fictitious: releasing a failed one fails, which the worker logs)
+    let samples = [
+        "worker-domain-event.json",
+        "worker-spawn-intent.json",
+        "worker-multi-group.json",
+        "worker-poison.json",
+    ];
+    for name in samples {
+        let event: aws_lambda_events::sqs::SqsEvent = serde_json::from_str(&sample(name)).expect(name);
+        let records = event.records.len();
+        let response = worker.handle_sqs_event(event).await;
+        let failed = response.batch_item_failures.len();
+        if name == "worker-poison.json" {
+            assert_eq!(failed, records, "{name}: a poison message is reported failed");
+        } else {
+            assert_eq!(failed, 0, "{name}: {:?}", response.batch_item_failures);
+        }
+    }
+    stack.deliver(&worker, &arn).await;
+    let order2 = stack.store.load("order-2").await.expect("load").expect("order-2");
+    assert_eq!(
+        order2.active_path.as_deref(),
+        Some("Shipping"),
+        "order-2 after the multi-group sample"
+    );
+
+    stack.assert_role_matches("Worker");
+
+    // the dedupe marks carry the TTL attribute the processed table expires on
+    let scan = stack
+        .store
+        .client()
+        .scan()
+        .table_name(format!("{}_processed", stack.prefix))
+        .send()
+        .await
+        .expect("scan processed");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as f64;
+    assert!(!scan.items().is_empty());
+    for item in scan.items() {
+        let ttl = match item.get(stm_store::dynamodb::schema::PROCESSED_TTL_ATTRIBUTE) {
+            Some(AttributeValue::N(n)) => n.parse::<f64>().expect("a number"),
+            other => panic!("a processed mark without a numeric ttl: {other:?} in {item:?}"),
+        };
+        let days = (ttl - now) / 86_400.0;
+        assert!(
+            (29.9..=30.1).contains(&days),
+            "ttl {days} days from now, expected the template's 30"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_role_is_exactly_what_the_relay_sends() {
+    let stack = Stack::new("iam_relay", &[]).await;
+    // pending entries, as a crash between commit and inline flush leaves them
+    let mut exe = Execution::new("relay-src", "Order");
+    let commit = Commit {
+        emits: vec![
+            (
+                Some("relay-target".to_string()),
+                Event::new("Ping").with_id("p-1"),
+            ),
+            (None, Event::new("Nowhere").with_id("p-2")),
+        ],
+        spawns: vec![SpawnIntent {
+            child_id: "relay-src:A".into(),
+            root_path: "Order".into(),
+            context: Map::new(),
+        }],
+        ..Commit::default()
+    };
+    stack.store.commit(&mut exe, commit).await.expect("commit");
+
+    let context = stack.function("Relay", None).await;
+    // what functions/relay/src/main.rs runs per invocation (the payload is not read)
+    let _event = scheduled("relay-scheduled.json");
+    let summary = stm_runtime::relay::relay_pending(context.store.as_ref(), context.queue.as_ref())
+        .await
+        .expect("relay");
+    assert_eq!(summary.forwarded, 2, "{summary:?}");
+    assert_eq!(summary.remaining, 0, "{summary:?}");
+    assert!(stack.store.pending_outbox().await.expect("outbox").is_empty());
+    assert!(stack.store.pending_spawns().await.expect("spawns").is_empty());
+
+    stack.assert_role_matches("Relay");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweeper_role_is_exactly_what_the_sweeper_sends() {
+    let stack = Stack::new("iam_sweeper", &[]).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    let mut exe = Execution::new("sweep-1", "Order");
+    exe.status = stm_core::Status::Running;
+    let commit = Commit {
+        timers: vec![TimerOp::Schedule {
+            path: "Payment".into(),
+            fire_at: now - 5.0,
+        }],
+        ..Commit::default()
+    };
+    stack.store.commit(&mut exe, commit).await.expect("commit");
+
+    let context = stack.function("Sweeper", None).await;
+    // what functions/sweeper/src/main.rs runs per invocation (the payload is not read)
+    let _event = scheduled("sweeper-scheduled.json");
+    // the first sweep claims the (rare) full scan, which finds harel's timers too
+    let first = stm_runtime::sweeper::sweep(
+        context.store.as_ref(),
+        context.queue.as_ref(),
+        context.driver.clock.now(),
+    )
+    .await
+    .expect("sweep");
+    assert_eq!(first.fired, 1, "{first:?}");
+    // the next ones read the sparse due-time index (our timers carry its shard)
+    let mut exe = Execution::new("sweep-2", "Order");
+    exe.status = stm_core::Status::Running;
+    let commit = Commit {
+        timers: vec![TimerOp::Schedule {
+            path: "Payment".into(),
+            fire_at: now - 1.0,
+        }],
+        ..Commit::default()
+    };
+    stack.store.commit(&mut exe, commit).await.expect("commit");
+    let second = stm_runtime::sweeper::sweep(
+        context.store.as_ref(),
+        context.queue.as_ref(),
+        context.driver.clock.now(),
+    )
+    .await
+    .expect("sweep");
+    assert_eq!(second.fired, 1, "{second:?}");
+    assert_eq!(
+        stack.queue.approximate_depth().await.expect("depth"),
+        2,
+        "two Timeouts are on the queue"
+    );
+
+    stack.assert_role_matches("Sweeper");
+}

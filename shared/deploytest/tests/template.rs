@@ -1,0 +1,446 @@
+//! `template.yaml`'s static invariants: the tables are the store's, the queue is FIFO with
+//! its dead-letter queue, the worker reports partial batch failures, the functions are
+//! built by cargo-lambda for arm64 with their own roles and the documented environment,
+//! the alarms and outputs are there. (What each role allows is `tests/policies.rs`.)
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Value};
+use stm_deploytest::iam;
+use stm_deploytest::template::{referenced, Resolver, Template};
+use stm_store::dynamodb::schema::{KeyType, PROCESSED_TTL_ATTRIBUTE};
+
+const FUNCTIONS: [&str; 3] = ["Worker", "Relay", "Sweeper"];
+
+fn prop<'a>(t: &'a Template, id: &str, name: &str) -> &'a Value {
+    &t.properties(id).unwrap_or_else(|e| panic!("{e}"))[name]
+}
+
+#[test]
+fn every_store_table_is_declared_with_the_seed_key_schema() {
+    let t = Template::repo();
+    let r = Resolver::new(&t, &[]);
+    let declared = r.table_names().expect("table names");
+    let specs = stm_store::table_specs();
+    assert_eq!(
+        declared.len(),
+        specs.len(),
+        "template.yaml declares {} tables, the store has {}: {declared:?}",
+        declared.len(),
+        specs.len()
+    );
+    for spec in specs {
+        let name = spec.table_name(stm_runtime::config::DEFAULT_PREFIX);
+        let id = declared
+            .get(&name)
+            .unwrap_or_else(|| panic!("no table {name} in template.yaml (have {declared:?})"));
+        let p = t.properties(id).expect("properties");
+        // the name follows the Prefix parameter
+        assert_eq!(
+            p["TableName"],
+            json!({"Fn::Sub": format!("${{Prefix}}_{}", spec.name)}),
+            "{id}"
+        );
+        let want_keys: Vec<Value> = spec
+            .keys()
+            .iter()
+            .enumerate()
+            .map(|(i, k)| json!({"AttributeName": k.name, "KeyType": if i == 0 { "HASH" } else { "RANGE" }}))
+            .collect();
+        assert_eq!(p["KeySchema"], Value::Array(want_keys), "{id} KeySchema");
+        let want_attrs: BTreeSet<(String, String)> = spec
+            .attribute_definitions()
+            .iter()
+            .map(|k| (k.name.to_string(), k.ty.as_str().to_string()))
+            .collect();
+        let attrs: BTreeSet<(String, String)> = p["AttributeDefinitions"]
+            .as_array()
+            .expect("AttributeDefinitions")
+            .iter()
+            .map(|a| {
+                (
+                    a["AttributeName"].as_str().unwrap_or_default().to_string(),
+                    a["AttributeType"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            attrs, want_attrs,
+            "{id} AttributeDefinitions (the key attributes of the table and its indexes)"
+        );
+        // the store's secondary indexes, exactly
+        let want_indexes: Vec<Value> = spec
+            .indexes
+            .iter()
+            .map(|ix| {
+                let keys: Vec<Value> = ix
+                    .keys()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| json!({"AttributeName": k.name, "KeyType": if i == 0 { "HASH" } else { "RANGE" }}))
+                    .collect();
+                json!({"IndexName": ix.name, "KeySchema": keys, "Projection": {"ProjectionType": ix.projection.as_str()}})
+            })
+            .collect();
+        let indexes = if p["GlobalSecondaryIndexes"].is_null() {
+            json!([])
+        } else {
+            p["GlobalSecondaryIndexes"].clone()
+        };
+        assert_eq!(indexes, Value::Array(want_indexes), "{id} GlobalSecondaryIndexes");
+        assert!(p["LocalSecondaryIndexes"].is_null(), "{id}: no local indexes");
+        assert_eq!(p["BillingMode"], "PAY_PER_REQUEST", "{id}");
+        assert_eq!(p["SSESpecification"]["SSEEnabled"], true, "{id}");
+        assert_eq!(
+            p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"], true,
+            "{id}"
+        );
+        assert_eq!(
+            p["DeletionProtectionEnabled"],
+            json!({"Ref": "TableDeletionProtection"}),
+            "{id}"
+        );
+        let res = t.resource(id).expect("resource");
+        assert_eq!(
+            res["DeletionPolicy"], "Retain",
+            "{id}: the data outlives the stack"
+        );
+        if spec.name == "processed" {
+            assert_eq!(
+                p["TimeToLiveSpecification"],
+                json!({"AttributeName": PROCESSED_TTL_ATTRIBUTE, "Enabled": true}),
+                "{id}: dedupe marks expire"
+            );
+        } else {
+            assert!(
+                p["TimeToLiveSpecification"].is_null(),
+                "{id}: only processed has a TTL"
+            );
+        }
+        // the key types the store writes
+        for k in spec.keys() {
+            assert!(matches!(k.ty, KeyType::String | KeyType::Number));
+        }
+    }
+    // the default prefix is harel's, and valid by harel's rule
+    let defaults = t.parameter_defaults();
+    assert_eq!(defaults["Prefix"], stm_runtime::config::DEFAULT_PREFIX);
+    assert!(stm_store::dynamodb::schema::valid_prefix(&defaults["Prefix"]));
+}
+
+#[test]
+fn the_event_queue_is_fifo_encrypted_and_dead_letters() {
+    let t = Template::repo();
+    let events = prop(&t, "Worker", "Events").as_object().expect("Worker.Events");
+    let sqs = events
+        .values()
+        .find(|e| e["Type"] == "SQS")
+        .expect("the worker's SQS event");
+    let queue =
+        referenced(&sqs["Properties"]["Queue"]).expect("the worker's SQS event names a template queue");
+    assert_eq!(queue, "EventQueue", "the queue STM_QUEUE_URL names");
+    assert_eq!(
+        prop(&t, "Worker", "Environment")["Variables"]["STM_QUEUE_URL"],
+        json!({"Ref": "EventQueue"})
+    );
+    let q = t.properties(&queue).expect("queue");
+    assert_eq!(q["FifoQueue"], true);
+    assert_eq!(
+        q["ContentBasedDeduplication"], false,
+        "deduplication ids are explicit"
+    );
+    assert_eq!(q["SqsManagedSseEnabled"], true);
+    let dlq =
+        referenced(&q["RedrivePolicy"]["deadLetterTargetArn"]).expect("a redrive policy to a template queue");
+    let d = t.properties(&dlq).expect("dlq");
+    assert_eq!(d["FifoQueue"], true, "a FIFO queue's dead-letter queue is FIFO");
+    assert_eq!(d["SqsManagedSseEnabled"], true);
+    assert_eq!(
+        q["RedrivePolicy"]["maxReceiveCount"],
+        json!({"Ref": "MaxReceiveCount"})
+    );
+    // AWS: the visibility timeout at least 6 x the function timeout
+    let timeout = t
+        .function_property("Worker", "Timeout")
+        .expect("timeout")
+        .as_i64()
+        .expect("a fixed Timeout");
+    let visibility = q["VisibilityTimeout"]
+        .as_i64()
+        .expect("a fixed VisibilityTimeout");
+    assert!(
+        visibility >= 6 * timeout,
+        "VisibilityTimeout {visibility} < 6 x the worker's Timeout {timeout}"
+    );
+    // the dead-letter queue keeps messages at least as long as the queue
+    let keep = |p: &Value| p["MessageRetentionPeriod"].as_i64().unwrap_or(345_600);
+    assert!(keep(d) >= keep(q));
+}
+
+#[test]
+fn the_worker_takes_fifo_batches_and_reports_partial_failures() {
+    let t = Template::repo();
+    let r = Resolver::new(&t, &[]);
+    let events = prop(&t, "Worker", "Events").as_object().expect("Worker.Events");
+    let sqs: Vec<&Value> = events.values().filter(|e| e["Type"] == "SQS").collect();
+    assert_eq!(sqs.len(), 1, "one SQS event source");
+    let p = &sqs[0]["Properties"];
+    assert!(
+        p["FunctionResponseTypes"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("ReportBatchItemFailures"))),
+        "ReportBatchItemFailures is on"
+    );
+    let batch: i64 = r
+        .string(&p["BatchSize"])
+        .expect("BatchSize")
+        .parse()
+        .expect("a number");
+    assert!(
+        (1..=10).contains(&batch),
+        "BatchSize {batch}: a FIFO queue allows 1..=10"
+    );
+    if let Some(param) = referenced(&p["BatchSize"]) {
+        let max = &t.doc["Parameters"][&param]["MaxValue"];
+        assert!(
+            max.as_i64().is_some_and(|m| m <= 10),
+            "{param}.MaxValue must keep BatchSize <= 10"
+        );
+    }
+    assert!(
+        !p["ScalingConfig"]["MaximumConcurrency"].is_null(),
+        "the worker's concurrency is bounded"
+    );
+    for (name, event) in events {
+        assert_eq!(event["Type"], "SQS", "the worker has no other trigger ({name})");
+    }
+}
+
+#[test]
+fn relay_and_sweeper_run_on_schedules() {
+    let t = Template::repo();
+    let r = Resolver::new(&t, &[]);
+    for (function, param) in [("Relay", "RelaySchedule"), ("Sweeper", "SweeperSchedule")] {
+        let events = prop(&t, function, "Events").as_object().expect("Events");
+        assert_eq!(events.len(), 1, "{function}: one trigger");
+        let event = events.values().next().expect("an event");
+        assert_eq!(event["Type"], "Schedule", "{function}");
+        assert_eq!(
+            event["Properties"]["Schedule"],
+            json!({"Ref": param}),
+            "{function}"
+        );
+        assert_eq!(r.parameters[param], "rate(1 minute)", "{param} default");
+    }
+}
+
+#[test]
+fn functions_are_built_by_cargo_lambda_for_arm64() {
+    let t = Template::repo();
+    for function in FUNCTIONS {
+        let res = t.resource(function).expect("function");
+        assert_eq!(res["Type"], "AWS::Serverless::Function");
+        assert_eq!(
+            t.function_property(function, "Runtime").expect("Runtime"),
+            "provided.al2023"
+        );
+        assert_eq!(
+            t.function_property(function, "Architectures")
+                .expect("Architectures"),
+            &json!(["arm64"])
+        );
+        assert_eq!(res["Metadata"]["BuildMethod"], "rust-cargolambda", "{function}");
+        let binary = res["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .expect("BuildProperties.Binary");
+        let code = prop(&t, function, "CodeUri").as_str().expect("CodeUri");
+        let manifest = t.dir().join(code).join("Cargo.toml");
+        let text =
+            std::fs::read_to_string(&manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+        assert!(
+            text.contains("[[bin]]") && text.contains(&format!("name = \"{binary}\"")),
+            "{function}: {} has no binary {binary}",
+            manifest.display()
+        );
+    }
+    // the release profile the zips are built with
+    let cargo = std::fs::read_to_string(t.dir().join("Cargo.toml")).expect("Cargo.toml");
+    let profile = cargo
+        .split("[profile.release]")
+        .nth(1)
+        .expect("[profile.release]");
+    let profile = profile.split("\n[").next().unwrap_or_default();
+    for line in [
+        "lto = true",
+        "codegen-units = 1",
+        "strip = true",
+        "panic = \"unwind\"",
+    ] {
+        assert!(profile.contains(line), "[profile.release] must set {line}");
+    }
+}
+
+/// The variables ARCHITECTURE.md documents for the functions.
+fn documented_variables() -> BTreeSet<String> {
+    let text = std::fs::read_to_string(stm_deploytest::repo_root().join("ARCHITECTURE.md"))
+        .expect("ARCHITECTURE.md");
+    let section = text
+        .split("## Configuration of the functions")
+        .nth(1)
+        .expect("the configuration section");
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn functions_get_the_documented_environment() {
+    let t = Template::repo();
+    let documented = documented_variables();
+    let r = Resolver::new(&t, &[]).with_ref(
+        "EventQueue",
+        "https://sqs.us-east-1.amazonaws.com/123456789012/stm-events.fifo",
+    );
+    let mut seen = BTreeMap::new();
+    for function in FUNCTIONS {
+        let env = r.environment(function).expect("environment");
+        for name in env.keys() {
+            assert!(
+                documented.contains(name),
+                "{function} sets {name}, which ARCHITECTURE.md does not document"
+            );
+        }
+        for required in ["STM_TABLE_PREFIX", "STM_QUEUE_URL", "RUST_LOG"] {
+            assert!(env.contains_key(required), "{function} must set {required}");
+        }
+        // the functions' own parser accepts it
+        let config = stm_runtime::config::FunctionConfig::from_lookup(|k| env.get(k).cloned())
+            .unwrap_or_else(|e| panic!("{function}: {e}"));
+        assert_eq!(config.table_prefix, "harel");
+        seen.insert(function, (env, config));
+    }
+    let (worker_env, worker) = &seen["Worker"];
+    assert_eq!(
+        worker.processed_ttl_days,
+        Some(30),
+        "dedupe marks expire by default"
+    );
+    assert!(!worker.trace);
+    assert_eq!(worker.trace_max, 200);
+    assert_eq!(
+        worker_env["STM_DEFINITIONS_DIR"], "/opt",
+        "the definitions layer's mount point"
+    );
+    // 0 days: no TTL written, marks kept
+    let keep = Resolver::new(&t, &[("ProcessedRetentionDays", "0")]).with_ref("EventQueue", "q");
+    assert!(!keep
+        .environment("Worker")
+        .expect("env")
+        .contains_key("STM_PROCESSED_TTL_DAYS"));
+}
+
+#[test]
+fn the_definitions_layer_holds_valid_machines_the_worker_can_run() {
+    let t = Template::repo();
+    let layers = prop(&t, "Worker", "Layers").as_array().expect("Worker.Layers");
+    assert_eq!(layers.len(), 1);
+    let layer = referenced(&layers[0]).expect("a template layer");
+    let res = t.resource(&layer).expect("layer");
+    assert_eq!(res["Type"], "AWS::Serverless::LayerVersion");
+    assert_eq!(res["Properties"]["CompatibleArchitectures"], json!(["arm64"]));
+    assert_eq!(
+        res["Properties"]["CompatibleRuntimes"],
+        json!(["provided.al2023"])
+    );
+    let dir = t
+        .dir()
+        .join(res["Properties"]["ContentUri"].as_str().expect("ContentUri"));
+    // what the worker does at init with STM_DEFINITIONS_DIR=/opt (the layer's root)
+    let definitions = stm_runtime::config::load_definitions_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!definitions.is_empty());
+    stm_runtime::config::check_actions(&definitions, &stm_runtime::ActionRegistry::with_builtins())
+        .unwrap_or_else(|e| panic!("the deployed machines use actions the worker does not register: {e}"));
+}
+
+#[test]
+fn each_function_has_its_own_role_and_log_group() {
+    let t = Template::repo();
+    let mut roles = BTreeSet::new();
+    let mut groups = BTreeSet::new();
+    for function in FUNCTIONS {
+        let role = iam::function_role(&t, function).unwrap_or_else(|e| panic!("{e}"));
+        assert!(roles.insert(role.clone()), "{function} shares role {role}");
+        // parses, and has no wildcard, ARN string or condition
+        iam::role_grants(&t, &role).unwrap_or_else(|e| panic!("{e}"));
+        let trust = &t.properties(&role).expect("role")["AssumeRolePolicyDocument"]["Statement"][0];
+        assert_eq!(trust["Principal"]["Service"], "lambda.amazonaws.com");
+        let group =
+            referenced(&prop(&t, function, "LoggingConfig")["LogGroup"]).expect("LoggingConfig.LogGroup");
+        assert!(groups.insert(group.clone()));
+        let g = t.properties(&group).expect("log group");
+        assert!(!g["RetentionInDays"].is_null(), "{group}: logs expire");
+    }
+    // no `*` anywhere in the roles, not even in a string
+    for role in t.of_type("AWS::IAM::Role") {
+        let text = t.properties(&role).expect("role")["Policies"].to_string();
+        assert!(!text.contains('*'), "{role} has a wildcard: {text}");
+    }
+}
+
+#[test]
+fn alarms_watch_the_dead_letters_errors_age_and_throttles() {
+    let t = Template::repo();
+    let queue = "EventQueue";
+    let dlq = referenced(&t.properties(queue).expect("queue")["RedrivePolicy"]["deadLetterTargetArn"])
+        .expect("dlq");
+    // (namespace, metric, dimension resource) of every alarm, metric-math ones included
+    let mut watched: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for alarm in t.of_type("AWS::CloudWatch::Alarm") {
+        let p = t.properties(&alarm).expect("alarm");
+        let mut add = |m: &Value| {
+            for d in m["Dimensions"].as_array().into_iter().flatten() {
+                if let Some(id) = referenced(&d["Value"]) {
+                    watched.insert((
+                        m["Namespace"].as_str().unwrap_or_default().into(),
+                        m["MetricName"].as_str().unwrap_or_default().into(),
+                        id,
+                    ));
+                }
+            }
+        };
+        add(p);
+        for m in p["Metrics"].as_array().into_iter().flatten() {
+            add(&m["MetricStat"]["Metric"]);
+        }
+    }
+    let want = [
+        ("AWS/SQS", "ApproximateNumberOfMessagesVisible", dlq.as_str()),
+        ("AWS/SQS", "ApproximateAgeOfOldestMessage", queue),
+        ("AWS/Lambda", "Errors", "Worker"),
+        ("AWS/Lambda", "Throttles", "Worker"),
+        ("AWS/Lambda", "Throttles", "Relay"),
+        ("AWS/Lambda", "Throttles", "Sweeper"),
+    ];
+    for (ns, metric, id) in want {
+        assert!(
+            watched.contains(&(ns.to_string(), metric.to_string(), id.to_string())),
+            "no alarm on {ns} {metric} of {id}; alarms watch {watched:?}"
+        );
+    }
+}
+
+#[test]
+fn outputs_name_the_queues_tables_and_functions() {
+    let t = Template::repo();
+    let outputs = t.doc["Outputs"].as_object().expect("Outputs");
+    let pointed: BTreeSet<String> = outputs.values().filter_map(|o| referenced(&o["Value"])).collect();
+    let mut want: Vec<String> = vec!["EventQueue".into(), "DeadLetterQueue".into()];
+    want.extend(t.of_type("AWS::DynamoDB::Table"));
+    want.extend(FUNCTIONS.iter().map(|f| f.to_string()));
+    for id in want {
+        assert!(pointed.contains(&id), "no output for {id}");
+    }
+}

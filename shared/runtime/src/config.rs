@@ -1,0 +1,273 @@
+//! The functions' configuration (the environment variables ARCHITECTURE.md lists) and
+//! the definitions directory, loaded and validated at init.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore};
+
+use crate::actions::ActionRegistry;
+use crate::driver::{Definitions, Driver, DriverError};
+use crate::queue::SqsQueue;
+
+/// The default table prefix (harel's).
+pub const DEFAULT_PREFIX: &str = "harel";
+
+/// What every function reads from its environment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionConfig {
+    /// `STM_TABLE_PREFIX` (default `harel`).
+    pub table_prefix: String,
+    /// `STM_QUEUE_URL` (required by all three functions).
+    pub queue_url: String,
+    /// `STM_ENDPOINT_URL`, else `AWS_ENDPOINT_URL` (moto, LocalStack).
+    pub endpoint_url: Option<String>,
+    /// `STM_DEFINITIONS_DIR` (default `$LAMBDA_TASK_ROOT/definitions`).
+    pub definitions_dir: PathBuf,
+    /// `STM_TRACE` (default false).
+    pub trace: bool,
+    /// `STM_TRACE_MAX` (default 200).
+    pub trace_max: usize,
+    /// `STM_PROCESSED_TTL_DAYS` (unset: dedupe marks are kept).
+    pub processed_ttl_days: Option<u64>,
+    /// `STM_ACTIONS`: remote action bindings (`name=lambda:fn,name2=https://…`).
+    pub action_bindings: Option<String>,
+    /// `AWS_REGION` (default `us-east-1`).
+    pub region: String,
+}
+
+fn flag(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" | "" => Some(false),
+        _ => None,
+    }
+}
+
+impl FunctionConfig {
+    /// From the process environment.
+    pub fn from_env() -> Result<Self, DriverError> {
+        FunctionConfig::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// From any name -> value lookup (tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, DriverError> {
+        let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let bad =
+            |name: &str, value: &str, why: &str| DriverError::Config(format!("{name}={value:?}: {why}"));
+        let queue_url = get("STM_QUEUE_URL").ok_or_else(|| {
+            DriverError::Config("STM_QUEUE_URL is required (the FIFO event queue's URL)".into())
+        })?;
+        let definitions_dir = match get("STM_DEFINITIONS_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => PathBuf::from(get("LAMBDA_TASK_ROOT").unwrap_or_else(|| ".".into())).join("definitions"),
+        };
+        let trace = match get("STM_TRACE") {
+            None => false,
+            Some(v) => flag(&v).ok_or_else(|| bad("STM_TRACE", &v, "expected true or false"))?,
+        };
+        let trace_max = match get("STM_TRACE_MAX") {
+            None => stm_store::DEFAULT_TRACE_MAX,
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| bad("STM_TRACE_MAX", &v, "expected a whole number"))?,
+        };
+        let processed_ttl_days = match get("STM_PROCESSED_TTL_DAYS") {
+            None => None,
+            Some(v) => Some(
+                v.trim()
+                    .parse()
+                    .map_err(|_| bad("STM_PROCESSED_TTL_DAYS", &v, "expected a whole number"))?,
+            ),
+        };
+        Ok(FunctionConfig {
+            table_prefix: get("STM_TABLE_PREFIX").unwrap_or_else(|| DEFAULT_PREFIX.into()),
+            queue_url,
+            endpoint_url: get("STM_ENDPOINT_URL").or_else(|| get("AWS_ENDPOINT_URL")),
+            definitions_dir,
+            trace,
+            trace_max,
+            processed_ttl_days,
+            action_bindings: get("STM_ACTIONS"),
+            region: get("AWS_REGION")
+                .or_else(|| get("AWS_DEFAULT_REGION"))
+                .unwrap_or_else(|| "us-east-1".into()),
+        })
+    }
+
+    /// The DynamoDB store. The tables must exist (they come from `template.yaml`, or
+    /// `stm local` creates them): a function never creates schema.
+    pub async fn store(&self) -> Result<Arc<DynamoDbStore>, DriverError> {
+        let options = CreateOptions {
+            prefix: self.table_prefix.clone(),
+            create_schema: false,
+            connect_attempts: 3,
+            connect_delay: Duration::from_millis(500),
+            trace_max: self.trace_max,
+            ..CreateOptions::default()
+        };
+        let mut store =
+            DynamoDbStore::create_with(self.endpoint_url.as_deref(), &self.region, options).await?;
+        if let Some(days) = self.processed_ttl_days {
+            store = store.with_processed_ttl(Duration::from_secs(days * 86_400));
+        }
+        Ok(Arc::new(store))
+    }
+
+    pub async fn queue(&self) -> SqsQueue {
+        SqsQueue::new(
+            SqsQueue::client(self.endpoint_url.as_deref(), &self.region).await,
+            self.queue_url.clone(),
+        )
+    }
+}
+
+/// Load and validate every machine of every `*.stm` file directly in `dir` (sorted, as
+/// harel's worker does). A broken file fails with its path, line and reason; a machine
+/// with validation errors fails with its findings.
+pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        DriverError::Config(format!(
+            "cannot read the definitions directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|ext| ext == "stm"))
+        .collect();
+    files.sort();
+    let mut definitions = Definitions::new();
+    for file in &files {
+        for defn in load_file(file)? {
+            definitions.register(defn);
+        }
+    }
+    if definitions.is_empty() {
+        return Err(DriverError::Config(format!(
+            "no machine found in {}/*.stm",
+            dir.display()
+        )));
+    }
+    Ok(definitions)
+}
+
+/// Load and validate every machine of one file.
+pub fn load_file(file: &Path) -> Result<Vec<stm_core::Definition>, DriverError> {
+    let machines = stm_core::dsl::load_all_file(file).map_err(|e| {
+        // the error names the file it is in (an imported one, maybe); else this one
+        let e = if e.file.is_none() {
+            e.with_file(file.display().to_string())
+        } else {
+            e
+        };
+        DriverError::Config(format!("invalid definition file {}:\n{e}", file.display()))
+    })?;
+    for defn in &machines {
+        let findings = stm_core::validate::validate(defn);
+        if stm_core::validate::has_errors(&findings) {
+            let text: Vec<String> = findings
+                .iter()
+                .filter(|f| f.is_error())
+                .map(ToString::to_string)
+                .collect();
+            return Err(DriverError::Config(format!(
+                "{}: machine {} is not valid:\n  {}",
+                file.display(),
+                defn.id,
+                text.join("\n  ")
+            )));
+        }
+    }
+    Ok(machines)
+}
+
+/// Every action the definitions use must be bound: a typo fails the cold start.
+pub fn check_actions(definitions: &Definitions, actions: &ActionRegistry) -> Result<(), DriverError> {
+    for defn in definitions.iter() {
+        actions
+            .check(defn)
+            .map_err(|e| DriverError::Config(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The driver a function runs: the store, the validated definitions, the actions.
+pub fn driver(
+    config: &FunctionConfig,
+    store: Arc<dyn ExecutionStore>,
+    definitions: Definitions,
+    actions: ActionRegistry,
+) -> Result<Driver, DriverError> {
+    check_actions(&definitions, &actions)?;
+    Ok(Driver::new(store, definitions, actions).with_trace(config.trace))
+}
+
+/// Everything a function builds once at init: config, store, queue, validated definitions.
+pub struct FunctionContext {
+    pub config: FunctionConfig,
+    pub store: Arc<DynamoDbStore>,
+    pub queue: Arc<SqsQueue>,
+    pub driver: Driver,
+}
+
+impl FunctionContext {
+    /// Read the environment, load and validate the definitions, build the clients. Any
+    /// problem fails the cold start with a message naming the variable, file or machine.
+    ///
+    /// `actions: None` is for the relay and the sweeper, which run no machine: they
+    /// skip the definitions.
+    pub async fn from_env(actions: Option<ActionRegistry>) -> Result<Self, DriverError> {
+        let config = FunctionConfig::from_env()?;
+        if let Some(bindings) = &config.action_bindings {
+            // refuse rather than ignore: a machine calling a bound remote action would
+            // otherwise fail every execution with an unbound-action error at run time
+            return Err(DriverError::Config(format!(
+                "STM_ACTIONS={bindings:?}: remote actions are not supported by this build yet; \
+                 register the actions in the worker binary instead"
+            )));
+        }
+        let (definitions, actions) = match actions {
+            Some(actions) => (load_definitions_dir(&config.definitions_dir)?, actions),
+            None => (Definitions::new(), ActionRegistry::new()),
+        };
+        let store = config.store().await?;
+        let queue = Arc::new(config.queue().await);
+        let driver = driver(&config, store.clone(), definitions, actions)?;
+        Ok(FunctionContext {
+            config,
+            store,
+            queue,
+            driver,
+        })
+    }
+
+    /// The worker over this context's driver and queue.
+    pub fn worker(&self) -> crate::worker::Worker {
+        crate::worker::Worker::new(
+            self.driver.clone(),
+            self.queue.clone(),
+            crate::worker::WorkerSettings::default(),
+        )
+    }
+}
+
+/// A Lambda error's `(errorType, errorMessage)` for a failed invocation.
+pub fn error_parts(err: &DriverError) -> (String, String) {
+    (format!("stm.{}", err.python_type()), err.to_string())
+}
+
+/// JSON log lines on stdout (CloudWatch), level from `RUST_LOG` (default `info`).
+pub fn init_json_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_current_span(false)
+        .try_init();
+}

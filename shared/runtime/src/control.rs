@@ -1,0 +1,242 @@
+//! The sending side and the control plane, over the store and the queue (harel 0.9.0's
+//! `SenderLogic` and `engine/control.py`):
+//!
+//! - `create` writes a PENDING execution with its `Start` in the outbox (one atomic
+//!   commit), then publishes that entry and acks it: a worker runs the start, never the
+//!   caller. A failed publish is not an error: the entry stays for the relay.
+//! - `send` checks the event against the machine's declaration, then publishes it.
+//! - `cancel`, `terminate`, `suspend`, `resume` change the status by CAS (retried on a
+//!   concurrent writer), propagate to the children, and take effect at the next event
+//!   boundary. `cancel` is cooperative when the active state models `on Cancel`: the
+//!   execution goes to CANCELLING and a `Cancel` is emitted in the same commit (the
+//!   worker drains the backlog until it arrives); otherwise it is forceful.
+
+use std::sync::Arc;
+
+use stm_core::{engine, Event, Execution, Map, Status};
+use stm_store::{Commit, OutboxEntry};
+
+use crate::driver::{Driver, DriverError};
+use crate::queue::{OutgoingMessage, Queue};
+use crate::relay;
+
+/// How many times a status change is retried against concurrent writers (harel's).
+const RETRIES: usize = 5;
+
+/// The control plane of one deployment.
+#[derive(Clone)]
+pub struct Control {
+    pub driver: Driver,
+    pub queue: Arc<dyn Queue>,
+}
+
+fn is_terminal(status: Status) -> bool {
+    matches!(status, Status::Cancelled | Status::Done)
+}
+
+impl Control {
+    pub fn new(driver: Driver, queue: Arc<dyn Queue>) -> Self {
+        Control { driver, queue }
+    }
+
+    async fn load(&self, id: &str) -> Result<Execution, DriverError> {
+        self.driver
+            .store
+            .load(id)
+            .await?
+            .ok_or_else(|| DriverError::UnknownExecution(id.to_string()))
+    }
+
+    /// Create an execution of `definition_id` and queue its `Start`.
+    pub async fn create(
+        &self,
+        definition_id: &str,
+        context: Option<Map>,
+        execution_id: Option<&str>,
+    ) -> Result<Execution, DriverError> {
+        if let Some(id) = execution_id {
+            if self.driver.store.load(id).await?.is_some() {
+                return Err(DriverError::AlreadyExists(id.to_string()));
+            }
+        }
+        let defn = self
+            .driver
+            .definitions
+            .get(definition_id)
+            .cloned()
+            .ok_or_else(|| DriverError::UnknownDefinition(definition_id.to_string()))?;
+        let mut context = context.unwrap_or_default();
+        defn.with_context_defaults(&mut context);
+        let problems = defn.context_problems(&context, true);
+        if !problems.is_empty() {
+            return Err(DriverError::Context(problems.join("; ")));
+        }
+        let id = execution_id.map_or_else(stm_core::execution::new_id, str::to_string);
+        let mut exe = Execution::new(id.clone(), defn.id.clone());
+        exe.context = context;
+        exe.stamp(self.driver.clock.now());
+        let start = Event::new("Start");
+        let commit = Commit {
+            emits: vec![(Some(id.clone()), start.clone())],
+            ..Commit::default()
+        };
+        let seqs = self.driver.store.commit(&mut exe, commit).await?;
+        let outbox: Vec<OutboxEntry> = seqs
+            .iter()
+            .map(|seq| OutboxEntry {
+                seq: *seq,
+                target_id: Some(id.clone()),
+                event: start.clone(),
+            })
+            .collect();
+        self.flush(&outbox).await;
+        Ok(exe)
+    }
+
+    /// Publish `event` to execution `execution_id`, checked against the machine's
+    /// declaration when the execution exists.
+    pub async fn send(&self, execution_id: &str, event: &Event) -> Result<(), DriverError> {
+        if event.kind == "Start" {
+            return Err(DriverError::Event {
+                kind: event.kind.clone(),
+                problems: "send() refuses a Start event: use create()".into(),
+            });
+        }
+        if let Some(exe) = self.driver.store.load(execution_id).await? {
+            let defn = self.driver.definition_for(&exe)?;
+            Driver::check_event(&defn, event)?;
+        }
+        let message = OutgoingMessage::event(execution_id, event);
+        match self
+            .queue
+            .publish_batch(std::slice::from_ref(&message))
+            .await
+            .first()
+        {
+            None => Ok(()),
+            Some(failure) => Err(DriverError::Queue(format!(
+                "{}: {}",
+                failure.code, failure.message
+            ))),
+        }
+    }
+
+    /// Cancel respecting the machine: cooperative when the active state models `Cancel`,
+    /// forceful otherwise (and always for a FAILED execution). Children are terminated.
+    pub async fn cancel(&self, execution_id: &str, reason: Option<Map>) -> Result<(), DriverError> {
+        for _ in 0..RETRIES {
+            let mut exe = self.load(execution_id).await?;
+            if is_terminal(exe.status) {
+                return Ok(());
+            }
+            let cancel = Event::with_data("Cancel", reason.clone().unwrap_or_default());
+            let defn = self.driver.definition_for(&exe)?;
+            if exe.status == Status::Failed || !engine::has_cancel_handler(&defn, &exe, &cancel) {
+                return self.force(execution_id, Status::Cancelled).await;
+            }
+            exe.status = Status::Cancelling;
+            exe.stamp(self.driver.clock.now());
+            let commit = Commit {
+                emits: vec![(Some(exe.id.clone()), cancel.clone())],
+                ..Commit::default()
+            };
+            let seqs = match self.driver.store.commit(&mut exe, commit).await {
+                Ok(seqs) => seqs,
+                Err(e) if e.is_conflict() => continue,
+                Err(e) => return Err(e.into()),
+            };
+            self.propagate(execution_id, Status::Cancelled).await?;
+            let outbox: Vec<OutboxEntry> = seqs
+                .iter()
+                .map(|seq| OutboxEntry {
+                    seq: *seq,
+                    target_id: Some(exe.id.clone()),
+                    event: cancel.clone(),
+                })
+                .collect();
+            self.flush(&outbox).await;
+            return Ok(());
+        }
+        Err(DriverError::Store(stm_store::StoreError::Retryable(format!(
+            "cancel {execution_id}: still conflicting after {RETRIES} attempts"
+        ))))
+    }
+
+    /// Forceful cancel: CANCELLED now, no hooks; children follow.
+    pub async fn terminate(&self, execution_id: &str) -> Result<(), DriverError> {
+        self.force(execution_id, Status::Cancelled).await
+    }
+
+    /// RUNNING -> SUSPENDED (no-op otherwise); children follow. The backlog is kept: the
+    /// worker parks its messages until `resume`.
+    pub async fn suspend(&self, execution_id: &str) -> Result<(), DriverError> {
+        if self.load(execution_id).await?.status != Status::Running {
+            return Ok(());
+        }
+        self.force(execution_id, Status::Suspended).await
+    }
+
+    /// SUSPENDED -> RUNNING (no-op otherwise); children follow.
+    pub async fn resume(&self, execution_id: &str) -> Result<(), DriverError> {
+        if self.load(execution_id).await?.status != Status::Suspended {
+            return Ok(());
+        }
+        self.force(execution_id, Status::Running).await
+    }
+
+    async fn force(&self, execution_id: &str, status: Status) -> Result<(), DriverError> {
+        self.commit_status(execution_id, status).await?;
+        self.propagate(execution_id, status).await
+    }
+
+    /// CAS `execution_id` to `status`, re-loading on a concurrent write; a finished
+    /// execution is left alone.
+    async fn commit_status(&self, execution_id: &str, status: Status) -> Result<(), DriverError> {
+        for _ in 0..RETRIES {
+            let mut exe = self.load(execution_id).await?;
+            if is_terminal(exe.status) {
+                return Ok(());
+            }
+            exe.status = status;
+            exe.stamp(self.driver.clock.now());
+            match self.driver.store.commit(&mut exe, Commit::default()).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.is_conflict() => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(DriverError::Store(stm_store::StoreError::Retryable(format!(
+            "{execution_id}: status change still conflicting after {RETRIES} attempts"
+        ))))
+    }
+
+    /// Apply `status` to every descendant (regions and invokes, recursively).
+    async fn propagate(&self, parent_id: &str, status: Status) -> Result<(), DriverError> {
+        let mut frontier = vec![parent_id.to_string()];
+        while let Some(id) = frontier.pop() {
+            let Some(parent) = self.driver.store.load(&id).await? else {
+                continue;
+            };
+            for child_id in parent.children.keys() {
+                match self.commit_status(child_id, status).await {
+                    Ok(()) => frontier.push(child_id.clone()),
+                    // a child whose spawn intent is still on its way has no record yet
+                    Err(DriverError::UnknownExecution(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Publish what a control commit emitted; a failure leaves it to the relay.
+    async fn flush(&self, outbox: &[OutboxEntry]) {
+        let summary = relay::deliver(self.driver.store.as_ref(), self.queue.as_ref(), &[], outbox).await;
+        if summary.failed > 0 {
+            tracing::warn!(
+                failed = summary.failed,
+                "could not publish now; the relay will deliver it"
+            );
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The Lambda SQS event source mapping, emulated: what the local stack (`stm local`) and
+//! the end-to-end tests run the worker under, so the worker sees exactly what Lambda gives
+//! it.
+//!
+//! A poll receives up to `batch_size` messages (hidden for the visibility timeout), builds
+//! the [`SqsEvent`] Lambda would build, calls the worker's real handler, and deletes every
+//! record not listed in `batchItemFailures` (the partial-batch contract). Reported records
+//! stay: they reappear after their visibility timeout (or sooner, if the worker released
+//! them), and SQS's redrive policy moves one to the dead-letter queue after
+//! `maxReceiveCount` receives. The relay and the sweeper run on schedules.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
+
+use crate::driver::DriverError;
+use crate::queue::{Queue, ReceivedMessage};
+use crate::relay::{self, RelaySummary};
+use crate::sweeper::{self, SweepSummary};
+use crate::worker::Worker;
+
+/// The event source mapping's knobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventSourceSettings {
+    /// Records per invocation (SQS FIFO allows at most 10).
+    pub batch_size: usize,
+    /// The visibility timeout of a received batch (Lambda uses the queue's).
+    pub visibility_seconds: i32,
+    /// Long-poll wait per receive.
+    pub wait_seconds: i32,
+    /// The queue's ARN, written into each record as Lambda does.
+    pub queue_arn: String,
+}
+
+impl Default for EventSourceSettings {
+    fn default() -> Self {
+        EventSourceSettings {
+            batch_size: 10,
+            visibility_seconds: 30,
+            wait_seconds: 1,
+            queue_arn: "arn:aws:sqs:us-east-1:000000000000:harel.fifo".into(),
+        }
+    }
+}
+
+/// What one poll did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PollOutcome {
+    pub received: usize,
+    pub deleted: usize,
+    /// The message ids the handler reported failed.
+    pub failed: Vec<String>,
+}
+
+/// The event Lambda builds for a batch of received messages.
+pub fn sqs_event(messages: &[ReceivedMessage], queue_arn: &str) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    for m in messages {
+        let mut record = SqsMessage::default();
+        record.message_id = Some(m.message_id.clone());
+        record.receipt_handle = Some(m.receipt_handle.clone());
+        record.body = Some(m.body.clone());
+        record.attributes = m
+            .attributes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<HashMap<_, _>>();
+        for (name, value) in &m.message_attributes {
+            let mut attr = SqsMessageAttribute::default();
+            attr.string_value = Some(value.clone());
+            attr.data_type = Some("String".into());
+            record.message_attributes.insert(name.clone(), attr);
+        }
+        record.event_source = Some("aws:sqs".into());
+        record.event_source_arn = Some(queue_arn.to_string());
+        record.aws_region = Some("us-east-1".into());
+        event.records.push(record);
+    }
+    event
+}
+
+/// Receive one batch, invoke the worker's handler with it, delete what succeeded.
+pub async fn poll_once(
+    queue: &dyn Queue,
+    worker: &Worker,
+    settings: &EventSourceSettings,
+) -> Result<PollOutcome, DriverError> {
+    let messages = queue
+        .receive(
+            settings.batch_size,
+            settings.visibility_seconds,
+            settings.wait_seconds,
+        )
+        .await?;
+    if messages.is_empty() {
+        return Ok(PollOutcome::default());
+    }
+    let response = worker
+        .handle_sqs_event(sqs_event(&messages, &settings.queue_arn))
+        .await;
+    let failed: HashSet<String> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    let mut outcome = PollOutcome {
+        received: messages.len(),
+        ..PollOutcome::default()
+    };
+    for m in &messages {
+        if failed.contains(&m.message_id) {
+            outcome.failed.push(m.message_id.clone());
+            continue;
+        }
+        match queue.delete(&m.receipt_handle).await {
+            Ok(()) => outcome.deleted += 1,
+            // the message reappears after its visibility timeout; the worker dedupes it
+            Err(err) => {
+                tracing::warn!(message_id = %m.message_id, error = %err, "could not delete a handled message")
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// What [`drain`] did, summed over its rounds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DrainOutcome {
+    pub polls: usize,
+    pub handled: usize,
+    pub failed: usize,
+    pub relayed: RelaySummary,
+    pub swept: SweepSummary,
+}
+
+/// Run the stack until it is quiet: poll, and when a poll finds nothing, run the relay
+/// and the sweeper (at `now()`); stop once a full round moved nothing (or after
+/// `max_rounds`). For tests and one-shot local runs.
+pub async fn drain(
+    queue: &dyn Queue,
+    worker: &Worker,
+    settings: &EventSourceSettings,
+    now: impl Fn() -> f64,
+    max_rounds: usize,
+) -> Result<DrainOutcome, DriverError> {
+    let mut total = DrainOutcome::default();
+    let store = worker.driver.store.as_ref();
+    for _ in 0..max_rounds {
+        let polled = poll_once(queue, worker, settings).await?;
+        total.polls += 1;
+        total.handled += polled.deleted;
+        total.failed += polled.failed.len();
+        if polled.received > 0 {
+            continue;
+        }
+        let relayed = relay::relay_pending(store, queue).await?;
+        let swept = sweeper::sweep(store, queue, now()).await?;
+        let moved = relayed.forwarded + swept.fired;
+        total.relayed.forwarded += relayed.forwarded;
+        total.relayed.failed += relayed.failed;
+        total.swept.fired += swept.fired;
+        if moved == 0 {
+            return Ok(total);
+        }
+    }
+    Ok(total)
+}
+
+/// The schedules of the local stack.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedules {
+    pub relay_every: Duration,
+    pub sweep_every: Duration,
+}
+
+/// Run the worker poller, the relay and the sweeper until `stop` turns true: the whole
+/// system on one machine, each handler called as Lambda would call it.
+pub async fn run(
+    queue: std::sync::Arc<dyn Queue>,
+    worker: Worker,
+    settings: EventSourceSettings,
+    schedules: Schedules,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), DriverError> {
+    let store = worker.driver.store.clone();
+    let clock = worker.driver.clock.clone();
+    // the poller runs on its own task: a schedule tick must never cancel a batch midway
+    let poller = {
+        let queue = queue.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                if *stop.borrow() {
+                    return;
+                }
+                match poll_once(queue.as_ref(), &worker, &settings).await {
+                    Ok(outcome) if outcome.received > 0 => tracing::debug!(
+                        received = outcome.received,
+                        deleted = outcome.deleted,
+                        failed = outcome.failed.len(),
+                        "worker invocation"
+                    ),
+                    Ok(_) => {}
+                    Err(err) => {
+                        tracing::error!(error = %err, "receive failed; retrying in 1 s");
+                        tokio::select! {
+                            _ = stop.changed() => return,
+                            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        }
+                    }
+                }
+            }
+        })
+    };
+    let mut relay_tick = tokio::time::interval(schedules.relay_every);
+    let mut sweep_tick = tokio::time::interval(schedules.sweep_every);
+    relay_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    sweep_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        tokio::select! {
+            _ = stop.changed() => break,
+            _ = relay_tick.tick() => {
+                if let Err(err) = relay::relay_pending(store.as_ref(), queue.as_ref()).await {
+                    tracing::error!(error = %err, "relay run failed");
+                }
+            }
+            _ = sweep_tick.tick() => {
+                if let Err(err) = sweeper::sweep(store.as_ref(), queue.as_ref(), clock.now()).await {
+                    tracing::error!(error = %err, "sweep failed");
+                }
+            }
+        }
+    }
+    // let the poller finish its current batch
+    let _ = poller.await;
+    Ok(())
+}

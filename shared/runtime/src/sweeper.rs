@@ -1,0 +1,104 @@
+//! The timer sweeper: due timers -> `Timeout` events on the execution's group -> the
+//! `fire_at`-guarded delete.
+//!
+//! Publish before delete: a crash between the two re-sends the same `Timeout` (its event id
+//! and deduplication id derive from execution, path and fire_at), which SQS or the worker's
+//! dedupe mark drops. The guarded delete keeps a timer that was re-armed meanwhile.
+//!
+//! A suspended execution's timer stays armed (it fires once resumed), as in harel's
+//! embedded runner: publishing it would only park the message until the DLQ took it.
+
+use stm_core::Status;
+use stm_store::ExecutionStore;
+
+use crate::driver::DriverError;
+use crate::queue::{OutgoingMessage, Queue};
+
+/// What one sweep did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SweepSummary {
+    /// Due timers found.
+    pub due: usize,
+    /// `Timeout` events published and timers deleted.
+    pub fired: usize,
+    /// Timers kept because their execution is suspended.
+    pub suspended: usize,
+    /// Timers of executions that no longer exist, deleted without an event.
+    pub orphaned: usize,
+    /// Timers whose publish or delete failed: they stay for the next sweep.
+    pub failed: usize,
+}
+
+/// Fire every timer due at `now`.
+pub async fn sweep(
+    store: &dyn ExecutionStore,
+    queue: &dyn Queue,
+    now: f64,
+) -> Result<SweepSummary, DriverError> {
+    let due = store.due_timers(now).await?;
+    let mut summary = SweepSummary {
+        due: due.len(),
+        ..SweepSummary::default()
+    };
+    for timer in due {
+        let exe = match store.load(&timer.execution_id).await {
+            Ok(exe) => exe,
+            Err(err) => {
+                tracing::warn!(execution_id = %timer.execution_id, error = %err, "could not load a timer's execution");
+                summary.failed += 1;
+                continue;
+            }
+        };
+        match exe {
+            Some(exe) if exe.status == Status::Suspended => {
+                summary.suspended += 1;
+                continue;
+            }
+            Some(_) => {
+                let message = OutgoingMessage::timeout(&timer.execution_id, &timer.path, timer.fire_at);
+                let failures = queue.publish_batch(std::slice::from_ref(&message)).await;
+                if let Some(failure) = failures.first() {
+                    tracing::warn!(
+                        execution_id = %timer.execution_id, path = %timer.path, code = %failure.code,
+                        error = %failure.message, "could not publish a Timeout; the timer stays"
+                    );
+                    summary.failed += 1;
+                    continue;
+                }
+                summary.fired += 1;
+            }
+            None => summary.orphaned += 1,
+        }
+        if let Err(err) = store
+            .delete_timer(&timer.execution_id, &timer.path, timer.fire_at)
+            .await
+        {
+            // published but not deleted: the next sweep re-sends it, and that copy is dropped
+            tracing::warn!(execution_id = %timer.execution_id, path = %timer.path, error = %err, "could not delete a fired timer");
+            summary.failed += 1;
+        }
+    }
+    if summary.due > 0 {
+        tracing::info!(
+            due = summary.due,
+            fired = summary.fired,
+            suspended = summary.suspended,
+            orphaned = summary.orphaned,
+            failed = summary.failed,
+            "sweep"
+        );
+    }
+    Ok(summary)
+}
+
+/// The sweeper function's handler: a scheduled (EventBridge) invocation sweeps at `now`
+/// (the function's clock, not the event's `time`, which may be late or replayed).
+pub async fn handle_scheduled(
+    store: &dyn ExecutionStore,
+    queue: &dyn Queue,
+    event: &aws_lambda_events::eventbridge::EventBridgeEvent<serde_json::Value>,
+    now: f64,
+) -> Result<SweepSummary, DriverError> {
+    tracing::debug!(schedule = ?event.resources, time = ?event.time, "sweeper invoked");
+    sweep(store, queue, now).await
+}

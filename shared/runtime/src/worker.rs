@@ -1,0 +1,374 @@
+//! The worker: one SQS FIFO batch -> statechart steps, with the batch rules of DESIGN §3.4.
+//!
+//! Per record, in order: parse; `load_for_event` (one store call); then
+//! - unknown execution or already processed: acknowledged as a no-op;
+//! - a spawn intent: the child is created (and started) idempotently;
+//! - lifecycle: `SUSPENDED` parks the message (visibility set, reported failed),
+//!   `CANCELLED` drains, `CANCELLING` drains everything but `Cancel`, `PENDING` drains
+//!   everything but `Start` (as harel's worker does);
+//! - a domain event for a parent with live regions is broadcast: one outbox entry per
+//!   region, committed with the parent's processed mark;
+//! - otherwise [`Driver::run_step`] runs the engine and the actions and commits once
+//!   with the CAS. An action error nothing in the model handles fails the execution
+//!   (`FAILED` + `error`), which is a committed step, not a failed record.
+//!
+//! After each commit the **inline flush** publishes that commit's outbox and spawn
+//! entries and acks them; a publish failure there is logged, not a record failure (the
+//! commit is durable and the scheduled relay delivers it).
+//!
+//! Failures: a poison message, a lost CAS (`StoreConflict`), a throttled or failing store
+//! and a definition this worker does not have are failed records. Once one record fails,
+//! it and every later record are reported, so FIFO order within a group never breaks.
+//! A conflict, a throttle and the records never attempted are released at once
+//! (visibility 0) for a quick retry; a poison message keeps the queue's visibility
+//! timeout, and SQS moves it to the dead-letter queue after `maxReceiveCount`.
+
+use std::sync::Arc;
+
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use stm_core::{Event, Execution, Status};
+use stm_store::StoreError;
+
+use crate::driver::{Driver, DriverError, StepReport};
+use crate::queue::{Incoming, Queue, ReceivedMessage, MESSAGE_KIND_ATTRIBUTE};
+use crate::relay::{self, RelaySummary};
+
+/// How the worker treats what it cannot finish now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerSettings {
+    /// Publish each commit's outbox/spawns right after it (else only the relay does).
+    pub inline_flush: bool,
+    /// How long a message for a `SUSPENDED` execution is hidden before it is re-checked.
+    pub suspend_recheck_seconds: i32,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        WorkerSettings {
+            inline_flush: true,
+            suspend_recheck_seconds: 5,
+        }
+    }
+}
+
+/// One SQS record, whatever delivered it (the Lambda event source or the local poller).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Record {
+    pub message_id: String,
+    pub receipt_handle: Option<String>,
+    pub body: String,
+    pub group_id: Option<String>,
+    /// The `stm_kind` message attribute.
+    pub kind: Option<String>,
+}
+
+impl Record {
+    pub fn from_sqs(message: &SqsMessage) -> Self {
+        Record {
+            message_id: message.message_id.clone().unwrap_or_default(),
+            receipt_handle: message.receipt_handle.clone(),
+            body: message.body.clone().unwrap_or_default(),
+            group_id: message.attributes.get("MessageGroupId").cloned(),
+            kind: message
+                .message_attributes
+                .get(MESSAGE_KIND_ATTRIBUTE)
+                .and_then(|a| a.string_value.clone()),
+        }
+    }
+
+    pub fn from_received(message: &ReceivedMessage) -> Self {
+        Record {
+            message_id: message.message_id.clone(),
+            receipt_handle: Some(message.receipt_handle.clone()),
+            body: message.body.clone(),
+            group_id: message.group_id.clone(),
+            kind: message.message_attributes.get(MESSAGE_KIND_ATTRIBUTE).cloned(),
+        }
+    }
+}
+
+/// What became of a record that succeeded (it is deleted from the queue).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Handled {
+    /// The engine ran and the step committed.
+    Processed { execution_id: String, status: Status },
+    /// The event went to the live regions (one outbox entry each).
+    Broadcast { execution_id: String, regions: usize },
+    /// A spawn intent created its child (`created: false`: it existed already).
+    Spawned { child_id: String, created: bool },
+    /// The event was processed before (a redelivery).
+    Duplicate,
+    /// No such execution (a purged one, or a send to a wrong id).
+    UnknownExecution,
+    /// Dropped by the lifecycle rules (`CANCELLED`, `CANCELLING`, `PENDING`).
+    Drained { status: Status },
+}
+
+/// Why a record is reported failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failed {
+    /// Never processable; SQS dead-letters it after `maxReceiveCount`.
+    Poison(String),
+    /// The execution moved on under us (a lost CAS): redelivered.
+    Conflict(String),
+    /// Throttling or a transient store fault: redelivered.
+    Retryable(String),
+    /// The execution is `SUSPENDED`: parked for the recheck period.
+    Parked,
+    /// Anything else (an unknown definition, a store or engine error): redelivered, and
+    /// dead-lettered if it keeps failing.
+    Error(String),
+    /// Not attempted because an earlier record of the batch failed.
+    Skipped,
+}
+
+/// The outcome of one batch, record by record.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchOutcome {
+    pub records: Vec<(String, Result<Handled, Failed>)>,
+    /// What the inline flushes delivered.
+    pub flushed: RelaySummary,
+}
+
+impl BatchOutcome {
+    /// The message ids to report in `batchItemFailures`.
+    pub fn failed_ids(&self) -> Vec<String> {
+        self.records
+            .iter()
+            .filter(|(_, r)| r.is_err())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+}
+
+/// The worker: the driver, the queue, the settings. Build once per process.
+#[derive(Clone)]
+pub struct Worker {
+    pub driver: Driver,
+    pub queue: Arc<dyn Queue>,
+    pub settings: WorkerSettings,
+}
+
+impl Worker {
+    pub fn new(driver: Driver, queue: Arc<dyn Queue>, settings: WorkerSettings) -> Self {
+        Worker {
+            driver,
+            queue,
+            settings,
+        }
+    }
+
+    /// The Lambda handler's body: an SQS event in, the partial-batch response out.
+    pub async fn handle_sqs_event(&self, event: SqsEvent) -> SqsBatchResponse {
+        let records: Vec<Record> = event.records.iter().map(Record::from_sqs).collect();
+        let outcome = self.handle_batch(&records).await;
+        let mut response = SqsBatchResponse::default();
+        for id in outcome.failed_ids() {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = id;
+            response.batch_item_failures.push(failure);
+        }
+        response
+    }
+
+    /// Handle `records` in order under the FIFO batch rule.
+    pub async fn handle_batch(&self, records: &[Record]) -> BatchOutcome {
+        let mut outcome = BatchOutcome::default();
+        let mut failed = false;
+        for record in records {
+            let result = if failed {
+                Err(Failed::Skipped)
+            } else {
+                self.handle_record(record, &mut outcome.flushed).await
+            };
+            if let Err(why) = &result {
+                if !failed {
+                    log_failure(record, why);
+                }
+                failed = true;
+                self.release(record, why).await;
+            }
+            outcome.records.push((record.message_id.clone(), result));
+        }
+        outcome
+    }
+
+    /// Make a failed record visible again as its failure warrants (best effort: if this
+    /// fails, the queue's visibility timeout does the same, later).
+    async fn release(&self, record: &Record, why: &Failed) {
+        let seconds = match why {
+            Failed::Parked => self.settings.suspend_recheck_seconds,
+            Failed::Conflict(_) | Failed::Retryable(_) | Failed::Skipped => 0,
+            Failed::Poison(_) | Failed::Error(_) => return,
+        };
+        let Some(receipt) = record.receipt_handle.as_deref().filter(|r| !r.is_empty()) else {
+            return;
+        };
+        if let Err(err) = self.queue.change_visibility(receipt, seconds).await {
+            tracing::debug!(message_id = %record.message_id, error = %err, "could not change the visibility");
+        }
+    }
+
+    async fn handle_record(&self, record: &Record, flushed: &mut RelaySummary) -> Result<Handled, Failed> {
+        let incoming = Incoming::parse(
+            &record.body,
+            record.group_id.as_deref(),
+            record.kind.as_deref(),
+            &record.message_id,
+        )
+        .map_err(|p| Failed::Poison(p.0))?;
+        match incoming {
+            Incoming::Spawn(entry) => {
+                let report = self
+                    .driver
+                    .create_spawn_reported(&entry)
+                    .await
+                    .map_err(classify)?;
+                let created = report.is_some();
+                if let Some(report) = report {
+                    self.flush(&entry.child_id, &report, flushed).await;
+                }
+                Ok(Handled::Spawned {
+                    child_id: entry.child_id,
+                    created,
+                })
+            }
+            Incoming::Event { target_id, event } => self.handle_event(&target_id, &event, flushed).await,
+        }
+    }
+
+    async fn handle_event(
+        &self,
+        target_id: &str,
+        event: &Event,
+        flushed: &mut RelaySummary,
+    ) -> Result<Handled, Failed> {
+        let (exe, processed) = self
+            .driver
+            .store
+            .load_for_event(target_id, &event.id)
+            .await
+            .map_err(|e| classify(e.into()))?;
+        let Some(mut exe) = exe else {
+            tracing::info!(execution_id = %target_id, kind = %event.kind, "no such execution; acknowledged as a no-op");
+            return Ok(Handled::UnknownExecution);
+        };
+        if processed {
+            return Ok(Handled::Duplicate);
+        }
+        if let Some(handled) = lifecycle_gate(&exe, event)? {
+            return Ok(handled);
+        }
+        let regions = Driver::region_ids(&exe);
+        let broadcast =
+            !stm_core::definition::CONTROL_EVENTS.contains(&event.kind.as_str()) && !regions.is_empty();
+        let report = if broadcast {
+            self.driver.commit_broadcast(&mut exe, event, &regions).await
+        } else {
+            self.driver.run_step(&mut exe, Some(event)).await
+        }
+        .map_err(classify)?;
+        self.flush(target_id, &report, flushed).await;
+        Ok(if broadcast {
+            Handled::Broadcast {
+                execution_id: exe.id,
+                regions: regions.len(),
+            }
+        } else {
+            Handled::Processed {
+                execution_id: exe.id,
+                status: exe.status,
+            }
+        })
+    }
+
+    /// The inline flush: publish what this commit enqueued and ack it.
+    async fn flush(&self, execution_id: &str, report: &StepReport, flushed: &mut RelaySummary) {
+        if !self.settings.inline_flush || !report.enqueued() {
+            return;
+        }
+        // spawn seqs are not returned by the commit: find this commit's intents among the
+        // pending ones (only when it spawned, which is rare: a fork or an invoke)
+        let spawns = if report.spawned_children.is_empty() {
+            Vec::new()
+        } else {
+            match self.driver.store.pending_spawns().await {
+                Ok(pending) => {
+                    let mut mine: Vec<_> = pending
+                        .into_iter()
+                        .filter(|s| {
+                            s.parent_id == execution_id && report.spawned_children.contains(&s.child_id)
+                        })
+                        .collect();
+                    mine.sort_by_key(|s| s.seq);
+                    mine
+                }
+                Err(err) => {
+                    tracing::warn!(%execution_id, error = %err, "could not read the spawn intents; the relay will deliver them");
+                    Vec::new()
+                }
+            }
+        };
+        let summary = relay::deliver(
+            self.driver.store.as_ref(),
+            self.queue.as_ref(),
+            &spawns,
+            &report.outbox,
+        )
+        .await;
+        if summary.failed > 0 || summary.unacked > 0 {
+            tracing::warn!(%execution_id, failed = summary.failed, unacked = summary.unacked, "inline flush incomplete; the relay will deliver the rest");
+        }
+        flushed.forwarded += summary.forwarded;
+        flushed.failed += summary.failed;
+        flushed.unacked += summary.unacked;
+        flushed.remaining += summary.remaining;
+    }
+}
+
+/// The lifecycle rules; `Ok(Some)`: handled without running the engine.
+fn lifecycle_gate(exe: &Execution, event: &Event) -> Result<Option<Handled>, Failed> {
+    let drained = Ok(Some(Handled::Drained { status: exe.status }));
+    match exe.status {
+        Status::Suspended => Err(Failed::Parked),
+        Status::Cancelled => drained,
+        Status::Cancelling if event.kind != "Cancel" => drained,
+        Status::Pending if event.kind != "Start" => {
+            // harel drops it too: parking would hold the group's lock and block the Start
+            tracing::warn!(execution_id = %exe.id, kind = %event.kind, "discarding an event for an execution not started yet");
+            drained
+        }
+        _ => Ok(None),
+    }
+}
+
+fn classify(err: DriverError) -> Failed {
+    match err {
+        DriverError::Store(StoreError::Conflict { .. }) => Failed::Conflict(err.to_string()),
+        DriverError::Store(StoreError::Retryable(_)) => Failed::Retryable(err.to_string()),
+        other => Failed::Error(format!("{}: {other}", other.python_type())),
+    }
+}
+
+fn log_failure(record: &Record, why: &Failed) {
+    let id = record.message_id.as_str();
+    let group = record.group_id.as_deref().unwrap_or("-");
+    match why {
+        Failed::Poison(reason) => {
+            tracing::error!(message_id = %id, group_id = %group, %reason, "poison message: reported failed until SQS dead-letters it")
+        }
+        Failed::Conflict(reason) => {
+            tracing::info!(message_id = %id, group_id = %group, %reason, "lost the CAS; redelivered")
+        }
+        Failed::Retryable(reason) => {
+            tracing::warn!(message_id = %id, group_id = %group, %reason, "transient store failure; redelivered")
+        }
+        Failed::Parked => {
+            tracing::info!(message_id = %id, group_id = %group, "execution suspended; message parked")
+        }
+        Failed::Error(reason) => {
+            tracing::error!(message_id = %id, group_id = %group, %reason, "record failed; redelivered")
+        }
+        Failed::Skipped => {}
+    }
+}

@@ -1,0 +1,204 @@
+//! Shared by the end-to-end tests: the scenario machines, a queue-driven stack over any
+//! store and queue, and the comparison with the embedded runner.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use stm_core::{Event, Execution, Map};
+use stm_runtime::eventsource::{self, EventSourceSettings};
+use stm_runtime::{
+    ActionRegistry, Clock, Control, Definitions, Driver, ManualClock, Queue, Worker, WorkerSettings,
+};
+use stm_store::{ExecutionStore, MemoryStore};
+
+pub const START: f64 = 1_700_000_000.0;
+
+pub fn machines_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/machines/scenarios.stm")
+}
+
+pub fn definitions() -> Definitions {
+    let mut defs = Definitions::new();
+    for defn in stm_runtime::config::load_file(&machines_file()).expect("scenarios.stm loads and validates") {
+        defs.register(defn);
+    }
+    defs
+}
+
+/// The queue-driven system: worker (through the event-source emulation), relay, sweeper,
+/// control plane, on one manual clock.
+pub struct Stack {
+    pub store: Arc<dyn ExecutionStore>,
+    pub queue: Arc<dyn Queue>,
+    pub worker: Worker,
+    pub control: Control,
+    pub clock: Arc<ManualClock>,
+    pub settings: EventSourceSettings,
+}
+
+impl Stack {
+    pub fn new(store: Arc<dyn ExecutionStore>, queue: Arc<dyn Queue>) -> Self {
+        let clock = Arc::new(ManualClock::new(START));
+        Stack::with_clock(store, queue, clock.clone(), clock)
+    }
+
+    /// A stack whose driver runs on the wall clock (latency measurements).
+    pub fn realtime(store: Arc<dyn ExecutionStore>, queue: Arc<dyn Queue>) -> Self {
+        Stack::with_clock(
+            store,
+            queue,
+            Arc::new(stm_runtime::SystemClock),
+            Arc::new(ManualClock::new(START)),
+        )
+    }
+
+    fn with_clock(
+        store: Arc<dyn ExecutionStore>,
+        queue: Arc<dyn Queue>,
+        driver_clock: Arc<dyn Clock>,
+        clock: Arc<ManualClock>,
+    ) -> Self {
+        let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins())
+            .with_clock(driver_clock);
+        let worker = Worker::new(
+            driver.clone(),
+            queue.clone(),
+            WorkerSettings {
+                inline_flush: true,
+                suspend_recheck_seconds: 1,
+            },
+        );
+        let control = Control::new(driver, queue.clone());
+        let settings = EventSourceSettings {
+            batch_size: 10,
+            visibility_seconds: 2,
+            wait_seconds: 0,
+            ..Default::default()
+        };
+        Stack {
+            store,
+            queue,
+            worker,
+            control,
+            clock,
+            settings,
+        }
+    }
+
+    /// Run worker, relay and sweeper until nothing moves.
+    pub async fn drain(&self) {
+        let clock = self.clock.clone();
+        eventsource::drain(
+            self.queue.as_ref(),
+            &self.worker,
+            &self.settings,
+            move || clock.now(),
+            200,
+        )
+        .await
+        .expect("drain");
+    }
+
+    pub async fn load(&self, id: &str) -> Execution {
+        self.store
+            .load(id)
+            .await
+            .expect("load")
+            .unwrap_or_else(|| panic!("no execution {id}"))
+    }
+
+    pub async fn children(&self, exe: &Execution) -> Vec<Execution> {
+        let mut out = Vec::new();
+        for id in exe.children.keys() {
+            if let Some(child) = self.store.load(id).await.expect("load child") {
+                out.push(child);
+            }
+        }
+        out
+    }
+}
+
+/// The embedded runner (`stm run`): `Driver::create`/`process` over a MemoryStore.
+pub struct Embedded {
+    pub store: Arc<MemoryStore>,
+    pub driver: Driver,
+    pub clock: Arc<ManualClock>,
+}
+
+impl Embedded {
+    pub fn new() -> Self {
+        let clock = Arc::new(ManualClock::new(START));
+        let store = Arc::new(MemoryStore::new());
+        let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins())
+            .with_clock(clock.clone());
+        Embedded { store, driver, clock }
+    }
+}
+
+pub fn event(kind: &str, data: Value) -> Event {
+    Event::with_data(kind, data.as_object().cloned().unwrap_or_default())
+}
+
+pub fn object(v: Value) -> Map {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+/// What must match between the two runners: everything a user sees of the state, not
+/// the bookkeeping (versions, timestamps, event counters) that differs by path.
+pub fn observable(exe: &Execution) -> Value {
+    let children: Map = exe
+        .children
+        .iter()
+        .map(|(id, cs)| {
+            (
+                id.clone(),
+                json!({"finished": cs.finished, "outcome": cs.outcome, "result": cs.result}),
+            )
+        })
+        .collect();
+    json!({
+        "status": exe.status.as_str(),
+        "outcome": exe.outcome,
+        "error": exe.error,
+        "active_path": exe.active_path,
+        "context": exe.context,
+        "history": exe.history,
+        "children": children,
+        "deferred": exe.deferred.iter().map(|e| e.kind.clone()).collect::<Vec<_>>(),
+    })
+}
+
+/// A fresh table prefix and FIFO queue (+ DLQ) on the test process's moto server.
+pub struct MotoParts {
+    pub store: Arc<stm_store::DynamoDbStore>,
+    pub client: aws_sdk_sqs::Client,
+    pub urls: stm_runtime::queue::QueueUrls,
+    pub endpoint: String,
+    pub prefix: String,
+}
+
+pub async fn moto_parts(tag: &str, visibility: i32, max_receive: u32) -> MotoParts {
+    use stm_runtime::queue::SqsQueue;
+    let moto = stm_testkit::moto().await;
+    let prefix = stm_testkit::unique_prefix(tag);
+    let options = stm_store::CreateOptions {
+        prefix: prefix.clone(),
+        ..Default::default()
+    };
+    let store = stm_store::DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
+        .await
+        .expect("tables");
+    let client = SqsQueue::client(Some(moto.endpoint()), stm_testkit::REGION).await;
+    let urls = SqsQueue::ensure(&client, &format!("{prefix}-events"), visibility, max_receive)
+        .await
+        .expect("queue");
+    MotoParts {
+        store: Arc::new(store),
+        client,
+        urls,
+        endpoint: moto.endpoint().to_string(),
+        prefix,
+    }
+}
