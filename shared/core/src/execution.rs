@@ -209,24 +209,24 @@ impl Clone for Execution {
             definition_id: self.definition_id.clone(),
             definition_fqn: self.definition_fqn.clone(),
             root_path: self.root_path.clone(),
-            status: self.status.clone(),
+            status: self.status,
             outcome: self.outcome.clone(),
             error: self.error.clone(),
             active_path: self.active_path.clone(),
             history: self.history.clone(),
             context: self.context.clone(),
-            processed_events: self.processed_events.clone(),
-            version: self.version.clone(),
-            priority: self.priority.clone(),
+            processed_events: self.processed_events,
+            version: self.version,
+            priority: self.priority,
             parent_id: self.parent_id.clone(),
             child_id: self.child_id.clone(),
             deferred: self.deferred.clone(),
             children: self.children.clone(),
             invoke_seq: self.invoke_seq.clone(),
-            created_at: self.created_at.clone(),
-            updated_at: self.updated_at.clone(),
-            finished_at: self.finished_at.clone(),
-            expires_at: self.expires_at.clone(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            finished_at: self.finished_at,
+            expires_at: self.expires_at,
             extra: self.extra.clone(),
         }
     }
@@ -236,24 +236,24 @@ impl Clone for Execution {
         self.definition_id.clone_from(&source.definition_id);
         self.definition_fqn.clone_from(&source.definition_fqn);
         self.root_path.clone_from(&source.root_path);
-        self.status.clone_from(&source.status);
+        self.status = source.status;
         self.outcome.clone_from(&source.outcome);
         self.error.clone_from(&source.error);
         self.active_path.clone_from(&source.active_path);
         self.history.clone_from(&source.history);
         self.context.clone_from(&source.context);
-        self.processed_events.clone_from(&source.processed_events);
-        self.version.clone_from(&source.version);
-        self.priority.clone_from(&source.priority);
+        self.processed_events = source.processed_events;
+        self.version = source.version;
+        self.priority = source.priority;
         self.parent_id.clone_from(&source.parent_id);
         self.child_id.clone_from(&source.child_id);
         self.deferred.clone_from(&source.deferred);
         self.children.clone_from(&source.children);
         self.invoke_seq.clone_from(&source.invoke_seq);
-        self.created_at.clone_from(&source.created_at);
-        self.updated_at.clone_from(&source.updated_at);
-        self.finished_at.clone_from(&source.finished_at);
-        self.expires_at.clone_from(&source.expires_at);
+        self.created_at = source.created_at;
+        self.updated_at = source.updated_at;
+        self.finished_at = source.finished_at;
+        self.expires_at = source.expires_at;
         self.extra.clone_from(&source.extra);
     }
 }

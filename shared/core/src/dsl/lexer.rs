@@ -131,7 +131,8 @@ pub(crate) fn lex(src: &str) -> Vec<Token> {
                     TokKind::Unterminated
                 }
             }
-        } else if i + 1 < bytes.len() && PUNCT2.contains(&&src[i..i + 2]) {
+        } else if src.get(i..i + 2).is_some_and(|two| PUNCT2.contains(&two)) {
+            // `get`: the two bytes may cut a multi-byte character, which is no punctuation
             i += 2;
             TokKind::Punct
         } else if PUNCT1.contains(&b) {

@@ -1,0 +1,568 @@
+//! At-least-once delivery over the in-memory stack (MemoryStore + MemoryQueue + the real
+//! worker, relay and sweeper logic): duplicated messages, two relays racing over the same
+//! pending entries and two sweepers firing the same due timers must change nothing.
+//!
+//! Each scenario runs a machine of `tests/machines/scenarios.stm` (the orthogonal `Fork`,
+//! the `FanOut` invoke, the `Deferring` machine and the `Timed` sweeper machine) or of
+//! `examples/` (the orthogonal `Checkout`, the deferring `Webhook`) twice: once duplicate-free, once with a seeded random schedule that
+//!
+//! * (a) re-publishes messages a second time under a fresh deduplication id (a redelivery
+//!   SQS's 5-minute window does not catch), right away or held back and released later,
+//!   and optionally turns off the worker's inline flush so the relay delivers;
+//! * (b) runs the relay as two interleaved passes over one snapshot of the pending
+//!   entries (both publish, both ack);
+//! * (c) runs the sweeper twice over the same due timers (a second sweeper that read the
+//!   timers before the first deleted them re-publishes each `Timeout`).
+//!
+//! The final root and children must equal the duplicate-free run, field by field of what
+//! a user sees, and each execution's `processed_events` and `version` must be the same:
+//! an event applied twice would add a processed event and a commit, an event lost would
+//! miss one. `STM_DUP_SCENARIOS` / `STM_DUP_SEED` override the count and the seed.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use common::{event, object, observable, START};
+use serde_json::{json, Value};
+use stm_core::{Event, Execution};
+use stm_runtime::eventsource::{self, EventSourceSettings};
+use stm_runtime::queue::{PublishFailure, ReceivedMessage};
+use stm_runtime::{
+    relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, DriverError, ManualClock,
+    MemoryQueue, OutgoingMessage, Queue, Worker, WorkerSettings,
+};
+use stm_store::{ExecutionStore, MemoryStore};
+
+/// xorshift64* (no dependencies; deterministic for a seed).
+#[derive(Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+#[derive(Default)]
+struct DupState {
+    rng: Option<Rng>,
+    /// chance (%) that a published message also gets a second copy
+    copy_pct: u64,
+    /// chance (%) that a message's deduplication id is made unique, so a second publish
+    /// of the same logical send (a racing relay or sweeper) is delivered, not dropped
+    bypass_pct: u64,
+    held: Vec<OutgoingMessage>,
+    counter: u64,
+    copies: usize,
+}
+
+/// A MemoryQueue whose publishes may be duplicated: the copy carries a fresh
+/// deduplication id, as a re-publish after SQS's window would.
+struct DupQueue {
+    inner: MemoryQueue,
+    state: Mutex<DupState>,
+}
+
+impl DupQueue {
+    fn new(rng: Option<Rng>, copy_pct: u64, bypass_pct: u64) -> Self {
+        DupQueue {
+            inner: MemoryQueue::new(50),
+            state: Mutex::new(DupState {
+                rng,
+                copy_pct,
+                bypass_pct,
+                ..DupState::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, DupState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publish the held-back copies (after whatever was published since).
+    async fn release_held(&self) -> usize {
+        let held = std::mem::take(&mut self.lock().held);
+        if !held.is_empty() {
+            let failures = self.inner.publish_batch(&held).await;
+            assert!(failures.is_empty(), "held copies refused: {failures:?}");
+        }
+        held.len()
+    }
+
+    fn copies(&self) -> usize {
+        self.lock().copies
+    }
+}
+
+/// Decide, under the lock, which messages get a unique deduplication id and which get a
+/// copy (published now or held back).
+fn plan_publish(
+    st: &mut DupState,
+    mut rng: Rng,
+    messages: &[OutgoingMessage],
+) -> (Vec<OutgoingMessage>, Vec<OutgoingMessage>) {
+    let mut originals = Vec::with_capacity(messages.len());
+    let mut now = Vec::new();
+    for m in messages {
+        let mut m = m.clone();
+        if rng.chance(st.bypass_pct) {
+            st.counter += 1;
+            m.deduplication_id = format!("{}-b{}", m.deduplication_id, st.counter);
+        }
+        if rng.chance(st.copy_pct) {
+            st.counter += 1;
+            st.copies += 1;
+            let mut copy = m.clone();
+            copy.deduplication_id = format!("{}-c{}", m.deduplication_id, st.counter);
+            if rng.chance(50) {
+                now.push(copy);
+            } else {
+                st.held.push(copy);
+            }
+        }
+        originals.push(m);
+    }
+    st.rng = Some(rng);
+    (originals, now)
+}
+
+#[async_trait]
+impl Queue for DupQueue {
+    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
+        let plan = {
+            let mut st = self.lock();
+            let rng = st.rng.take();
+            rng.map(|rng| plan_publish(&mut st, rng, messages))
+        };
+        let Some((originals, now)) = plan else {
+            return self.inner.publish_batch(messages).await;
+        };
+        let failures = self.inner.publish_batch(&originals).await;
+        if !now.is_empty() {
+            let extra = self.inner.publish_batch(&now).await;
+            assert!(extra.is_empty(), "copies refused: {extra:?}");
+        }
+        failures
+    }
+
+    async fn receive(
+        &self,
+        max: usize,
+        visibility_seconds: i32,
+        wait_seconds: i32,
+    ) -> Result<Vec<ReceivedMessage>, DriverError> {
+        self.inner.receive(max, visibility_seconds, wait_seconds).await
+    }
+
+    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError> {
+        self.inner.delete(receipt_handle).await
+    }
+
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+        self.inner.change_visibility(receipt_handle, seconds).await
+    }
+}
+
+/// The random schedule of one run (`None`: the duplicate-free baseline).
+struct Chaos {
+    rng: Rng,
+    double_relay_pct: u64,
+    double_sweep_pct: u64,
+}
+
+#[derive(Default)]
+struct Counts {
+    double_relays: usize,
+    double_sweeps: usize,
+    relay_republished: usize,
+    sweep_republished: usize,
+}
+
+/// `tests/machines/scenarios.stm` plus the `Checkout` and `Webhook` examples.
+fn definitions() -> Definitions {
+    let mut defs = common::definitions();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for file in ["checkout.stm", "webhook.stm"] {
+        for defn in stm_runtime::config::load_file(&examples.join(file)).expect("example loads") {
+            defs.register(defn);
+        }
+    }
+    defs
+}
+
+struct Harness {
+    store: Arc<MemoryStore>,
+    queue: Arc<DupQueue>,
+    worker: Worker,
+    control: Control,
+    clock: Arc<ManualClock>,
+    settings: EventSourceSettings,
+    chaos: Option<Chaos>,
+    counts: Counts,
+}
+
+impl Harness {
+    fn new(chaos: Option<Chaos>, copy_pct: u64, bypass_pct: u64, inline_flush: bool, batch: usize) -> Self {
+        let store = Arc::new(MemoryStore::new());
+        let clock = Arc::new(ManualClock::new(START));
+        let queue_rng = chaos.as_ref().map(|c| Rng::new(c.rng.0 ^ 0x9E37_79B9_7F4A_7C15));
+        let queue = Arc::new(DupQueue::new(queue_rng, copy_pct, bypass_pct));
+        let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins())
+            .with_clock(clock.clone());
+        let worker = Worker::new(
+            driver.clone(),
+            queue.clone(),
+            WorkerSettings {
+                inline_flush,
+                suspend_recheck_seconds: 1,
+            },
+        );
+        let control = Control::new(driver, queue.clone());
+        let settings = EventSourceSettings {
+            batch_size: batch,
+            // sequential polling: a failed item may come straight back
+            visibility_seconds: 0,
+            wait_seconds: 0,
+            ..Default::default()
+        };
+        Harness {
+            store,
+            queue,
+            worker,
+            control,
+            clock,
+            settings,
+            chaos,
+            counts: Counts::default(),
+        }
+    }
+
+    fn roll(&mut self, pick: impl Fn(&Chaos) -> u64) -> bool {
+        match self.chaos.as_mut() {
+            Some(c) => {
+                let pct = pick(c);
+                c.rng.chance(pct)
+            }
+            None => false,
+        }
+    }
+
+    /// One relay pass, or two relays over one snapshot of the pending entries, the second
+    /// starting after a random part of the first.
+    async fn relay(&mut self) -> usize {
+        let (store, queue) = (self.store.clone(), self.queue.clone());
+        let (store, queue): (&dyn ExecutionStore, &dyn Queue) = (store.as_ref(), queue.as_ref());
+        if !self.roll(|c| c.double_relay_pct) {
+            return relay::relay_pending(store, queue).await.expect("relay").forwarded;
+        }
+        self.counts.double_relays += 1;
+        let mut spawns = store.pending_spawns().await.expect("pending spawns");
+        let mut outbox = store.pending_outbox().await.expect("pending outbox");
+        spawns.sort_by_key(|s| s.seq);
+        outbox.sort_by_key(|o| o.seq);
+        let rng = &mut self.chaos.as_mut().expect("chaos").rng;
+        let cut_s = rng.below(spawns.len() as u64 + 1) as usize;
+        let cut_o = rng.below(outbox.len() as u64 + 1) as usize;
+        // relay A, first part
+        let a1 = relay::deliver(store, queue, &spawns[..cut_s], &outbox[..cut_o]).await;
+        // relay B, everything it read (including what A already acked)
+        let b = relay::deliver(store, queue, &spawns, &outbox).await;
+        // relay A, the rest
+        let a2 = relay::deliver(store, queue, &spawns[cut_s..], &outbox[cut_o..]).await;
+        self.counts.relay_republished += spawns.len() + outbox.len();
+        a1.forwarded + b.forwarded + a2.forwarded
+    }
+
+    /// One sweep, or two sweepers that both read the due timers before either deleted.
+    async fn sweep(&mut self) -> usize {
+        let now = self.clock.now();
+        let (store, queue) = (self.store.clone(), self.queue.clone());
+        let store: &dyn ExecutionStore = store.as_ref();
+        let double = self.roll(|c| c.double_sweep_pct);
+        let due = if double {
+            store.due_timers(now).await.expect("due timers")
+        } else {
+            Vec::new()
+        };
+        let fired = sweeper::sweep(store, queue.as_ref(), now)
+            .await
+            .expect("sweep")
+            .fired;
+        if double && !due.is_empty() {
+            self.counts.double_sweeps += 1;
+            for timer in &due {
+                let message = OutgoingMessage::timeout(&timer.execution_id, &timer.path, timer.fire_at);
+                let failures = queue.publish_batch(std::slice::from_ref(&message)).await;
+                assert!(failures.is_empty(), "{failures:?}");
+                // the guarded delete of an already deleted timer
+                store
+                    .delete_timer(&timer.execution_id, &timer.path, timer.fire_at)
+                    .await
+                    .expect("delete timer");
+                self.counts.sweep_republished += 1;
+            }
+        }
+        fired
+    }
+
+    /// Poll, relay, sweep and release held copies until nothing moves.
+    async fn drain(&mut self) {
+        for _ in 0..2_000 {
+            let polled = eventsource::poll_once(self.queue.as_ref(), &self.worker, &self.settings)
+                .await
+                .expect("poll");
+            if polled.received > 0 {
+                // sometimes run the relay (or release copies) between polls
+                if self.roll(|_| 15) {
+                    self.relay().await;
+                }
+                if self.roll(|_| 10) {
+                    self.queue.release_held().await;
+                }
+                continue;
+            }
+            let moved = self.relay().await + self.sweep().await + self.queue.release_held().await;
+            if moved == 0 {
+                return;
+            }
+        }
+        panic!("the stack did not quiesce");
+    }
+
+    /// Root and every descendant, by id.
+    async fn snapshot(&self, root: &str) -> BTreeMap<String, Execution> {
+        let mut out = BTreeMap::new();
+        let mut todo = vec![root.to_string()];
+        while let Some(id) = todo.pop() {
+            let exe = self
+                .store
+                .load(&id)
+                .await
+                .expect("load")
+                .unwrap_or_else(|| panic!("no execution {id}"));
+            todo.extend(exe.children.keys().cloned());
+            out.insert(id, exe);
+        }
+        out
+    }
+}
+
+#[allow(clippy::large_enum_variant)] // a handful of test steps
+enum Step {
+    Send(Event),
+    Advance(f64),
+}
+
+struct Scenario {
+    definition: &'static str,
+    seed: Option<Value>,
+    steps: Vec<Step>,
+}
+
+fn scenario(rng: &mut Rng) -> Scenario {
+    match rng.below(6) {
+        4 => {
+            // examples/checkout.stm: an orthogonal checkout, each region may fail
+            let payment = if rng.chance(75) { "Charged" } else { "Declined" };
+            let stock = if rng.chance(75) { "Reserved" } else { "OutOfStock" };
+            let mut steps = vec![Step::Send(event("Checkout", json!({})))];
+            if rng.chance(50) {
+                steps.push(Step::Send(event(payment, json!({}))));
+                steps.push(Step::Send(event(stock, json!({}))));
+            } else {
+                steps.push(Step::Send(event(stock, json!({}))));
+                steps.push(Step::Send(event(payment, json!({}))));
+            }
+            Scenario {
+                definition: "Checkout",
+                seed: None,
+                steps,
+            }
+        }
+        5 => Scenario {
+            // examples/webhook.stm: the payment webhook overtakes the confirmation
+            definition: "Webhook",
+            seed: None,
+            steps: vec![
+                Step::Send(event(
+                    "PaymentSucceeded",
+                    json!({"ref": format!("p-{}", rng.below(1000))}),
+                )),
+                Step::Send(event("Confirmed", json!({}))),
+            ],
+        },
+        0 => Scenario {
+            definition: "Fork",
+            seed: None,
+            steps: vec![
+                Step::Send(event("Go", json!({}))),
+                Step::Send(event(
+                    "PaymentOk",
+                    json!({"receipt": format!("r-{}", rng.below(1000))}),
+                )),
+                Step::Send(event("Packed", json!({}))),
+            ],
+        },
+        1 => {
+            let pool = ["a", "b", "c", "bounce", "d"];
+            let n = 1 + rng.below(4) as usize;
+            let recipients: Vec<&str> = (0..n)
+                .map(|_| pool[rng.below(pool.len() as u64) as usize])
+                .collect();
+            Scenario {
+                definition: "FanOut",
+                seed: Some(json!({ "recipients": recipients })),
+                steps: vec![],
+            }
+        }
+        2 => Scenario {
+            definition: "Deferring",
+            seed: None,
+            steps: vec![
+                Step::Send(event("Approve", json!({}))),
+                Step::Send(event("Submit", json!({}))),
+            ],
+        },
+        _ => Scenario {
+            definition: "Timed",
+            seed: None,
+            steps: vec![Step::Advance(1.0), Step::Advance(1.5), Step::Advance(5.0)],
+        },
+    }
+}
+
+async fn run(h: &mut Harness, sc: &Scenario, id: &str) -> BTreeMap<String, Execution> {
+    h.control
+        .create(sc.definition, sc.seed.clone().map(object), Some(id))
+        .await
+        .expect("create");
+    h.drain().await;
+    for step in &sc.steps {
+        match step {
+            Step::Send(ev) => {
+                h.control.send(id, ev).await.expect("send");
+                // a client retrying its send (same event id)
+                if h.roll(|_| 30) {
+                    h.control.send(id, ev).await.expect("send again");
+                }
+            }
+            Step::Advance(seconds) => h.clock.advance(*seconds),
+        }
+        h.drain().await;
+    }
+    assert!(
+        h.queue.inner.is_empty(),
+        "messages left: {:?}",
+        h.queue.inner.snapshot()
+    );
+    assert!(h.queue.inner.dead_letters().is_empty(), "dead letters");
+    h.snapshot(id).await
+}
+
+#[tokio::test]
+async fn duplicates_and_races_change_nothing() {
+    let scenarios: u64 = std::env::var("STM_DUP_SCENARIOS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(240);
+    let seed: u64 = std::env::var("STM_DUP_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0xD0_0B1E_5EED);
+    let mut master = Rng::new(seed);
+    let (mut copies, mut lost, mut applied_twice) = (0usize, 0usize, 0usize);
+    let mut extra_deliveries = 0i64;
+    let mut counts = Counts::default();
+    let mut by_machine: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in 0..scenarios {
+        let sc = scenario(&mut master);
+        *by_machine.entry(sc.definition).or_default() += 1;
+        let id = format!("s{n}-{}", sc.definition.to_lowercase());
+
+        let mut base = Harness::new(None, 0, 0, true, 10);
+        let expected = run(&mut base, &sc, &id).await;
+
+        let chaos = Chaos {
+            rng: Rng::new(master.next()),
+            double_relay_pct: master.below(101),
+            double_sweep_pct: master.below(101),
+        };
+        let copy_pct = 10 + master.below(91);
+        let bypass_pct = master.below(101);
+        let inline_flush = master.chance(50);
+        let batch = 1 + master.below(10) as usize;
+        let mut dup = Harness::new(Some(chaos), copy_pct, bypass_pct, inline_flush, batch);
+        let got = run(&mut dup, &sc, &id).await;
+        copies += dup.queue.copies();
+        // messages the worker received beyond the duplicate-free run's
+        extra_deliveries += dup.queue.inner.published() as i64 - base.queue.inner.published() as i64;
+        counts.double_relays += dup.counts.double_relays;
+        counts.double_sweeps += dup.counts.double_sweeps;
+        counts.relay_republished += dup.counts.relay_republished;
+        counts.sweep_republished += dup.counts.sweep_republished;
+
+        let what = format!(
+            "scenario {n} ({}, copy {copy_pct}%, bypass {bypass_pct}%, inline_flush {inline_flush}, batch {batch})",
+            sc.definition
+        );
+        assert_eq!(
+            expected.keys().collect::<Vec<_>>(),
+            got.keys().collect::<Vec<_>>(),
+            "{what}: executions differ"
+        );
+        for (eid, want) in &expected {
+            let have = &got[eid];
+            if have.processed_events < want.processed_events {
+                lost += (want.processed_events - have.processed_events) as usize;
+            }
+            if have.processed_events > want.processed_events || have.version > want.version {
+                applied_twice += (have.processed_events - want.processed_events)
+                    .max(have.version - want.version)
+                    .max(0) as usize;
+            }
+            assert_eq!(
+                observable(have),
+                observable(want),
+                "{what}: execution {eid} differs"
+            );
+            assert_eq!(
+                (have.processed_events, have.version),
+                (want.processed_events, want.version),
+                "{what}: execution {eid}: (processed_events, version)"
+            );
+        }
+    }
+    println!(
+        "duplicates_and_order: seed {seed:#x}, {scenarios} scenarios {by_machine:?}; duplicates injected: \
+         {copies} message copies, {} double relay passes ({} entries re-published), {} double \
+         sweeps ({} Timeouts re-published); {extra_deliveries} extra messages delivered to the worker; events lost: {lost}; duplicates applied: {applied_twice}",
+        counts.double_relays, counts.relay_republished, counts.double_sweeps, counts.sweep_republished,
+    );
+    assert_eq!(lost, 0);
+    assert_eq!(applied_twice, 0);
+    assert!(copies > 0 && counts.double_relays > 0 && counts.double_sweeps > 0);
+    assert!(extra_deliveries > 0, "no duplicate reached the worker");
+}
