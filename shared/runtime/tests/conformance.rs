@@ -231,10 +231,7 @@ async fn run_case(path: &Path) -> Result<(), String> {
     }
 
     let all = store.all_executions();
-    let mut root = all
-        .iter()
-        .find(|e| e.id == "exe")
-        .map_or(Value::Null, to_value);
+    let mut root = all.iter().find(|e| e.id == "exe").map_or(Value::Null, to_value);
     let mut children: Vec<Value> = all.iter().filter(|e| e.id != "exe").map(to_value).collect();
     let mut traces = Map::new();
     let mut ids: Vec<&str> = vec!["exe"];
