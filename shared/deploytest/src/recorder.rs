@@ -22,6 +22,8 @@ pub struct Recorded {
     pub target: String,
     /// The JSON body (`Null` if it was not JSON).
     pub body: serde_json::Value,
+    /// When the request arrived.
+    pub at: std::time::Instant,
 }
 
 impl Recorded {
@@ -84,6 +86,7 @@ impl Recorder {
                                     return;
                                 };
                                 let recorded = Recorded {
+                                    at: std::time::Instant::now(),
                                     target: request.header("x-amz-target").unwrap_or_default().to_string(),
                                     body: serde_json::from_slice(&request.body)
                                         .unwrap_or(serde_json::Value::Null),
