@@ -157,5 +157,18 @@ pub async fn handle_scheduled(
     event: &aws_lambda_events::eventbridge::EventBridgeEvent<serde_json::Value>,
 ) -> Result<RelaySummary, DriverError> {
     tracing::debug!(schedule = ?event.resources, time = ?event.time, "relay invoked");
-    relay_pending(store, queue).await
+    let summary = relay_pending(store, queue).await?;
+    summary.metrics().emit();
+    Ok(summary)
+}
+
+impl RelaySummary {
+    /// The run as CloudWatch metrics (Embedded Metric Format): forwarded and remaining.
+    pub fn metrics(&self) -> crate::metrics::MetricSet {
+        let mut m = crate::metrics::MetricSet::for_function("relay");
+        m.count("RelayForwarded", self.forwarded as f64);
+        m.count("RelayRemaining", self.remaining as f64);
+        m.count("RelayFailed", (self.failed + self.unacked) as f64);
+        m
+    }
 }

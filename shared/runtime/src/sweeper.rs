@@ -100,5 +100,18 @@ pub async fn handle_scheduled(
     now: f64,
 ) -> Result<SweepSummary, DriverError> {
     tracing::debug!(schedule = ?event.resources, time = ?event.time, "sweeper invoked");
-    sweep(store, queue, now).await
+    let summary = sweep(store, queue, now).await?;
+    summary.metrics().emit();
+    Ok(summary)
+}
+
+impl SweepSummary {
+    /// The sweep as CloudWatch metrics (Embedded Metric Format).
+    pub fn metrics(&self) -> crate::metrics::MetricSet {
+        let mut m = crate::metrics::MetricSet::for_function("sweeper");
+        m.count("TimersFired", self.fired as f64);
+        m.count("TimersFailed", self.failed as f64);
+        m.count("TimersSuspended", self.suspended as f64);
+        m
+    }
 }

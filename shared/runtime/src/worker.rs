@@ -131,6 +131,31 @@ pub struct BatchOutcome {
 }
 
 impl BatchOutcome {
+    /// The batch as CloudWatch metrics (Embedded Metric Format, no API call): events
+    /// processed, skipped as duplicates or drained, conflicts, failures, and what the
+    /// inline flush forwarded.
+    pub fn metrics(&self) -> crate::metrics::MetricSet {
+        let mut m = crate::metrics::MetricSet::for_function("worker");
+        let (mut processed, mut skipped, mut conflicts, mut failures) = (0.0, 0.0, 0.0, 0.0);
+        for (_, result) in &self.records {
+            match result {
+                Ok(Handled::Processed { .. } | Handled::Broadcast { .. } | Handled::Spawned { .. }) => {
+                    processed += 1.0
+                }
+                Ok(_) => skipped += 1.0,
+                Err(Failed::Conflict(_)) => conflicts += 1.0,
+                Err(Failed::Skipped | Failed::Parked) => skipped += 1.0,
+                Err(_) => failures += 1.0,
+            }
+        }
+        m.count("EventsProcessed", processed);
+        m.count("EventsSkipped", skipped);
+        m.count("Conflicts", conflicts);
+        m.count("Failures", failures);
+        m.count("RelayForwarded", self.flushed.forwarded as f64);
+        m
+    }
+
     /// The message ids to report in `batchItemFailures`.
     pub fn failed_ids(&self) -> Vec<String> {
         self.records
@@ -162,6 +187,7 @@ impl Worker {
     pub async fn handle_sqs_event(&self, event: SqsEvent) -> SqsBatchResponse {
         let records: Vec<Record> = event.records.iter().map(Record::from_sqs).collect();
         let outcome = self.handle_batch(&records).await;
+        outcome.metrics().emit();
         let mut response = SqsBatchResponse::default();
         for id in outcome.failed_ids() {
             let mut failure = BatchItemFailure::default();
@@ -370,5 +396,40 @@ fn log_failure(record: &Record, why: &Failed) {
             tracing::error!(message_id = %id, group_id = %group, %reason, "record failed; redelivered")
         }
         Failed::Skipped => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_metrics_count_each_outcome_once() {
+        let outcome = BatchOutcome {
+            records: vec![
+                (
+                    "m1".into(),
+                    Ok(Handled::Processed {
+                        execution_id: "e".into(),
+                        status: Status::Running,
+                    }),
+                ),
+                ("m2".into(), Ok(Handled::Duplicate)),
+                ("m3".into(), Err(Failed::Conflict("stale".into()))),
+                ("m4".into(), Err(Failed::Skipped)),
+            ],
+            flushed: RelaySummary {
+                forwarded: 2,
+                ..RelaySummary::default()
+            },
+        };
+        let doc = outcome.metrics().to_json(0);
+        assert_eq!(doc["Function"], "worker");
+        assert_eq!(doc["EventsProcessed"], 1.0);
+        assert_eq!(doc["EventsSkipped"], 2.0);
+        assert_eq!(doc["Conflicts"], 1.0);
+        assert_eq!(doc["Failures"], 0.0);
+        assert_eq!(doc["RelayForwarded"], 2.0);
+        assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Namespace"], "stm");
     }
 }
