@@ -288,12 +288,28 @@ impl Worker {
         let regions = Driver::region_ids(&exe);
         let broadcast =
             !stm_core::definition::CONTROL_EVENTS.contains(&event.kind.as_str()) && !regions.is_empty();
+        let started = std::time::Instant::now();
+        let from = exe.active_path.clone();
         let report = if broadcast {
             self.driver.commit_broadcast(&mut exe, event, &regions).await
         } else {
             self.driver.run_step(&mut exe, Some(event)).await
         }
         .map_err(classify)?;
+        // one line per processed event; never the context, which may hold personal data
+        tracing::info!(
+            execution_id = %exe.id,
+            event_id = %event.id,
+            kind = %event.kind,
+            from = from.as_deref().unwrap_or("-"),
+            to = exe.active_path.as_deref().unwrap_or("-"),
+            status = %exe.status,
+            outcome = exe.outcome.as_deref().unwrap_or("-"),
+            version = exe.version,
+            broadcast_to = regions.len() * usize::from(broadcast),
+            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "event processed"
+        );
         self.flush(target_id, &report, flushed).await;
         Ok(if broadcast {
             Handled::Broadcast {
@@ -384,7 +400,7 @@ fn log_failure(record: &Record, why: &Failed) {
             tracing::error!(message_id = %id, group_id = %group, %reason, "poison message: reported failed until SQS dead-letters it")
         }
         Failed::Conflict(reason) => {
-            tracing::info!(message_id = %id, group_id = %group, %reason, "lost the CAS; redelivered")
+            tracing::warn!(message_id = %id, group_id = %group, %reason, "lost the CAS; redelivered")
         }
         Failed::Retryable(reason) => {
             tracing::warn!(message_id = %id, group_id = %group, %reason, "transient store failure; redelivered")
