@@ -303,6 +303,18 @@ impl std::fmt::Debug for DynamoDbStore {
 }
 
 impl DynamoDbStore {
+    /// Ack an outbox or spawn entry: delete it by its `seq` key.
+    async fn delete_by_seq(&self, table: &str, seq: i64) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(table)
+            .key("seq", n_i64(seq))
+            .send()
+            .await
+            .map_err(|e| sdk_error("DeleteItem", e))?;
+        Ok(())
+    }
+
     /// A store over an injected client, with the default prefix (`harel`) and trace ring
     /// (200). It touches nothing: call [`ensure_tables`](Self::ensure_tables) or
     /// [`check_tables`](Self::check_tables) as needed.
@@ -1587,14 +1599,7 @@ impl ExecutionStore for DynamoDbStore {
     }
 
     async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
-        self.client
-            .delete_item()
-            .table_name(&self.tables.outbox)
-            .key("seq", n_i64(seq))
-            .send()
-            .await
-            .map_err(|e| sdk_error("DeleteItem", e))?;
-        Ok(())
+        self.delete_by_seq(&self.tables.outbox, seq).await
     }
 
     async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
@@ -1617,14 +1622,7 @@ impl ExecutionStore for DynamoDbStore {
     }
 
     async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
-        self.client
-            .delete_item()
-            .table_name(&self.tables.spawns)
-            .key("seq", n_i64(seq))
-            .send()
-            .await
-            .map_err(|e| sdk_error("DeleteItem", e))?;
-        Ok(())
+        self.delete_by_seq(&self.tables.spawns, seq).await
     }
 
     /// The due index, and the full scan when scheduled (see [`due`]).
