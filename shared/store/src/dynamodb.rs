@@ -911,14 +911,29 @@ impl DynamoDbStore {
 
     /// The stored version and commit token of `id` (the conflict fallback).
     async fn stored_version(&self, id: &str) -> Result<Option<Item>, StoreError> {
-        let out = self
+        self.get_execution_attributes(id, &["version", COMMIT_TOKEN_ATTRIBUTE])
+            .await
+    }
+
+    /// One strongly consistent `GetItem` of execution `id`, projecting `attributes`.
+    async fn get_execution_attributes(
+        &self,
+        id: &str,
+        attributes: &[&str],
+    ) -> Result<Option<Item>, StoreError> {
+        let mut request = self
             .client
             .get_item()
             .table_name(&self.tables.executions)
-            .key("id", s(id))
-            .projection_expression("#v, #t")
-            .expression_attribute_names("#v", "version")
-            .expression_attribute_names("#t", COMMIT_TOKEN_ATTRIBUTE)
+            .key("id", s(id));
+        let mut projection = Vec::with_capacity(attributes.len());
+        for (i, name) in attributes.iter().enumerate() {
+            let placeholder = format!("#a{i}");
+            request = request.expression_attribute_names(&placeholder, *name);
+            projection.push(placeholder);
+        }
+        let out = request
+            .projection_expression(projection.join(", "))
             .consistent_read(true)
             .send()
             .await
@@ -1289,19 +1304,10 @@ impl DynamoDbStore {
 #[async_trait]
 impl ExecutionStore for DynamoDbStore {
     async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.tables.executions)
-            .key("id", s(id))
-            .projection_expression("#d, #ti")
-            .expression_attribute_names("#d", "data")
-            .expression_attribute_names("#ti", TRACE_IDX_ATTRIBUTE)
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", e))?;
-        out.item().map(|item| self.parse_execution(item, id)).transpose()
+        let item = self
+            .get_execution_attributes(id, &["data", TRACE_IDX_ATTRIBUTE])
+            .await?;
+        item.map(|item| self.parse_execution(&item, id)).transpose()
     }
 
     async fn load_for_event(
