@@ -38,7 +38,7 @@ pub struct LocalArgs {
     #[arg(long, default_value_t = 30)]
     pub visibility: i32,
     /// Receives before SQS moves a message to the dead-letter queue.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 100)]
     pub max_receive: u32,
     /// Records per worker invocation (at most 10).
     #[arg(long, default_value_t = 10)]
@@ -95,7 +95,25 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     };
     let urls = SqsQueue::ensure(&client, &name, args.visibility, args.max_receive).await?;
     let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(client, urls.queue_url.clone()));
-    let actions = ActionRegistry::with_builtins();
+    let mut actions = ActionRegistry::with_builtins();
+    // remote actions, bound as the worker binds them (STM_ACTIONS)
+    let remote = match std::env::var("STM_ACTIONS").ok().filter(|s| !s.trim().is_empty()) {
+        Some(spec) => Some(stm_runtime::remote::RemoteActions::start(
+            stm_runtime::remote::parse_bindings(&spec)?,
+            stm_runtime::remote::RemoteSettings {
+                lambda_endpoint_url: dep.endpoint.clone(),
+                region: dep.region.clone(),
+                ..Default::default()
+            },
+        )?),
+        None => None,
+    };
+    if let Some(remote) = &remote {
+        remote.register_into(&mut actions);
+        for (name, target) in remote.bindings() {
+            eprintln!("[stm local] remote action {name} -> {target}");
+        }
+    }
     stm_runtime::config::check_actions(&definitions, &actions)?;
     let driver = Driver::new(store.clone(), definitions, actions).with_trace(args.trace);
     let worker = Worker::new(driver, queue.clone(), WorkerSettings::default());

@@ -151,6 +151,10 @@ pub fn role_grants(template: &Template, role: &str) -> Result<BTreeSet<Grant>> {
     let mut out = BTreeSet::new();
     for policy in strings(&props["Policies"]) {
         for statement in strings(&policy["PolicyDocument"]["Statement"]) {
+            if let Some(args) = statement.get("Fn::If") {
+                check_conditional_grant(template, role, args)?;
+                continue;
+            }
             let sid = statement["Sid"].as_str().unwrap_or("?");
             if statement["Effect"] != "Allow" {
                 bail!("{role}/{sid}: only Allow statements are expected");
@@ -185,6 +189,50 @@ pub fn role_grants(template: &Template, role: &str) -> Result<BTreeSet<Grant>> {
         }
     }
     Ok(out)
+}
+
+/// A statement present only when a template condition holds (`!If [Cond, statement,
+/// !Ref AWS::NoValue]`: the worker's remote-action grant, off by default). It is outside
+/// what the recorded code needs, so it is not a grant here; its shape is checked instead:
+/// absent otherwise, Allow only, no wildcard action, and resources that are only
+/// `!Ref`s of template parameters (the ARNs an operator lists).
+fn check_conditional_grant(template: &Template, role: &str, args: &Value) -> Result<()> {
+    let (Some(condition), Some(statement), Some(otherwise)) =
+        (args.get(0).and_then(Value::as_str), args.get(1), args.get(2))
+    else {
+        bail!("{role}: a malformed Fn::If statement");
+    };
+    let sid = statement["Sid"].as_str().unwrap_or("?");
+    if template.doc["Conditions"][condition].is_null() {
+        bail!("{role}/{sid}: unknown condition {condition}");
+    }
+    if otherwise != &serde_json::json!({"Ref": "AWS::NoValue"}) {
+        bail!("{role}/{sid}: a conditional statement must be absent when {condition} is false");
+    }
+    if statement["Effect"] != "Allow" {
+        bail!("{role}/{sid}: only Allow statements are expected");
+    }
+    for forbidden in ["Condition", "NotAction", "NotResource", "Principal"] {
+        if !statement[forbidden].is_null() {
+            bail!("{role}/{sid}: {forbidden} is not expected");
+        }
+    }
+    for action in strings(&statement["Action"]) {
+        if action.as_str().is_none_or(|a| a.contains('*')) {
+            bail!("{role}/{sid}: a wildcard or non-string action {action}");
+        }
+    }
+    let resources = strings(&statement["Resource"]);
+    if resources.is_empty() {
+        bail!("{role}/{sid}: no Resource");
+    }
+    for r in resources {
+        let parameter = r["Ref"].as_str().unwrap_or_default();
+        if template.doc["Parameters"][parameter].is_null() {
+            bail!("{role}/{sid}: resource {r} is not a !Ref of a template parameter");
+        }
+    }
+    Ok(())
 }
 
 /// A policy resource as `Logical` (`!GetAtt X.Arn`, `!Ref X`) or `Logical/index/NAME`

@@ -41,7 +41,7 @@ use stm_testkit::{Fault, FaultProxy, REGION};
 static ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Every variable a function reads (ARCHITECTURE.md), cleared before each set-up.
-const VARIABLES: [&str; 10] = [
+const VARIABLES: [&str; 12] = [
     "STM_TABLE_PREFIX",
     "STM_QUEUE_URL",
     "STM_ENDPOINT_URL",
@@ -50,6 +50,8 @@ const VARIABLES: [&str; 10] = [
     "STM_TRACE_MAX",
     "STM_PROCESSED_TTL_DAYS",
     "STM_ACTIONS",
+    "STM_ACTION_TIMEOUT_SECONDS",
+    "STM_ACTION_MAX_RESPONSE_BYTES",
     "AWS_ENDPOINT_URL",
     "RUST_LOG",
 ];

@@ -33,6 +33,10 @@ pub struct FunctionConfig {
     pub processed_ttl_days: Option<u64>,
     /// `STM_ACTIONS`: remote action bindings (`name=lambda:fn,name2=https://…`).
     pub action_bindings: Option<String>,
+    /// `STM_ACTION_TIMEOUT_SECONDS` (default 30): the bound on one remote action call.
+    pub action_timeout: Duration,
+    /// `STM_ACTION_MAX_RESPONSE_BYTES` (default 1 MiB): the cap on a remote action's answer.
+    pub action_max_response_bytes: usize,
     /// `AWS_REGION` (default `us-east-1`).
     pub region: String,
 }
@@ -82,6 +86,37 @@ impl FunctionConfig {
                     .map_err(|_| bad("STM_PROCESSED_TTL_DAYS", &v, "expected a whole number"))?,
             ),
         };
+        let action_timeout = match get("STM_ACTION_TIMEOUT_SECONDS") {
+            None => crate::remote::DEFAULT_TIMEOUT,
+            Some(v) => v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0 && *s <= 900.0)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| {
+                    bad(
+                        "STM_ACTION_TIMEOUT_SECONDS",
+                        &v,
+                        "expected seconds, above 0 and at most 900",
+                    )
+                })?,
+        };
+        let action_max_response_bytes = match get("STM_ACTION_MAX_RESPONSE_BYTES") {
+            None => crate::remote::DEFAULT_MAX_RESPONSE_BYTES,
+            Some(v) => v.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                bad(
+                    "STM_ACTION_MAX_RESPONSE_BYTES",
+                    &v,
+                    "expected a positive whole number",
+                )
+            })?,
+        };
+        let action_bindings = get("STM_ACTIONS");
+        if let Some(spec) = &action_bindings {
+            // a typo fails the cold start, not the first execution that calls the action
+            crate::remote::parse_bindings(spec)?;
+        }
         Ok(FunctionConfig {
             table_prefix: get("STM_TABLE_PREFIX").unwrap_or_else(|| DEFAULT_PREFIX.into()),
             queue_url,
@@ -90,7 +125,9 @@ impl FunctionConfig {
             trace,
             trace_max,
             processed_ttl_days,
-            action_bindings: get("STM_ACTIONS"),
+            action_bindings,
+            action_timeout,
+            action_max_response_bytes,
             region: get("AWS_REGION")
                 .or_else(|| get("AWS_DEFAULT_REGION"))
                 .unwrap_or_else(|| "us-east-1".into()),
@@ -114,6 +151,24 @@ impl FunctionConfig {
             store = store.with_processed_ttl(Duration::from_secs(days * 86_400));
         }
         Ok(Arc::new(store))
+    }
+
+    /// The remote actions `STM_ACTIONS` binds, started (`None` when it is unset).
+    pub fn remote_actions(&self) -> Result<Option<crate::remote::RemoteActions>, DriverError> {
+        let Some(spec) = &self.action_bindings else {
+            return Ok(None);
+        };
+        let bindings = crate::remote::parse_bindings(spec)?;
+        if bindings.is_empty() {
+            return Ok(None);
+        }
+        let settings = crate::remote::RemoteSettings {
+            timeout: self.action_timeout,
+            max_response_bytes: self.action_max_response_bytes,
+            lambda_endpoint_url: self.endpoint_url.clone(),
+            region: self.region.clone(),
+        };
+        crate::remote::RemoteActions::start(bindings, settings).map(Some)
     }
 
     pub async fn queue(&self) -> SqsQueue {
@@ -222,16 +277,13 @@ impl FunctionContext {
     /// skip the definitions.
     pub async fn from_env(actions: Option<ActionRegistry>) -> Result<Self, DriverError> {
         let config = FunctionConfig::from_env()?;
-        if let Some(bindings) = &config.action_bindings {
-            // refuse rather than ignore: a machine calling a bound remote action would
-            // otherwise fail every execution with an unbound-action error at run time
-            return Err(DriverError::Config(format!(
-                "STM_ACTIONS={bindings:?}: remote actions are not supported by this build yet; \
-                 register the actions in the worker binary instead"
-            )));
-        }
         let (definitions, actions) = match actions {
-            Some(actions) => (load_definitions_dir(&config.definitions_dir)?, actions),
+            Some(mut actions) => {
+                if let Some(remote) = config.remote_actions()? {
+                    remote.register_into(&mut actions);
+                }
+                (load_definitions_dir(&config.definitions_dir)?, actions)
+            }
             None => (Definitions::new(), ActionRegistry::new()),
         };
         let store = config.store().await?;

@@ -20,6 +20,7 @@ pub mod eventsource;
 pub mod metrics;
 pub mod queue;
 pub mod relay;
+pub mod remote;
 pub mod sweeper;
 pub mod worker;
 
