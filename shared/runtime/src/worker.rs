@@ -38,8 +38,13 @@ use crate::relay::{self, RelaySummary};
 pub struct WorkerSettings {
     /// Publish each commit's outbox/spawns right after it (else only the relay does).
     pub inline_flush: bool,
-    /// How long a message for a `SUSPENDED` execution is hidden before it is re-checked.
+    /// How long a message for a `SUSPENDED` execution is first hidden before it is
+    /// re-checked; each further receive doubles it, up to `suspend_recheck_max_seconds`.
     pub suspend_recheck_seconds: i32,
+    /// The longest a parked message is hidden at a time (SQS allows 12 hours).
+    pub suspend_recheck_max_seconds: i32,
+    /// How long a poison message is hidden between its receives.
+    pub poison_retry_seconds: i32,
 }
 
 impl Default for WorkerSettings {
@@ -47,6 +52,8 @@ impl Default for WorkerSettings {
         WorkerSettings {
             inline_flush: true,
             suspend_recheck_seconds: 5,
+            suspend_recheck_max_seconds: 900,
+            poison_retry_seconds: 10,
         }
     }
 }
@@ -60,6 +67,8 @@ pub struct Record {
     pub group_id: Option<String>,
     /// The `stm_kind` message attribute.
     pub kind: Option<String>,
+    /// SQS's `ApproximateReceiveCount` (1 on the first delivery).
+    pub receive_count: u32,
 }
 
 impl Record {
@@ -73,6 +82,11 @@ impl Record {
                 .message_attributes
                 .get(MESSAGE_KIND_ATTRIBUTE)
                 .and_then(|a| a.string_value.clone()),
+            receive_count: message
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1),
         }
     }
 
@@ -83,6 +97,7 @@ impl Record {
             body: message.body.clone(),
             group_id: message.group_id.clone(),
             kind: message.message_attributes.get(MESSAGE_KIND_ATTRIBUTE).cloned(),
+            receive_count: message.receive_count.max(1),
         }
     }
 }
@@ -221,11 +236,22 @@ impl Worker {
 
     /// Make a failed record visible again as its failure warrants (best effort: if this
     /// fails, the queue's visibility timeout does the same, later).
+    ///
+    /// A parked message backs off exponentially with its receive count: every receive
+    /// counts toward the queue's `maxReceiveCount`, so a fixed 5 s recheck would
+    /// dead-letter a suspended execution's events within a minute. 5 s doubling to 15 min
+    /// spends ~100 receives a day. A poison message can never succeed: it comes back
+    /// every 10 s, so it reaches the dead-letter queue in ~17 min at the default
+    /// `maxReceiveCount` (100); not at once, because the records behind it in the batch
+    /// (skipped, released at once) must be received without it, or they would age with
+    /// it. Any other error is retried after 1 s, doubling to a minute: soon for a
+    /// transient fault, ~1.5 h of retries for a lasting one.
     async fn release(&self, record: &Record, why: &Failed) {
         let seconds = match why {
-            Failed::Parked => self.settings.suspend_recheck_seconds,
+            Failed::Parked => park_seconds(&self.settings, record.receive_count),
+            Failed::Error(_) => backoff_seconds(1, 60, record.receive_count),
+            Failed::Poison(_) => self.settings.poison_retry_seconds,
             Failed::Conflict(_) | Failed::Retryable(_) | Failed::Skipped => 0,
-            Failed::Poison(_) | Failed::Error(_) => return,
         };
         let Some(receipt) = record.receipt_handle.as_deref().filter(|r| !r.is_empty()) else {
             return;
@@ -251,8 +277,9 @@ impl Worker {
                     .await
                     .map_err(classify)?;
                 let created = report.is_some();
-                if let Some(report) = report {
-                    self.flush(&entry.child_id, &report, flushed).await;
+                match report {
+                    Some(report) => self.flush(&entry.child_id, &report, flushed).await?,
+                    None => self.flush_pending(flushed).await?,
                 }
                 Ok(Handled::Spawned {
                     child_id: entry.child_id,
@@ -280,6 +307,7 @@ impl Worker {
             return Ok(Handled::UnknownExecution);
         };
         if processed {
+            self.flush_pending(flushed).await?;
             return Ok(Handled::Duplicate);
         }
         if let Some(handled) = lifecycle_gate(&exe, event)? {
@@ -310,7 +338,7 @@ impl Worker {
             duration_ms = started.elapsed().as_secs_f64() * 1000.0,
             "event processed"
         );
-        self.flush(target_id, &report, flushed).await;
+        self.flush(target_id, &report, flushed).await?;
         Ok(if broadcast {
             Handled::Broadcast {
                 execution_id: exe.id,
@@ -324,10 +352,51 @@ impl Worker {
         })
     }
 
+    /// A redelivery of what was applied already: the instance that committed it may have
+    /// died before its inline flush, leaving that commit's outbox entries and spawn intents
+    /// pending. Deliver everything pending now (a relay pass, in seq order) before the
+    /// group's next message is handled: otherwise that message's inline flush overtakes
+    /// them, and a broadcast reaches a region whose spawn intent is still pending (no
+    /// execution yet: dropped) or an execution gets two emitted events in reverse order.
+    /// If that pass cannot publish, the redelivery is reported failed (retried), so the
+    /// group waits rather than reorders. Without the inline flush the relay delivers
+    /// everything, in order, and there is nothing to do.
+    async fn flush_pending(&self, flushed: &mut RelaySummary) -> Result<(), Failed> {
+        if !self.settings.inline_flush {
+            return Ok(());
+        }
+        let summary = relay::relay_pending(self.driver.store.as_ref(), self.queue.as_ref())
+            .await
+            .map_err(|err| {
+                Failed::Retryable(format!(
+                    "could not read the pending entries after a redelivery ({err}); retried so they go out first"
+                ))
+            })?;
+        add(flushed, &summary);
+        if summary.failed > 0 {
+            return Err(Failed::Retryable(format!(
+                "{} pending entries could not be published after a redelivery; retried so they go out first",
+                summary.failed
+            )));
+        }
+        Ok(())
+    }
+
     /// The inline flush: publish what this commit enqueued and ack it.
-    async fn flush(&self, execution_id: &str, report: &StepReport, flushed: &mut RelaySummary) {
+    ///
+    /// If part of it cannot be published, the record is reported failed although its step
+    /// is committed: the redelivery is then a duplicate, which publishes everything
+    /// pending in order ([`Self::flush_pending`]) before the group's next event. Acking it
+    /// instead would let the next event's flush overtake these entries (a broadcast could
+    /// reach a region whose spawn intent is still pending, and be dropped).
+    async fn flush(
+        &self,
+        execution_id: &str,
+        report: &StepReport,
+        flushed: &mut RelaySummary,
+    ) -> Result<(), Failed> {
         if !self.settings.inline_flush || !report.enqueued() {
-            return;
+            return Ok(());
         }
         // spawn seqs are not returned by the commit: find this commit's intents among the
         // pending ones (only when it spawned, which is rare: a fork or an invoke)
@@ -346,8 +415,10 @@ impl Worker {
                     mine
                 }
                 Err(err) => {
-                    tracing::warn!(%execution_id, error = %err, "could not read the spawn intents; the relay will deliver them");
-                    Vec::new()
+                    return Err(Failed::Retryable(format!(
+                        "committed, but its spawn intents could not be read for the inline flush ({err}); \
+                         retried so they go out before the next event"
+                    )))
                 }
             }
         };
@@ -358,14 +429,46 @@ impl Worker {
             &report.outbox,
         )
         .await;
-        if summary.failed > 0 || summary.unacked > 0 {
-            tracing::warn!(%execution_id, failed = summary.failed, unacked = summary.unacked, "inline flush incomplete; the relay will deliver the rest");
+        add(flushed, &summary);
+        if summary.failed > 0 {
+            return Err(Failed::Retryable(format!(
+                "committed, but {} of its entries could not be published; retried so they go out \
+                 before the group's next event",
+                summary.failed
+            )));
         }
-        flushed.forwarded += summary.forwarded;
-        flushed.failed += summary.failed;
-        flushed.unacked += summary.unacked;
-        flushed.remaining += summary.remaining;
+        if summary.unacked > 0 {
+            // published, in order: only the ack is missing, and the relay's re-publish of
+            // them is deduplicated by SQS or by the processed marks
+            tracing::warn!(%execution_id, unacked = summary.unacked, "inline flush published but could not ack; the relay will");
+        }
+        Ok(())
     }
+}
+
+fn add(total: &mut RelaySummary, summary: &RelaySummary) {
+    total.forwarded += summary.forwarded;
+    total.failed += summary.failed;
+    total.unacked += summary.unacked;
+    total.remaining += summary.remaining;
+}
+
+/// How long a message parked on its `receive_count`-th receive stays hidden.
+pub fn park_seconds(settings: &WorkerSettings, receive_count: u32) -> i32 {
+    backoff_seconds(
+        settings.suspend_recheck_seconds,
+        settings.suspend_recheck_max_seconds,
+        receive_count,
+    )
+}
+
+/// `base * 2^(receive_count - 1)`, at most `cap` (and never past SQS's 12 hours).
+fn backoff_seconds(base: i32, cap: i32, receive_count: u32) -> i32 {
+    let base = i64::from(base.max(0));
+    let cap = i64::from(cap.clamp(0, 43_200));
+    let doublings = receive_count.saturating_sub(1).min(20);
+    // both bounds fit i32: cap <= 43_200
+    i32::try_from((base << doublings).min(cap)).unwrap_or(43_200)
 }
 
 /// The lifecycle rules; `Ok(Some)`: handled without running the engine.
@@ -418,6 +521,19 @@ fn log_failure(record: &Record, why: &Failed) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parked_messages_back_off_to_fifteen_minutes() {
+        let s = WorkerSettings::default();
+        let waits: Vec<i32> = (1..=10).map(|n| park_seconds(&s, n)).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 320, 640, 900, 900]);
+        // the horizon the template's default maxReceiveCount (100) gives a suspension
+        let horizon: i64 = (1..100).map(|n| i64::from(park_seconds(&s, n))).sum();
+        assert!(horizon > 23 * 3600, "{horizon}");
+        assert_eq!(backoff_seconds(1, 60, 1), 1);
+        assert_eq!(backoff_seconds(1, 60, 7), 60);
+        assert_eq!(backoff_seconds(1, 60, u32::MAX), 60);
+    }
 
     #[test]
     fn batch_metrics_count_each_outcome_once() {

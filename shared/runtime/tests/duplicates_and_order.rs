@@ -238,6 +238,8 @@ impl Harness {
             WorkerSettings {
                 inline_flush,
                 suspend_recheck_seconds: 1,
+                suspend_recheck_max_seconds: 1,
+                poison_retry_seconds: 1,
             },
         );
         let control = Control::new(driver, queue.clone());

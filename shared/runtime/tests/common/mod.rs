@@ -68,6 +68,8 @@ impl Stack {
             WorkerSettings {
                 inline_flush: true,
                 suspend_recheck_seconds: 1,
+                suspend_recheck_max_seconds: 1,
+                poison_retry_seconds: 1,
             },
         );
         let control = Control::new(driver, queue.clone());

@@ -1,0 +1,1220 @@
+//! Crash injection at every boundary of the worker, the relay and the sweeper.
+//!
+//! A Lambda instance can die between any two of its calls: the at-least-once machinery
+//! (the version CAS, the processed marks, the outbox and spawn intents, publish-before-ack,
+//! publish-before-delete of timers, SQS redelivery) must turn every such death into a
+//! retry that changes nothing. The seam: a [`CrashingStore`] around the store and a
+//! [`CrashingQueue`] around the queue share one [`CrashPlan`], armed with crash points
+//! (a boundary and the Nth occurrence of it). Once a point is reached the process is dead:
+//! every later call through either wrapper fails until the harness revives it (a new
+//! instance), and the harness throws the invocation's result away (a dead worker returns no
+//! batch response, so none of its records is deleted: they all come back).
+//!
+//! The boundaries:
+//!
+//! 1. before a load (`load` / `load_for_event` fails, nothing read);
+//! 2. after the engine ran, before the commit (`commit` fails, nothing written);
+//! 3. after the commit, before the inline flush (`commit` applied, then the crash);
+//! 4. after a publish, before its ack (`publish_batch` delivered, then the crash, so the
+//!    outbox / spawn acks fail): the worker's inline flush and the relay;
+//! 5. after the sweeper's publish, before `delete_timer` (the delete fails, not applied);
+//! 6. before the batch response (the worker finished, its response is lost).
+//!
+//! Each scenario runs one machine's event script (the orthogonal `Fork` and `Checkout`, the
+//! fan-outs `FanOut` and `Shipment`, the sweeper's `Timed`, the deferring `Deferring` and
+//! `Webhook`) twice on fresh stacks with the same knobs (batch size, inline flush on or
+//! off, relay passes between polls, and whether the client sends its events back to back
+//! or waits for quiescence after each): crash-free (which also counts how often each
+//! boundary is reached), then with 1–3 random crash points, each run driven to quiescence
+//! (poll until nothing is received; relay and sweeper passes between polls; a manual clock
+//! moved by the script so timers come due; a bound on the rounds). The crashed run
+//! must end exactly like the crash-free one: the same executions with the same observable
+//! state, `processed_events`, `version` and trace length (each event took effect exactly
+//! once), the same processed marks for the sent events, no pending outbox entry, spawn
+//! intent or timer left, an empty queue and an empty dead-letter queue.
+//!
+//! `crashes_change_nothing_in_memory` runs `STM_CRASH_SCENARIOS` scenarios (default 5000)
+//! over MemoryStore + MemoryQueue; `crashes_change_nothing_over_dynamodb_and_sqs` runs
+//! `STM_CRASH_MOTO_SCENARIOS` (default 50) over DynamoDbStore + SqsQueue on moto (the
+//! crash-free reference there runs in memory). `STM_CRASH_SEED` sets the seed of both.
+//! `a_commit_whose_flush_died_is_delivered_before_the_next_event` pins the ordering bug
+//! the randomized run found (see there).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use common::{event, object, observable, START};
+use serde_json::{json, Value};
+use stm_core::{Event, Execution, Map};
+use stm_runtime::queue::{PublishFailure, ReceivedMessage};
+use stm_runtime::worker::Handled;
+use stm_runtime::{
+    relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, DriverError, ManualClock,
+    MemoryQueue, OutgoingMessage, Queue, Record, SqsQueue, Worker, WorkerSettings,
+};
+use stm_store::{
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, SpawnEntry,
+    StoreError,
+};
+
+/// Far enough in the future to list every armed timer (and a valid DynamoDB number).
+const FAR_FUTURE: f64 = 1.0e12;
+/// Poll / relay / sweep rounds one drain may take before the test fails.
+const MAX_ROUNDS: usize = 200;
+
+// --- the random source -----------------------------------------------------------
+
+/// xorshift64* (no dependencies; deterministic for a seed).
+#[derive(Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| {
+            let v = v.trim();
+            match v.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => v.parse().ok(),
+            }
+        })
+        .unwrap_or(default)
+}
+
+// --- the fault-injection seam ----------------------------------------------------
+
+/// Where a process can die.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Boundary {
+    BeforeLoad,
+    BeforeCommit,
+    AfterCommit,
+    AfterPublish,
+    AfterSweepPublish,
+    BeforeResponse,
+}
+
+const BOUNDARIES: [Boundary; 6] = [
+    Boundary::BeforeLoad,
+    Boundary::BeforeCommit,
+    Boundary::AfterCommit,
+    Boundary::AfterPublish,
+    Boundary::AfterSweepPublish,
+    Boundary::BeforeResponse,
+];
+
+impl Boundary {
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Boundary::BeforeLoad => "before-load",
+            Boundary::BeforeCommit => "before-commit",
+            Boundary::AfterCommit => "after-commit",
+            Boundary::AfterPublish => "after-publish",
+            Boundary::AfterSweepPublish => "after-sweep-publish",
+            Boundary::BeforeResponse => "before-response",
+        }
+    }
+}
+
+/// Which function the harness is running (the plan tells the sweeper's publish apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Actor {
+    Worker,
+    Relay,
+    Sweeper,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CrashPoint {
+    boundary: Boundary,
+    /// 1-based: the Nth time the run reaches the boundary.
+    occurrence: u64,
+}
+
+#[derive(Debug)]
+struct PlanState {
+    armed: Vec<CrashPoint>,
+    /// How often each boundary was reached (by a live process), over the whole run.
+    seen: [u64; 6],
+    dead: bool,
+    actor: Actor,
+    /// The crashes injected, in order.
+    hits: Vec<(CrashPoint, Actor)>,
+}
+
+/// The crash schedule shared by the store and queue wrappers of one run.
+#[derive(Clone)]
+struct CrashPlan(Arc<Mutex<PlanState>>);
+
+impl CrashPlan {
+    fn new(armed: Vec<CrashPoint>) -> Self {
+        CrashPlan(Arc::new(Mutex::new(PlanState {
+            armed,
+            seen: [0; 6],
+            dead: false,
+            actor: Actor::Worker,
+            hits: Vec::new(),
+        })))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PlanState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_actor(&self, actor: Actor) {
+        self.lock().actor = actor;
+    }
+
+    fn actor(&self) -> Actor {
+        self.lock().actor
+    }
+
+    fn is_dead(&self) -> bool {
+        self.lock().dead
+    }
+
+    /// A new instance: calls go through again.
+    fn revive(&self) {
+        self.lock().dead = false;
+    }
+
+    /// Count one occurrence of `boundary` by a live process; `true`: it dies here.
+    fn reach(&self, boundary: Boundary) -> bool {
+        let mut st = self.lock();
+        debug_assert!(!st.dead, "a dead process reached {boundary:?}");
+        st.seen[boundary.index()] += 1;
+        let occurrence = st.seen[boundary.index()];
+        let point = CrashPoint { boundary, occurrence };
+        if st.armed.contains(&point) {
+            st.dead = true;
+            let actor = st.actor;
+            st.hits.push((point, actor));
+            return true;
+        }
+        false
+    }
+
+    fn seen(&self) -> [u64; 6] {
+        self.lock().seen
+    }
+
+    fn hits(&self) -> Vec<(CrashPoint, Actor)> {
+        self.lock().hits.clone()
+    }
+}
+
+fn dead_store() -> StoreError {
+    StoreError::Backend("injected crash: this process is dead".into())
+}
+
+fn dead_queue(operation: &str) -> DriverError {
+    DriverError::Queue(format!("{operation}: injected crash: this process is dead"))
+}
+
+/// The store as a crashing process sees it.
+struct CrashingStore {
+    inner: Arc<dyn ExecutionStore>,
+    plan: CrashPlan,
+}
+
+impl CrashingStore {
+    fn alive(&self) -> Result<(), StoreError> {
+        if self.plan.is_dead() {
+            Err(dead_store())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Fail unless alive, and die (failing) if `boundary` is armed here.
+    fn gate(&self, boundary: Boundary) -> Result<(), StoreError> {
+        self.alive()?;
+        if self.plan.reach(boundary) {
+            return Err(dead_store());
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for CrashingStore {
+    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
+        self.gate(Boundary::BeforeLoad)?;
+        self.inner.load(id).await
+    }
+
+    async fn load_for_event(
+        &self,
+        id: &str,
+        event_id: &str,
+    ) -> Result<(Option<Execution>, bool), StoreError> {
+        self.gate(Boundary::BeforeLoad)?;
+        self.inner.load_for_event(id, event_id).await
+    }
+
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
+        self.gate(Boundary::BeforeCommit)?;
+        let seqs = self.inner.commit(exe, commit).await?;
+        // the write is durable; the process dies before it can use the result
+        self.gate(Boundary::AfterCommit)?;
+        Ok(seqs)
+    }
+
+    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
+        self.alive()?;
+        self.inner.is_processed(id, event_id).await
+    }
+
+    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
+        self.alive()?;
+        self.inner.list_executions(query).await
+    }
+
+    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
+        self.alive()?;
+        self.inner.pending_outbox().await
+    }
+
+    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
+        self.alive()?;
+        self.inner.ack_outbox(seq).await
+    }
+
+    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
+        self.alive()?;
+        self.inner.pending_spawns().await
+    }
+
+    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
+        self.alive()?;
+        self.inner.ack_spawn(seq).await
+    }
+
+    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
+        self.alive()?;
+        self.inner.due_timers(now).await
+    }
+
+    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
+        // only the sweeper deletes timers, right after it published the Timeout
+        self.gate(Boundary::AfterSweepPublish)?;
+        self.inner.delete_timer(id, path, fire_at).await
+    }
+
+    async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
+        self.alive()?;
+        self.inner.read_trace(id).await
+    }
+
+    async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {
+        self.alive()?;
+        self.inner.append_trace(id, entry).await
+    }
+}
+
+/// The queue as a crashing process sees it.
+struct CrashingQueue {
+    inner: Arc<dyn Queue>,
+    plan: CrashPlan,
+}
+
+#[async_trait]
+impl Queue for CrashingQueue {
+    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
+        if self.plan.is_dead() {
+            return (0..messages.len())
+                .map(|index| PublishFailure {
+                    index,
+                    code: "InjectedCrash".into(),
+                    message: "this process is dead".into(),
+                })
+                .collect();
+        }
+        let failures = self.inner.publish_batch(messages).await;
+        // the sweeper's publish is followed by its delete_timer (boundary 5), everyone
+        // else's by the outbox / spawn acks (boundary 4)
+        if self.plan.actor() != Actor::Sweeper {
+            self.plan.reach(Boundary::AfterPublish);
+        }
+        failures
+    }
+
+    async fn receive(
+        &self,
+        max: usize,
+        visibility_seconds: i32,
+        wait_seconds: i32,
+    ) -> Result<Vec<ReceivedMessage>, DriverError> {
+        if self.plan.is_dead() {
+            return Err(dead_queue("ReceiveMessage"));
+        }
+        self.inner.receive(max, visibility_seconds, wait_seconds).await
+    }
+
+    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError> {
+        if self.plan.is_dead() {
+            return Err(dead_queue("DeleteMessage"));
+        }
+        self.inner.delete(receipt_handle).await
+    }
+
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+        if self.plan.is_dead() {
+            return Err(dead_queue("ChangeMessageVisibility"));
+        }
+        self.inner.change_visibility(receipt_handle, seconds).await
+    }
+}
+
+// --- the machines and their scripts ----------------------------------------------
+
+/// `tests/machines/scenarios.stm` plus the `Checkout`, `Webhook` and `Shipment` examples
+/// (the example `Shipment` replaces the lifecycle machine of the same name, unused here).
+fn definitions() -> Definitions {
+    let mut defs = common::definitions();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for file in ["checkout.stm", "webhook.stm", "shipment.stm"] {
+        for defn in stm_runtime::config::load_file(&examples.join(file)).expect("example loads") {
+            defs.register(defn);
+        }
+    }
+    defs
+}
+
+#[allow(clippy::large_enum_variant)] // a handful of test steps
+#[derive(Clone)]
+enum Step {
+    /// Send an event to the root.
+    Send(Event),
+    /// Send the i-th event to the root's i-th child (the shipment's parcels).
+    ToChildren(Vec<Event>),
+    /// Move the clock on (the sweeper then fires what is due).
+    Advance(f64),
+}
+
+#[derive(Clone)]
+struct Scenario {
+    definition: &'static str,
+    seed: Option<Value>,
+    steps: Vec<Step>,
+    /// Whether the sends may go out back to back: not when the outcome depends on which of
+    /// two regions finishes first (a `cancel_on_failure` checkout where a region fails),
+    /// a race that concurrent workers decide either way, crash or no crash.
+    burst_ok: bool,
+}
+
+fn scenario(rng: &mut Rng) -> Scenario {
+    match rng.below(7) {
+        0 => Scenario {
+            // orthogonal fork and join
+            definition: "Fork",
+            seed: None,
+            steps: vec![
+                Step::Send(event("Go", json!({}))),
+                Step::Send(event(
+                    "PaymentOk",
+                    json!({"receipt": format!("r-{}", rng.below(1000))}),
+                )),
+                Step::Send(event("Packed", json!({}))),
+            ],
+            burst_ok: true,
+        },
+        1 => {
+            // examples/checkout.stm: an orthogonal checkout, either region may fail
+            let payment = if rng.chance(75) { "Charged" } else { "Declined" };
+            let stock = if rng.chance(75) { "Reserved" } else { "OutOfStock" };
+            let mut steps = vec![Step::Send(event("Checkout", json!({})))];
+            if rng.chance(50) {
+                steps.push(Step::Send(event(payment, json!({}))));
+                steps.push(Step::Send(event(stock, json!({}))));
+            } else {
+                steps.push(Step::Send(event(stock, json!({}))));
+                steps.push(Step::Send(event(payment, json!({}))));
+            }
+            Scenario {
+                definition: "Checkout",
+                seed: None,
+                steps,
+                burst_ok: payment == "Charged" && stock == "Reserved",
+            }
+        }
+        2 => {
+            // a fan-out invoke whose children finish on their own
+            let pool = ["a", "b", "c", "bounce", "d"];
+            let n = 1 + rng.below(4) as usize;
+            let recipients: Vec<&str> = (0..n)
+                .map(|_| pool[rng.below(pool.len() as u64) as usize])
+                .collect();
+            Scenario {
+                definition: "FanOut",
+                seed: Some(json!({ "recipients": recipients })),
+                steps: vec![],
+                burst_ok: true,
+            }
+        }
+        3 => {
+            // examples/shipment.stm: a fan-out whose children wait for their own event
+            let n = 1 + rng.below(3) as usize;
+            let parcels: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+            let outcomes = (0..n)
+                .map(|_| event(if rng.chance(80) { "Delivered" } else { "Lost" }, json!({})))
+                .collect();
+            Scenario {
+                definition: "Shipment",
+                seed: Some(json!({ "parcels": parcels })),
+                steps: vec![Step::ToChildren(outcomes)],
+                burst_ok: true,
+            }
+        }
+        4 => Scenario {
+            // a timeout fired by the sweeper
+            definition: "Timed",
+            seed: None,
+            steps: vec![Step::Advance(1.0), Step::Advance(1.5), Step::Advance(5.0)],
+            burst_ok: true,
+        },
+        5 => Scenario {
+            // a deferred event: Approve before Submit is held, then handled
+            definition: "Deferring",
+            seed: None,
+            steps: vec![
+                Step::Send(event("Approve", json!({}))),
+                Step::Send(event("Submit", json!({}))),
+            ],
+            burst_ok: true,
+        },
+        _ => Scenario {
+            // examples/webhook.stm: the payment webhook overtakes the confirmation
+            definition: "Webhook",
+            seed: None,
+            steps: vec![
+                Step::Send(event(
+                    "PaymentSucceeded",
+                    json!({"ref": format!("p-{}", rng.below(1000))}),
+                )),
+                Step::Send(event("Confirmed", json!({}))),
+            ],
+            burst_ok: true,
+        },
+    }
+}
+
+/// How a run's worker and event source behave (the same for both runs of a scenario).
+#[derive(Debug, Clone, Copy)]
+struct Knobs {
+    batch: usize,
+    inline_flush: bool,
+    /// chance (%) of a relay pass between two polls
+    relay_between_polls: u64,
+    /// The script's consecutive sends go out back to back, without waiting for quiescence.
+    burst: bool,
+}
+
+// --- the harness -----------------------------------------------------------------
+
+/// How the test inspects the queue under test: what is left in it and in its DLQ.
+enum Backend {
+    Memory(Arc<MemoryQueue>),
+    Sqs { main: SqsQueue, dlq: SqsQueue },
+}
+
+impl Backend {
+    async fn assert_empty(&self, what: &str) {
+        match self {
+            Backend::Memory(q) => {
+                assert!(q.is_empty(), "{what}: messages left: {:?}", q.snapshot());
+                assert!(
+                    q.dead_letters().is_empty(),
+                    "{what}: dead-lettered: {:?}",
+                    q.dead_letters()
+                );
+            }
+            Backend::Sqs { main, dlq } => {
+                assert_eq!(
+                    main.approximate_depth().await.expect("depth"),
+                    0,
+                    "{what}: messages left"
+                );
+                let dead = dlq.receive(10, 0, 0).await.expect("receive from the DLQ");
+                assert!(dead.is_empty(), "{what}: dead-lettered: {dead:?}");
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct RunStats {
+    /// Records handed to the worker.
+    deliveries: usize,
+    /// Redeliveries the worker recognised (a processed event, an existing child).
+    dropped_redeliveries: usize,
+    /// The most poll / relay / sweep rounds one drain took.
+    longest_drain: usize,
+}
+
+struct Harness {
+    /// The store and queue themselves (the test's view, and the event source's: the
+    /// Lambda event-source mapping is not part of the crashing process).
+    store: Arc<dyn ExecutionStore>,
+    queue: Arc<dyn Queue>,
+    backend: Backend,
+    /// The crashing process's view.
+    crashing_store: Arc<CrashingStore>,
+    crashing_queue: Arc<CrashingQueue>,
+    plan: CrashPlan,
+    worker: Worker,
+    /// The client side (create, send) never crashes: it is not under test here.
+    control: Control,
+    clock: Arc<ManualClock>,
+    knobs: Knobs,
+    rng: Rng,
+    stats: RunStats,
+}
+
+impl Harness {
+    fn new(
+        store: Arc<dyn ExecutionStore>,
+        queue: Arc<dyn Queue>,
+        backend: Backend,
+        defs: &Definitions,
+        plan: CrashPlan,
+        knobs: Knobs,
+        rng: Rng,
+    ) -> Self {
+        let clock = Arc::new(ManualClock::new(START));
+        let crashing_store = Arc::new(CrashingStore {
+            inner: store.clone(),
+            plan: plan.clone(),
+        });
+        let crashing_queue = Arc::new(CrashingQueue {
+            inner: queue.clone(),
+            plan: plan.clone(),
+        });
+        let driver = Driver::new(
+            crashing_store.clone(),
+            defs.clone(),
+            ActionRegistry::with_builtins(),
+        )
+        .with_clock(clock.clone())
+        .with_trace(true);
+        let worker = Worker::new(
+            driver,
+            crashing_queue.clone(),
+            WorkerSettings {
+                inline_flush: knobs.inline_flush,
+                suspend_recheck_seconds: 1,
+                suspend_recheck_max_seconds: 1,
+                poison_retry_seconds: 1,
+            },
+        );
+        let control_driver = Driver::new(store.clone(), defs.clone(), ActionRegistry::with_builtins())
+            .with_clock(clock.clone())
+            .with_trace(true);
+        let control = Control::new(control_driver, queue.clone());
+        Harness {
+            store,
+            queue,
+            backend,
+            crashing_store,
+            crashing_queue,
+            plan,
+            worker,
+            control,
+            clock,
+            knobs,
+            rng,
+            stats: RunStats::default(),
+        }
+    }
+
+    fn memory(defs: &Definitions, plan: CrashPlan, knobs: Knobs, rng: Rng) -> Self {
+        // a large max_receive_count: a crash must never dead-letter a message
+        let queue = Arc::new(MemoryQueue::new(1_000));
+        Harness::new(
+            Arc::new(MemoryStore::new()),
+            queue.clone(),
+            Backend::Memory(queue),
+            defs,
+            plan,
+            knobs,
+            rng,
+        )
+    }
+
+    /// One invocation of the event source: receive a batch, run the worker, delete the
+    /// records it did not report failed, unless the instance died (or its response was
+    /// lost): then nothing is deleted and the whole batch comes back (visibility 0).
+    async fn poll(&mut self) -> usize {
+        let messages = self.queue.receive(self.knobs.batch, 0, 0).await.expect("receive");
+        if messages.is_empty() {
+            return 0;
+        }
+        let records: Vec<Record> = messages.iter().map(Record::from_received).collect();
+        self.plan.set_actor(Actor::Worker);
+        let outcome = self.worker.handle_batch(&records).await;
+        self.stats.deliveries += records.len();
+        if self.plan.is_dead() || self.plan.reach(Boundary::BeforeResponse) {
+            self.plan.revive();
+            // nothing deleted; the batch's visibility timeout runs out (at once, here). Said
+            // explicitly rather than left to the receive's visibility of 0: moto, finding
+            // several expired messages of one FIFO group, hands out the last one first
+            for message in &messages {
+                self.queue
+                    .change_visibility(&message.receipt_handle, 0)
+                    .await
+                    .expect("visibility timeout");
+            }
+            return messages.len();
+        }
+        for (message, (_, result)) in messages.iter().zip(&outcome.records) {
+            match result {
+                Ok(Handled::Duplicate | Handled::Spawned { created: false, .. }) => {
+                    self.stats.dropped_redeliveries += 1
+                }
+                Ok(_) => {}
+                Err(why) => panic!(
+                    "record {} failed in a live process: {why:?} ({})",
+                    message.message_id, message.body
+                ),
+            }
+            self.queue.delete(&message.receipt_handle).await.expect("delete");
+        }
+        messages.len()
+    }
+
+    /// One scheduled relay run; a crash counts as movement (the next round retries).
+    async fn relay(&mut self) -> usize {
+        self.plan.set_actor(Actor::Relay);
+        let result = relay::relay_pending(self.crashing_store.as_ref(), self.crashing_queue.as_ref()).await;
+        if self.plan.is_dead() {
+            self.plan.revive();
+            return 1;
+        }
+        let summary = result.expect("relay in a live process");
+        assert_eq!(
+            summary.remaining, 0,
+            "relay left entries in a live process: {summary:?}"
+        );
+        summary.forwarded
+    }
+
+    /// One scheduled sweep at the clock's now; a crash counts as movement.
+    async fn sweep(&mut self) -> usize {
+        self.plan.set_actor(Actor::Sweeper);
+        let now = self.clock.now();
+        let result = sweeper::sweep(self.crashing_store.as_ref(), self.crashing_queue.as_ref(), now).await;
+        if self.plan.is_dead() {
+            self.plan.revive();
+            return 1;
+        }
+        let summary = result.expect("sweep in a live process");
+        assert_eq!(summary.failed, 0, "sweep failed in a live process: {summary:?}");
+        summary.fired
+    }
+
+    /// Poll, relay and sweep until a full round moves nothing.
+    async fn drain(&mut self, what: &str) {
+        for round in 1..=MAX_ROUNDS {
+            self.stats.longest_drain = self.stats.longest_drain.max(round);
+            if self.poll().await > 0 {
+                if self.rng.chance(self.knobs.relay_between_polls) {
+                    self.relay().await;
+                }
+                continue;
+            }
+            let moved = self.relay().await + self.sweep().await;
+            if moved == 0 {
+                return;
+            }
+        }
+        panic!("{what}: no quiescence after {MAX_ROUNDS} rounds");
+    }
+
+    async fn run(&mut self, sc: &Scenario, id: &str, what: &str) -> Outcome {
+        self.control
+            .create(sc.definition, sc.seed.clone().map(object), Some(id))
+            .await
+            .expect("create");
+        // in a burst the client does not wait between its sends: the worker finds several
+        // events of the execution's group queued (the create's Start included)
+        let bursty = self.knobs.burst;
+        let burst = |next: Option<&Step>| bursty && matches!(next, Some(Step::Send(_)));
+        if !burst(sc.steps.first()) {
+            self.drain(what).await;
+        }
+        let mut sent = Vec::new();
+        for (i, step) in sc.steps.iter().enumerate() {
+            match step {
+                Step::Send(ev) => {
+                    self.control.send(id, ev).await.expect("send");
+                    sent.push((id.to_string(), ev.id.clone()));
+                }
+                Step::ToChildren(events) => {
+                    let root = self.store.load(id).await.expect("load").expect("root");
+                    let children: Vec<String> = root.children.keys().cloned().collect();
+                    assert_eq!(children.len(), events.len(), "{what}: children {children:?}");
+                    for (child, ev) in children.iter().zip(events) {
+                        self.control.send(child, ev).await.expect("send to a child");
+                        sent.push((child.clone(), ev.id.clone()));
+                    }
+                }
+                Step::Advance(seconds) => self.clock.advance(*seconds),
+            }
+            if !(matches!(step, Step::Send(_)) && burst(sc.steps.get(i + 1))) {
+                self.drain(what).await;
+            }
+        }
+        self.outcome(id, &sent, what).await
+    }
+
+    /// The final state, and the checks that nothing is left behind.
+    async fn outcome(&self, root: &str, sent: &[(String, String)], what: &str) -> Outcome {
+        self.backend.assert_empty(what).await;
+        let outbox = self.store.pending_outbox().await.expect("outbox");
+        assert!(outbox.is_empty(), "{what}: outbox entries left: {outbox:?}");
+        let spawns = self.store.pending_spawns().await.expect("spawns");
+        assert!(spawns.is_empty(), "{what}: spawn intents left: {spawns:?}");
+        let mut executions = BTreeMap::new();
+        let mut traces = BTreeMap::new();
+        let mut todo = vec![root.to_string()];
+        while let Some(id) = todo.pop() {
+            let exe = self
+                .store
+                .load(&id)
+                .await
+                .expect("load")
+                .unwrap_or_else(|| panic!("{what}: no execution {id}"));
+            todo.extend(exe.children.keys().cloned());
+            let trace = self.store.read_trace(&id).await.expect("trace");
+            let kinds: Vec<String> = trace
+                .iter()
+                .map(|t| {
+                    t.get("event_kind")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_string()
+                })
+                .collect();
+            traces.insert(id.clone(), kinds);
+            executions.insert(id, exe);
+        }
+        let timers: Vec<DueTimer> = self
+            .store
+            .due_timers(FAR_FUTURE)
+            .await
+            .expect("timers")
+            .into_iter()
+            .filter(|t| executions.contains_key(&t.execution_id))
+            .collect();
+        assert!(timers.is_empty(), "{what}: timers left: {timers:?}");
+        let mut marks = Vec::new();
+        for (target, event_id) in sent {
+            marks.push(
+                self.store
+                    .is_processed(target, event_id)
+                    .await
+                    .expect("processed mark"),
+            );
+        }
+        Outcome {
+            executions,
+            traces,
+            marks,
+        }
+    }
+}
+
+/// What a run ended with.
+struct Outcome {
+    executions: BTreeMap<String, Execution>,
+    /// Each execution's trace, as its steps' event kinds.
+    traces: BTreeMap<String, Vec<String>>,
+    /// The processed mark of each event the script sent, in order.
+    marks: Vec<bool>,
+}
+
+#[derive(Default)]
+struct Totals {
+    scenarios: usize,
+    by_machine: BTreeMap<&'static str, usize>,
+    armed: usize,
+    crashes: BTreeMap<Boundary, usize>,
+    after_publish_by: BTreeMap<Actor, usize>,
+    processed: i64,
+    commits: i64,
+    deliveries: usize,
+    dropped_redeliveries: usize,
+    extra_deliveries: i64,
+    longest_drain: usize,
+    lost: i64,
+    duplicates: i64,
+}
+
+/// Compare the crashed run with the crash-free one; count what differs.
+fn compare(expected: &Outcome, got: &Outcome, totals: &mut Totals, what: &str) {
+    assert_eq!(
+        expected.executions.keys().collect::<Vec<_>>(),
+        got.executions.keys().collect::<Vec<_>>(),
+        "{what}: executions differ"
+    );
+    for (id, want) in &expected.executions {
+        let have = &got.executions[id];
+        totals.processed += have.processed_events;
+        totals.commits += have.version;
+        let (dp, dv) = (
+            have.processed_events - want.processed_events,
+            have.version - want.version,
+        );
+        if dp < 0 || dv < 0 {
+            totals.lost += (-dp).max(-dv);
+        }
+        if dp > 0 || dv > 0 {
+            totals.duplicates += dp.max(dv);
+        }
+        assert_eq!(
+            observable(have),
+            observable(want),
+            "{what}: execution {id} differs"
+        );
+        assert_eq!(
+            (have.processed_events, have.version),
+            (want.processed_events, want.version),
+            "{what}: execution {id}: (processed_events, version); traced steps: crash-free {:?}, \
+             crashed {:?}",
+            expected.traces[id],
+            got.traces[id],
+        );
+        let (mut tw, mut th) = (expected.traces[id].clone(), got.traces[id].clone());
+        assert_eq!(th.len(), tw.len(), "{what}: execution {id}: trace length");
+        // the order of a joining parent's steps may differ (children finish in any order)
+        tw.sort();
+        th.sort();
+        assert_eq!(th, tw, "{what}: execution {id}: traced event kinds");
+    }
+    assert_eq!(
+        got.marks, expected.marks,
+        "{what}: processed marks of the sent events"
+    );
+    assert!(
+        got.marks.iter().all(|m| *m),
+        "{what}: a sent event was not processed"
+    );
+}
+
+/// 1–3 crash points at boundaries the crash-free run reached, at an occurrence it reached
+/// (a later crash shifts the counts, so a point may also land on a retry, or miss). The
+/// first goes to the reachable boundary with the fewest crashes so far, so that the rare
+/// ones (the sweeper's, the relay's) are covered by a small sample too; the rest are random.
+fn crash_points(rng: &mut Rng, reached: &[u64; 6], totals: &Totals) -> Vec<CrashPoint> {
+    let candidates: Vec<Boundary> = BOUNDARIES
+        .iter()
+        .copied()
+        .filter(|b| reached[b.index()] > 0)
+        .collect();
+    let least = candidates
+        .iter()
+        .copied()
+        .min_by_key(|b| totals.crashes.get(b).copied().unwrap_or(0));
+    let n = 1 + rng.below(3) as usize;
+    (0..n)
+        .map(|i| {
+            let boundary = match least {
+                Some(b) if i == 0 => b,
+                _ => candidates[rng.below(candidates.len() as u64) as usize],
+            };
+            // a little past the clean count too: retries reach a boundary more often
+            let occurrence = 1 + rng.below(reached[boundary.index()] + 1);
+            CrashPoint { boundary, occurrence }
+        })
+        .collect()
+}
+
+fn knobs(rng: &mut Rng, sc: &Scenario) -> Knobs {
+    Knobs {
+        batch: 1 + rng.below(10) as usize,
+        // mostly the production setting; without it the relay publishes everything
+        inline_flush: rng.chance(75),
+        relay_between_polls: [0, 10, 30][rng.below(3) as usize],
+        burst: rng.chance(50) && sc.burst_ok,
+    }
+}
+
+fn add_run(totals: &mut Totals, sc: &Scenario, plan: &CrashPlan, stats: &RunStats, clean: &RunStats) {
+    totals.scenarios += 1;
+    *totals.by_machine.entry(sc.definition).or_default() += 1;
+    totals.armed += plan.lock().armed.len();
+    for (point, actor) in plan.hits() {
+        *totals.crashes.entry(point.boundary).or_default() += 1;
+        if point.boundary == Boundary::AfterPublish {
+            *totals.after_publish_by.entry(actor).or_default() += 1;
+        }
+    }
+    totals.deliveries += stats.deliveries;
+    totals.dropped_redeliveries += stats.dropped_redeliveries;
+    totals.extra_deliveries += stats.deliveries as i64 - clean.deliveries as i64;
+    totals.longest_drain = totals.longest_drain.max(stats.longest_drain);
+}
+
+fn summarize(test: &str, seed: u64, totals: &Totals, elapsed: std::time::Duration) {
+    let crashes: Vec<String> = BOUNDARIES
+        .iter()
+        .map(|b| format!("{} {}", b.label(), totals.crashes.get(b).copied().unwrap_or(0)))
+        .collect();
+    let injected: usize = totals.crashes.values().sum();
+    eprintln!(
+        "{test}: seed {seed:#x}, {} scenarios {:?}; crash points armed {}, crashes injected {injected} \
+         ({}; after-publish in worker {} / relay {}); events processed {} (processed_events) in {} \
+         commits (versions); worker deliveries {} ({} more than crash-free, {} redeliveries dropped \
+         as duplicates); longest drain {} rounds (bound {MAX_ROUNDS}); lost {}, duplicates {}; {:.1} s",
+        totals.scenarios,
+        totals.by_machine,
+        totals.armed,
+        crashes.join(", "),
+        totals.after_publish_by.get(&Actor::Worker).copied().unwrap_or(0),
+        totals.after_publish_by.get(&Actor::Relay).copied().unwrap_or(0),
+        totals.processed,
+        totals.commits,
+        totals.deliveries,
+        totals.extra_deliveries,
+        totals.dropped_redeliveries,
+        totals.longest_drain,
+        totals.lost,
+        totals.duplicates,
+        elapsed.as_secs_f64(),
+    );
+}
+
+/// No event lost or applied twice; with `coverage`, every boundary (and the after-publish
+/// one in both the worker and the relay) had a crash.
+fn assert_totals(totals: &Totals, coverage: bool) {
+    assert_eq!(totals.lost, 0, "events lost");
+    assert_eq!(totals.duplicates, 0, "events applied twice");
+    if !coverage {
+        return;
+    }
+    for b in BOUNDARIES {
+        assert!(
+            totals.crashes.get(&b).copied().unwrap_or(0) > 0,
+            "no crash was injected at {}",
+            b.label()
+        );
+    }
+    for actor in [Actor::Worker, Actor::Relay] {
+        assert!(
+            totals.after_publish_by.get(&actor).copied().unwrap_or(0) > 0,
+            "no after-publish crash in the {actor:?}"
+        );
+    }
+}
+
+/// The crash-free reference run of a scenario, over memory: its outcome, its stats and how
+/// often it reached each boundary.
+async fn reference(
+    defs: &Definitions,
+    sc: &Scenario,
+    id: &str,
+    knobs: Knobs,
+    rng: Rng,
+) -> (Outcome, RunStats, [u64; 6]) {
+    let plan = CrashPlan::new(Vec::new());
+    let mut clean = Harness::memory(defs, plan.clone(), knobs, rng);
+    let expected = clean.run(sc, id, &format!("{id} (crash-free)")).await;
+    (expected, clean.stats, plan.seen())
+}
+
+#[tokio::test]
+async fn crashes_change_nothing_in_memory() {
+    let scenarios = env_u64("STM_CRASH_SCENARIOS", 5_000);
+    let seed = env_u64("STM_CRASH_SEED", 0xC2A5_4ED0_0D1E);
+    let defs = definitions();
+    let started = Instant::now();
+    let mut master = Rng::new(seed);
+    let mut totals = Totals::default();
+    for n in 0..scenarios {
+        let sc = scenario(&mut master);
+        let knobs = knobs(&mut master, &sc);
+        let run_rng = Rng::new(master.next());
+        let id = format!("s{n}-{}", sc.definition.to_lowercase());
+        let (expected, clean_stats, reached) = reference(&defs, &sc, &id, knobs, run_rng.clone()).await;
+
+        let points = crash_points(&mut master, &reached, &totals);
+        let what = format!(
+            "scenario {n} ({}, {knobs:?}, crash points {points:?})",
+            sc.definition
+        );
+        let plan = CrashPlan::new(points);
+        let mut crashed = Harness::memory(&defs, plan.clone(), knobs, run_rng);
+        let got = crashed.run(&sc, &id, &what).await;
+        compare(&expected, &got, &mut totals, &what);
+        add_run(&mut totals, &sc, &plan, &crashed.stats, &clean_stats);
+    }
+    summarize("crash_injection (memory)", seed, &totals, started.elapsed());
+    assert_totals(&totals, scenarios >= 200);
+}
+
+/// The regression the randomized run found: a `Fork` whose client sends `Go`, `PaymentOk`
+/// and `Packed` back to back, one batch of 10, inline flush on. The worker dies right after
+/// a commit of the parent, before that commit's inline flush; the batch comes back. Before
+/// the worker delivered the pending entries on a redelivery, the next event's inline flush
+/// overtook them:
+///
+/// * crash after commit 2 (`Go`: the regions' spawn intents stay pending): the broadcast
+///   `PaymentOk` and `Packed` reached the regions' groups before their spawn intents, found
+///   no execution and were acknowledged as no-ops. The regions were created later by the
+///   relay and waited forever: the parent stayed `RUNNING` in `Work` (events lost);
+/// * crash after commit 3 (the broadcast of `PaymentOk`): `Packed` reached the `Billing`
+///   region before `PaymentOk` (the traced steps show `Start, Packed, PaymentOk`), the
+///   order the parent emitted them in reversed.
+#[tokio::test]
+async fn a_commit_whose_flush_died_is_delivered_before_the_next_event() {
+    let defs = definitions();
+    let sc = Scenario {
+        definition: "Fork",
+        seed: None,
+        steps: vec![
+            Step::Send(event("Go", json!({}))),
+            Step::Send(event("PaymentOk", json!({"receipt": "r-1"}))),
+            Step::Send(event("Packed", json!({}))),
+        ],
+        burst_ok: true,
+    };
+    let knobs = Knobs {
+        batch: 10,
+        inline_flush: true,
+        relay_between_polls: 0,
+        burst: true,
+    };
+    let mut totals = Totals::default();
+    for occurrence in [2, 3] {
+        let id = format!("regression-after-commit-{occurrence}");
+        let (expected, _, _) = reference(&defs, &sc, &id, knobs, Rng::new(1)).await;
+        let point = CrashPoint {
+            boundary: Boundary::AfterCommit,
+            occurrence,
+        };
+        let plan = CrashPlan::new(vec![point]);
+        let mut crashed = Harness::memory(&defs, plan.clone(), knobs, Rng::new(1));
+        let what = format!("Fork, burst, crash {point:?}");
+        let got = crashed.run(&sc, &id, &what).await;
+        assert_eq!(plan.hits().len(), 1, "{what}: the crash happened");
+        compare(&expected, &got, &mut totals, &what);
+        assert_eq!(got.executions[&id].active_path.as_deref(), Some("Done"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashes_change_nothing_over_dynamodb_and_sqs() {
+    let scenarios = env_u64("STM_CRASH_MOTO_SCENARIOS", 50);
+    let seed = env_u64("STM_CRASH_SEED", 0xC2A5_4ED0_0D1E) ^ 0x5EED_0FD1_5C00;
+    let defs = definitions();
+    // visibility 0: a batch a dead instance held comes back at once, as after its timeout
+    let parts = common::moto_parts("crash", 0, 1_000).await;
+    let store: Arc<dyn ExecutionStore> = parts.store.clone();
+    let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
+    let started = Instant::now();
+    let mut master = Rng::new(seed);
+    let mut totals = Totals::default();
+    for n in 0..scenarios {
+        let sc = scenario(&mut master);
+        let knobs = knobs(&mut master, &sc);
+        let run_rng = Rng::new(master.next());
+        let id = format!("s{n}-{}", sc.definition.to_lowercase());
+        let (expected, clean_stats, reached) = reference(&defs, &sc, &id, knobs, run_rng.clone()).await;
+
+        let points = crash_points(&mut master, &reached, &totals);
+        let what = format!(
+            "moto scenario {n} ({}, {knobs:?}, crash points {points:?})",
+            sc.definition
+        );
+        let plan = CrashPlan::new(points);
+        let backend = Backend::Sqs {
+            main: SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()),
+            dlq: SqsQueue::new(parts.client.clone(), parts.urls.dead_letter_url.clone()),
+        };
+        let mut crashed = Harness::new(
+            store.clone(),
+            queue.clone(),
+            backend,
+            &defs,
+            plan.clone(),
+            knobs,
+            run_rng,
+        );
+        let got = crashed.run(&sc, &id, &what).await;
+        compare(&expected, &got, &mut totals, &what);
+        add_run(&mut totals, &sc, &plan, &crashed.stats, &clean_stats);
+    }
+    summarize(
+        "crash_injection (dynamodb+sqs on moto)",
+        seed,
+        &totals,
+        started.elapsed(),
+    );
+    assert_totals(&totals, scenarios >= 30);
+}
+
+/// The same overtaking without a crash: the inline flush of `Go`'s commit cannot publish
+/// (a throttled `SendMessageBatch`), and `PaymentOk` and `Packed` are already queued
+/// behind it. The record is reported failed although committed, so its redelivery (a
+/// duplicate) publishes the pending spawn intents before the next event goes: the
+/// regions exist when the broadcasts come, and the parent joins.
+#[tokio::test]
+async fn a_commit_whose_flush_could_not_publish_is_delivered_before_the_next_event() {
+    let store = Arc::new(MemoryStore::new());
+    let queue = Arc::new(MemoryQueue::new(5));
+    let stack = common::Stack::new(store.clone(), queue.clone());
+    stack
+        .control
+        .create("Fork", None, Some("f"))
+        .await
+        .expect("create");
+    stack.drain().await;
+    for ev in [
+        common::event("Go", json!({})),
+        common::event("PaymentOk", json!({"receipt": "r"})),
+        common::event("Packed", json!({})),
+    ] {
+        stack.control.send("f", &ev).await.expect("send");
+    }
+    // Go's inline flush: both spawn intents fail to publish
+    queue.fail_next_publishes(2);
+    stack.drain().await;
+    let parent = stack.load("f").await;
+    assert_eq!(parent.active_path.as_deref(), Some("Done"), "{parent:?}");
+    assert!(queue.dead_letters().is_empty(), "nothing dead-lettered");
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
+    assert!(store.pending_spawns().await.expect("spawns").is_empty());
+}
