@@ -5,8 +5,14 @@
 //!
 //! ```text
 //! cargo run -p stm-deploytest --bin lambda-smoke -- \
-//!     --lambda-dir target/lambda [--zips dist] [--definitions examples] [--runs 5]
+//!     --lambda-dir target/lambda [--zips dist] [--definitions examples] [--runs 5] \
+//!     [--python .venv/bin/python]
 //! ```
+//!
+//! With `--python`, a last row starts `bench/harel_bootstrap.py` the same way: the Python
+//! equivalent of the worker's init (import harel and boto3, load and validate the same
+//! definitions, build harel's DynamoDB store and SQS transport), against the same Runtime
+//! API and moto, and prints the worker's init as a ratio of it.
 //!
 //! `--lambda-dir` holds `worker/bootstrap`, `relay/bootstrap`, `sweeper/bootstrap` built for
 //! this machine (`cargo lambda build --release` on x86_64; the arm64 deployment build does
@@ -34,6 +40,7 @@ struct Args {
     zips: Option<PathBuf>,
     definitions: Option<PathBuf>,
     runs: usize,
+    python: Option<PathBuf>,
 }
 
 fn args() -> Result<Args> {
@@ -45,6 +52,7 @@ fn args() -> Result<Args> {
         zips: None,
         definitions: None,
         runs: 5,
+        python: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -54,8 +62,11 @@ fn args() -> Result<Args> {
             "--zips" => out.zips = Some(PathBuf::from(value()?)),
             "--definitions" => out.definitions = Some(PathBuf::from(value()?)),
             "--runs" => out.runs = value()?.parse().context("--runs")?,
+            "--python" => out.python = Some(PathBuf::from(value()?)),
             "-h" | "--help" => {
-                println!("lambda-smoke --lambda-dir DIR [--zips DIR] [--definitions DIR] [--runs N]");
+                println!(
+                    "lambda-smoke --lambda-dir DIR [--zips DIR] [--definitions DIR] [--runs N] [--python PY]"
+                );
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other}"),
@@ -87,6 +98,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 async fn cold_start(
     bootstrap: &Path,
+    bootstrap_args: &[PathBuf],
     env: &BTreeMap<String, String>,
     payload: &str,
     log: &Path,
@@ -94,7 +106,8 @@ async fn cold_start(
     let api = RuntimeApi::start().await?;
     let log_file = std::fs::File::options().create(true).append(true).open(log)?;
     let mut cmd = tokio::process::Command::new(bootstrap);
-    cmd.env_clear()
+    cmd.args(bootstrap_args)
+        .env_clear()
         .envs(env)
         .env("AWS_LAMBDA_RUNTIME_API", api.address())
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -212,6 +225,8 @@ async fn run() -> Result<()> {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---|");
     let mut problems = Vec::new();
+    let mut worker_init = None;
+    let mut worker_env = BTreeMap::new();
     for (function, binary) in [("Worker", "worker"), ("Relay", "relay"), ("Sweeper", "sweeper")] {
         let bootstrap = args.lambda_dir.join(binary).join("bootstrap");
         if !bootstrap.exists() {
@@ -263,7 +278,7 @@ async fn run() -> Result<()> {
                 sample(&format!("{binary}-scheduled.json"))?
             };
             recorder.clear();
-            let run = cold_start(&bootstrap, &env, &payload, &log).await?;
+            let run = cold_start(&bootstrap, &[], &env, &payload, &log).await?;
             let calls = recorder.take();
             // the part of init before the first AWS request (configuration, definitions,
             // SDK clients): what the emulator's latency does not touch
@@ -298,6 +313,10 @@ async fn run() -> Result<()> {
             *ops.entry(c.operation()).or_default() += 1;
         }
         let ops: Vec<String> = ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
+        if binary == "worker" {
+            worker_init = Some(median(runs.iter().map(|r| r.init).collect()));
+            worker_env = env.clone();
+        }
         let zip = args
             .zips
             .as_ref()
@@ -311,6 +330,45 @@ async fn run() -> Result<()> {
             runs.first().map_or(0.0, |r| r.invoke.as_secs_f64() * 1e3),
             runs.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0) as f64 / 1024.0,
             ops.join(", ")
+        );
+    }
+    if let (Some(python), Some(worker_init)) = (&args.python, worker_init) {
+        let script = stm_deploytest::repo_root().join("bench/harel_bootstrap.py");
+        let log = logs.join("harel.log");
+        let mut runs = Vec::new();
+        for _ in 0..args.runs.max(1) {
+            recorder.clear();
+            let run = cold_start(python, std::slice::from_ref(&script), &worker_env, "{}", &log).await?;
+            if let Outcome::Error(e) = &run.outcome {
+                problems.push(format!("the harel bootstrap failed its invocation: {e}"));
+            }
+            runs.push((run, recorder.take()));
+        }
+        let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
+        for c in runs
+            .first()
+            .map(|(_, calls)| calls.as_slice())
+            .unwrap_or_default()
+        {
+            *ops.entry(c.operation()).or_default() += 1;
+        }
+        let ops: Vec<String> = ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
+        let local: Vec<Duration> = runs
+            .iter()
+            .filter_map(|(run, calls)| calls.first().map(|c| c.at.saturating_duration_since(run.started)))
+            .collect();
+        let harel_init = median(runs.iter().map(|(r, _)| r.init).collect());
+        println!(
+            "| harel 0.9.0 worker init (Python, bench/harel_bootstrap.py) | - | - | {:.1} | {:.1} | - | {:.1} | {} |",
+            harel_init.as_secs_f64() * 1e3,
+            median(local).as_secs_f64() * 1e3,
+            runs.iter().map(|(r, _)| r.peak_rss_kib).max().unwrap_or(0) as f64 / 1024.0,
+            ops.join(", ")
+        );
+        println!(
+            "\nworker init = {:.3} x harel's (harel / worker = {:.1})",
+            worker_init.as_secs_f64() / harel_init.as_secs_f64().max(1e-9),
+            harel_init.as_secs_f64() / worker_init.as_secs_f64().max(1e-9)
         );
     }
     if !problems.is_empty() {
