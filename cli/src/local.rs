@@ -94,7 +94,7 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
         dep.queue.clone()
     };
     let urls = SqsQueue::ensure(&client, &name, args.visibility, args.max_receive).await?;
-    let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(client, urls.queue_url.clone()));
+    let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(client.clone(), urls.queue_url.clone()));
     let mut actions = ActionRegistry::with_builtins();
     // remote actions, bound as the worker binds them (STM_ACTIONS)
     let remote = match std::env::var("STM_ACTIONS").ok().filter(|s| !s.trim().is_empty()) {
@@ -116,7 +116,18 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     }
     stm_runtime::config::check_actions(&definitions, &actions)?;
     let driver = Driver::new(store.clone(), definitions, actions).with_trace(args.trace);
-    let worker = Worker::new(driver, queue.clone(), WorkerSettings::default());
+    // precise timers: a standard doorbell queue beside the FIFO one (as template.yaml has)
+    let doorbell_url = stm_runtime::doorbell::SqsDoorbell::ensure(
+        &client,
+        &format!("{}-timers", name.trim_end_matches(".fifo")),
+    )
+    .await?;
+    let doorbell = Arc::new(stm_runtime::doorbell::SqsDoorbell::new(
+        client.clone(),
+        doorbell_url.clone(),
+    ));
+    let doorbells: Arc<dyn Queue> = Arc::new(SqsQueue::new(client.clone(), doorbell_url.clone()));
+    let worker = Worker::new(driver, queue.clone(), WorkerSettings::default()).with_doorbell(doorbell);
     if args.batch_size == 0 || args.batch_size > 10 {
         bail!("--batch-size must be 1..=10 (SQS FIFO)");
     }
@@ -132,7 +143,7 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     };
     let endpoint = dep.endpoint.clone().unwrap_or_default();
     eprintln!(
-        "[stm local] tables {}_*, queue {} (DLQ {})",
+        "[stm local] tables {}_*, queue {} (DLQ {}), timer doorbells {doorbell_url}",
         dep.prefix, urls.queue_url, urls.dead_letter_url
     );
     eprintln!("[stm local] machines: {}", names.join(", "));
@@ -146,7 +157,14 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
         args.machines.display()
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let running = tokio::spawn(eventsource::run(queue, worker, settings, schedules, stop_rx));
+    let running = tokio::spawn(eventsource::run_with_doorbells(
+        queue,
+        worker,
+        settings,
+        schedules,
+        Some(doorbells),
+        stop_rx,
+    ));
     tokio::signal::ctrl_c().await.context("wait for Ctrl-C")?;
     eprintln!("[stm local] stopping");
     let _ = stop_tx.send(true);

@@ -41,9 +41,10 @@ use stm_testkit::{Fault, FaultProxy, REGION};
 static ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Every variable a function reads (ARCHITECTURE.md), cleared before each set-up.
-const VARIABLES: [&str; 12] = [
+const VARIABLES: [&str; 13] = [
     "STM_TABLE_PREFIX",
     "STM_QUEUE_URL",
+    "STM_TIMER_QUEUE_URL",
     "STM_ENDPOINT_URL",
     "STM_DEFINITIONS_DIR",
     "STM_TRACE",
@@ -63,6 +64,8 @@ struct Stack {
     prefix: String,
     overrides: Vec<(String, String)>,
     urls: QueueUrls,
+    /// The precise-timer doorbell queue (the template's `TimerQueue`).
+    timer_queue_url: String,
     /// Not recorded: the test's own view of the tables and the queue.
     store: Arc<DynamoDbStore>,
     queue: Arc<SqsQueue>,
@@ -85,6 +88,9 @@ impl Stack {
         let urls = SqsQueue::ensure(&sqs, &format!("{prefix}-events"), 180, 5)
             .await
             .expect("queues");
+        let timer_queue_url = stm_runtime::doorbell::SqsDoorbell::ensure(&sqs, &format!("{prefix}-timers"))
+            .await
+            .expect("doorbell queue");
         let queue = Arc::new(SqsQueue::new(sqs, urls.queue_url.clone()));
         let fault = FaultProxy::start(moto.endpoint());
         let recorder = Recorder::start(fault.endpoint());
@@ -96,6 +102,7 @@ impl Stack {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             urls,
+            timer_queue_url,
             store: Arc::new(store),
             queue,
             fault,
@@ -110,7 +117,9 @@ impl Stack {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         overrides.push(("Prefix", &self.prefix));
-        Resolver::new(&self.template, &overrides).with_ref("EventQueue", self.urls.queue_url.clone())
+        Resolver::new(&self.template, &overrides)
+            .with_ref("EventQueue", self.urls.queue_url.clone())
+            .with_ref("TimerQueue", self.timer_queue_url.clone())
     }
 
     /// The folder the definitions layer is built from (the worker's `/opt`).
@@ -202,7 +211,10 @@ impl Stack {
         );
         let physical = Physical {
             tables: self.resolver().table_names().expect("tables"),
-            queues: BTreeMap::from([(self.urls.queue_url.clone(), "EventQueue".to_string())]),
+            queues: BTreeMap::from([
+                (self.urls.queue_url.clone(), "EventQueue".to_string()),
+                (self.timer_queue_url.clone(), "TimerQueue".to_string()),
+            ]),
         };
         let code = iam::required(&records, &physical).unwrap_or_else(|e| panic!("{function}: {e:#}"));
         let service = iam::service_grants(&self.template, function).expect("service grants");
@@ -493,6 +505,41 @@ async fn sweeper_role_is_exactly_what_the_sweeper_sends() {
         2,
         "two Timeouts are on the queue"
     );
+
+    // its other trigger: a precise-timer doorbell (the worker rang it, unrecorded here)
+    let mut exe = Execution::new("sweep-3", "Order");
+    exe.status = stm_core::Status::Running;
+    let fire_at = now - 0.5;
+    let commit = Commit {
+        timers: vec![TimerOp::Schedule {
+            path: "Payment".into(),
+            fire_at,
+        }],
+        ..Commit::default()
+    };
+    stack.store.commit(&mut exe, commit).await.expect("commit");
+    let sqs = SqsQueue::client(Some(stm_testkit::moto().await.endpoint()), REGION).await;
+    let doorbell = stm_runtime::doorbell::SqsDoorbell::new(sqs.clone(), stack.timer_queue_url.clone());
+    use stm_runtime::doorbell::Doorbell as _;
+    let timer = stm_store::DueTimer {
+        execution_id: "sweep-3".into(),
+        path: "Payment".into(),
+        fire_at,
+    };
+    assert_eq!(doorbell.ring(std::slice::from_ref(&timer), now).await, 0);
+    let doorbells = SqsQueue::new(sqs, stack.timer_queue_url.clone());
+    let messages = doorbells.receive(10, 30, 1).await.expect("receive doorbells");
+    assert_eq!(messages.len(), 1);
+    let clock = context.driver.clock.clone();
+    let (response, summary) = stm_runtime::doorbell::handle_doorbells(
+        context.store.as_ref(),
+        context.queue.as_ref(),
+        &stm_runtime::eventsource::sqs_event(&messages, "arn:aws:sqs:us-east-1:123456789012:timers"),
+        &move || clock.now(),
+    )
+    .await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(summary.fired, 1, "{summary:?}");
 
     stack.assert_role_matches("Sweeper");
 }

@@ -222,9 +222,9 @@ fn relay_and_sweeper_run_on_schedules() {
     let r = Resolver::new(&t, &[]);
     for (function, param) in [("Relay", "RelaySchedule"), ("Sweeper", "SweeperSchedule")] {
         let events = prop(&t, function, "Events").as_object().expect("Events");
-        assert_eq!(events.len(), 1, "{function}: one trigger");
-        let event = events.values().next().expect("an event");
-        assert_eq!(event["Type"], "Schedule", "{function}");
+        let schedules: Vec<&Value> = events.values().filter(|e| e["Type"] == "Schedule").collect();
+        assert_eq!(schedules.len(), 1, "{function}: one schedule");
+        let event = schedules[0];
         assert_eq!(
             event["Properties"]["Schedule"],
             json!({"Ref": param}),
@@ -232,6 +232,23 @@ fn relay_and_sweeper_run_on_schedules() {
         );
         assert_eq!(r.parameters[param], "rate(1 minute)", "{param} default");
     }
+    assert_eq!(prop(&t, "Relay", "Events").as_object().map(|e| e.len()), Some(1));
+    // the sweeper's other trigger: the precise-timer doorbells, a standard queue
+    let events = prop(&t, "Sweeper", "Events").as_object().expect("Events");
+    assert_eq!(events.len(), 2);
+    let doorbells = &events["Doorbells"];
+    assert_eq!(doorbells["Type"], "SQS");
+    assert_eq!(
+        doorbells["Properties"]["Queue"],
+        json!({"Fn::GetAtt": ["TimerQueue", "Arn"]})
+    );
+    assert_eq!(
+        doorbells["Properties"]["FunctionResponseTypes"],
+        json!(["ReportBatchItemFailures"])
+    );
+    let queue = t.properties("TimerQueue").expect("TimerQueue");
+    assert!(queue["FifoQueue"].is_null(), "standard: per-message delays");
+    assert_eq!(queue["SqsManagedSseEnabled"], json!(true), "encrypted at rest");
 }
 
 #[test]
@@ -300,10 +317,15 @@ fn documented_variables() -> BTreeSet<String> {
 fn functions_get_the_documented_environment() {
     let t = Template::repo();
     let documented = documented_variables();
-    let r = Resolver::new(&t, &[]).with_ref(
-        "EventQueue",
-        "https://sqs.us-east-1.amazonaws.com/123456789012/stm-events.fifo",
-    );
+    let r = Resolver::new(&t, &[])
+        .with_ref(
+            "EventQueue",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/stm-events.fifo",
+        )
+        .with_ref(
+            "TimerQueue",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/stm-timers",
+        );
     let mut seen = BTreeMap::new();
     for function in FUNCTIONS {
         let env = r.environment(function).expect("environment");
@@ -335,7 +357,9 @@ fn functions_get_the_documented_environment() {
         "the definitions layer's mount point"
     );
     // 0 days: no TTL written, marks kept
-    let keep = Resolver::new(&t, &[("ProcessedRetentionDays", "0")]).with_ref("EventQueue", "q");
+    let keep = Resolver::new(&t, &[("ProcessedRetentionDays", "0")])
+        .with_ref("EventQueue", "q")
+        .with_ref("TimerQueue", "t");
     assert!(!keep
         .environment("Worker")
         .expect("env")
@@ -452,6 +476,7 @@ fn remote_actions_are_opt_in_and_least_privilege() {
     let t = Template::repo();
     let off = Resolver::new(&t, &[])
         .with_ref("EventQueue", "q")
+        .with_ref("TimerQueue", "t")
         .environment("Worker")
         .expect("environment");
     assert!(!off.contains_key("STM_ACTIONS"), "{off:?}");
@@ -466,6 +491,7 @@ fn remote_actions_are_opt_in_and_least_privilege() {
         ],
     )
     .with_ref("EventQueue", "q")
+    .with_ref("TimerQueue", "t")
     .environment("Worker")
     .expect("environment");
     assert_eq!(
@@ -475,6 +501,7 @@ fn remote_actions_are_opt_in_and_least_privilege() {
     for function in ["Relay", "Sweeper"] {
         let env = Resolver::new(&t, &[("RemoteActions", "x=lambda:y")])
             .with_ref("EventQueue", "q")
+            .with_ref("TimerQueue", "t")
             .environment(function)
             .expect("environment");
         assert!(!env.contains_key("STM_ACTIONS"), "{function}: {env:?}");

@@ -21,6 +21,8 @@ pub struct FunctionConfig {
     pub table_prefix: String,
     /// `STM_QUEUE_URL` (required by all three functions).
     pub queue_url: String,
+    /// `STM_TIMER_QUEUE_URL` (optional): the standard queue of precise-timer doorbells.
+    pub timer_queue_url: Option<String>,
     /// `STM_ENDPOINT_URL`, else `AWS_ENDPOINT_URL` (moto, LocalStack).
     pub endpoint_url: Option<String>,
     /// `STM_DEFINITIONS_DIR` (default `$LAMBDA_TASK_ROOT/definitions`).
@@ -120,6 +122,7 @@ impl FunctionConfig {
         Ok(FunctionConfig {
             table_prefix: get("STM_TABLE_PREFIX").unwrap_or_else(|| DEFAULT_PREFIX.into()),
             queue_url,
+            timer_queue_url: get("STM_TIMER_QUEUE_URL"),
             endpoint_url: get("STM_ENDPOINT_URL").or_else(|| get("AWS_ENDPOINT_URL")),
             definitions_dir,
             trace,
@@ -267,6 +270,8 @@ pub struct FunctionContext {
     pub store: Arc<DynamoDbStore>,
     pub queue: Arc<SqsQueue>,
     pub driver: Driver,
+    /// The precise-timer doorbell queue, when `STM_TIMER_QUEUE_URL` is set.
+    pub doorbell: Option<Arc<crate::doorbell::SqsDoorbell>>,
 }
 
 impl FunctionContext {
@@ -288,22 +293,33 @@ impl FunctionContext {
         };
         let store = config.store().await?;
         let queue = Arc::new(config.queue().await);
+        let doorbell = config.timer_queue_url.as_ref().map(|url| {
+            Arc::new(crate::doorbell::SqsDoorbell::new(
+                queue.sqs().clone(),
+                url.clone(),
+            ))
+        });
         let driver = driver(&config, store.clone(), definitions, actions)?;
         Ok(FunctionContext {
             config,
             store,
             queue,
             driver,
+            doorbell,
         })
     }
 
     /// The worker over this context's driver and queue.
     pub fn worker(&self) -> crate::worker::Worker {
-        crate::worker::Worker::new(
+        let worker = crate::worker::Worker::new(
             self.driver.clone(),
             self.queue.clone(),
             crate::worker::WorkerSettings::default(),
-        )
+        );
+        match &self.doorbell {
+            Some(doorbell) => worker.with_doorbell(doorbell.clone()),
+            None => worker,
+        }
     }
 }
 

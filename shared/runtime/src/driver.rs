@@ -235,6 +235,20 @@ impl Collected {
     }
 }
 
+/// The arms among a commit's timer ops; the last op on a path wins, as in the store.
+fn armed(ops: &[TimerOp]) -> Vec<(String, f64)> {
+    let mut last: indexmap::IndexMap<&str, Option<f64>> = indexmap::IndexMap::new();
+    for op in ops {
+        match op {
+            TimerOp::Schedule { path, fire_at } => last.insert(path.as_str(), Some(*fire_at)),
+            TimerOp::Cancel { path } => last.insert(path.as_str(), None),
+        };
+    }
+    last.into_iter()
+        .filter_map(|(path, at)| at.map(|at| (path.to_string(), at)))
+        .collect()
+}
+
 /// What a committed step left for delivery.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepReport {
@@ -249,6 +263,9 @@ pub struct StepReport {
     pub outbox: Vec<OutboxEntry>,
     /// The child ids of this commit's spawn intents.
     pub spawned_children: Vec<String>,
+    /// The timers this commit armed, `(path, fire_at)` (the worker rings the precise-timer
+    /// doorbell for the near ones).
+    pub armed_timers: Vec<(String, f64)>,
 }
 
 impl StepReport {
@@ -381,6 +398,7 @@ impl Driver {
         let spawned = !collected.spawns.is_empty();
         let spawned_children = collected.spawns.iter().map(|s| s.child_id.clone()).collect();
         let emits = collected.emits.clone();
+        let armed_timers = armed(&collected.timers);
         let commit = Commit {
             emits: collected.emits,
             processed_event_id: event.map(|e| e.id.clone()),
@@ -396,6 +414,7 @@ impl Driver {
             actions: collected.actions,
             outbox,
             spawned_children,
+            armed_timers,
         })
     }
 
@@ -424,6 +443,7 @@ impl Driver {
             .iter()
             .map(|id| (Some(id.clone()), event.clone()))
             .collect();
+        let armed_timers = armed(&timers);
         let commit = Commit {
             emits: emits.clone(),
             processed_event_id: Some(event.id.clone()),
@@ -435,6 +455,7 @@ impl Driver {
         Ok(StepReport {
             outbox_seqs,
             outbox,
+            armed_timers,
             ..StepReport::default()
         })
     }

@@ -174,6 +174,40 @@ pub struct Schedules {
     pub sweep_every: Duration,
 }
 
+/// Receive one batch of precise-timer doorbells (a standard queue), invoke the sweeper's
+/// doorbell handler with it as Lambda would, delete what succeeded.
+pub async fn poll_doorbells_once(
+    doorbells: &dyn Queue,
+    store: &dyn stm_store::ExecutionStore,
+    queue: &dyn Queue,
+    now: &(dyn Fn() -> f64 + Send + Sync),
+    wait_seconds: i32,
+) -> Result<PollOutcome, DriverError> {
+    let messages = doorbells.receive(10, 30, wait_seconds).await?;
+    if messages.is_empty() {
+        return Ok(PollOutcome::default());
+    }
+    let event = sqs_event(&messages, "arn:aws:sqs:us-east-1:000000000000:timer-doorbells");
+    let (response, _) = crate::doorbell::handle_doorbells(store, queue, &event, now).await;
+    let failed: HashSet<String> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    let mut outcome = PollOutcome {
+        received: messages.len(),
+        ..PollOutcome::default()
+    };
+    for m in &messages {
+        if failed.contains(&m.message_id) {
+            outcome.failed.push(m.message_id.clone());
+        } else if doorbells.delete(&m.receipt_handle).await.is_ok() {
+            outcome.deleted += 1;
+        }
+    }
+    Ok(outcome)
+}
+
 /// Run the worker poller, the relay and the sweeper until `stop` turns true: the whole
 /// system on one machine, each handler called as Lambda would call it.
 pub async fn run(
@@ -181,10 +215,44 @@ pub async fn run(
     worker: Worker,
     settings: EventSourceSettings,
     schedules: Schedules,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), DriverError> {
+    run_with_doorbells(queue, worker, settings, schedules, None, stop).await
+}
+
+/// [`run`], plus a poller of the precise-timer doorbell queue calling the sweeper's
+/// doorbell handler (its SQS trigger on AWS).
+pub async fn run_with_doorbells(
+    queue: std::sync::Arc<dyn Queue>,
+    worker: Worker,
+    settings: EventSourceSettings,
+    schedules: Schedules,
+    doorbells: Option<std::sync::Arc<dyn Queue>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), DriverError> {
     let store = worker.driver.store.clone();
     let clock = worker.driver.clock.clone();
+    let doorbell_poller = doorbells.map(|doorbells| {
+        let (store, queue, clock) = (store.clone(), queue.clone(), clock.clone());
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let now = move || clock.now();
+            loop {
+                if *stop.borrow() {
+                    return;
+                }
+                if let Err(err) =
+                    poll_doorbells_once(doorbells.as_ref(), store.as_ref(), queue.as_ref(), &now, 1).await
+                {
+                    tracing::error!(error = %err, "doorbell receive failed; retrying in 1 s");
+                    tokio::select! {
+                        _ = stop.changed() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            }
+        })
+    });
     // the poller runs on its own task: a schedule tick must never cancel a batch midway
     let poller = {
         let queue = queue.clone();
@@ -235,7 +303,10 @@ pub async fn run(
             }
         }
     }
-    // let the poller finish its current batch
+    // let the pollers finish their current batch
     let _ = poller.await;
+    if let Some(doorbell_poller) = doorbell_poller {
+        let _ = doorbell_poller.await;
+    }
     Ok(())
 }

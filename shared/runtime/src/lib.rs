@@ -15,6 +15,7 @@
 pub mod actions;
 pub mod config;
 pub mod control;
+pub mod doorbell;
 pub mod driver;
 pub mod eventsource;
 pub mod metrics;

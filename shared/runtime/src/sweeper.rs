@@ -9,7 +9,7 @@
 //! embedded runner: publishing it would only park the message until the DLQ took it.
 
 use stm_core::Status;
-use stm_store::ExecutionStore;
+use stm_store::{DueTimer, ExecutionStore};
 
 use crate::driver::DriverError;
 use crate::queue::{OutgoingMessage, Queue};
@@ -40,43 +40,8 @@ pub async fn sweep(
         due: due.len(),
         ..SweepSummary::default()
     };
-    for timer in due {
-        let exe = match store.load(&timer.execution_id).await {
-            Ok(exe) => exe,
-            Err(err) => {
-                tracing::warn!(execution_id = %timer.execution_id, error = %err, "could not load a timer's execution");
-                summary.failed += 1;
-                continue;
-            }
-        };
-        match exe {
-            Some(exe) if exe.status == Status::Suspended => {
-                summary.suspended += 1;
-                continue;
-            }
-            Some(_) => {
-                let message = OutgoingMessage::timeout(&timer.execution_id, &timer.path, timer.fire_at);
-                let failures = queue.publish_batch(std::slice::from_ref(&message)).await;
-                if let Some(failure) = failures.first() {
-                    tracing::warn!(
-                        execution_id = %timer.execution_id, path = %timer.path, code = %failure.code,
-                        error = %failure.message, "could not publish a Timeout; the timer stays"
-                    );
-                    summary.failed += 1;
-                    continue;
-                }
-                summary.fired += 1;
-            }
-            None => summary.orphaned += 1,
-        }
-        if let Err(err) = store
-            .delete_timer(&timer.execution_id, &timer.path, timer.fire_at)
-            .await
-        {
-            // published but not deleted: the next sweep re-sends it, and that copy is dropped
-            tracing::warn!(execution_id = %timer.execution_id, path = %timer.path, error = %err, "could not delete a fired timer");
-            summary.failed += 1;
-        }
+    for timer in &due {
+        fire_one(store, queue, timer, &mut summary).await;
     }
     if summary.due > 0 {
         tracing::info!(
@@ -89,6 +54,53 @@ pub async fn sweep(
         );
     }
     Ok(summary)
+}
+
+/// Fire one due timer: its `Timeout` on the execution's group, then the guarded delete.
+/// A suspended execution's timer stays; a gone execution's is deleted without an event.
+/// Failures are counted in `summary.failed` (the timer stays for the next sweep).
+pub async fn fire_one(
+    store: &dyn ExecutionStore,
+    queue: &dyn Queue,
+    timer: &DueTimer,
+    summary: &mut SweepSummary,
+) {
+    let exe = match store.load(&timer.execution_id).await {
+        Ok(exe) => exe,
+        Err(err) => {
+            tracing::warn!(execution_id = %timer.execution_id, error = %err, "could not load a timer's execution");
+            summary.failed += 1;
+            return;
+        }
+    };
+    match exe {
+        Some(exe) if exe.status == Status::Suspended => {
+            summary.suspended += 1;
+            return;
+        }
+        Some(_) => {
+            let message = OutgoingMessage::timeout(&timer.execution_id, &timer.path, timer.fire_at);
+            let failures = queue.publish_batch(std::slice::from_ref(&message)).await;
+            if let Some(failure) = failures.first() {
+                tracing::warn!(
+                    execution_id = %timer.execution_id, path = %timer.path, code = %failure.code,
+                    error = %failure.message, "could not publish a Timeout; the timer stays"
+                );
+                summary.failed += 1;
+                return;
+            }
+            summary.fired += 1;
+        }
+        None => summary.orphaned += 1,
+    }
+    if let Err(err) = store
+        .delete_timer(&timer.execution_id, &timer.path, timer.fire_at)
+        .await
+    {
+        // published but not deleted: the next sweep re-sends it, and that copy is dropped
+        tracing::warn!(execution_id = %timer.execution_id, path = %timer.path, error = %err, "could not delete a fired timer");
+        summary.failed += 1;
+    }
 }
 
 /// The sweeper function's handler: a scheduled (EventBridge) invocation sweeps at `now`

@@ -29,6 +29,7 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use stm_core::{Event, Execution, Status};
 use stm_store::StoreError;
 
+use crate::doorbell::Doorbell;
 use crate::driver::{Driver, DriverError, StepReport};
 use crate::queue::{Incoming, Queue, ReceivedMessage, MESSAGE_KIND_ATTRIBUTE};
 use crate::relay::{self, RelaySummary};
@@ -187,6 +188,8 @@ pub struct Worker {
     pub driver: Driver,
     pub queue: Arc<dyn Queue>,
     pub settings: WorkerSettings,
+    /// Precise timers: where the doorbells for near timers go (`None`: the sweep only).
+    pub doorbell: Option<Arc<dyn Doorbell>>,
 }
 
 impl Worker {
@@ -195,6 +198,29 @@ impl Worker {
             driver,
             queue,
             settings,
+            doorbell: None,
+        }
+    }
+
+    /// Ring a doorbell for every timer a commit arms within the next 15 minutes
+    /// ([`crate::doorbell`]).
+    pub fn with_doorbell(mut self, doorbell: Arc<dyn Doorbell>) -> Self {
+        self.doorbell = Some(doorbell);
+        self
+    }
+
+    /// Best effort: a doorbell that is not sent leaves its timer to the sweep.
+    async fn ring(&self, execution_id: &str, report: &StepReport) {
+        let Some(doorbell) = &self.doorbell else {
+            return;
+        };
+        if report.armed_timers.is_empty() {
+            return;
+        }
+        let now = self.driver.clock.now();
+        let near = crate::doorbell::near_timers(execution_id, &report.armed_timers, now);
+        if !near.is_empty() {
+            doorbell.ring(&near, now).await;
         }
     }
 
@@ -278,7 +304,10 @@ impl Worker {
                     .map_err(classify)?;
                 let created = report.is_some();
                 match report {
-                    Some(report) => self.flush(&entry.child_id, &report, flushed).await?,
+                    Some(report) => {
+                        self.ring(&entry.child_id, &report).await;
+                        self.flush(&entry.child_id, &report, flushed).await?
+                    }
                     None => self.flush_pending(flushed).await?,
                 }
                 Ok(Handled::Spawned {
@@ -338,6 +367,7 @@ impl Worker {
             duration_ms = started.elapsed().as_secs_f64() * 1000.0,
             "event processed"
         );
+        self.ring(&exe.id, &report).await;
         self.flush(target_id, &report, flushed).await?;
         Ok(if broadcast {
             Handled::Broadcast {

@@ -43,6 +43,7 @@ async fn every_sample_event_runs_through_its_handler() {
         files,
         [
             "relay-scheduled.json",
+            "sweeper-doorbell.json",
             "sweeper-scheduled.json",
             "worker-domain-event.json",
             "worker-multi-group.json",
@@ -201,4 +202,13 @@ async fn every_sample_event_runs_through_its_handler() {
     .expect("sweep");
     assert!(summary.fired >= 1, "{summary:?}");
     assert_eq!(summary.failed, 0, "{summary:?}");
+
+    // the sweeper's doorbell trigger: a doorbell for a timer that is no longer armed (the
+    // sweep above fired it) is stale: acknowledged, nothing published
+    let doorbells = sqs("sweeper-doorbell.json");
+    let now = move || later;
+    let (response, summary) =
+        stm_runtime::doorbell::handle_doorbells(store.as_ref(), queue.as_ref(), &doorbells, &now).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(summary.fired, 0, "{summary:?}");
 }

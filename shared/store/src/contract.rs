@@ -652,6 +652,17 @@ pub async fn due_timers_earliest_first<S: ExecutionStore>(make: impl AsyncFn(usi
         "fire_at round-trips exactly"
     );
     assert!(store.due_timers(1.0).await.expect("due").is_empty());
+    // the point read a precise timer's doorbell uses
+    assert_eq!(
+        store.armed_timer("tm-a", "root.x").await.expect("armed"),
+        Some(50.5)
+    );
+    assert_eq!(
+        store.armed_timer("tm-c", "root.late").await.expect("armed"),
+        Some(1_700_000_000.123_456)
+    );
+    assert_eq!(store.armed_timer("tm-a", "root.z").await.expect("armed"), None);
+    assert_eq!(store.armed_timer("nobody", "root.x").await.expect("armed"), None);
 }
 
 /// A commit's cancel removes the timer; several ops on one path in one commit leave what

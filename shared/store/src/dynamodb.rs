@@ -1682,6 +1682,26 @@ impl ExecutionStore for DynamoDbStore {
         }
     }
 
+    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.tables.timers)
+            .key("execution_id", s(id))
+            .key("path", s(path))
+            .projection_expression("fire_at")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem", e))?;
+        match out.item() {
+            None => Ok(None),
+            Some(item) => item::get_f64(item, "fire_at")
+                .map(Some)
+                .ok_or_else(|| corrupt(format!("timer {id}/{path}"), "no number `fire_at`")),
+        }
+    }
+
     async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;

@@ -208,6 +208,19 @@ pub trait ExecutionStore: Send + Sync {
     /// Remove the timer only if it still holds `fire_at` (a re-schedule survives).
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError>;
 
+    /// The `fire_at` of the timer armed for `(id, path)`, if any (a strongly consistent
+    /// point read): a precise timer's doorbell checks it before firing, so a timer
+    /// cancelled or re-armed since is not fired early. The default reads every timer;
+    /// stores override it with a key lookup.
+    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
+        Ok(self
+            .due_timers(f64::INFINITY)
+            .await?
+            .into_iter()
+            .find(|t| t.execution_id == id && t.path == path)
+            .map(|t| t.fire_at))
+    }
+
     /// The recorded trace steps, oldest first, each with its `index`.
     async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError>;
 

@@ -254,6 +254,14 @@ impl ExecutionStore for MemoryStore {
         Ok(())
     }
 
+    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
+        Ok(self
+            .lock()
+            .timers
+            .get(&(id.to_string(), path.to_string()))
+            .copied())
+    }
+
     async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
         Ok(self
             .lock()

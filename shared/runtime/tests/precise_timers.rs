@@ -1,0 +1,212 @@
+//! Precise timers (`stm_runtime::doorbell`) through the real worker and the sweeper's
+//! doorbell handler, on a manual clock: a near timer rings a doorbell delayed to its
+//! `fire_at`; answering it fires the timer then, not at the next sweep; a doorbell whose
+//! timer was cancelled or re-armed is dropped (the state is not timed out early); a timer
+//! past the 15-minute horizon gets no doorbell and is left to the sweep.
+
+mod common;
+
+use std::sync::Arc;
+
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use serde_json::json;
+use stm_core::Status;
+use stm_runtime::doorbell::{self, MemoryDoorbell};
+use stm_runtime::eventsource::{self, EventSourceSettings};
+use stm_runtime::{
+    ActionRegistry, Clock, Control, Definitions, Driver, ManualClock, MemoryQueue, Worker, WorkerSettings,
+};
+use stm_store::{DueTimer, ExecutionStore, MemoryStore};
+
+const T0: f64 = 1_700_000_000.0;
+
+struct Rig {
+    store: Arc<MemoryStore>,
+    queue: Arc<MemoryQueue>,
+    clock: Arc<ManualClock>,
+    bell: Arc<MemoryDoorbell>,
+    worker: Worker,
+    control: Control,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/machines/timers.stm");
+        let mut defs = Definitions::new();
+        for defn in stm_runtime::config::load_file(&file).expect("timers.stm") {
+            defs.register(defn);
+        }
+        let store = Arc::new(MemoryStore::new());
+        let queue = Arc::new(MemoryQueue::new(50));
+        let clock = Arc::new(ManualClock::new(T0));
+        let driver =
+            Driver::new(store.clone(), defs, ActionRegistry::with_builtins()).with_clock(clock.clone());
+        let bell = MemoryDoorbell::new();
+        let worker =
+            Worker::new(driver.clone(), queue.clone(), WorkerSettings::default()).with_doorbell(bell.clone());
+        let control = Control::new(driver, queue.clone());
+        Rig {
+            store,
+            queue,
+            clock,
+            bell,
+            worker,
+            control,
+        }
+    }
+
+    /// Deliver what is queued (the worker only: no relay, no sweep).
+    async fn deliver(&self) {
+        let settings = EventSourceSettings {
+            wait_seconds: 0,
+            ..EventSourceSettings::default()
+        };
+        while eventsource::poll_once(self.queue.as_ref(), &self.worker, &settings)
+            .await
+            .expect("poll")
+            .received
+            > 0
+        {}
+    }
+
+    /// Answer the doorbells visible now, as the sweeper's SQS trigger would.
+    async fn answer_doorbells(&self) -> (usize, usize, usize) {
+        let visible = self.bell.take_visible(self.clock.now());
+        let mut event = SqsEvent::default();
+        for (i, timer) in visible.iter().enumerate() {
+            let mut m = SqsMessage::default();
+            m.message_id = Some(format!("bell-{i}"));
+            m.body = Some(doorbell::doorbell_body(timer));
+            event.records.push(m);
+        }
+        let clock = self.clock.clone();
+        let (response, summary) =
+            doorbell::handle_doorbells(self.store.as_ref(), self.queue.as_ref(), &event, &move || {
+                clock.now()
+            })
+            .await;
+        (visible.len(), summary.fired, response.batch_item_failures.len())
+    }
+
+    async fn create(&self, id: &str, delay: f64) {
+        let seed = json!({"delay": delay}).as_object().cloned().unwrap_or_default();
+        self.control
+            .create("Doorbell", Some(seed), Some(id))
+            .await
+            .expect("create");
+        self.deliver().await;
+    }
+
+    async fn send(&self, id: &str, kind: &str) {
+        self.control
+            .send(id, &common::event(kind, json!({})))
+            .await
+            .expect("send");
+        self.deliver().await;
+    }
+
+    async fn path(&self, id: &str) -> (Option<String>, Status) {
+        let exe = self.store.load(id).await.expect("load").expect("exists");
+        (exe.active_path, exe.status)
+    }
+}
+
+#[tokio::test]
+async fn a_near_timer_fires_when_its_doorbell_rings_not_at_the_next_sweep() {
+    let rig = Rig::new();
+    rig.create("d1", 5.0).await;
+    assert_eq!(rig.bell.len(), 1, "one doorbell for the 5 s timer");
+    rig.clock.set(T0 + 4.9);
+    assert_eq!(rig.answer_doorbells().await, (0, 0, 0), "still delayed");
+    rig.clock.set(T0 + 5.0);
+    assert_eq!(rig.answer_doorbells().await, (1, 1, 0), "rung, fired");
+    rig.deliver().await;
+    assert_eq!(rig.path("d1").await, (Some("Expired".into()), Status::Done));
+    assert!(
+        rig.store
+            .due_timers(f64::INFINITY)
+            .await
+            .expect("timers")
+            .is_empty(),
+        "deleted"
+    );
+}
+
+#[tokio::test]
+async fn a_doorbell_for_a_cancelled_or_rearmed_timer_is_dropped() {
+    let rig = Rig::new();
+    rig.create("d2", 5.0).await; // armed for T0 + 5
+    rig.clock.set(T0 + 2.0);
+    rig.send("d2", "Leave").await; // cancelled
+    rig.clock.set(T0 + 3.0);
+    rig.send("d2", "Back").await; // re-armed for T0 + 8
+    assert_eq!(rig.bell.len(), 2);
+    rig.clock.set(T0 + 5.0);
+    assert_eq!(
+        rig.answer_doorbells().await,
+        (1, 0, 0),
+        "the stale doorbell fires nothing"
+    );
+    rig.deliver().await;
+    assert_eq!(
+        rig.path("d2").await.0.as_deref(),
+        Some("Waiting"),
+        "not timed out early"
+    );
+    rig.clock.set(T0 + 8.0);
+    assert_eq!(rig.answer_doorbells().await, (1, 1, 0));
+    rig.deliver().await;
+    assert_eq!(rig.path("d2").await.0.as_deref(), Some("Expired"));
+}
+
+#[tokio::test]
+async fn a_doorbell_answered_early_waits_or_is_retried() {
+    let rig = Rig::new();
+    rig.create("d3", 30.0).await;
+    let timer = DueTimer {
+        execution_id: "d3".into(),
+        path: rig.store.due_timers(f64::INFINITY).await.expect("timers")[0]
+            .path
+            .clone(),
+        fire_at: T0 + 30.0,
+    };
+    // delivered far too early (a clock behind, or a bad delay): reported, retried later
+    let mut event = SqsEvent::default();
+    let mut m = SqsMessage::default();
+    m.message_id = Some("early".into());
+    m.body = Some(doorbell::doorbell_body(&timer));
+    event.records.push(m);
+    let now = || T0 + 10.0;
+    let (response, summary) =
+        doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &event, &now).await;
+    assert_eq!(response.batch_item_failures.len(), 1);
+    assert_eq!(summary.fired, 0);
+    // a fraction early (delays are whole seconds): it waits, then fires
+    let now = || T0 + 29.95;
+    let (response, summary) =
+        doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &event, &now).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(summary.fired, 1);
+    // a malformed doorbell is dropped with a log line, not retried forever
+    let mut bad = SqsEvent::default();
+    let mut m = SqsMessage::default();
+    m.message_id = Some("bad".into());
+    m.body = Some("{}".into());
+    bad.records.push(m);
+    let (response, _) = doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &bad, &now).await;
+    assert!(response.batch_item_failures.is_empty());
+}
+
+#[tokio::test]
+async fn far_timers_get_no_doorbell_and_the_sweep_still_fires_them() {
+    let rig = Rig::new();
+    rig.create("far", 3600.0).await;
+    assert!(rig.bell.is_empty(), "past the 15-minute horizon");
+    rig.clock.set(T0 + 3600.0);
+    let swept = stm_runtime::sweeper::sweep(rig.store.as_ref(), rig.queue.as_ref(), T0 + 3600.0)
+        .await
+        .expect("sweep");
+    assert_eq!(swept.fired, 1);
+    rig.deliver().await;
+    assert_eq!(rig.path("far").await.0.as_deref(), Some("Expired"));
+}
