@@ -134,7 +134,7 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     let settings = EventSourceSettings {
         batch_size: args.batch_size,
         visibility_seconds: args.visibility,
-        wait_seconds: 1,
+        wait_seconds: 0,
         ..EventSourceSettings::default()
     };
     let schedules = Schedules {

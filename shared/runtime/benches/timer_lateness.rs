@@ -10,8 +10,8 @@
 //! Lambda would (`eventsource::run_with_doorbells`), the sweeper on EventBridge's finest
 //! schedule (60 s by default). N executions of `tests/machines/timers.stm`'s `Doorbell`
 //! arm one timeout each, 1 to 20 s, created at spread-out moments of the sweep period (a
-//! real schedule's phase is arbitrary). Lateness = the commit of the `Timeout` step
-//! (`finished_at`) minus the timer's due time (`created_at + delay`).
+//! real schedule's phase is arbitrary). Lateness = the commit of the `Timeout` step minus
+//! the timer's due time (the `Start` step's commit + delay), both from the trace.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,7 +60,8 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Vec<f64> {
         .await
         .expect("queue");
     let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(sqs.clone(), urls.queue_url.clone()));
-    let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins());
+    // traced: the Start step's commit time is when the timer was armed
+    let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins()).with_trace(true);
     let mut worker = Worker::new(driver.clone(), queue.clone(), WorkerSettings::default());
     let mut doorbells: Option<Arc<dyn Queue>> = None;
     if precise {
@@ -74,7 +75,11 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Vec<f64> {
     let stack = tokio::spawn(eventsource::run_with_doorbells(
         queue.clone(),
         worker,
-        EventSourceSettings::default(),
+        EventSourceSettings {
+            // short polls: moto's long polls hold its server, Lambda's pollers do not
+            wait_seconds: 0,
+            ..EventSourceSettings::default()
+        },
         Schedules {
             relay_every: Duration::from_secs(5),
             sweep_every: Duration::from_secs(period),
@@ -110,8 +115,17 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Vec<f64> {
                 .expect("load")
                 .expect("exists");
             if exe.status == Status::Done {
-                let due = exe.created_at.unwrap_or_default() + delay;
-                lateness.push(exe.finished_at.unwrap_or_default() - due);
+                let steps = store.read_trace(&exe.id).await.expect("trace");
+                let at = |kind: &str| {
+                    steps
+                        .iter()
+                        .find(|s| s.get("event_kind").and_then(|k| k.as_str()) == Some(kind))
+                        .and_then(|s| s.get("timestamp").and_then(serde_json::Value::as_f64))
+                };
+                // the Start step armed the timer; the Timeout step is when it took effect
+                if let (Some(armed), Some(fired)) = (at("Start"), at("Timeout")) {
+                    lateness.push(fired - (armed + delay));
+                }
             }
         }
         if lateness.len() == timers || Instant::now() > deadline {
@@ -121,6 +135,32 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Vec<f64> {
     }
     let _ = stop_tx.send(true);
     let _ = stack.await;
+    if std::env::var_os("STM_LATENESS_VERBOSE").is_some() {
+        for (i, delay) in delays.iter().enumerate() {
+            let exe = store
+                .load(&format!("{tag}-{i}"))
+                .await
+                .expect("load")
+                .expect("exists");
+            let steps = store.read_trace(&exe.id).await.expect("trace");
+            let times: Vec<String> = steps
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{}@{:.3}",
+                        s.get("event_kind").and_then(|k| k.as_str()).unwrap_or("-"),
+                        s.get("timestamp")
+                            .and_then(serde_json::Value::as_f64)
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            eprintln!(
+                "{tag}-{i}: delay {delay:.2} created {:.3} steps {times:?}",
+                exe.created_at.unwrap_or_default()
+            );
+        }
+    }
     assert_eq!(lateness.len(), timers, "{tag}: every timer fired");
     lateness
 }

@@ -14,6 +14,9 @@ use crate::queue::SqsQueue;
 /// The default table prefix (harel's).
 pub const DEFAULT_PREFIX: &str = "harel";
 
+/// The longest `STM_PROCESSED_TTL_DAYS` taken (a century).
+pub const MAX_PROCESSED_TTL_DAYS: u64 = 36_500;
+
 /// What every function reads from its environment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FunctionConfig {
@@ -80,12 +83,22 @@ impl FunctionConfig {
                 .parse()
                 .map_err(|_| bad("STM_TRACE_MAX", &v, "expected a whole number"))?,
         };
+        // 0 would stamp every mark already expired (the template's "0: keep forever" leaves
+        // the variable unset), and days * 86 400 must not overflow
         let processed_ttl_days = match get("STM_PROCESSED_TTL_DAYS") {
             None => None,
             Some(v) => Some(
                 v.trim()
                     .parse()
-                    .map_err(|_| bad("STM_PROCESSED_TTL_DAYS", &v, "expected a whole number"))?,
+                    .ok()
+                    .filter(|days| (1..=MAX_PROCESSED_TTL_DAYS).contains(days))
+                    .ok_or_else(|| {
+                        bad(
+                            "STM_PROCESSED_TTL_DAYS",
+                            &v,
+                            "expected a whole number of days from 1 to 36500 (unset keeps the marks)",
+                        )
+                    })?,
             ),
         };
         let action_timeout = match get("STM_ACTION_TIMEOUT_SECONDS") {

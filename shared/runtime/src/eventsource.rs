@@ -208,6 +208,14 @@ pub async fn poll_doorbells_once(
     Ok(outcome)
 }
 
+/// Between empty short polls (`wait_seconds` 0), a pause, so an idle poller does not
+/// spin. (Short polls keep moto responsive: its long polls hold the server.)
+async fn idle(wait_seconds: i32) {
+    if wait_seconds <= 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Run the worker poller, the relay and the sweeper until `stop` turns true: the whole
 /// system on one machine, each handler called as Lambda would call it.
 pub async fn run(
@@ -232,6 +240,7 @@ pub async fn run_with_doorbells(
 ) -> Result<(), DriverError> {
     let store = worker.driver.store.clone();
     let clock = worker.driver.clock.clone();
+    let wait_seconds = settings.wait_seconds;
     let doorbell_poller = doorbells.map(|doorbells| {
         let (store, queue, clock) = (store.clone(), queue.clone(), clock.clone());
         let mut stop = stop.clone();
@@ -241,9 +250,20 @@ pub async fn run_with_doorbells(
                 if *stop.borrow() {
                     return;
                 }
-                if let Err(err) =
-                    poll_doorbells_once(doorbells.as_ref(), store.as_ref(), queue.as_ref(), &now, 1).await
-                {
+                let polled = poll_doorbells_once(
+                    doorbells.as_ref(),
+                    store.as_ref(),
+                    queue.as_ref(),
+                    &now,
+                    wait_seconds,
+                )
+                .await;
+                if let Ok(outcome) = &polled {
+                    if outcome.received == 0 {
+                        idle(wait_seconds).await;
+                    }
+                }
+                if let Err(err) = polled {
                     tracing::error!(error = %err, "doorbell receive failed; retrying in 1 s");
                     tokio::select! {
                         _ = stop.changed() => return,
@@ -269,7 +289,7 @@ pub async fn run_with_doorbells(
                         failed = outcome.failed.len(),
                         "worker invocation"
                     ),
-                    Ok(_) => {}
+                    Ok(_) => idle(settings.wait_seconds).await,
                     Err(err) => {
                         tracing::error!(error = %err, "receive failed; retrying in 1 s");
                         tokio::select! {

@@ -162,6 +162,9 @@ impl Incoming {
                 let target_id = group_id
                     .filter(|g| !g.is_empty())
                     .ok_or_else(|| Poison("an event message without a MessageGroupId".into()))?;
+                if let Some(problem) = event_field_problem(&fields) {
+                    return Err(Poison(format!("the body is not an Event: {problem}")));
+                }
                 if !fields.contains_key("id") {
                     fields.insert("id".into(), Value::from(message_id));
                 }
@@ -177,6 +180,34 @@ impl Incoming {
             }
         }
     }
+}
+
+/// The first Event field whose JSON type is wrong, named: serde's own message says what
+/// it expected ("invalid type: integer `5`, expected a string"), not which field.
+fn event_field_problem(fields: &Map) -> Option<String> {
+    let wrong = |name: &str, value: &Value, want: &str| {
+        let found = match value {
+            Value::Null => "null".to_string(),
+            Value::Bool(b) => format!("a boolean ({b})"),
+            Value::Number(n) => format!("a number ({n})"),
+            Value::String(_) => "a string".to_string(),
+            Value::Array(_) => "an array".to_string(),
+            Value::Object(_) => "an object".to_string(),
+        };
+        Some(format!("its {name:?} is {found}, not {want}"))
+    };
+    for (name, value) in fields {
+        match (name.as_str(), value) {
+            ("id" | "kind", Value::String(_))
+            | ("created_time" | "received_time", Value::String(_) | Value::Null)
+            | ("data", Value::Object(_)) => {}
+            ("id" | "kind", v) => return wrong(name, v, "a string"),
+            ("created_time" | "received_time", v) => return wrong(name, v, "a string or null"),
+            ("data", v) => return wrong(name, v, "an object"),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn parse_spawn(fields: &Map) -> Result<SpawnEntry, Poison> {

@@ -210,3 +210,81 @@ async fn far_timers_get_no_doorbell_and_the_sweep_still_fires_them() {
     rig.deliver().await;
     assert_eq!(rig.path("far").await.0.as_deref(), Some("Expired"));
 }
+
+/// The same through real SQS delays on moto: a 3 s timer fires ~3 s after it was armed, by
+/// its doorbell alone (no sweep runs here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_sqs_a_doorbell_fires_its_timer_on_time() {
+    use stm_runtime::doorbell::SqsDoorbell;
+    use stm_runtime::{Queue, SqsQueue, SystemClock};
+    use stm_store::{CreateOptions, DynamoDbStore};
+    let moto = stm_testkit::moto().await;
+    let prefix = stm_testkit::unique_prefix("doorbell");
+    let store = Arc::new(
+        DynamoDbStore::create_with(
+            Some(moto.endpoint()),
+            stm_testkit::REGION,
+            CreateOptions {
+                prefix: prefix.clone(),
+                ..CreateOptions::default()
+            },
+        )
+        .await
+        .expect("tables"),
+    );
+    let sqs = SqsQueue::client(Some(moto.endpoint()), stm_testkit::REGION).await;
+    let urls = SqsQueue::ensure(&sqs, &format!("{prefix}-events"), 30, 10)
+        .await
+        .expect("queue");
+    let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(sqs.clone(), urls.queue_url.clone()));
+    let bell_url = SqsDoorbell::ensure(&sqs, &format!("{prefix}-timers"))
+        .await
+        .expect("doorbells");
+    let doorbells = SqsQueue::new(sqs.clone(), bell_url.clone());
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/machines/timers.stm");
+    let mut defs = Definitions::new();
+    for defn in stm_runtime::config::load_file(&file).expect("timers.stm") {
+        defs.register(defn);
+    }
+    let driver =
+        Driver::new(store.clone(), defs, ActionRegistry::with_builtins()).with_clock(Arc::new(SystemClock));
+    let worker = Worker::new(driver.clone(), queue.clone(), WorkerSettings::default())
+        .with_doorbell(Arc::new(SqsDoorbell::new(sqs.clone(), bell_url)));
+    let control = Control::new(driver, queue.clone());
+    let seed = json!({"delay": 3.0}).as_object().cloned().unwrap_or_default();
+    control
+        .create("Doorbell", Some(seed), Some("bell-1"))
+        .await
+        .expect("create");
+    let settings = EventSourceSettings {
+        wait_seconds: 0,
+        ..EventSourceSettings::default()
+    };
+    let now = || SystemClock.now();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut rung = 0;
+    loop {
+        eventsource::poll_once(queue.as_ref(), &worker, &settings)
+            .await
+            .expect("poll");
+        let polled = eventsource::poll_doorbells_once(&doorbells, store.as_ref(), queue.as_ref(), &now, 0)
+            .await
+            .expect("doorbells");
+        assert!(polled.failed.is_empty(), "a doorbell was not handled: {polled:?}");
+        rung += polled.deleted;
+        let exe = store.load("bell-1").await.expect("load").expect("exists");
+        if exe.status == Status::Done {
+            let due = exe.created_at.unwrap_or_default() + 3.0;
+            let late = exe.finished_at.unwrap_or_default() - due;
+            eprintln!("doorbell timer lateness on moto: {late:.3} s");
+            assert!((0.0..3.0).contains(&late), "fired {late:.3} s after due");
+            assert_eq!(rung, 1, "by its doorbell");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the timer never fired: {exe:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

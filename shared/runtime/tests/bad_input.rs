@@ -1,0 +1,1278 @@
+//! A catalogue of bad input (issue #6 §4): each case asserts the exact outcome (a record
+//! reported failed, or acknowledged as a no-op), that the error text (and the log line)
+//! names what was wrong, and that nothing else was touched or lost.
+//!
+//! - SQS bodies, one table: not JSON, JSON of the wrong shape, a wrong `MessageGroupId`
+//!   or `stm_kind`, malformed spawn intents, unknown executions and definitions, event
+//!   kinds the machine does not know, a 250 KB body. Each bad record sits between two
+//!   good records of other executions, so the FIFO batch rule and the untouched rest of
+//!   the store are checked every time.
+//! - Event data that does not fit its declaration: refused by `Control::send`; taken by
+//!   the worker (harel's behaviour), where a mistyped `set` fails the execution.
+//! - A batch mixing good and bad records across groups, driven to quiescence through
+//!   the queue-driven stack (MemoryStore + MemoryQueue): the poison messages end in the
+//!   dead-letter queue, everything else is processed. Two limits of the FIFO batch rule
+//!   are pinned down next to it: an event behind a poison message in its own group is
+//!   dead-lettered with it (documented), and good records of *other* groups that keep
+//!   landing behind failures age into the dead-letter queue (a bug; ignored test).
+//! - A context over DynamoDB's 400 KB item limit (over moto): the store refuses the
+//!   commit before the call, the record fails with that message, the stored execution is
+//!   unchanged, and the message is dead-lettered without blocking its group for good.
+//!   With the trace on, a trace step over the limit fails the same way.
+//! - Broken definitions directories and bad function configuration: the cold start fails
+//!   naming the file:line:col, the machine, the action or the variable.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{event, object, Stack, START};
+use serde_json::{json, Value};
+use stm_core::{Execution, Status};
+use stm_runtime::config::{self, FunctionConfig};
+use stm_runtime::eventsource::{self, EventSourceSettings};
+use stm_runtime::queue::SPAWN_KIND;
+use stm_runtime::worker::{BatchOutcome, Failed, Handled, Record};
+use stm_runtime::{
+    ActionRegistry, Control, Definitions, Driver, DriverError, ManualClock, MemoryQueue, OutgoingMessage,
+    Queue, Worker, WorkerSettings,
+};
+use stm_store::{ExecutionStore, MemoryStore};
+
+// --- fixtures ----------------------------------------------------------------------
+
+fn machines(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/machines")
+        .join(name)
+}
+
+/// The scenario machines plus `Blob` (a context that grows from event data).
+fn definitions() -> Definitions {
+    let mut defs = common::definitions();
+    for defn in config::load_file(&machines("limits.stm")).expect("limits.stm loads and validates") {
+        defs.register(defn);
+    }
+    defs
+}
+
+/// What the log lines of a test say (a subscriber for the test's thread).
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
+        let logs = Logs::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        (logs.clone(), tracing::subscriber::set_default(subscriber))
+    }
+
+    /// Everything logged since the last call.
+    fn take(&self) -> String {
+        let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&std::mem::take(&mut *buf)).into_owned()
+    }
+}
+
+impl Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Logs;
+    fn make_writer(&'a self) -> Logs {
+        self.clone()
+    }
+}
+
+/// A started in-memory deployment: `a`, `b`, `c` (Flat, Idle), `f` (Fork, Prepare), `blob`
+/// (Blob, Idle), and `gone`, a RUNNING execution of a definition this worker lacks.
+struct Fixture {
+    store: Arc<MemoryStore>,
+    queue: Arc<MemoryQueue>,
+    worker: Worker,
+    control: Control,
+}
+
+async fn fixture() -> Fixture {
+    let store = Arc::new(MemoryStore::new());
+    let queue = Arc::new(MemoryQueue::new(3));
+    let clock = Arc::new(ManualClock::new(START));
+    let driver =
+        Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins()).with_clock(clock.clone());
+    let worker = Worker::new(driver.clone(), queue.clone(), WorkerSettings::default());
+    let control = Control::new(driver, queue.clone());
+    for (defn, id) in [
+        ("Flat", "a"),
+        ("Flat", "b"),
+        ("Flat", "c"),
+        ("Fork", "f"),
+        ("Blob", "blob"),
+    ] {
+        control.create(defn, None, Some(id)).await.expect("create");
+    }
+    let settings = EventSourceSettings {
+        wait_seconds: 0,
+        ..EventSourceSettings::default()
+    };
+    eventsource::drain(queue.as_ref(), &worker, &settings, || START, 50)
+        .await
+        .expect("drain");
+    let mut gone = Execution::new("gone", "Gone");
+    gone.status = Status::Running;
+    gone.active_path = Some("Somewhere".into());
+    store.save(&mut gone).await.expect("save gone");
+    for exe in store.all_executions() {
+        if exe.id != "gone" {
+            assert_eq!(exe.status, Status::Running, "{} started", exe.id);
+        }
+    }
+    assert!(queue.is_empty());
+    Fixture {
+        store,
+        queue,
+        worker,
+        control,
+    }
+}
+
+fn record(message_id: &str, body: &str, group: Option<&str>, kind: Option<&str>) -> Record {
+    Record {
+        message_id: message_id.into(),
+        receipt_handle: None,
+        body: body.into(),
+        group_id: group.map(Into::into),
+        kind: kind.map(Into::into),
+        receive_count: 1,
+    }
+}
+
+/// A well-formed event record for `target`.
+fn good(message_id: &str, target: &str, kind: &str) -> Record {
+    let body = json!({"id": format!("ev-{message_id}"), "kind": kind}).to_string();
+    record(message_id, &body, Some(target), None)
+}
+
+fn failure_text(result: &Result<Handled, Failed>) -> Option<&str> {
+    match result {
+        Err(Failed::Poison(t) | Failed::Conflict(t) | Failed::Retryable(t) | Failed::Error(t)) => Some(t),
+        _ => None,
+    }
+}
+
+fn processed(id: &str) -> Result<Handled, Failed> {
+    Ok(Handled::Processed {
+        execution_id: id.into(),
+        status: Status::Running,
+    })
+}
+
+// --- the SQS body table ------------------------------------------------------------
+
+#[derive(Debug)]
+enum Expect {
+    /// Reported failed as poison; the text holds every needle.
+    Poison(Vec<&'static str>),
+    /// Reported failed as an error (redelivered, then dead-lettered); the text holds every
+    /// needle.
+    Error(Vec<&'static str>),
+    /// Acknowledged with exactly this outcome.
+    Handled(Handled),
+}
+
+struct Case {
+    name: &'static str,
+    record: Record,
+    expect: Expect,
+    /// The one execution this record may legitimately change.
+    touches: Option<&'static str>,
+    /// What the log must say about it.
+    logged: &'static [&'static str],
+}
+
+fn case(name: &'static str, body: &str, group: Option<&str>, kind: Option<&str>, expect: Expect) -> Case {
+    let logged: &'static [&'static str] = match &expect {
+        Expect::Poison(_) => &["poison message: reported failed until SQS dead-letters it"],
+        Expect::Error(_) => &["record failed; redelivered"],
+        Expect::Handled(_) => &[],
+    };
+    Case {
+        name,
+        record: record("bad", body, group, kind),
+        expect,
+        touches: None,
+        logged,
+    }
+}
+
+fn spawn_body(fields: Value) -> String {
+    let mut body = json!({
+        "seq": 41,
+        "parent_id": "f",
+        "child_id": "f:Work.Billing:9",
+        "root_path": "Work.Billing",
+        "context": {},
+    });
+    for (k, v) in object(fields) {
+        match v {
+            Value::Null => {
+                body.as_object_mut().expect("object").shift_remove(&k);
+            }
+            v => {
+                body[k] = v;
+            }
+        }
+    }
+    body.to_string()
+}
+
+/// A bad event body for execution `a`.
+fn bad_event(name: &'static str, body: &str, needle: &'static str) -> Case {
+    case(name, body, Some("a"), None, Expect::Poison(vec![needle]))
+}
+
+/// A bad spawn intent body (group `f:Work.Billing:9`).
+fn bad_spawn(name: &'static str, fields: Value, needle: &'static str) -> Case {
+    let body = match fields {
+        Value::String(text) => text,
+        fields => spawn_body(fields),
+    };
+    case(
+        name,
+        &body,
+        Some("f:Work.Billing:9"),
+        Some(SPAWN_KIND),
+        Expect::Poison(vec![needle]),
+    )
+}
+
+fn cases() -> Vec<Case> {
+    use Expect::{Error, Handled as Acked, Poison};
+    let huge = json!({"id": "huge-1", "kind": "Go", "data": {"pad": "x".repeat(250 * 1024)}}).to_string();
+    assert!(huge.len() > 250 * 1024);
+    let not_an_event = "the body is not an Event: its";
+    vec![
+        // not JSON
+        bad_event(
+            "not JSON",
+            "{not json",
+            "the body is not JSON (key must be a string",
+        ),
+        bad_event("empty body", "", "the body is not JSON (EOF while parsing"),
+        bad_event(
+            "truncated",
+            r#"{"kind": "Go""#,
+            "the body is not JSON (EOF while parsing an object",
+        ),
+        // JSON of the wrong shape
+        bad_event("an array", "[1, 2]", "the body is not a JSON object"),
+        bad_event("a number", "42", "the body is not a JSON object"),
+        bad_event("a string", r#""Go""#, "the body is not a JSON object"),
+        bad_event("null", "null", "the body is not a JSON object"),
+        bad_event(
+            "no kind",
+            r#"{"id": "e1", "data": {}}"#,
+            "the body is not an Event (missing field `kind`)",
+        ),
+        bad_event("kind empty", r#"{"kind": ""}"#, "the event kind is empty"),
+        Case {
+            expect: Poison(vec![not_an_event, "\"kind\" is a number (5), not a string"]),
+            ..bad_event("kind a number", r#"{"kind": 5}"#, not_an_event)
+        },
+        Case {
+            expect: Poison(vec![not_an_event, "\"kind\" is null, not a string"]),
+            ..bad_event("kind null", r#"{"kind": null}"#, not_an_event)
+        },
+        Case {
+            expect: Poison(vec![not_an_event, "\"data\" is an array, not an object"]),
+            ..bad_event("data an array", r#"{"kind": "Go", "data": [1]}"#, not_an_event)
+        },
+        Case {
+            expect: Poison(vec![not_an_event, "\"data\" is a string, not an object"]),
+            ..bad_event("data a string", r#"{"kind": "Go", "data": "x"}"#, not_an_event)
+        },
+        Case {
+            expect: Poison(vec![not_an_event, "\"data\" is null, not an object"]),
+            ..bad_event("data null", r#"{"kind": "Go", "data": null}"#, not_an_event)
+        },
+        Case {
+            expect: Poison(vec![not_an_event, "\"id\" is a number (7), not a string"]),
+            ..bad_event("id a number", r#"{"kind": "Go", "id": 7}"#, not_an_event)
+        },
+        Case {
+            expect: Poison(vec![
+                not_an_event,
+                "\"created_time\" is a number (1), not a string or null",
+            ]),
+            ..bad_event(
+                "created_time a number",
+                r#"{"kind": "Go", "created_time": 1}"#,
+                not_an_event,
+            )
+        },
+        // where it goes
+        Case {
+            record: record("bad", r#"{"kind": "Go"}"#, None, None),
+            ..bad_event(
+                "no MessageGroupId",
+                "",
+                "an event message without a MessageGroupId",
+            )
+        },
+        Case {
+            record: record("bad", r#"{"kind": "Go"}"#, Some(""), None),
+            ..bad_event(
+                "empty MessageGroupId",
+                "",
+                "an event message without a MessageGroupId",
+            )
+        },
+        Case {
+            record: record("bad", r#"{"kind": "Go"}"#, Some("a"), Some("weird")),
+            ..bad_event("unknown stm_kind", "", "unknown stm_kind \"weird\"")
+        },
+        // malformed spawn intents
+        bad_spawn(
+            "spawn: not an object",
+            json!("[]"),
+            "the body is not a JSON object",
+        ),
+        bad_spawn("spawn: not JSON", json!("spawn!"), "the body is not JSON"),
+        bad_spawn(
+            "spawn: no child_id",
+            json!({"child_id": null}),
+            "a spawn intent without a string \"child_id\"",
+        ),
+        bad_spawn(
+            "spawn: parent_id a number",
+            json!({"parent_id": 3}),
+            "a spawn intent without a string \"parent_id\"",
+        ),
+        bad_spawn(
+            "spawn: no root_path",
+            json!({"root_path": null}),
+            "a spawn intent without a string \"root_path\"",
+        ),
+        bad_spawn(
+            "spawn: seq a string",
+            json!({"seq": "41"}),
+            "a spawn intent without an integer \"seq\"",
+        ),
+        bad_spawn(
+            "spawn: context a list",
+            json!({"context": [1]}),
+            "a spawn intent whose \"context\" is not an object",
+        ),
+        // well-formed, but pointing nowhere
+        case(
+            "spawn: an unknown parent",
+            &spawn_body(json!({"parent_id": "ghost", "child_id": "ghost:Work.Billing:1"})),
+            Some("ghost:Work.Billing:1"),
+            Some(SPAWN_KIND),
+            Error(vec!["KeyError: 'ghost'"]),
+        ),
+        Case {
+            touches: Some("f:Nowhere:1"),
+            ..case(
+                "spawn: a path not in the machine",
+                &spawn_body(json!({"child_id": "f:Nowhere:1", "root_path": "Nowhere"})),
+                Some("f:Nowhere:1"),
+                Some(SPAWN_KIND),
+                Error(vec!["AssertionError", "Nowhere"]),
+            )
+        },
+        Case {
+            logged: &[
+                "no such execution; acknowledged as a no-op",
+                "execution_id=nobody",
+            ],
+            ..case(
+                "an unknown execution",
+                r#"{"id": "e-nobody", "kind": "Go"}"#,
+                Some("nobody"),
+                None,
+                Acked(Handled::UnknownExecution),
+            )
+        },
+        case(
+            "an execution of an unknown definition",
+            r#"{"kind": "Go"}"#,
+            Some("gone"),
+            None,
+            Error(vec!["KeyError: unknown definition \"Gone\""]),
+        ),
+        // what the machine does not know: processed as a step that changes nothing but
+        // its counters (harel's engine does the same), and logged as processed
+        Case {
+            touches: Some("c"),
+            logged: &[
+                "event processed",
+                "event_id=e-bogus kind=Bogus",
+                "from=\"Idle\" to=\"Idle\" status=RUNNING",
+            ],
+            ..case(
+                "an event kind the machine does not declare",
+                r#"{"id": "e-bogus", "kind": "Bogus"}"#,
+                Some("c"),
+                None,
+                Acked(Handled::Processed {
+                    execution_id: "c".into(),
+                    status: Status::Running,
+                }),
+            )
+        },
+        // 250 KB: SQS takes it (its limit is 1 MiB now); the machine ignores the data
+        Case {
+            touches: Some("c"),
+            logged: &[
+                "event processed",
+                "event_id=huge-1 kind=Go",
+                "from=\"Idle\" to=\"Working\"",
+            ],
+            ..case(
+                "a 250 KB body",
+                &huge,
+                Some("c"),
+                None,
+                Acked(Handled::Processed {
+                    execution_id: "c".into(),
+                    status: Status::Running,
+                }),
+            )
+        },
+    ]
+}
+
+/// Every bad body between two good records of other executions: the first good record
+/// commits; the bad one gets exactly its outcome, with a message (and a log line) naming
+/// the problem; if it failed, the good record after it is reported too (FIFO batch rule)
+/// and goes through on its redelivery; nothing else in the store changes.
+#[tokio::test]
+async fn every_bad_body_gets_its_outcome_and_a_clear_error() {
+    let (logs, _guard) = Logs::capture();
+    let started = Instant::now();
+    let table = cases();
+    // messages that do not name the problem, all reported at the end
+    let mut unclear: Vec<String> = Vec::new();
+    for case in &table {
+        let fx = fixture().await;
+        let before: Vec<Execution> = fx.store.all_executions();
+        let _ = logs.take();
+        let batch = [
+            good("good-a", "a", "Go"),
+            case.record.clone(),
+            good("good-b", "b", "Go"),
+        ];
+        let outcome: BatchOutcome = fx.worker.handle_batch(&batch).await;
+        let log = logs.take();
+        let name = case.name;
+        let results: Vec<&Result<Handled, Failed>> = outcome.records.iter().map(|(_, r)| r).collect();
+        assert_eq!(
+            outcome
+                .records
+                .iter()
+                .map(|(id, _)| id.as_str())
+                .collect::<Vec<_>>(),
+            ["good-a", "bad", "good-b"],
+            "{name}"
+        );
+        assert_eq!(
+            results[0],
+            &processed("a"),
+            "{name}: the record before it commits"
+        );
+
+        let failed = match &case.expect {
+            Expect::Poison(needles) | Expect::Error(needles) => {
+                let text = failure_text(results[1]).unwrap_or_else(|| panic!("{name}: {:?}", results[1]));
+                match (&case.expect, results[1]) {
+                    (Expect::Poison(_), Err(Failed::Poison(_)))
+                    | (Expect::Error(_), Err(Failed::Error(_))) => {}
+                    (want, got) => panic!("{name}: expected {want:?}, got {got:?}"),
+                }
+                for needle in needles {
+                    if !text.contains(needle) {
+                        unclear.push(format!("{name}: {needle:?} not in {text:?}"));
+                    }
+                }
+                assert!(log.contains(text), "{name}: the reason is logged: {log}");
+                true
+            }
+            Expect::Handled(want) => {
+                assert_eq!(results[1], &Ok(want.clone()), "{name}");
+                false
+            }
+        };
+        // one log line says all of it
+        assert!(
+            case.logged.is_empty()
+                || log
+                    .lines()
+                    .any(|line| case.logged.iter().all(|n| line.contains(n))),
+            "{name}: no line with all of {:?}:\n{log}",
+            case.logged
+        );
+        assert_eq!(outcome.failed_ids().is_empty(), !failed, "{name}");
+        if failed {
+            // the FIFO batch rule: every record after the first failure is reported
+            assert_eq!(results[2], &Err(Failed::Skipped), "{name}");
+            assert_eq!(outcome.failed_ids(), ["bad", "good-b"], "{name}");
+            let b = fx.store.load("b").await.expect("load").expect("b");
+            assert_eq!(b.active_path.as_deref(), Some("Idle"), "{name}: b not attempted");
+            // its redelivery, without the bad record in front of it, goes through
+            let again = fx.worker.handle_batch(&[good("good-b", "b", "Go")]).await;
+            assert_eq!(again.records[0].1, processed("b"), "{name}");
+        } else {
+            assert_eq!(results[2], &processed("b"), "{name}");
+        }
+
+        // nothing else changed, nothing is left pending, nothing was queued
+        for exe in &before {
+            let now = fx.store.load(&exe.id).await.expect("load").expect("still there");
+            match exe.id.as_str() {
+                "a" | "b" => {
+                    assert_eq!(now.active_path.as_deref(), Some("Working"), "{name}: {}", exe.id);
+                    assert_eq!(now.version, exe.version + 1, "{name}: {} committed once", exe.id);
+                    assert_eq!(now.processed_events, exe.processed_events + 1, "{name}");
+                }
+                id if Some(id) == case.touches => {}
+                _ => assert_eq!(&now, exe, "{name}: {} untouched", exe.id),
+            }
+        }
+        let after = fx.store.all_executions();
+        let new: Vec<&str> = after
+            .iter()
+            .filter(|e| !before.iter().any(|b| b.id == e.id))
+            .map(|e| e.id.as_str())
+            .collect();
+        assert!(
+            new.is_empty() || new == [case.touches.unwrap_or("-")],
+            "{name}: created {new:?}"
+        );
+        assert!(
+            fx.store.pending_outbox().await.expect("outbox").is_empty(),
+            "{name}"
+        );
+        assert!(
+            fx.store.pending_spawns().await.expect("spawns").is_empty(),
+            "{name}"
+        );
+        assert_eq!(fx.store.timer_count(), 0, "{name}");
+        assert!(fx.queue.is_empty(), "{name}: nothing queued");
+    }
+    assert!(unclear.is_empty(), "unclear errors:\n{}", unclear.join("\n"));
+    println!("{} bad bodies checked in {:.2?}", table.len(), started.elapsed());
+}
+
+/// The cases above whose outcome needs a closer look.
+#[tokio::test]
+async fn what_the_no_op_and_unknown_cases_leave_behind() {
+    let fx = fixture().await;
+    // an unknown execution: no record is created, no processed mark written
+    let out = fx.worker.handle_batch(&[good("m1", "nobody", "Go")]).await;
+    assert_eq!(out.records[0].1, Ok(Handled::UnknownExecution));
+    assert!(fx.store.load("nobody").await.expect("load").is_none());
+    assert!(!fx.store.is_processed("nobody", "ev-m1").await.expect("processed"));
+
+    // an undeclared kind is a committed step: the dedupe mark makes its redelivery a
+    // duplicate, and the machine is where it was
+    let c = fx.store.load("c").await.expect("load").expect("c");
+    let bogus = good("m2", "c", "Bogus");
+    let out = fx.worker.handle_batch(std::slice::from_ref(&bogus)).await;
+    assert_eq!(out.records[0].1, processed("c"));
+    let after = fx.store.load("c").await.expect("load").expect("c");
+    assert_eq!(after.active_path, c.active_path);
+    assert_eq!(after.context, c.context);
+    assert_eq!(after.version, c.version + 1);
+    assert_eq!(after.processed_events, c.processed_events + 1);
+    let out = fx.worker.handle_batch(&[bogus]).await;
+    assert_eq!(out.records[0].1, Ok(Handled::Duplicate));
+    assert_eq!(
+        fx.store.load("c").await.expect("load").expect("c").version,
+        after.version
+    );
+
+    // an unknown definition fails on every delivery (never a silent ack): it backs off
+    // and SQS dead-letters it; the execution is untouched
+    let gone = fx.store.load("gone").await.expect("load").expect("gone");
+    for receive_count in 1..=3 {
+        let mut r = good("m3", "gone", "Go");
+        r.receive_count = receive_count;
+        let out = fx.worker.handle_batch(&[r]).await;
+        assert_eq!(
+            out.records[0].1,
+            Err(Failed::Error("KeyError: unknown definition \"Gone\"".into()))
+        );
+    }
+    assert_eq!(fx.store.load("gone").await.expect("load").expect("gone"), gone);
+    assert!(!fx.store.is_processed("gone", "ev-m3").await.expect("processed"));
+}
+
+/// An event whose data does not fit its declaration: `Control::send` refuses it before it
+/// is queued, naming the event and the field. The worker does not check it (as harel's
+/// worker does not: `check_event` runs where an event is sent), so one sent around the
+/// control plane runs, and here its `set` of a mistyped value fails the execution
+/// terminally (FAILED, with the error), a committed step rather than a failed record.
+#[tokio::test]
+async fn event_data_that_does_not_fit_its_declaration_is_refused_at_send() {
+    let fx = fixture().await;
+    let wrong = event("Fill", json!({"blob": 5}));
+    let err = fx.control.send("blob", &wrong).await.expect_err("refused");
+    assert!(matches!(err, DriverError::Event { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("'Fill'") && text.contains("blob"), "{text}");
+    assert!(fx.queue.is_empty(), "nothing queued");
+
+    // sent around the control plane (a foreign sender), the worker takes it
+    let body = serde_json::to_string(&wrong).expect("json");
+    let out = fx
+        .worker
+        .handle_batch(&[record("m1", &body, Some("blob"), None)])
+        .await;
+    assert_eq!(
+        out.records[0].1,
+        Ok(Handled::Processed {
+            execution_id: "blob".into(),
+            status: Status::Failed
+        })
+    );
+    let blob = fx.store.load("blob").await.expect("load").expect("blob");
+    assert_eq!(
+        blob.error.as_deref(),
+        Some("ExpressionError: context.more is declared string, `set` gave int 5")
+    );
+    assert_eq!(
+        blob.active_path.as_deref(),
+        Some("Idle"),
+        "the step's effects are dropped"
+    );
+    assert_eq!(blob.context["more"], json!(""));
+    // a committed (terminal) step, not a failed record: its redelivery is a duplicate
+    let again = fx
+        .worker
+        .handle_batch(&[record("m1", &body, Some("blob"), None)])
+        .await;
+    assert_eq!(again.records[0].1, Ok(Handled::Duplicate));
+}
+
+// --- a mixed batch through the queue-driven stack -----------------------------------
+
+fn raw(group: &str, dedup: &str, body: &str, spawn: bool) -> OutgoingMessage {
+    OutgoingMessage {
+        group_id: group.into(),
+        deduplication_id: dedup.into(),
+        body: body.into(),
+        spawn,
+    }
+}
+
+async fn drain_until_empty(stack: &Stack, queue: &MemoryQueue, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        stack.drain().await;
+        if queue.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the queue never emptied: {:?}",
+            queue.snapshot()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Good and bad records across groups in one batch: the first failure and every later
+/// record are reported, the good record before it is committed; then, polled to
+/// quiescence, every poison message (and the event of an unknown definition) is
+/// dead-lettered after maxReceiveCount and every good event is processed exactly once.
+///
+/// maxReceiveCount is 4 and the good records come before the last bad ones: every record
+/// behind a failure is reported with it, which counts as a receive, and with more
+/// failures ahead of it a good record of another group reaches maxReceiveCount and is
+/// dead-lettered unprocessed (see the ignored test below).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_batch_loses_nothing_and_dead_letters_only_the_poison() {
+    let started = Instant::now();
+    let (store, queue, stack, gone) = mixed_stack(4).await;
+    let batch = mixed_batch();
+    assert!(queue.publish_batch(&batch).await.is_empty());
+    let received = queue.receive(10, 30, 0).await.expect("receive");
+    assert_eq!(received.len(), 10, "one batch");
+    let records: Vec<Record> = received.iter().map(Record::from_received).collect();
+    let outcome = stack.worker.handle_batch(&records).await;
+    assert_eq!(outcome.records[0].1, processed("a"), "the good record before");
+    assert!(
+        matches!(&outcome.records[1].1, Err(Failed::Poison(t)) if t.contains("not JSON")),
+        "{:?}",
+        outcome.records[1]
+    );
+    for (id, result) in &outcome.records[2..] {
+        assert_eq!(result, &Err(Failed::Skipped), "{id}: reported, not attempted");
+    }
+    let reported: Vec<String> = received[1..].iter().map(|m| m.message_id.clone()).collect();
+    assert_eq!(outcome.failed_ids(), reported);
+    queue
+        .delete(&received[0].receipt_handle)
+        .await
+        .expect("the event source deletes what succeeded");
+    assert_eq!(stack.load("a").await.active_path.as_deref(), Some("Working"));
+    assert_eq!(stack.load("b").await.active_path.as_deref(), Some("Idle"));
+
+    // the event source keeps polling: the skipped records come straight back, the poison
+    // after its retry period, until SQS's redrive takes it
+    drain_until_empty(&stack, &queue, Duration::from_secs(60)).await;
+    assert_eq!(dead_bodies(&queue), mixed_bad_bodies(), "only the bad records");
+    for id in ["a", "b", "c"] {
+        let exe = stack.load(id).await;
+        assert_eq!(exe.status, Status::Done, "{id}");
+        assert_eq!(exe.processed_events, 2, "{id}: Go and Finish, once each");
+    }
+    assert_eq!(stack.load("gone").await, gone, "untouched");
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
+    assert!(store.pending_spawns().await.expect("spawns").is_empty());
+    println!("mixed batch to quiescence: {:.2?}", started.elapsed());
+}
+
+/// KNOWN LIMITATION of the FIFO batch rule (DESIGN §3.4, issue 4's acceptance): it reports
+/// every record after the first failure, whatever its group, and each report is a receive. A good event of
+/// group `c` that keeps landing behind failures of *other* groups (here four bad records,
+/// at maxReceiveCount 3) is dead-lettered without ever being attempted, and nothing logs
+/// it. FIFO order only binds a group: holding back the later records of the failed
+/// record's group is enough (what Powertools' `skip_group_on_error` does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "known limitation of the all-later-records batch rule; mitigated by MaxReceiveCount 100 and by releasing skipped records at once while a poison one waits 10 s (README, Reliability)"]
+async fn good_records_of_other_groups_never_age_behind_failures() {
+    let (_store, queue, stack, _gone) = mixed_stack(3).await;
+    // the good records last: behind every bad one
+    let (good, mut batch): (Vec<_>, Vec<_>) = mixed_batch()
+        .into_iter()
+        .partition(|m| ["a", "b", "c"].contains(&m.group_id.as_str()));
+    batch.extend(good);
+    assert!(queue.publish_batch(&batch).await.is_empty());
+    drain_until_empty(&stack, &queue, Duration::from_secs(60)).await;
+    assert_eq!(dead_bodies(&queue), mixed_bad_bodies(), "only the bad records");
+    for id in ["a", "b", "c"] {
+        assert_eq!(stack.load(id).await.status, Status::Done, "{id}");
+    }
+}
+
+async fn mixed_stack(max_receive_count: u32) -> (Arc<MemoryStore>, Arc<MemoryQueue>, Stack, Execution) {
+    let store = Arc::new(MemoryStore::new());
+    let queue = Arc::new(MemoryQueue::new(max_receive_count));
+    let stack = Stack::new(store.clone(), queue.clone());
+    for id in ["a", "b", "c"] {
+        stack
+            .control
+            .create("Flat", None, Some(id))
+            .await
+            .expect("create");
+    }
+    stack.drain().await;
+    let mut gone = Execution::new("gone", "Gone");
+    gone.status = Status::Running;
+    store.save(&mut gone).await.expect("save");
+    let gone = store.load("gone").await.expect("load").expect("gone");
+    (store, queue, stack, gone)
+}
+
+fn mixed_event(target: &str, kind: &str) -> OutgoingMessage {
+    let id = format!("{}-{target}", kind.to_ascii_lowercase());
+    OutgoingMessage::event(target, &event(kind, json!({})).with_id(id))
+}
+
+/// Good events of `a`, `b`, `c` (Go, then Finish) among four bad records of their own
+/// groups: two poison bodies, a malformed spawn intent, an event of an unknown definition.
+fn mixed_batch() -> Vec<OutgoingMessage> {
+    vec![
+        mixed_event("a", "Go"),
+        raw("p", "poison-1", "{not json", false),
+        mixed_event("b", "Go"),
+        mixed_event("a", "Finish"),
+        raw("q", "poison-2", "[1, 2]", false),
+        mixed_event("c", "Go"),
+        mixed_event("b", "Finish"),
+        mixed_event("c", "Finish"),
+        raw("s", "poison-3", "{}", true),
+        mixed_event("gone", "Go"),
+    ]
+}
+
+fn mixed_bad_bodies() -> Vec<String> {
+    let mut bad = vec![
+        "{not json".to_string(),
+        "[1, 2]".to_string(),
+        "{}".to_string(),
+        mixed_event("gone", "Go").body,
+    ];
+    bad.sort();
+    bad
+}
+
+fn dead_bodies(queue: &MemoryQueue) -> Vec<String> {
+    let mut dead: Vec<String> = queue.dead_letters().iter().map(|m| m.body.clone()).collect();
+    dead.sort();
+    dead
+}
+
+/// KNOWN LIMITATION, documented: an event queued right behind a poison message *in the
+/// same group* is received with it on every delivery (FIFO), is reported with it (the
+/// batch rule), so its receive count grows with the poison's, and SQS's redrive moves it
+/// to the dead-letter queue together with the poison. It is not lost (it can be redriven
+/// from the DLQ) but it is not processed. The same holds for the events behind a record
+/// failing for a lasting reason (an unknown definition, a context over the item limit)
+/// or parked (SUSPENDED) for longer than the receive budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_behind_a_poison_message_in_its_group_is_dead_lettered_with_it() {
+    let (_store, queue, stack, _gone) = mixed_stack(3).await;
+    let finish = mixed_event("a", "Finish");
+    assert!(queue
+        .publish_batch(&[
+            mixed_event("a", "Go"),
+            raw("a", "poison", "{not json", false),
+            finish.clone()
+        ])
+        .await
+        .is_empty());
+    drain_until_empty(&stack, &queue, Duration::from_secs(30)).await;
+    let dead: Vec<String> = queue.dead_letters().iter().map(|m| m.body.clone()).collect();
+    assert_eq!(dead, ["{not json".to_string(), finish.body]);
+    let a = stack.load("a").await;
+    assert_eq!(
+        a.active_path.as_deref(),
+        Some("Working"),
+        "Go went through; Finish went to the DLQ with the poison"
+    );
+}
+
+// --- the DynamoDB item limit (moto) ------------------------------------------------
+
+/// The store refuses a commit whose execution item would pass 400 KB before calling
+/// DynamoDB: the record fails (an error: redelivered with a back-off, then dead-lettered)
+/// with the store's message, the stored execution is exactly as it was, and no dedupe
+/// mark, outbox entry or timer leaks. Its group then moves on. Also over moto: a 250 KB
+/// event that the machine does not keep is fine, and with the execution trace on, a step
+/// whose trace entry (event data + context) passes the limit fails the same clear way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_over_the_item_limit_fails_the_record_and_changes_nothing() {
+    let started = Instant::now();
+    let parts = common::moto_parts("limits", 5, 3).await;
+    let store = parts.store.clone();
+    let queue = Arc::new(MemoryQueue::new(3));
+    let clock = Arc::new(ManualClock::new(START));
+    let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins()).with_clock(clock);
+    let worker = Worker::new(driver.clone(), queue.clone(), WorkerSettings::default());
+    let control = Control::new(driver.clone(), queue.clone());
+    let blob = "b".repeat(250 * 1024);
+    control
+        .create("Blob", Some(object(json!({"blob": blob}))), Some("big"))
+        .await
+        .expect("a 250 KB context fits");
+    control.create("Flat", None, Some("flat")).await.expect("create");
+    let settings = EventSourceSettings {
+        wait_seconds: 0,
+        visibility_seconds: 5,
+        ..EventSourceSettings::default()
+    };
+    eventsource::drain(queue.as_ref(), &worker, &settings, || START, 50)
+        .await
+        .expect("drain");
+    let big = store.load("big").await.expect("load").expect("big");
+    assert_eq!(big.active_path.as_deref(), Some("Idle"));
+    let item = store.execution_item_size(&big);
+    assert!(item > 250 * 1024 && item < 400 * 1024, "{item}");
+
+    // 200 KB more would make it ~450 KB
+    let (logs, guard) = Logs::capture();
+    let fill = event("Fill", json!({"blob": "m".repeat(200 * 1024)})).with_id("fill-1");
+    let body = serde_json::to_string(&fill).expect("json");
+    assert!(body.len() < 256 * 1024, "within SQS's classic message limit");
+    let out = worker
+        .handle_batch(&[record("m1", &body, Some("big"), None), good("m2", "flat", "Go")])
+        .await;
+    let text = match &out.records[0].1 {
+        Err(Failed::Error(t)) => t.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        text.starts_with("StoreError: execution big item is ")
+            && text.contains(
+                "bytes, over DynamoDB's limit of 409600 bytes (shrink the context or the event data)"
+            ),
+        "{text}"
+    );
+    assert_eq!(out.records[1].1, Err(Failed::Skipped), "the batch rule");
+    let log = logs.take();
+    assert!(
+        log.contains("record failed; redelivered") && log.contains(&text),
+        "{log}"
+    );
+    drop(guard);
+    assert_eq!(
+        store.load("big").await.expect("load").expect("big"),
+        big,
+        "unchanged"
+    );
+    assert!(!store.is_processed("big", "fill-1").await.expect("processed"));
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
+    assert!(store.pending_spawns().await.expect("spawns").is_empty());
+    assert!(store.due_timers(START + 1e9).await.expect("timers").is_empty());
+
+    // through the queue: retried with its back-off (never a crash, never a silent ack),
+    // then dead-lettered; the event behind it in another group goes through at once, and
+    // the next event of its own group is processed once it is gone
+    let fill_message = OutgoingMessage::event("big", &fill);
+    assert!(queue
+        .publish_batch(&[
+            fill_message.clone(),
+            OutgoingMessage::event("flat", &event("Go", json!({})).with_id("flat-go")),
+        ])
+        .await
+        .is_empty());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !queue.is_empty() {
+        assert!(Instant::now() < deadline, "{:?}", queue.len());
+        eventsource::drain(queue.as_ref(), &worker, &settings, || START, 50)
+            .await
+            .expect("drain");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let dead: Vec<String> = queue.dead_letters().iter().map(|m| m.body.clone()).collect();
+    assert_eq!(dead, [fill_message.body], "only the oversized event");
+    let flat = store.load("flat").await.expect("load").expect("flat");
+    assert_eq!(
+        flat.active_path.as_deref(),
+        Some("Working"),
+        "another group: not held up"
+    );
+    assert_eq!(
+        store.load("big").await.expect("load").expect("big"),
+        big,
+        "still unchanged after every retry"
+    );
+    let small = event("Fill", json!({"blob": "ok"})).with_id("fill-2");
+    assert!(queue
+        .publish_batch(&[OutgoingMessage::event("big", &small)])
+        .await
+        .is_empty());
+    eventsource::drain(queue.as_ref(), &worker, &settings, || START, 50)
+        .await
+        .expect("drain");
+    let after = store.load("big").await.expect("load").expect("big");
+    assert_eq!(after.active_path.as_deref(), Some("Full"));
+    assert_eq!(after.context["more"], json!("ok"));
+
+    // a 250 KB event the machine does not keep is no problem for the store
+    let huge = event("Go", json!({"pad": "x".repeat(250 * 1024)})).with_id("huge-1");
+    let body = serde_json::to_string(&huge).expect("json");
+    control.create("Flat", None, Some("flat2")).await.expect("create");
+    eventsource::drain(queue.as_ref(), &worker, &settings, || START, 50)
+        .await
+        .expect("drain");
+    let out = worker
+        .handle_batch(&[record("m3", &body, Some("flat2"), None)])
+        .await;
+    assert_eq!(out.records[0].1, processed("flat2"));
+
+    // with the trace on, the trace entry carries the event data and the context out:
+    // 150 KB of context + 260 KB of event data fit neither
+    let traced = Worker::new(
+        driver.clone().with_trace(true),
+        queue.clone(),
+        WorkerSettings::default(),
+    );
+    control
+        .create(
+            "Blob",
+            Some(object(json!({"blob": "t".repeat(150 * 1024)}))),
+            Some("traced"),
+        )
+        .await
+        .expect("create");
+    eventsource::drain(queue.as_ref(), &traced, &settings, || START, 50)
+        .await
+        .expect("drain");
+    let before = store.load("traced").await.expect("load").expect("traced");
+    let wide = event("Go", json!({"pad": "w".repeat(260 * 1024)})).with_id("wide-1");
+    let out = traced
+        .handle_batch(&[record(
+            "m4",
+            &serde_json::to_string(&wide).expect("json"),
+            Some("traced"),
+            None,
+        )])
+        .await;
+    match &out.records[0].1 {
+        Err(Failed::Error(t)) => assert!(
+            t.starts_with("StoreError: the trace step item is ") && t.contains("over DynamoDB's limit"),
+            "{t}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.load("traced").await.expect("load").expect("traced"), before);
+    println!("item-limit cases over moto: {:.2?}", started.elapsed());
+}
+
+// --- broken definitions directories ------------------------------------------------
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("stm-bad-input-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+    fn write(&self, name: &str, text: &[u8]) -> &Self {
+        std::fs::write(self.0.join(name), text).expect("write");
+        self
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn config_error(result: Result<Definitions, DriverError>) -> String {
+    match result {
+        Err(err @ DriverError::Config(_)) => {
+            assert_eq!(err.python_type(), "ValueError");
+            err.to_string()
+        }
+        Err(other) => panic!("not a configuration error: {other:?}"),
+        Ok(defs) => panic!("loaded {} definitions", defs.len()),
+    }
+}
+
+const GOOD: &str =
+    "event Go {}\nmachine Good {\n  initial A\n  state A {}\n  final B success\n  from A to B on Go\n}\n";
+
+#[test]
+fn a_broken_definitions_directory_fails_the_cold_start_naming_the_place() {
+    // (a) a syntax error: file:line:col, after a good file (one bad file fails it all)
+    let dir = TempDir::new("syntax");
+    dir.write("a_good.stm", GOOD.as_bytes()).write(
+        "b_broken.stm",
+        b"machine M {\n  initial A\n  state A {}\n  from A to A on\n}\n",
+    );
+    let text = config_error(config::load_definitions_dir(dir.path()));
+    let file = dir.path().join("b_broken.stm").display().to_string();
+    assert!(
+        text.contains(&format!("invalid definition file {file}")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("--> {file}:5:1")), "file:line:col: {text}");
+
+    // (a') not UTF-8
+    let dir = TempDir::new("binary");
+    dir.write("bin.stm", &[0xff, 0xfe, 0x00, 0x41]);
+    let text = config_error(config::load_definitions_dir(dir.path()));
+    assert!(text.contains("bin.stm"), "{text}");
+
+    // (a'') a transition to a state that does not exist: resolved while loading
+    let dir = TempDir::new("unresolved");
+    dir.write(
+        "lost.stm",
+        b"machine Lost {\n  initial A\n  state A {}\n  from A to Nowhere on Go\n}\n",
+    );
+    let text = config_error(config::load_definitions_dir(dir.path()));
+    let file = dir.path().join("lost.stm").display().to_string();
+    assert!(
+        text.contains("cannot resolve transition target 'Nowhere'"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("--> {file}:4:3")), "{text}");
+
+    // (b) a validation error: the file, the machine, the finding and where
+    let dir = TempDir::new("invalid");
+    dir.write(
+        "broken.stm",
+        b"event Go {}\nmachine Broken {\n  initial A\n  state A {}\n  state B {}\n  from A to B on Go\n}\n",
+    );
+    let text = config_error(config::load_definitions_dir(dir.path()));
+    let file = dir.path().join("broken.stm").display().to_string();
+    assert!(
+        text.contains(&format!("{file}: machine Broken is not valid")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{file}:5:3: [error] terminal_missing_outcome at B")),
+        "{text}"
+    );
+
+    // (c) an action nothing binds: loads, and check_actions names machine and action
+    let dir = TempDir::new("unbound");
+    dir.write(
+        "unbound.stm",
+        b"event Go {}\nmachine Hooks {\n  initial A\n  state A { on enter billing.charge(amount: 1) }\n  \
+          final B success\n  from A to B on Go\n}\n",
+    );
+    let defs = config::load_definitions_dir(dir.path()).expect("it parses and validates");
+    let err = config::check_actions(&defs, &ActionRegistry::with_builtins()).expect_err("unbound");
+    assert_eq!(
+        err.to_string(),
+        "configuration error: machine Hooks: unbound actions: billing.charge \
+         (register them, or bind them to a remote function)"
+    );
+    let mut registry = ActionRegistry::with_builtins();
+    registry.register("billing.charge", |_| Ok(Value::Null));
+    config::check_actions(&defs, &registry).expect("bound");
+
+    // (d) an empty directory (or one without *.stm), and a missing one
+    let dir = TempDir::new("empty");
+    dir.write("README.md", b"# not a machine\n")
+        .write("order.stm.bak", GOOD.as_bytes());
+    let text = config_error(config::load_definitions_dir(dir.path()));
+    assert_eq!(
+        text,
+        format!(
+            "configuration error: no machine found in {}/*.stm",
+            dir.path().display()
+        )
+    );
+    let missing = dir.path().join("nope");
+    let text = config_error(config::load_definitions_dir(&missing));
+    assert!(
+        text.starts_with(&format!(
+            "configuration error: cannot read the definitions directory {}: ",
+            missing.display()
+        )),
+        "{text}"
+    );
+    // a file where the directory should be
+    let text = config_error(config::load_definitions_dir(&dir.path().join("README.md")));
+    assert!(text.contains("cannot read the definitions directory"), "{text}");
+}
+
+// --- the functions' configuration --------------------------------------------------
+
+fn from_env(vars: &[(&str, &str)]) -> Result<FunctionConfig, DriverError> {
+    let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    FunctionConfig::from_lookup(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+}
+
+#[test]
+fn each_bad_variable_is_named_in_the_error() {
+    const QUEUE: (&str, &str) = ("STM_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/1/q.fifo");
+    let ok = from_env(&[QUEUE]).expect("the minimum");
+    assert!(!ok.trace);
+    assert_eq!(ok.processed_ttl_days, None);
+    for days in ["1", "30", "36500"] {
+        let ok = from_env(&[QUEUE, ("STM_PROCESSED_TTL_DAYS", days)]).expect(days);
+        assert_eq!(ok.processed_ttl_days, days.parse().ok());
+    }
+
+    // (variable, value, why): the error names the variable and the value, and says why
+    let days = "expected a whole number of days from 1 to 36500 (unset keeps the marks)";
+    let cases: &[(&str, &str, &str)] = &[
+        ("STM_TRACE", "maybe", "expected true or false"),
+        ("STM_TRACE_MAX", "-1", "expected a whole number"),
+        ("STM_TRACE_MAX", "lots", "expected a whole number"),
+        ("STM_PROCESSED_TTL_DAYS", "x", days),
+        ("STM_PROCESSED_TTL_DAYS", "-3", days),
+        ("STM_PROCESSED_TTL_DAYS", "1.5", days),
+        // 0 would write marks that are already expired (the template leaves it unset for
+        // "keep forever"); a huge count overflowed `days * 86_400` in `store()`
+        ("STM_PROCESSED_TTL_DAYS", "0", days),
+        ("STM_PROCESSED_TTL_DAYS", "300000000000000", days),
+        (
+            "STM_ACTION_TIMEOUT_SECONDS",
+            "0",
+            "expected seconds, above 0 and at most 900",
+        ),
+        (
+            "STM_ACTION_TIMEOUT_SECONDS",
+            "1000",
+            "expected seconds, above 0 and at most 900",
+        ),
+        (
+            "STM_ACTION_TIMEOUT_SECONDS",
+            "NaN",
+            "expected seconds, above 0 and at most 900",
+        ),
+        (
+            "STM_ACTION_MAX_RESPONSE_BYTES",
+            "0",
+            "expected a positive whole number",
+        ),
+        // STM_ACTIONS names the entry
+        (
+            "STM_ACTIONS",
+            "charge",
+            "expected name=lambda:<function> or name=https://<url>",
+        ),
+        (
+            "STM_ACTIONS",
+            "charge=ftp://x",
+            "the target must start with lambda:, https://",
+        ),
+        ("STM_ACTIONS", "charge=lambda:", "no function name after lambda:"),
+        (
+            "STM_ACTIONS",
+            "c=http://example.com/x",
+            "plain http:// is only allowed to a loopback host",
+        ),
+        ("STM_ACTIONS", "a=lambda:f,a=lambda:g", "a is bound twice"),
+    ];
+    for (name, value, why) in cases {
+        let err = from_env(&[QUEUE, (name, value)]).expect_err(&format!("{name}={value}"));
+        assert!(matches!(err, DriverError::Config(_)), "{err:?}");
+        let text = err.to_string();
+        let named = if *name == "STM_ACTIONS" {
+            let entry = value.rsplit(',').next().unwrap_or(value);
+            format!("STM_ACTIONS entry {entry:?}: {why}")
+        } else {
+            format!("{name}={value:?}: {why}")
+        };
+        assert!(
+            text.starts_with("configuration error: ") && text.contains(&named),
+            "{name}={value}: {text:?}"
+        );
+        assert_eq!(config::error_parts(&err).0, "stm.ValueError");
+    }
+
+    // a missing or blank queue URL
+    for vars in [vec![], vec![("STM_QUEUE_URL", "  ")]] {
+        let err = from_env(&vars).expect_err("no queue");
+        assert_eq!(
+            err.to_string(),
+            "configuration error: STM_QUEUE_URL is required (the FIFO event queue's URL)"
+        );
+    }
+    // flags take the usual spellings; blank means unset
+    for (value, want) in [
+        ("TRUE", true),
+        ("on", true),
+        ("0", false),
+        ("no", false),
+        (" ", false),
+    ] {
+        assert_eq!(
+            from_env(&[QUEUE, ("STM_TRACE", value)]).expect("flag").trace,
+            want,
+            "{value:?}"
+        );
+    }
+}
