@@ -106,6 +106,20 @@ fn main() {
         }
     };
     let evs = events(count);
+    // `BENCH_ONLY=json-step`: only the worker's per-event CPU (decode, step, encode), once,
+    // for `bench/callgrind.sh` to count instructions
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("json-step") {
+        let mut exe = Execution::new("bench", "Loop");
+        engine::start(&defn, &mut exe, 0.0, &mut NoActions).expect("start");
+        let mut json = exe.to_json();
+        for ev in &evs {
+            let mut e = Execution::from_json(&json).expect("decode");
+            engine::process(&defn, &mut e, ev, 0.0, &mut NoActions).expect("step");
+            json = e.to_json();
+        }
+        println!("{}", json.len());
+        return;
+    }
     let rounds: usize = std::env::var("BENCH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())

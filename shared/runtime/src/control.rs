@@ -4,7 +4,9 @@
 //! - `create` writes a PENDING execution with its `Start` in the outbox (one atomic
 //!   commit), then publishes that entry and acks it: a worker runs the start, never the
 //!   caller. A failed publish is not an error: the entry stays for the relay.
-//! - `send` checks the event against the machine's declaration, then publishes it.
+//! - `send` checks the event against the machine's declaration, then publishes it (after
+//!   the `Start` of a `PENDING` execution, if that is still in the outbox: see
+//!   `deliver_pending`).
 //! - `cancel`, `terminate`, `suspend`, `resume` change the status by CAS (retried on a
 //!   concurrent writer), propagate to the children, and take effect at the next event
 //!   boundary. `cancel` is cooperative when the active state models `on Cancel`: the
@@ -105,6 +107,9 @@ impl Control {
         if let Some(exe) = self.driver.store.load(execution_id).await? {
             let defn = self.driver.definition_for(&exe)?;
             Driver::check_event(&defn, event)?;
+            if exe.status == Status::Pending {
+                self.deliver_pending(execution_id).await?;
+            }
         }
         let message = OutgoingMessage::event(execution_id, event);
         match self
@@ -225,6 +230,38 @@ impl Control {
                     Err(e) => return Err(e),
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Before an event goes to a `PENDING` execution: publish what is still pending in the
+    /// outbox for it, its `Start` above all. `create` leaves the `Start` to the relay when
+    /// the queue refuses its publish; an event published before it would reach the group
+    /// first, and the worker drops every event for a `PENDING` execution (the event would be
+    /// lost although `send` succeeded). A `Start` queued already is published again under
+    /// the same deduplication id (SQS drops it within 5 minutes, the worker's processed mark
+    /// after). If it still cannot be published, the send fails: the client retries it.
+    /// Costs one outbox `Scan` per send to a not yet started execution.
+    async fn deliver_pending(&self, execution_id: &str) -> Result<(), DriverError> {
+        let mut pending: Vec<OutboxEntry> = self
+            .driver
+            .store
+            .pending_outbox()
+            .await?
+            .into_iter()
+            .filter(|entry| entry.target_id.as_deref() == Some(execution_id))
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        pending.sort_by_key(|entry| entry.seq);
+        let summary = relay::deliver(self.driver.store.as_ref(), self.queue.as_ref(), &[], &pending).await;
+        if summary.failed > 0 {
+            return Err(DriverError::Queue(format!(
+                "execution {execution_id} is not started and its Start could not be published \
+                 ({} entries); the event was not sent",
+                summary.failed
+            )));
         }
         Ok(())
     }

@@ -6,8 +6,9 @@
 //! - [`unique_prefix`] gives each test its own table prefix, so tests run in parallel
 //!   against the one server.
 //! - [`FaultProxy`] is a tiny HTTP proxy in front of moto that can answer the next N
-//!   requests of an operation with a canned AWS error (throttling, a transaction conflict,
-//!   ...) or swallow a response after forwarding the request (an ambiguous failure).
+//!   requests of an operation, or a random share of them, with a canned AWS error
+//!   (throttling, a transaction conflict, a 5xx, ...) or swallow a response after
+//!   forwarding the request (an ambiguous failure).
 //!
 //! ## How the server dies with the test process
 //!
@@ -17,6 +18,13 @@
 //! panic, `SIGKILL`. No `atexit`, no `Drop` of a static, no `PR_SET_PDEATHSIG` (which
 //! fires when the *thread* that spawned the child ends, and the test harness runs each
 //! test on its own short-lived thread).
+//!
+//! ## Expired FIFO messages come back in order
+//!
+//! moto 5.2.5 hands out the expired (visibility timeout run out, never deleted) messages of
+//! one FIFO group last first: it keeps each marked in flight until a receive walks past it,
+//! and skips the group's earlier messages while a later one is still marked. The launcher
+//! clears the expired marks before every receive, so they come back in order, as from SQS.
 //!
 //! ## Serialized requests
 //!
@@ -59,6 +67,14 @@ impl Moto {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The server's process id (benchmarks read its CPU time from /proc).
+    pub fn pid(&self) -> u32 {
+        self._child
+            .lock()
+            .map(|c| c.0.id())
+            .unwrap_or_else(|e| e.into_inner().0.id())
     }
 
     /// Where the server writes its log (stderr).
@@ -130,9 +146,21 @@ logging.getLogger("werkzeug").setLevel(logging.ERROR)
 try:
     from werkzeug.serving import make_server
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from moto.sqs.models import SQSBackend
 except Exception as exc:
     print(f"MOTO_MISSING {exc!r}", flush=True)
     sys.exit(3)
+# A received FIFO message whose visibility timeout ran out stays "pending" in moto until a
+# receive walks past it, and the walk skips a group's messages while a later one of the
+# group is still pending: expired messages of one group came back last first. SQS hands
+# them out in order again. Forget every expired one before each receive.
+_receive_message = SQSBackend.receive_message
+def _receive_in_order(self, queue_name, *args, **kwargs):
+    queue = self.get_queue(queue_name)
+    for message in [m for m in queue.pending_messages if m.visible]:
+        queue.pending_messages.discard(message)
+    return _receive_message(self, queue_name, *args, **kwargs)
+SQSBackend.receive_message = _receive_in_order
 inner = DomainDispatcherApplication(create_backend_app)
 lock = threading.Lock()
 def app(environ, start_response):

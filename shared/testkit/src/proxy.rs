@@ -1,10 +1,21 @@
 //! [`FaultProxy`]: a loopback HTTP/1.1 proxy in front of moto that injects AWS faults.
 //!
 //! Every request is forwarded as it is (its signature stays valid: the proxy changes no
-//! signed header, only asks the upstream to close the connection), unless a rule armed with
-//! [`FaultProxy::fail_next`] matches its operation (the part of `X-Amz-Target` after the
-//! dot, e.g. `TransactWriteItems`). Each answer closes the client connection, so the client
-//! opens a fresh one per request (no half-read keep-alive state to get wrong).
+//! signed header, only asks the upstream to close the connection), unless a rule matches its
+//! operation: the part of `X-Amz-Target` after the dot, e.g. `TransactWriteItems` for
+//! DynamoDB (`DynamoDB_20120810.TransactWriteItems`) and `SendMessageBatch` for SQS's JSON
+//! protocol (`AmazonSQS.SendMessageBatch`); a request without the header (an AWS query
+//! protocol client) is named by the `Action` of its form body. Two kinds of rules:
+//!
+//! - [`FaultProxy::fail_next`]: the next N requests of an operation get a given fault;
+//! - [`FaultProxy::set_rate`]: every request of the given operations fails with a given
+//!   probability, with a fault drawn from a list (a seeded generator per operation, so a
+//!   run is reproducible as far as its requests are). An armed `fail_next` goes first.
+//!
+//! Error answers are shaped for the service the request went to: DynamoDB's
+//! `com.amazonaws.dynamodb.v20120810#<Code>` or SQS's `com.amazonaws.sqs#<Code>` `__type`.
+//! Each answer closes the client connection, so the client opens a fresh one per request
+//! (no half-read keep-alive state to get wrong).
 //!
 //! It runs on its own thread and runtime, so it works under any test runtime flavour, and
 //! stops when dropped.
@@ -29,7 +40,9 @@ pub enum Fault {
     /// (`"ConditionalCheckFailed"`, `"ValidationError"`, ...), `None` for the rest. No
     /// reason carries an `Item`.
     Cancelled(Vec<String>),
-    /// Any canned JSON error: `{"__type": "...#<error_type>", "message": ...}`.
+    /// Any canned JSON error: `{"__type": "<service namespace>#<error_type>", "message": ...}`
+    /// with that status (a 5xx is a server fault the SDKs retry, e.g. DynamoDB's
+    /// `InternalServerError` or SQS's `InternalError`).
     Error {
         status: u16,
         error_type: String,
@@ -40,10 +53,76 @@ pub enum Fault {
     DropResponse,
 }
 
+impl Fault {
+    /// A short name for counts: `Throttling`, `TransactionConflict`, `500 InternalError`,
+    /// `DropResponse`, ...
+    pub fn label(&self) -> String {
+        match self {
+            Fault::Throttling => "Throttling".into(),
+            Fault::ProvisionedThroughputExceeded => "ProvisionedThroughputExceeded".into(),
+            Fault::TransactionConflict => "TransactionConflict".into(),
+            Fault::Cancelled(codes) => format!("Cancelled({})", codes.join(",")),
+            Fault::Error {
+                status, error_type, ..
+            } => format!("{status} {error_type}"),
+            Fault::DropResponse => "DropResponse".into(),
+        }
+    }
+}
+
+/// A random-rate rule of one operation.
+struct Rate {
+    /// Probability of a fault per request, in percent.
+    percent: f64,
+    faults: Vec<Fault>,
+    /// xorshift64* state.
+    rng: u64,
+}
+
+impl Rate {
+    fn next(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Whether this request fails, and with what.
+    fn draw(&mut self) -> Option<Fault> {
+        if self.faults.is_empty() {
+            return None;
+        }
+        // 53 random bits as a number in [0, 100)
+        let roll = (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 100.0;
+        if roll >= self.percent {
+            return None;
+        }
+        let pick = (self.next() % self.faults.len() as u64) as usize;
+        Some(self.faults[pick].clone())
+    }
+}
+
+/// A seed for `operation`'s generator: the run's seed mixed with the name (FNV-1a), so
+/// each operation draws its own sequence whatever the others do.
+fn operation_seed(seed: u64, operation: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in operation.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h ^ seed.rotate_left(17)).max(1)
+}
+
 #[derive(Default)]
 struct State {
     /// operation -> faults still to inject, in order.
     rules: BTreeMap<String, Vec<Fault>>,
+    /// operation -> its random-rate rule.
+    rates: BTreeMap<String, Rate>,
+    /// fault label -> faults injected.
+    injected_kinds: BTreeMap<String, usize>,
     /// operation -> requests seen.
     seen: BTreeMap<String, usize>,
     /// operation -> faults injected.
@@ -133,9 +212,40 @@ impl FaultProxy {
         queue.extend(std::iter::repeat_n(fault, n));
     }
 
-    /// Disarm every rule (counters stay).
+    /// From now on, fail each request of every operation in `operations` with probability
+    /// `percent` (0 to 100), answering with a fault drawn uniformly from `faults` (each
+    /// operation its own generator, seeded from `seed` and its name). Replaces an earlier
+    /// rate of those operations; `percent` 0 or no `faults` removes it. Faults armed with
+    /// [`fail_next`](Self::fail_next) still go first.
+    pub fn set_rate(&self, operations: &[&str], percent: f64, faults: Vec<Fault>, seed: u64) {
+        let mut st = self.lock();
+        for op in operations {
+            if percent <= 0.0 || faults.is_empty() {
+                st.rates.remove(*op);
+                continue;
+            }
+            st.rates.insert(
+                op.to_string(),
+                Rate {
+                    percent: percent.min(100.0),
+                    faults: faults.clone(),
+                    rng: operation_seed(seed, op),
+                },
+            );
+        }
+    }
+
+    /// Stop every random-rate rule (armed `fail_next` faults and the counters stay).
+    pub fn clear_rates(&self) {
+        self.lock().rates.clear();
+    }
+
+    /// Disarm every rule, `fail_next` and [`set_rate`](Self::set_rate) alike (counters
+    /// stay).
     pub fn clear(&self) {
-        self.lock().rules.clear();
+        let mut st = self.lock();
+        st.rules.clear();
+        st.rates.clear();
     }
 
     /// How many requests of `operation` reached the proxy.
@@ -152,6 +262,21 @@ impl FaultProxy {
     /// read the `ClientRequestToken` of each attempt.
     pub fn bodies(&self, operation: &str) -> Vec<serde_json::Value> {
         self.lock().bodies.get(operation).cloned().unwrap_or_default()
+    }
+
+    /// Requests seen so far, per operation.
+    pub fn requests_by_operation(&self) -> BTreeMap<String, usize> {
+        self.lock().seen.clone()
+    }
+
+    /// Faults injected so far, per operation.
+    pub fn injected_by_operation(&self) -> BTreeMap<String, usize> {
+        self.lock().injected.clone()
+    }
+
+    /// Faults injected so far, per kind ([`Fault::label`]).
+    pub fn injected_by_fault(&self) -> BTreeMap<String, usize> {
+        self.lock().injected_kinds.clone()
     }
 
     /// Faults still armed for `operation`.
@@ -238,14 +363,36 @@ async fn read_request(conn: &mut TcpStream) -> std::io::Result<Option<Request>> 
     Ok(Some(req))
 }
 
+impl Request {
+    /// The operation: after the dot of `X-Amz-Target` (JSON protocols: DynamoDB, SQS), else
+    /// the `Action` of a form-encoded body (the AWS query protocol); empty if neither.
+    fn operation(&self) -> String {
+        if let Some(target) = self.header("x-amz-target") {
+            return target.rsplit('.').next().unwrap_or(target).to_string();
+        }
+        String::from_utf8_lossy(&self.body)
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("Action="))
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// The `__type` namespace of the service the request is for.
+    fn error_namespace(&self) -> &'static str {
+        let target = self.header("x-amz-target").unwrap_or_default();
+        if target.starts_with("AmazonSQS") {
+            "com.amazonaws.sqs"
+        } else {
+            "com.amazonaws.dynamodb.v20120810"
+        }
+    }
+}
+
 async fn serve(mut conn: TcpStream, target: &str, state: &Mutex<State>) -> std::io::Result<()> {
     let Some(req) = read_request(&mut conn).await? else {
         return Ok(());
     };
-    let operation = req
-        .header("x-amz-target")
-        .map(|t| t.rsplit('.').next().unwrap_or(t).to_string())
-        .unwrap_or_default();
+    let operation = req.operation();
     let fault = {
         let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
         *st.seen.entry(operation.clone()).or_default() += 1;
@@ -258,9 +405,11 @@ async fn serve(mut conn: TcpStream, target: &str, state: &Mutex<State>) -> std::
         let fault = st
             .rules
             .get_mut(&operation)
-            .and_then(|q| (!q.is_empty()).then(|| q.remove(0)));
-        if fault.is_some() {
+            .and_then(|q| (!q.is_empty()).then(|| q.remove(0)))
+            .or_else(|| st.rates.get_mut(&operation).and_then(Rate::draw));
+        if let Some(f) = &fault {
             *st.injected.entry(operation.clone()).or_default() += 1;
+            *st.injected_kinds.entry(f.label()).or_default() += 1;
         }
         fault
     };
@@ -275,18 +424,19 @@ async fn serve(mut conn: TcpStream, target: &str, state: &Mutex<State>) -> std::
         )
         .into_bytes()
     };
-    let dynamo = |name: &str| format!("com.amazonaws.dynamodb.v20120810#{name}");
+    let namespace = req.error_namespace();
+    let error_type_of = |name: &str| format!("{namespace}#{name}");
     let answer = match fault {
         Some(Fault::Throttling) => canned(
             400,
             "ThrottlingException",
-            serde_json::json!({"__type": dynamo("ThrottlingException"),
+            serde_json::json!({"__type": error_type_of("ThrottlingException"),
                                "message": "Rate of requests exceeds the allowed throughput. (injected)"}),
         ),
         Some(Fault::ProvisionedThroughputExceeded) => canned(
             400,
             "ProvisionedThroughputExceededException",
-            serde_json::json!({"__type": dynamo("ProvisionedThroughputExceededException"),
+            serde_json::json!({"__type": error_type_of("ProvisionedThroughputExceededException"),
                                "message": "The level of configured provisioned throughput for the table was exceeded. (injected)"}),
         ),
         Some(fault @ (Fault::TransactionConflict | Fault::Cancelled(_))) => {
@@ -318,7 +468,7 @@ async fn serve(mut conn: TcpStream, target: &str, state: &Mutex<State>) -> std::
                 400,
                 "TransactionCanceledException",
                 serde_json::json!({
-                    "__type": dynamo("TransactionCanceledException"),
+                    "__type": error_type_of("TransactionCanceledException"),
                     "Message": format!("Transaction cancelled, please refer cancellation reasons for specific reasons [{}]", codes.join(", ")),
                     "CancellationReasons": reasons,
                 }),
@@ -331,7 +481,7 @@ async fn serve(mut conn: TcpStream, target: &str, state: &Mutex<State>) -> std::
         }) => canned(
             status,
             &error_type,
-            serde_json::json!({"__type": dynamo(&error_type), "message": message}),
+            serde_json::json!({"__type": error_type_of(&error_type), "message": message}),
         ),
         Some(Fault::DropResponse) => {
             let _ = forward(&req, target).await?;

@@ -184,13 +184,19 @@ async fn run() -> Result<()> {
     let store = Arc::new(DynamoDbStore::create_with(Some(moto.endpoint()), REGION, options).await?);
     let sqs = SqsQueue::client(Some(moto.endpoint()), REGION).await;
     let urls = SqsQueue::ensure(&sqs, &format!("{prefix}-events"), 180, 5).await?;
-    let queue = Arc::new(SqsQueue::new(sqs, urls.queue_url.clone()));
+    let queue = Arc::new(SqsQueue::new(sqs.clone(), urls.queue_url.clone()));
     let recorder = Recorder::start(moto.endpoint());
+    let timer_queue_url =
+        stm_runtime::doorbell::SqsDoorbell::ensure(&sqs, &format!("{prefix}-timers")).await?;
     let resolver = Resolver::new(&template, &[("Prefix", prefix.as_str())])
-        .with_ref("EventQueue", urls.queue_url.clone());
+        .with_ref("EventQueue", urls.queue_url.clone())
+        .with_ref("TimerQueue", timer_queue_url.clone());
     let physical = Physical {
         tables: resolver.table_names()?,
-        queues: BTreeMap::from([(urls.queue_url.clone(), "EventQueue".to_string())]),
+        queues: BTreeMap::from([
+            (urls.queue_url.clone(), "EventQueue".to_string()),
+            (timer_queue_url, "TimerQueue".to_string()),
+        ]),
     };
     let definitions = match &args.definitions {
         Some(d) => d.clone(),

@@ -1,0 +1,1194 @@
+//! Faults from AWS: the whole queue-driven stack (the real worker, relay, sweeper and
+//! control plane) over DynamoDB and SQS on moto, every call going through
+//! `stm_testkit::FaultProxy`, which fails a random share of the requests of each operation
+//! the way AWS does:
+//!
+//! * DynamoDB (`GetItem`, `BatchGetItem`, `TransactWriteItems`, `PutItem`, `UpdateItem`,
+//!   `DeleteItem`, `Query`, `Scan`): `ThrottlingException`,
+//!   `ProvisionedThroughputExceededException`, a 500 `InternalServerError`, a lost answer
+//!   (the request applied, the connection closed before the response), and for
+//!   `TransactWriteItems` also a `TransactionConflict` cancellation;
+//! * SQS (`SendMessageBatch`, `ReceiveMessage`, `DeleteMessage`, `ChangeMessageVisibility`,
+//!   over the JSON protocol: `X-Amz-Target: AmazonSQS.<Operation>`): `ThrottlingException`,
+//!   a 500 `InternalError` and a lost answer. A lost `SendMessageBatch` answer makes the
+//!   SDK (or the relay) publish again with the same deduplication id; a lost
+//!   `DeleteMessage` or `ChangeMessageVisibility` answer is a no-op retry; a lost
+//!   `ReceiveMessage` answer leaves its messages in flight until their visibility timeout
+//!   (1 s) runs out and they come back.
+//!
+//! The SDKs retry first, the store's commit retries on top ([`stm_store::RetryPolicy`], its
+//! default), and what outlives both is the runtime's to absorb: a failed record is reported
+//! in the batch response and redelivered, an unpublished outbox entry stays for the relay,
+//! an undeleted timer for the next sweep, a failed control-plane call is retried by its
+//! client. Each scenario draws the SDK's retry budget (short backoffs so the test is quick):
+//! 3 attempts per call (the SDK's default, which absorbs nearly every fault at 10%) or 1
+//! (no SDK retry: every fault reaches the runtime's own handling). Faults on the harness's
+//! own receive and delete (the event-source mapping's calls in production) are injected too.
+//!
+//! Each scenario runs one machine's script (the orthogonal `Fork` and `Checkout`, the
+//! fan-outs `FanOut` and `Shipment`, the sweeper's `Timed`, the deferring `Deferring` and
+//! `Webhook`; the generator of `crash_injection.rs`) twice with the same knobs: fault-free
+//! over MemoryStore + MemoryQueue (the reference), then on moto through the proxy. Each run
+//! is driven to quiescence: poll (receive, `Worker::handle_batch`, delete what was not
+//! reported failed, as the Lambda event-source mapping does), relay and sweep passes
+//! between polls, a manual clock the script moves so timers come due, waits for messages
+//! in flight, and a bound on the rounds. The faulty run must end exactly like the
+//! reference: the same executions with the same observable state, `processed_events`,
+//! `version` and trace (each event took effect exactly once), every sent event marked
+//! processed, no outbox entry, spawn intent or timer left, an empty queue and an empty
+//! dead-letter queue (`maxReceiveCount` 1000: a transient fault must never dead-letter).
+//! A record failing for any reason but a transient one (`Retryable`, a conflict, skipped
+//! behind one) fails the test: every injected fault must be classified as transient.
+//!
+//! The control plane (the client: `create`, `send`) goes through the proxy too, on a store
+//! and SQS client of its own, and retries a failed call (a `create` that finds its
+//! execution already there after a failed attempt is done: the attempt landed).
+//!
+//! `STM_FAULT_SCENARIOS` (default 32), `STM_FAULT_RATE` (percent of the requests of each
+//! operation, default 10), `STM_FAULT_SDK_ATTEMPTS` (the budgets to draw from, default
+//! `1,3`) and `STM_FAULT_SEED` override the defaults; one summary line goes to stderr
+//! (`--nocapture`).
+//!
+//! `an_event_sent_after_a_create_whose_start_was_not_queued_is_not_lost` pins the loss the
+//! faults exposed (see there); `sqs_faults_are_retried_by_the_sdk` checks that the SQS
+//! faults the proxy answers are ones the Rust SDK retries.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_smithy_types::retry::RetryConfig;
+use common::{event, object, observable, START};
+use serde_json::{json, Value};
+use stm_core::{Event, Execution};
+use stm_runtime::worker::{Failed, Handled};
+use stm_runtime::{
+    relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, DriverError, ManualClock,
+    MemoryQueue, OutgoingMessage, Queue, Record, SqsQueue, Worker, WorkerSettings,
+};
+use stm_store::{CreateOptions, DueTimer, DynamoDbStore, ExecutionStore, MemoryStore};
+use stm_testkit::{Fault, FaultProxy};
+
+/// Far enough in the future to list every armed timer (and a valid DynamoDB number).
+const FAR_FUTURE: f64 = 1.0e12;
+/// Poll / relay / sweep rounds one drain may take before the test fails.
+const MAX_ROUNDS: usize = 300;
+/// How long one drain may wait for messages in flight to come back.
+const MAX_IN_FLIGHT_WAIT: Duration = Duration::from_secs(30);
+/// The visibility timeout of a received batch (what a lost receive answer costs).
+const VISIBILITY_SECONDS: i32 = 1;
+/// Attempts of a client (control plane) call.
+const CLIENT_ATTEMPTS: usize = 10;
+
+const DYNAMODB_OPERATIONS: [&str; 8] = [
+    "GetItem",
+    "BatchGetItem",
+    "TransactWriteItems",
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "Query",
+    "Scan",
+];
+const SQS_OPERATIONS: [&str; 4] = [
+    "SendMessageBatch",
+    "ReceiveMessage",
+    "DeleteMessage",
+    "ChangeMessageVisibility",
+];
+
+// --- the random source -----------------------------------------------------------
+
+/// xorshift64* (no dependencies; deterministic for a seed).
+#[derive(Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| {
+            let v = v.trim();
+            match v.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => v.parse().ok(),
+            }
+        })
+        .unwrap_or(default)
+}
+
+fn env_f64(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+// --- the machines and their scripts ----------------------------------------------
+
+/// `tests/machines/scenarios.stm` plus the `Checkout`, `Webhook` and `Shipment` examples
+/// (the example `Shipment` replaces the lifecycle machine of the same name, unused here).
+fn definitions() -> Definitions {
+    let mut defs = common::definitions();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for file in ["checkout.stm", "webhook.stm", "shipment.stm"] {
+        for defn in stm_runtime::config::load_file(&examples.join(file)).expect("example loads") {
+            defs.register(defn);
+        }
+    }
+    defs
+}
+
+#[allow(clippy::large_enum_variant)] // a handful of test steps
+#[derive(Clone)]
+enum Step {
+    /// Send an event to the root.
+    Send(Event),
+    /// Send the i-th event to the root's i-th child (the shipment's parcels).
+    ToChildren(Vec<Event>),
+    /// Move the clock on (the sweeper then fires what is due).
+    Advance(f64),
+}
+
+#[derive(Clone)]
+struct Scenario {
+    definition: &'static str,
+    seed: Option<Value>,
+    steps: Vec<Step>,
+    /// Whether the sends may go out back to back: not when the outcome depends on which of
+    /// two regions finishes first (a checkout where a region fails), a race that faults
+    /// decide either way.
+    burst_ok: bool,
+}
+
+fn scenario(rng: &mut Rng) -> Scenario {
+    match rng.below(7) {
+        0 => Scenario {
+            // orthogonal fork and join
+            definition: "Fork",
+            seed: None,
+            steps: vec![
+                Step::Send(event("Go", json!({}))),
+                Step::Send(event(
+                    "PaymentOk",
+                    json!({"receipt": format!("r-{}", rng.below(1000))}),
+                )),
+                Step::Send(event("Packed", json!({}))),
+            ],
+            burst_ok: true,
+        },
+        1 => {
+            // examples/checkout.stm: an orthogonal checkout, either region may fail
+            let payment = if rng.chance(75) { "Charged" } else { "Declined" };
+            let stock = if rng.chance(75) { "Reserved" } else { "OutOfStock" };
+            let mut steps = vec![Step::Send(event("Checkout", json!({})))];
+            if rng.chance(50) {
+                steps.push(Step::Send(event(payment, json!({}))));
+                steps.push(Step::Send(event(stock, json!({}))));
+            } else {
+                steps.push(Step::Send(event(stock, json!({}))));
+                steps.push(Step::Send(event(payment, json!({}))));
+            }
+            Scenario {
+                definition: "Checkout",
+                seed: None,
+                steps,
+                burst_ok: payment == "Charged" && stock == "Reserved",
+            }
+        }
+        2 => {
+            // a fan-out invoke whose children finish on their own
+            let pool = ["a", "b", "c", "bounce", "d"];
+            let n = 1 + rng.below(4) as usize;
+            let recipients: Vec<&str> = (0..n)
+                .map(|_| pool[rng.below(pool.len() as u64) as usize])
+                .collect();
+            Scenario {
+                definition: "FanOut",
+                seed: Some(json!({ "recipients": recipients })),
+                steps: vec![],
+                burst_ok: true,
+            }
+        }
+        3 => {
+            // examples/shipment.stm: a fan-out whose children wait for their own event
+            let n = 1 + rng.below(3) as usize;
+            let parcels: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+            let outcomes = (0..n)
+                .map(|_| event(if rng.chance(80) { "Delivered" } else { "Lost" }, json!({})))
+                .collect();
+            Scenario {
+                definition: "Shipment",
+                seed: Some(json!({ "parcels": parcels })),
+                steps: vec![Step::ToChildren(outcomes)],
+                burst_ok: true,
+            }
+        }
+        4 => Scenario {
+            // a timeout fired by the sweeper
+            definition: "Timed",
+            seed: None,
+            steps: vec![Step::Advance(1.0), Step::Advance(1.5), Step::Advance(5.0)],
+            burst_ok: true,
+        },
+        5 => Scenario {
+            // a deferred event: Approve before Submit is held, then handled
+            definition: "Deferring",
+            seed: None,
+            steps: vec![
+                Step::Send(event("Approve", json!({}))),
+                Step::Send(event("Submit", json!({}))),
+            ],
+            burst_ok: true,
+        },
+        _ => Scenario {
+            // examples/webhook.stm: the payment webhook overtakes the confirmation
+            definition: "Webhook",
+            seed: None,
+            steps: vec![
+                Step::Send(event(
+                    "PaymentSucceeded",
+                    json!({"ref": format!("p-{}", rng.below(1000))}),
+                )),
+                Step::Send(event("Confirmed", json!({}))),
+            ],
+            burst_ok: true,
+        },
+    }
+}
+
+/// How a run's worker and event source behave (the same for both runs of a scenario).
+#[derive(Debug, Clone, Copy)]
+struct Knobs {
+    batch: usize,
+    inline_flush: bool,
+    /// chance (%) of a relay pass between two polls
+    relay_between_polls: u64,
+    /// The script's consecutive sends go out back to back, without waiting for quiescence.
+    burst: bool,
+}
+
+fn knobs(rng: &mut Rng, sc: &Scenario) -> Knobs {
+    Knobs {
+        batch: 1 + rng.below(10) as usize,
+        // mostly the production setting; without it the relay publishes everything
+        inline_flush: rng.chance(75),
+        relay_between_polls: [0, 10, 30][rng.below(3) as usize],
+        burst: rng.chance(50) && sc.burst_ok,
+    }
+}
+
+// --- the stack on moto, through the proxy ------------------------------------------
+
+/// The SDK's standard retry mode with `attempts` attempts per call and short backoffs (the
+/// default's 1 s base would make the test crawl).
+fn quick_retries(attempts: u32) -> RetryConfig {
+    RetryConfig::standard()
+        .with_max_attempts(attempts.max(1))
+        .with_initial_backoff(Duration::from_millis(10))
+        .with_max_backoff(Duration::from_millis(100))
+}
+
+async fn dynamodb(endpoint: &str, prefix: &str, sdk_retry: Option<RetryConfig>) -> Arc<DynamoDbStore> {
+    let options = CreateOptions {
+        prefix: prefix.to_string(),
+        connect_attempts: 5,
+        sdk_retry,
+        ..CreateOptions::default()
+    };
+    Arc::new(
+        DynamoDbStore::create_with(Some(endpoint), stm_testkit::REGION, options)
+            .await
+            .expect("tables"),
+    )
+}
+
+async fn sqs_client(endpoint: &str, retry: Option<RetryConfig>) -> aws_sdk_sqs::Client {
+    let client = SqsQueue::client(Some(endpoint), stm_testkit::REGION).await;
+    match retry {
+        None => client,
+        Some(retry) => {
+            aws_sdk_sqs::Client::from_conf(client.config().to_builder().retry_config(retry).build())
+        }
+    }
+}
+
+/// The functions' and the client's clients of one SDK retry budget.
+struct Side {
+    /// The SDK's attempts per call.
+    sdk_attempts: u32,
+    /// The functions' (worker, relay, sweeper) store and queue: through the proxy.
+    store: Arc<dyn ExecutionStore>,
+    queue: Arc<dyn Queue>,
+    /// The client's (control plane): through the proxy, an instance of its own.
+    client_store: Arc<dyn ExecutionStore>,
+    client_queue: Arc<dyn Queue>,
+}
+
+/// One set of tables and one FIFO queue (+ DLQ) on moto for every scenario of the test;
+/// the functions and the client reach them through the proxy, the test's checks directly.
+struct Moto {
+    proxy: FaultProxy,
+    /// One side per SDK retry budget under test.
+    sides: Vec<Side>,
+    /// The test's view: straight to moto.
+    view_store: Arc<dyn ExecutionStore>,
+    main: SqsQueue,
+    dlq: SqsQueue,
+}
+
+impl Moto {
+    /// `sdk_attempts`: the SDK retry budgets (attempts per call) to build sides for.
+    async fn start(tag: &str, sdk_attempts: &[u32]) -> Self {
+        let moto = stm_testkit::moto().await;
+        let proxy = FaultProxy::start(moto.endpoint());
+        let prefix = stm_testkit::unique_prefix(tag);
+        let view_store = dynamodb(moto.endpoint(), &prefix, None).await;
+        let direct = sqs_client(moto.endpoint(), None).await;
+        let urls = SqsQueue::ensure(&direct, &format!("{prefix}-events"), VISIBILITY_SECONDS, 1_000)
+            .await
+            .expect("queue");
+        let mut sides = Vec::new();
+        for &attempts in sdk_attempts {
+            let retries = Some(quick_retries(attempts));
+            let functions_sqs = sqs_client(proxy.endpoint(), retries.clone()).await;
+            let client_sqs = sqs_client(proxy.endpoint(), retries.clone()).await;
+            sides.push(Side {
+                sdk_attempts: attempts,
+                store: dynamodb(proxy.endpoint(), &prefix, retries.clone()).await,
+                queue: Arc::new(SqsQueue::new(functions_sqs, urls.queue_url.clone())),
+                client_store: dynamodb(proxy.endpoint(), &prefix, retries).await,
+                client_queue: Arc::new(SqsQueue::new(client_sqs, urls.queue_url.clone())),
+            });
+        }
+        Moto {
+            proxy,
+            sides,
+            view_store,
+            main: SqsQueue::new(direct.clone(), urls.queue_url),
+            dlq: SqsQueue::new(direct, urls.dead_letter_url),
+        }
+    }
+
+    /// Arm the random faults: `percent` of the requests of every operation under test.
+    fn arm(&self, percent: f64, seed: u64) {
+        let server_error = |error_type: &str| Fault::Error {
+            status: 500,
+            error_type: error_type.into(),
+            message: "We encountered an internal error. Please try again. (injected)".into(),
+        };
+        let dynamodb_faults = vec![
+            Fault::Throttling,
+            Fault::ProvisionedThroughputExceeded,
+            server_error("InternalServerError"),
+            Fault::DropResponse,
+        ];
+        let reads_and_writes: Vec<&str> = DYNAMODB_OPERATIONS
+            .iter()
+            .copied()
+            .filter(|op| *op != "TransactWriteItems")
+            .collect();
+        self.proxy
+            .set_rate(&reads_and_writes, percent, dynamodb_faults.clone(), seed);
+        let mut transaction_faults = dynamodb_faults;
+        transaction_faults.push(Fault::TransactionConflict);
+        self.proxy
+            .set_rate(&["TransactWriteItems"], percent, transaction_faults, seed);
+        self.proxy.set_rate(
+            &SQS_OPERATIONS,
+            percent,
+            vec![
+                Fault::Throttling,
+                server_error("InternalError"),
+                Fault::DropResponse,
+            ],
+            seed,
+        );
+    }
+}
+
+// --- the harness -----------------------------------------------------------------
+
+/// What the test inspects of the queue under test: what is left in it and in its DLQ.
+enum View {
+    Memory(Arc<MemoryQueue>),
+    Sqs { main: SqsQueue, dlq: SqsQueue },
+}
+
+impl View {
+    /// Messages in the queue, visible or in flight.
+    async fn depth(&self) -> u64 {
+        match self {
+            View::Memory(q) => q.len() as u64,
+            View::Sqs { main, .. } => main.approximate_depth().await.expect("queue depth"),
+        }
+    }
+
+    async fn assert_empty(&self, what: &str) {
+        match self {
+            View::Memory(q) => {
+                assert!(q.is_empty(), "{what}: messages left: {:?}", q.snapshot());
+                assert!(
+                    q.dead_letters().is_empty(),
+                    "{what}: dead-lettered: {:?}",
+                    q.dead_letters()
+                );
+            }
+            View::Sqs { main, dlq } => {
+                assert_eq!(
+                    main.approximate_depth().await.expect("depth"),
+                    0,
+                    "{what}: messages left"
+                );
+                let dead = dlq.receive(10, 0, 0).await.expect("receive from the DLQ");
+                assert!(dead.is_empty(), "{what}: dead-lettered: {dead:?}");
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct RunStats {
+    /// Records handed to the worker.
+    deliveries: usize,
+    /// Records the worker reported failed (batch item failures), by why.
+    failed_retryable: usize,
+    failed_conflict: usize,
+    failed_skipped: usize,
+    /// Redeliveries the worker recognised (a processed event, an existing child).
+    dropped_redeliveries: usize,
+    /// Calls of the harness (the event-source mapping) that failed after the SDK's retries.
+    receive_errors: usize,
+    delete_errors: usize,
+    /// Relay and sweep passes that failed as a whole, entries / timers left for later.
+    relay_errors: usize,
+    relay_left: usize,
+    sweep_errors: usize,
+    sweep_left: usize,
+    /// Control-plane calls retried by the client.
+    client_retries: usize,
+    /// The most rounds one drain took, and the time spent waiting for messages in flight.
+    longest_drain: usize,
+    in_flight_wait: Duration,
+}
+
+impl RunStats {
+    fn failed_items(&self) -> usize {
+        self.failed_retryable + self.failed_conflict + self.failed_skipped
+    }
+
+    fn add(&mut self, other: &RunStats) {
+        self.deliveries += other.deliveries;
+        self.failed_retryable += other.failed_retryable;
+        self.failed_conflict += other.failed_conflict;
+        self.failed_skipped += other.failed_skipped;
+        self.dropped_redeliveries += other.dropped_redeliveries;
+        self.receive_errors += other.receive_errors;
+        self.delete_errors += other.delete_errors;
+        self.relay_errors += other.relay_errors;
+        self.relay_left += other.relay_left;
+        self.sweep_errors += other.sweep_errors;
+        self.sweep_left += other.sweep_left;
+        self.client_retries += other.client_retries;
+        self.longest_drain = self.longest_drain.max(other.longest_drain);
+        self.in_flight_wait += other.in_flight_wait;
+    }
+}
+
+enum Polled {
+    Received,
+    Empty,
+    Failed,
+}
+
+struct Harness {
+    /// The functions' store and queue.
+    store: Arc<dyn ExecutionStore>,
+    queue: Arc<dyn Queue>,
+    /// The test's view of the store and of the queue.
+    view_store: Arc<dyn ExecutionStore>,
+    view: View,
+    worker: Worker,
+    /// The client.
+    control: Control,
+    clock: Arc<ManualClock>,
+    knobs: Knobs,
+    rng: Rng,
+    stats: RunStats,
+}
+
+impl Harness {
+    #[allow(clippy::too_many_arguments)] // the two sides of the stack and the knobs
+    fn new(
+        store: Arc<dyn ExecutionStore>,
+        queue: Arc<dyn Queue>,
+        client_store: Arc<dyn ExecutionStore>,
+        client_queue: Arc<dyn Queue>,
+        view_store: Arc<dyn ExecutionStore>,
+        view: View,
+        defs: &Definitions,
+        knobs: Knobs,
+        rng: Rng,
+    ) -> Self {
+        let clock = Arc::new(ManualClock::new(START));
+        let driver = Driver::new(store.clone(), defs.clone(), ActionRegistry::with_builtins())
+            .with_clock(clock.clone())
+            .with_trace(true);
+        let worker = Worker::new(
+            driver,
+            queue.clone(),
+            WorkerSettings {
+                inline_flush: knobs.inline_flush,
+                suspend_recheck_seconds: 1,
+                suspend_recheck_max_seconds: 1,
+                poison_retry_seconds: 1,
+            },
+        );
+        let control_driver = Driver::new(client_store, defs.clone(), ActionRegistry::with_builtins())
+            .with_clock(clock.clone())
+            .with_trace(true);
+        let control = Control::new(control_driver, client_queue);
+        Harness {
+            store,
+            queue,
+            view_store,
+            view,
+            worker,
+            control,
+            clock,
+            knobs,
+            rng,
+            stats: RunStats::default(),
+        }
+    }
+
+    /// The fault-free reference: MemoryStore + MemoryQueue.
+    fn memory(defs: &Definitions, knobs: Knobs, rng: Rng) -> Self {
+        let store: Arc<dyn ExecutionStore> = Arc::new(MemoryStore::new());
+        let queue = Arc::new(MemoryQueue::new(1_000));
+        Harness::new(
+            store.clone(),
+            queue.clone(),
+            store.clone(),
+            queue.clone(),
+            store,
+            View::Memory(queue),
+            defs,
+            knobs,
+            rng,
+        )
+    }
+
+    fn on_moto(moto: &Moto, side: &Side, defs: &Definitions, knobs: Knobs, rng: Rng) -> Self {
+        Harness::new(
+            side.store.clone(),
+            side.queue.clone(),
+            side.client_store.clone(),
+            side.client_queue.clone(),
+            moto.view_store.clone(),
+            View::Sqs {
+                main: moto.main.clone(),
+                dlq: moto.dlq.clone(),
+            },
+            defs,
+            knobs,
+            rng,
+        )
+    }
+
+    /// One invocation of the event-source mapping: receive a batch, run the worker, delete
+    /// the records it did not report failed. A failed receive or delete is the mapping's
+    /// problem: the messages come back after their visibility timeout.
+    async fn poll(&mut self, what: &str) -> Polled {
+        let messages = match self.queue.receive(self.knobs.batch, VISIBILITY_SECONDS, 0).await {
+            Ok(messages) => messages,
+            Err(_) => {
+                self.stats.receive_errors += 1;
+                return Polled::Failed;
+            }
+        };
+        if messages.is_empty() {
+            return Polled::Empty;
+        }
+        let records: Vec<Record> = messages.iter().map(Record::from_received).collect();
+        let outcome = self.worker.handle_batch(&records).await;
+        self.stats.deliveries += records.len();
+        for (message, (_, result)) in messages.iter().zip(&outcome.records) {
+            match result {
+                Ok(Handled::Duplicate | Handled::Spawned { created: false, .. }) => {
+                    self.stats.dropped_redeliveries += 1
+                }
+                Ok(_) => {}
+                // reported in the batch response: not deleted, released by the worker
+                Err(Failed::Retryable(_)) => {
+                    self.stats.failed_retryable += 1;
+                    continue;
+                }
+                Err(Failed::Conflict(_)) => {
+                    self.stats.failed_conflict += 1;
+                    continue;
+                }
+                Err(Failed::Skipped) => {
+                    self.stats.failed_skipped += 1;
+                    continue;
+                }
+                Err(why) => panic!(
+                    "{what}: record {} failed with a non-transient failure: {why:?} ({})",
+                    message.message_id, message.body
+                ),
+            }
+            if self.queue.delete(&message.receipt_handle).await.is_err() {
+                self.stats.delete_errors += 1;
+            }
+        }
+        Polled::Received
+    }
+
+    /// One scheduled relay run: what it moved or left (a failure counts as movement: the
+    /// next round retries).
+    async fn relay(&mut self) -> usize {
+        match relay::relay_pending(self.store.as_ref(), self.queue.as_ref()).await {
+            Ok(summary) => {
+                self.stats.relay_left += summary.remaining;
+                summary.forwarded + summary.remaining
+            }
+            Err(_) => {
+                self.stats.relay_errors += 1;
+                1
+            }
+        }
+    }
+
+    /// One scheduled sweep at the clock's now: what it fired or left.
+    async fn sweep(&mut self) -> usize {
+        let now = self.clock.now();
+        match sweeper::sweep(self.store.as_ref(), self.queue.as_ref(), now).await {
+            Ok(summary) => {
+                self.stats.sweep_left += summary.failed;
+                summary.fired + summary.failed
+            }
+            Err(_) => {
+                self.stats.sweep_errors += 1;
+                1
+            }
+        }
+    }
+
+    /// Poll, relay and sweep until a full round moves nothing and no message is in flight.
+    async fn drain(&mut self, what: &str) {
+        let mut waited = Duration::ZERO;
+        for round in 1..=MAX_ROUNDS {
+            self.stats.longest_drain = self.stats.longest_drain.max(round);
+            match self.poll(what).await {
+                Polled::Received => {
+                    if self.rng.chance(self.knobs.relay_between_polls) {
+                        self.relay().await;
+                    }
+                    continue;
+                }
+                Polled::Failed => continue,
+                Polled::Empty => {}
+            }
+            let moved = self.relay().await + self.sweep().await;
+            if moved > 0 {
+                continue;
+            }
+            // nothing visible, nothing pending: done, unless messages are in flight (a lost
+            // receive answer, a failed delete or release): they come back after their
+            // visibility timeout
+            if self.view.depth().await == 0 {
+                self.stats.in_flight_wait += waited;
+                return;
+            }
+            assert!(
+                waited < MAX_IN_FLIGHT_WAIT,
+                "{what}: messages still in flight after {waited:?}"
+            );
+            let pause = Duration::from_millis(250);
+            tokio::time::sleep(pause).await;
+            waited += pause;
+        }
+        panic!("{what}: no quiescence after {MAX_ROUNDS} rounds");
+    }
+
+    /// The client's `create`, retried until it lands.
+    async fn create(&mut self, sc: &Scenario, id: &str, what: &str) {
+        for attempt in 1..=CLIENT_ATTEMPTS {
+            match self
+                .control
+                .create(sc.definition, sc.seed.clone().map(object), Some(id))
+                .await
+            {
+                Ok(_) => return,
+                // an earlier attempt landed; its Start is in the outbox (the relay sends it)
+                Err(DriverError::AlreadyExists(_)) if attempt > 1 => return,
+                Err(_) => self.stats.client_retries += 1,
+            }
+        }
+        panic!("{what}: create failed {CLIENT_ATTEMPTS} times");
+    }
+
+    /// The client's `send`, retried until it lands (a re-send has the same deduplication
+    /// id, and the worker's processed mark drops a second copy).
+    async fn send(&mut self, target: &str, ev: &Event, what: &str) {
+        for _ in 0..CLIENT_ATTEMPTS {
+            match self.control.send(target, ev).await {
+                Ok(()) => return,
+                Err(_) => self.stats.client_retries += 1,
+            }
+        }
+        panic!("{what}: send to {target} failed {CLIENT_ATTEMPTS} times");
+    }
+
+    async fn run(&mut self, sc: &Scenario, id: &str, what: &str) -> Outcome {
+        self.create(sc, id, what).await;
+        // in a burst the client does not wait between its sends: the worker finds several
+        // events of the execution's group queued (the create's Start included)
+        let bursty = self.knobs.burst;
+        let burst = |next: Option<&Step>| bursty && matches!(next, Some(Step::Send(_)));
+        if !burst(sc.steps.first()) {
+            self.drain(what).await;
+        }
+        let mut sent = Vec::new();
+        for (i, step) in sc.steps.iter().enumerate() {
+            match step {
+                Step::Send(ev) => {
+                    self.send(id, ev, what).await;
+                    sent.push((id.to_string(), ev.id.clone()));
+                }
+                Step::ToChildren(events) => {
+                    let root = self.view_store.load(id).await.expect("load").expect("root");
+                    let children: Vec<String> = root.children.keys().cloned().collect();
+                    assert_eq!(children.len(), events.len(), "{what}: children {children:?}");
+                    for (child, ev) in children.iter().zip(events) {
+                        self.send(child, ev, what).await;
+                        sent.push((child.clone(), ev.id.clone()));
+                    }
+                }
+                Step::Advance(seconds) => self.clock.advance(*seconds),
+            }
+            if !(matches!(step, Step::Send(_)) && burst(sc.steps.get(i + 1))) {
+                self.drain(what).await;
+            }
+        }
+        self.outcome(id, &sent, what).await
+    }
+
+    /// The final state, and the checks that nothing is left behind.
+    async fn outcome(&self, root: &str, sent: &[(String, String)], what: &str) -> Outcome {
+        self.view.assert_empty(what).await;
+        let outbox = self.view_store.pending_outbox().await.expect("outbox");
+        assert!(outbox.is_empty(), "{what}: outbox entries left: {outbox:?}");
+        let spawns = self.view_store.pending_spawns().await.expect("spawns");
+        assert!(spawns.is_empty(), "{what}: spawn intents left: {spawns:?}");
+        let mut executions = BTreeMap::new();
+        let mut traces = BTreeMap::new();
+        let mut todo = vec![root.to_string()];
+        while let Some(id) = todo.pop() {
+            let exe = self
+                .view_store
+                .load(&id)
+                .await
+                .expect("load")
+                .unwrap_or_else(|| panic!("{what}: no execution {id}"));
+            todo.extend(exe.children.keys().cloned());
+            let trace = self.view_store.read_trace(&id).await.expect("trace");
+            let kinds: Vec<String> = trace
+                .iter()
+                .map(|t| {
+                    t.get("event_kind")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_string()
+                })
+                .collect();
+            traces.insert(id.clone(), kinds);
+            executions.insert(id, exe);
+        }
+        let timers: Vec<DueTimer> = self
+            .view_store
+            .due_timers(FAR_FUTURE)
+            .await
+            .expect("timers")
+            .into_iter()
+            .filter(|t| executions.contains_key(&t.execution_id))
+            .collect();
+        assert!(timers.is_empty(), "{what}: timers left: {timers:?}");
+        let mut marks = Vec::new();
+        for (target, event_id) in sent {
+            marks.push(
+                self.view_store
+                    .is_processed(target, event_id)
+                    .await
+                    .expect("processed mark"),
+            );
+        }
+        Outcome {
+            executions,
+            traces,
+            marks,
+            sent: sent.len(),
+        }
+    }
+}
+
+/// What a run ended with.
+struct Outcome {
+    executions: BTreeMap<String, Execution>,
+    /// Each execution's trace, as its steps' event kinds.
+    traces: BTreeMap<String, Vec<String>>,
+    /// The processed mark of each event the script sent, in order.
+    marks: Vec<bool>,
+    sent: usize,
+}
+
+#[derive(Default)]
+struct Totals {
+    scenarios: usize,
+    by_machine: BTreeMap<&'static str, usize>,
+    /// Scenarios per SDK retry budget.
+    by_sdk_attempts: BTreeMap<u32, usize>,
+    creates: usize,
+    sent: usize,
+    processed: i64,
+    commits: i64,
+    lost: i64,
+    duplicates: i64,
+    stats: RunStats,
+    reference_deliveries: usize,
+}
+
+/// Compare the faulty run with the fault-free one; count what differs.
+fn compare(expected: &Outcome, got: &Outcome, totals: &mut Totals, what: &str) {
+    assert_eq!(
+        expected.executions.keys().collect::<Vec<_>>(),
+        got.executions.keys().collect::<Vec<_>>(),
+        "{what}: executions differ"
+    );
+    for (id, want) in &expected.executions {
+        let have = &got.executions[id];
+        totals.processed += have.processed_events;
+        totals.commits += have.version;
+        let (dp, dv) = (
+            have.processed_events - want.processed_events,
+            have.version - want.version,
+        );
+        if dp < 0 || dv < 0 {
+            totals.lost += (-dp).max(-dv);
+        }
+        if dp > 0 || dv > 0 {
+            totals.duplicates += dp.max(dv);
+        }
+        assert_eq!(
+            observable(have),
+            observable(want),
+            "{what}: execution {id} differs"
+        );
+        assert_eq!(
+            (have.processed_events, have.version),
+            (want.processed_events, want.version),
+            "{what}: execution {id}: (processed_events, version); traced steps: fault-free {:?}, \
+             faulty {:?}",
+            expected.traces[id],
+            got.traces[id],
+        );
+        let (mut tw, mut th) = (expected.traces[id].clone(), got.traces[id].clone());
+        assert_eq!(th.len(), tw.len(), "{what}: execution {id}: trace length");
+        // the order of a joining parent's steps may differ (children finish in any order)
+        tw.sort();
+        th.sort();
+        assert_eq!(th, tw, "{what}: execution {id}: traced event kinds");
+    }
+    assert_eq!(
+        got.marks, expected.marks,
+        "{what}: processed marks of the sent events"
+    );
+    assert!(
+        got.marks.iter().all(|m| *m),
+        "{what}: a sent event was not processed"
+    );
+}
+
+fn summarize(seed: u64, percent: f64, totals: &Totals, proxy: &FaultProxy, elapsed: Duration) {
+    let requests = proxy.requests_by_operation();
+    let injected = proxy.injected_by_operation();
+    // (faults injected, requests, "Op faults/requests, ...") over `ops`
+    let tally = |ops: &[&str]| -> (usize, usize, String) {
+        let count = |map: &BTreeMap<String, usize>, op: &str| map.get(op).copied().unwrap_or(0);
+        let each: Vec<String> = ops
+            .iter()
+            .map(|op| format!("{op} {}/{}", count(&injected, op), count(&requests, op)))
+            .collect();
+        (
+            ops.iter().map(|op| count(&injected, op)).sum(),
+            ops.iter().map(|op| count(&requests, op)).sum(),
+            each.join(", "),
+        )
+    };
+    let (ddb_faults, ddb_requests, ddb_each) = tally(&DYNAMODB_OPERATIONS);
+    let (sqs_faults, sqs_requests, sqs_each) = tally(&SQS_OPERATIONS);
+    let s = &totals.stats;
+    eprintln!(
+        "aws_faults: seed {seed:#x}, rate {percent}%, {} scenarios {:?} (by SDK attempts per call {:?}); {} creates + {} events sent; \
+         faults injected / requests: DynamoDB {ddb_faults}/{ddb_requests} ({ddb_each}), SQS \
+         {sqs_faults}/{sqs_requests} ({sqs_each}); faults by kind {:?}; worker deliveries {} ({} fault-free), \
+         batch items reported failed {} (retryable {}, conflict {}, skipped behind one {}), redeliveries \
+         dropped as duplicates {}; harness receive / delete failures {} / {}; relay passes failed {} \
+         (entries left for the next pass {}), sweeps failed {} (timers left {}); client retries {}; \
+         events processed {} in {} commits; longest drain {} rounds (bound {MAX_ROUNDS}), waited \
+         {:.1} s for messages in flight; events lost {}, duplicates applied {}; {:.1} s",
+        totals.scenarios,
+        totals.by_machine,
+        totals.by_sdk_attempts,
+        totals.creates,
+        totals.sent,
+        proxy.injected_by_fault(),
+        s.deliveries,
+        totals.reference_deliveries,
+        s.failed_items(),
+        s.failed_retryable,
+        s.failed_conflict,
+        s.failed_skipped,
+        s.dropped_redeliveries,
+        s.receive_errors,
+        s.delete_errors,
+        s.relay_errors,
+        s.relay_left,
+        s.sweep_errors,
+        s.sweep_left,
+        s.client_retries,
+        totals.processed,
+        totals.commits,
+        s.longest_drain,
+        s.in_flight_wait.as_secs_f64(),
+        totals.lost,
+        totals.duplicates,
+        elapsed.as_secs_f64(),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aws_faults_change_nothing() {
+    let scenarios = env_u64("STM_FAULT_SCENARIOS", 32);
+    let percent = env_f64("STM_FAULT_RATE", 10.0);
+    let seed = env_u64("STM_FAULT_SEED", 0xFA01_7ED5_EED5);
+    let sdk_attempts: Vec<u32> = std::env::var("STM_FAULT_SDK_ATTEMPTS")
+        .unwrap_or_else(|_| "1,3".into())
+        .split(',')
+        .filter_map(|a| a.trim().parse().ok())
+        .collect();
+    assert!(
+        !sdk_attempts.is_empty(),
+        "STM_FAULT_SDK_ATTEMPTS: a list like 1,3"
+    );
+    let defs = definitions();
+    let moto = Moto::start("faults", &sdk_attempts).await;
+    moto.arm(percent, seed);
+    let started = Instant::now();
+    let mut master = Rng::new(seed);
+    let mut totals = Totals::default();
+    for n in 0..scenarios {
+        let sc = scenario(&mut master);
+        let knobs = knobs(&mut master, &sc);
+        let side = &moto.sides[master.below(moto.sides.len() as u64) as usize];
+        let run_rng = Rng::new(master.next());
+        let id = format!("s{n}-{}", sc.definition.to_lowercase());
+
+        let mut clean = Harness::memory(&defs, knobs, run_rng.clone());
+        let expected = clean.run(&sc, &id, &format!("{id} (fault-free)")).await;
+        assert_eq!(
+            clean.stats.failed_items(),
+            0,
+            "{id}: the fault-free run failed records"
+        );
+
+        let what = format!(
+            "scenario {n} ({}, {knobs:?}, SDK attempts {}, seed {seed:#x}, rate {percent}%)",
+            sc.definition, side.sdk_attempts
+        );
+        let mut faulty = Harness::on_moto(&moto, side, &defs, knobs, run_rng);
+        let got = faulty.run(&sc, &id, &what).await;
+        compare(&expected, &got, &mut totals, &what);
+
+        totals.scenarios += 1;
+        *totals.by_machine.entry(sc.definition).or_default() += 1;
+        *totals.by_sdk_attempts.entry(side.sdk_attempts).or_default() += 1;
+        totals.creates += 1;
+        totals.sent += got.sent;
+        totals.stats.add(&faulty.stats);
+        totals.reference_deliveries += clean.stats.deliveries;
+    }
+    let elapsed = started.elapsed();
+    moto.proxy.clear();
+    summarize(seed, percent, &totals, &moto.proxy, elapsed);
+    assert_eq!(totals.lost, 0, "events lost");
+    assert_eq!(totals.duplicates, 0, "events applied twice");
+    // the proxy saw (and faulted) both services: SQS's JSON protocol names its operations
+    // in X-Amz-Target as DynamoDB's does
+    if percent > 0.0 && scenarios >= 10 {
+        for op in [
+            "GetItem",
+            "BatchGetItem",
+            "TransactWriteItems",
+            "SendMessageBatch",
+            "ReceiveMessage",
+        ] {
+            assert!(
+                moto.proxy.requests(op) > 0,
+                "no {op} request went through the proxy"
+            );
+            assert!(moto.proxy.injected(op) > 0, "no fault was injected into {op}");
+        }
+        for op in [
+            "DeleteMessage",
+            "ChangeMessageVisibility",
+            "DeleteItem",
+            "UpdateItem",
+        ] {
+            assert!(
+                moto.proxy.requests(op) > 0,
+                "no {op} request went through the proxy"
+            );
+        }
+    }
+}
+
+/// The SQS faults the proxy injects are what the Rust SDK retries: a 500 with SQS's
+/// `InternalError`, a `ThrottlingException`, a lost answer (the retry of a publish whose
+/// answer was lost is dropped by the FIFO deduplication).
+#[tokio::test]
+async fn sqs_faults_are_retried_by_the_sdk() {
+    let moto = stm_testkit::moto().await;
+    let proxy = FaultProxy::start(moto.endpoint());
+    let prefix = stm_testkit::unique_prefix("sqs_retry");
+    let direct = sqs_client(moto.endpoint(), None).await;
+    let urls = SqsQueue::ensure(&direct, &format!("{prefix}-events"), 30, 5)
+        .await
+        .expect("queue");
+    let queue = SqsQueue::new(
+        sqs_client(proxy.endpoint(), Some(quick_retries(3))).await,
+        urls.queue_url.clone(),
+    );
+    let view = SqsQueue::new(direct, urls.queue_url);
+    let faults = [
+        Fault::Error {
+            status: 500,
+            error_type: "InternalError".into(),
+            message: "injected".into(),
+        },
+        Fault::Throttling,
+        Fault::DropResponse,
+    ];
+    let op = "SendMessageBatch";
+    for (n, fault) in faults.iter().enumerate() {
+        let before = proxy.requests(op);
+        proxy.fail_next(op, 2, fault.clone());
+        let message = OutgoingMessage::event("g", &Event::new("Ping").with_id(format!("e{n}")));
+        let failures = queue.publish_batch(std::slice::from_ref(&message)).await;
+        assert!(failures.is_empty(), "{fault:?}: {failures:?}");
+        assert_eq!(
+            proxy.requests(op) - before,
+            3,
+            "{fault:?}: two faulted attempts, then the one answered"
+        );
+        assert_eq!(proxy.armed(op), 0);
+    }
+    // each publish landed once (the lost answers' retries were deduplicated)
+    assert_eq!(view.approximate_depth().await.expect("depth"), 3);
+    // and a fault outliving the SDK's three attempts is a reported failure, not a panic
+    proxy.fail_next(op, 3, Fault::Throttling);
+    let message = OutgoingMessage::event("g", &Event::new("Ping").with_id("e-last"));
+    let failures = queue.publish_batch(std::slice::from_ref(&message)).await;
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(
+        failures[0].message.contains("ThrottlingException"),
+        "{failures:?}"
+    );
+    // the receive, delete and visibility calls are retried too
+    for op in ["ReceiveMessage", "ChangeMessageVisibility", "DeleteMessage"] {
+        proxy.fail_next(
+            op,
+            2,
+            Fault::Error {
+                status: 500,
+                error_type: "InternalError".into(),
+                message: "injected".into(),
+            },
+        );
+    }
+    let got = queue.receive(1, 30, 0).await.expect("receive after two 500s");
+    assert_eq!(got.len(), 1);
+    queue
+        .change_visibility(&got[0].receipt_handle, 30)
+        .await
+        .expect("visibility after two 500s");
+    queue
+        .delete(&got[0].receipt_handle)
+        .await
+        .expect("delete after two 500s");
+    for op in ["ReceiveMessage", "ChangeMessageVisibility", "DeleteMessage"] {
+        assert_eq!((proxy.injected(op), proxy.requests(op)), (2, 3), "{op}");
+    }
+}
+
+/// The loss the faults exposed: `create` commits the execution (`PENDING`) with its `Start`
+/// in the outbox and then publishes it; when the queue refuses that publish (SQS throttled
+/// or failing past the SDK's retries) `create` still succeeds and leaves the `Start` to the
+/// scheduled relay. An event the client sends next (at once, or any time before the next
+/// relay run) reached the execution's group *before* the `Start`, and the worker drops any
+/// event for a `PENDING` execution: it was lost although `send` had succeeded. `send` now
+/// publishes a `PENDING` execution's pending outbox entries (its `Start`) before the event.
+#[tokio::test]
+async fn an_event_sent_after_a_create_whose_start_was_not_queued_is_not_lost() {
+    let store = Arc::new(MemoryStore::new());
+    let queue = Arc::new(MemoryQueue::new(5));
+    let stack = common::Stack::new(store.clone(), queue.clone());
+    queue.fail_next_publishes(1);
+    stack
+        .control
+        .create("Flat", None, Some("flat"))
+        .await
+        .expect("create succeeds: the Start stays for the relay");
+    assert_eq!(store.pending_outbox().await.expect("outbox").len(), 1);
+    assert!(queue.is_empty(), "the Start was not queued");
+    // the client goes on at once, before any relay run
+    stack
+        .control
+        .send("flat", &event("Go", json!({})))
+        .await
+        .expect("send");
+    stack.drain().await;
+    let exe = stack.load("flat").await;
+    assert_eq!(
+        (exe.active_path.as_deref(), exe.context.get("n")),
+        (Some("Working"), Some(&json!(1))),
+        "Go was applied after the Start: {exe:?}"
+    );
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
+}
