@@ -26,6 +26,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use common::scenarios::Rng;
 use common::{event, object, observable, START};
 use serde_json::{json, Value};
 use stm_core::{Event, Execution};
@@ -36,34 +37,6 @@ use stm_runtime::{
     MemoryQueue, OutgoingMessage, Queue, Worker, WorkerSettings,
 };
 use stm_store::{ExecutionStore, MemoryStore};
-
-/// xorshift64* (no dependencies; deterministic for a seed).
-#[derive(Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 #[derive(Default)]
 struct DupState {

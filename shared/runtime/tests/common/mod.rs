@@ -2,6 +2,8 @@
 //! store and queue, and the comparison with the embedded runner.
 #![allow(dead_code)]
 
+pub mod scenarios;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

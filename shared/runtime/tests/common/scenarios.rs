@@ -1,0 +1,185 @@
+//! What the randomized suites share (`crash_injection.rs`, `aws_faults.rs`,
+//! `duplicates_and_order.rs`): a seeded random source and the scenario machines with their
+//! event scripts.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use stm_core::Event;
+use stm_runtime::Definitions;
+
+use super::event;
+
+/// xorshift64* (no dependencies; deterministic for a seed).
+#[derive(Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| {
+            let v = v.trim();
+            match v.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => v.parse().ok(),
+            }
+        })
+        .unwrap_or(default)
+}
+
+// --- the machines and their scripts ----------------------------------------------
+
+/// `tests/machines/scenarios.stm` plus the `Checkout`, `Webhook` and `Shipment` examples
+/// (the example `Shipment` replaces the lifecycle machine of the same name, unused here).
+pub fn definitions_with_examples() -> Definitions {
+    let mut defs = super::definitions();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for file in ["checkout.stm", "webhook.stm", "shipment.stm"] {
+        for defn in stm_runtime::config::load_file(&examples.join(file)).expect("example loads") {
+            defs.register(defn);
+        }
+    }
+    defs
+}
+
+#[allow(clippy::large_enum_variant)] // a handful of test steps
+#[derive(Clone)]
+pub enum Step {
+    /// Send an event to the root.
+    Send(Event),
+    /// Send the i-th event to the root's i-th child (the shipment's parcels).
+    ToChildren(Vec<Event>),
+    /// Move the clock on (the sweeper then fires what is due).
+    Advance(f64),
+}
+
+#[derive(Clone)]
+pub struct Scenario {
+    pub definition: &'static str,
+    pub seed: Option<Value>,
+    pub steps: Vec<Step>,
+    /// Whether the sends may go out back to back: not when the outcome depends on which of
+    /// two regions finishes first (a `cancel_on_failure` checkout where a region fails),
+    /// a race that concurrent workers decide either way, crash or no crash.
+    pub burst_ok: bool,
+}
+
+pub fn scenario(rng: &mut Rng) -> Scenario {
+    match rng.below(7) {
+        0 => Scenario {
+            // orthogonal fork and join
+            definition: "Fork",
+            seed: None,
+            steps: vec![
+                Step::Send(event("Go", json!({}))),
+                Step::Send(event(
+                    "PaymentOk",
+                    json!({"receipt": format!("r-{}", rng.below(1000))}),
+                )),
+                Step::Send(event("Packed", json!({}))),
+            ],
+            burst_ok: true,
+        },
+        1 => {
+            // examples/checkout.stm: an orthogonal checkout, either region may fail
+            let payment = if rng.chance(75) { "Charged" } else { "Declined" };
+            let stock = if rng.chance(75) { "Reserved" } else { "OutOfStock" };
+            let mut steps = vec![Step::Send(event("Checkout", json!({})))];
+            if rng.chance(50) {
+                steps.push(Step::Send(event(payment, json!({}))));
+                steps.push(Step::Send(event(stock, json!({}))));
+            } else {
+                steps.push(Step::Send(event(stock, json!({}))));
+                steps.push(Step::Send(event(payment, json!({}))));
+            }
+            Scenario {
+                definition: "Checkout",
+                seed: None,
+                steps,
+                burst_ok: payment == "Charged" && stock == "Reserved",
+            }
+        }
+        2 => {
+            // a fan-out invoke whose children finish on their own
+            let pool = ["a", "b", "c", "bounce", "d"];
+            let n = 1 + rng.below(4) as usize;
+            let recipients: Vec<&str> = (0..n)
+                .map(|_| pool[rng.below(pool.len() as u64) as usize])
+                .collect();
+            Scenario {
+                definition: "FanOut",
+                seed: Some(json!({ "recipients": recipients })),
+                steps: vec![],
+                burst_ok: true,
+            }
+        }
+        3 => {
+            // examples/shipment.stm: a fan-out whose children wait for their own event
+            let n = 1 + rng.below(3) as usize;
+            let parcels: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+            let outcomes = (0..n)
+                .map(|_| event(if rng.chance(80) { "Delivered" } else { "Lost" }, json!({})))
+                .collect();
+            Scenario {
+                definition: "Shipment",
+                seed: Some(json!({ "parcels": parcels })),
+                steps: vec![Step::ToChildren(outcomes)],
+                burst_ok: true,
+            }
+        }
+        4 => Scenario {
+            // a timeout fired by the sweeper
+            definition: "Timed",
+            seed: None,
+            steps: vec![Step::Advance(1.0), Step::Advance(1.5), Step::Advance(5.0)],
+            burst_ok: true,
+        },
+        5 => Scenario {
+            // a deferred event: Approve before Submit is held, then handled
+            definition: "Deferring",
+            seed: None,
+            steps: vec![
+                Step::Send(event("Approve", json!({}))),
+                Step::Send(event("Submit", json!({}))),
+            ],
+            burst_ok: true,
+        },
+        _ => Scenario {
+            // examples/webhook.stm: the payment webhook overtakes the confirmation
+            definition: "Webhook",
+            seed: None,
+            steps: vec![
+                Step::Send(event(
+                    "PaymentSucceeded",
+                    json!({"ref": format!("p-{}", rng.below(1000))}),
+                )),
+                Step::Send(event("Confirmed", json!({}))),
+            ],
+            burst_ok: true,
+        },
+    }
+}
