@@ -99,29 +99,39 @@ pub async fn poll_once(
     let response = worker
         .handle_sqs_event(sqs_event(&messages, &settings.queue_arn))
         .await;
-    let failed: HashSet<String> = response
+    Ok(settle(queue, &messages, &response).await)
+}
+
+/// The partial-batch contract, as the event source mapping applies it: delete every
+/// message the handler did not report failed; the reported ones stay for redelivery.
+async fn settle(
+    queue: &dyn Queue,
+    messages: &[ReceivedMessage],
+    response: &aws_lambda_events::sqs::SqsBatchResponse,
+) -> PollOutcome {
+    let failed: HashSet<&str> = response
         .batch_item_failures
         .iter()
-        .map(|f| f.item_identifier.clone())
+        .map(|f| f.item_identifier.as_str())
         .collect();
     let mut outcome = PollOutcome {
         received: messages.len(),
         ..PollOutcome::default()
     };
-    for m in &messages {
-        if failed.contains(&m.message_id) {
+    for m in messages {
+        if failed.contains(m.message_id.as_str()) {
             outcome.failed.push(m.message_id.clone());
             continue;
         }
         match queue.delete(&m.receipt_handle).await {
             Ok(()) => outcome.deleted += 1,
-            // the message reappears after its visibility timeout; the worker dedupes it
+            // the message reappears after its visibility timeout; the handler dedupes it
             Err(err) => {
                 tracing::warn!(message_id = %m.message_id, error = %err, "could not delete a handled message")
             }
         }
     }
-    Ok(outcome)
+    outcome
 }
 
 /// What [`drain`] did, summed over its rounds.
@@ -189,23 +199,7 @@ pub async fn poll_doorbells_once(
     }
     let event = sqs_event(&messages, "arn:aws:sqs:us-east-1:000000000000:timer-doorbells");
     let (response, _) = crate::doorbell::handle_doorbells(store, queue, &event, now).await;
-    let failed: HashSet<String> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
-    let mut outcome = PollOutcome {
-        received: messages.len(),
-        ..PollOutcome::default()
-    };
-    for m in &messages {
-        if failed.contains(&m.message_id) {
-            outcome.failed.push(m.message_id.clone());
-        } else if doorbells.delete(&m.receipt_handle).await.is_ok() {
-            outcome.deleted += 1;
-        }
-    }
-    Ok(outcome)
+    Ok(settle(doorbells, &messages, &response).await)
 }
 
 /// Between empty short polls (`wait_seconds` 0), a pause, so an idle poller does not
