@@ -60,20 +60,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_smithy_types::retry::RetryConfig;
-use common::scenarios::{definitions_with_examples as definitions, env_u64, scenario, Rng, Scenario, Step};
-use common::{event, object, observable, START};
-use serde_json::{json, Value};
-use stm_core::{Event, Execution};
+use common::scenarios::{
+    compare, definitions_with_examples as definitions, env_u64, scenario, settled_outcome, Outcome, Rng,
+    Scenario, Step, Tally,
+};
+use common::{event, object, START};
+use serde_json::json;
+use stm_core::Event;
 use stm_runtime::worker::{Failed, Handled};
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, DriverError, ManualClock,
     MemoryQueue, OutgoingMessage, Queue, Record, SqsQueue, Worker, WorkerSettings,
 };
-use stm_store::{CreateOptions, DueTimer, DynamoDbStore, ExecutionStore, MemoryStore};
+use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore, MemoryStore};
 use stm_testkit::{Fault, FaultProxy};
 
 /// Far enough in the future to list every armed timer (and a valid DynamoDB number).
-const FAR_FUTURE: f64 = 1.0e12;
 /// Poll / relay / sweep rounds one drain may take before the test fails.
 const MAX_ROUNDS: usize = 300;
 /// How long one drain may wait for messages in flight to come back.
@@ -627,69 +629,8 @@ impl Harness {
     /// The final state, and the checks that nothing is left behind.
     async fn outcome(&self, root: &str, sent: &[(String, String)], what: &str) -> Outcome {
         self.view.assert_empty(what).await;
-        let outbox = self.view_store.pending_outbox().await.expect("outbox");
-        assert!(outbox.is_empty(), "{what}: outbox entries left: {outbox:?}");
-        let spawns = self.view_store.pending_spawns().await.expect("spawns");
-        assert!(spawns.is_empty(), "{what}: spawn intents left: {spawns:?}");
-        let mut executions = BTreeMap::new();
-        let mut traces = BTreeMap::new();
-        let mut todo = vec![root.to_string()];
-        while let Some(id) = todo.pop() {
-            let exe = self
-                .view_store
-                .load(&id)
-                .await
-                .expect("load")
-                .unwrap_or_else(|| panic!("{what}: no execution {id}"));
-            todo.extend(exe.children.keys().cloned());
-            let trace = self.view_store.read_trace(&id).await.expect("trace");
-            let kinds: Vec<String> = trace
-                .iter()
-                .map(|t| {
-                    t.get("event_kind")
-                        .and_then(Value::as_str)
-                        .unwrap_or("?")
-                        .to_string()
-                })
-                .collect();
-            traces.insert(id.clone(), kinds);
-            executions.insert(id, exe);
-        }
-        let timers: Vec<DueTimer> = self
-            .view_store
-            .due_timers(FAR_FUTURE)
-            .await
-            .expect("timers")
-            .into_iter()
-            .filter(|t| executions.contains_key(&t.execution_id))
-            .collect();
-        assert!(timers.is_empty(), "{what}: timers left: {timers:?}");
-        let mut marks = Vec::new();
-        for (target, event_id) in sent {
-            marks.push(
-                self.view_store
-                    .is_processed(target, event_id)
-                    .await
-                    .expect("processed mark"),
-            );
-        }
-        Outcome {
-            executions,
-            traces,
-            marks,
-            sent: sent.len(),
-        }
+        settled_outcome(self.view_store.as_ref(), root, sent, what).await
     }
-}
-
-/// What a run ended with.
-struct Outcome {
-    executions: BTreeMap<String, Execution>,
-    /// Each execution's trace, as its steps' event kinds.
-    traces: BTreeMap<String, Vec<String>>,
-    /// The processed mark of each event the script sent, in order.
-    marks: Vec<bool>,
-    sent: usize,
 }
 
 #[derive(Default)]
@@ -700,63 +641,9 @@ struct Totals {
     by_sdk_attempts: BTreeMap<u32, usize>,
     creates: usize,
     sent: usize,
-    processed: i64,
-    commits: i64,
-    lost: i64,
-    duplicates: i64,
     stats: RunStats,
     reference_deliveries: usize,
-}
-
-/// Compare the faulty run with the fault-free one; count what differs.
-fn compare(expected: &Outcome, got: &Outcome, totals: &mut Totals, what: &str) {
-    assert_eq!(
-        expected.executions.keys().collect::<Vec<_>>(),
-        got.executions.keys().collect::<Vec<_>>(),
-        "{what}: executions differ"
-    );
-    for (id, want) in &expected.executions {
-        let have = &got.executions[id];
-        totals.processed += have.processed_events;
-        totals.commits += have.version;
-        let (dp, dv) = (
-            have.processed_events - want.processed_events,
-            have.version - want.version,
-        );
-        if dp < 0 || dv < 0 {
-            totals.lost += (-dp).max(-dv);
-        }
-        if dp > 0 || dv > 0 {
-            totals.duplicates += dp.max(dv);
-        }
-        assert_eq!(
-            observable(have),
-            observable(want),
-            "{what}: execution {id} differs"
-        );
-        assert_eq!(
-            (have.processed_events, have.version),
-            (want.processed_events, want.version),
-            "{what}: execution {id}: (processed_events, version); traced steps: fault-free {:?}, \
-             faulty {:?}",
-            expected.traces[id],
-            got.traces[id],
-        );
-        let (mut tw, mut th) = (expected.traces[id].clone(), got.traces[id].clone());
-        assert_eq!(th.len(), tw.len(), "{what}: execution {id}: trace length");
-        // the order of a joining parent's steps may differ (children finish in any order)
-        tw.sort();
-        th.sort();
-        assert_eq!(th, tw, "{what}: execution {id}: traced event kinds");
-    }
-    assert_eq!(
-        got.marks, expected.marks,
-        "{what}: processed marks of the sent events"
-    );
-    assert!(
-        got.marks.iter().all(|m| *m),
-        "{what}: a sent event was not processed"
-    );
+    tally: Tally,
 }
 
 fn summarize(seed: u64, percent: f64, totals: &Totals, proxy: &FaultProxy, elapsed: Duration) {
@@ -807,12 +694,12 @@ fn summarize(seed: u64, percent: f64, totals: &Totals, proxy: &FaultProxy, elaps
         s.sweep_errors,
         s.sweep_left,
         s.client_retries,
-        totals.processed,
-        totals.commits,
+        totals.tally.processed,
+        totals.tally.commits,
         s.longest_drain,
         s.in_flight_wait.as_secs_f64(),
-        totals.lost,
-        totals.duplicates,
+        totals.tally.lost,
+        totals.tally.duplicates,
         elapsed.as_secs_f64(),
     );
 }
@@ -858,7 +745,13 @@ async fn aws_faults_change_nothing() {
         );
         let mut faulty = Harness::on_moto(&moto, side, &defs, knobs, run_rng);
         let got = faulty.run(&sc, &id, &what).await;
-        compare(&expected, &got, &mut totals, &what);
+        compare(
+            &expected,
+            &got,
+            &mut totals.tally,
+            ("fault-free", "faulty"),
+            &what,
+        );
 
         totals.scenarios += 1;
         *totals.by_machine.entry(sc.definition).or_default() += 1;
@@ -871,8 +764,8 @@ async fn aws_faults_change_nothing() {
     let elapsed = started.elapsed();
     moto.proxy.clear();
     summarize(seed, percent, &totals, &moto.proxy, elapsed);
-    assert_eq!(totals.lost, 0, "events lost");
-    assert_eq!(totals.duplicates, 0, "events applied twice");
+    assert_eq!(totals.tally.lost, 0, "events lost");
+    assert_eq!(totals.tally.duplicates, 0, "events applied twice");
     // the proxy saw (and faulted) both services: SQS's JSON protocol names its operations
     // in X-Amz-Target as DynamoDB's does
     if percent > 0.0 && scenarios >= 10 {

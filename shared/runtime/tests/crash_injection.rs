@@ -47,9 +47,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use common::scenarios::{definitions_with_examples as definitions, env_u64, scenario, Rng, Scenario, Step};
-use common::{event, object, observable, START};
-use serde_json::{json, Value};
+use common::scenarios::{
+    compare, definitions_with_examples as definitions, env_u64, scenario, settled_outcome, Outcome, Rng,
+    Scenario, Step, Tally,
+};
+use common::{event, object, START};
+use serde_json::json;
 use stm_core::{Execution, Map};
 use stm_runtime::queue::{PublishFailure, ReceivedMessage};
 use stm_runtime::worker::Handled;
@@ -63,7 +66,6 @@ use stm_store::{
 };
 
 /// Far enough in the future to list every armed timer (and a valid DynamoDB number).
-const FAR_FUTURE: f64 = 1.0e12;
 /// Poll / relay / sweep rounds one drain may take before the test fails.
 const MAX_ROUNDS: usize = 200;
 
@@ -627,67 +629,8 @@ impl Harness {
     /// The final state, and the checks that nothing is left behind.
     async fn outcome(&self, root: &str, sent: &[(String, String)], what: &str) -> Outcome {
         self.backend.assert_empty(what).await;
-        let outbox = self.store.pending_outbox().await.expect("outbox");
-        assert!(outbox.is_empty(), "{what}: outbox entries left: {outbox:?}");
-        let spawns = self.store.pending_spawns().await.expect("spawns");
-        assert!(spawns.is_empty(), "{what}: spawn intents left: {spawns:?}");
-        let mut executions = BTreeMap::new();
-        let mut traces = BTreeMap::new();
-        let mut todo = vec![root.to_string()];
-        while let Some(id) = todo.pop() {
-            let exe = self
-                .store
-                .load(&id)
-                .await
-                .expect("load")
-                .unwrap_or_else(|| panic!("{what}: no execution {id}"));
-            todo.extend(exe.children.keys().cloned());
-            let trace = self.store.read_trace(&id).await.expect("trace");
-            let kinds: Vec<String> = trace
-                .iter()
-                .map(|t| {
-                    t.get("event_kind")
-                        .and_then(Value::as_str)
-                        .unwrap_or("?")
-                        .to_string()
-                })
-                .collect();
-            traces.insert(id.clone(), kinds);
-            executions.insert(id, exe);
-        }
-        let timers: Vec<DueTimer> = self
-            .store
-            .due_timers(FAR_FUTURE)
-            .await
-            .expect("timers")
-            .into_iter()
-            .filter(|t| executions.contains_key(&t.execution_id))
-            .collect();
-        assert!(timers.is_empty(), "{what}: timers left: {timers:?}");
-        let mut marks = Vec::new();
-        for (target, event_id) in sent {
-            marks.push(
-                self.store
-                    .is_processed(target, event_id)
-                    .await
-                    .expect("processed mark"),
-            );
-        }
-        Outcome {
-            executions,
-            traces,
-            marks,
-        }
+        settled_outcome(self.store.as_ref(), root, sent, what).await
     }
-}
-
-/// What a run ended with.
-struct Outcome {
-    executions: BTreeMap<String, Execution>,
-    /// Each execution's trace, as its steps' event kinds.
-    traces: BTreeMap<String, Vec<String>>,
-    /// The processed mark of each event the script sent, in order.
-    marks: Vec<bool>,
 }
 
 #[derive(Default)]
@@ -697,65 +640,11 @@ struct Totals {
     armed: usize,
     crashes: BTreeMap<Boundary, usize>,
     after_publish_by: BTreeMap<Actor, usize>,
-    processed: i64,
-    commits: i64,
     deliveries: usize,
     dropped_redeliveries: usize,
     extra_deliveries: i64,
     longest_drain: usize,
-    lost: i64,
-    duplicates: i64,
-}
-
-/// Compare the crashed run with the crash-free one; count what differs.
-fn compare(expected: &Outcome, got: &Outcome, totals: &mut Totals, what: &str) {
-    assert_eq!(
-        expected.executions.keys().collect::<Vec<_>>(),
-        got.executions.keys().collect::<Vec<_>>(),
-        "{what}: executions differ"
-    );
-    for (id, want) in &expected.executions {
-        let have = &got.executions[id];
-        totals.processed += have.processed_events;
-        totals.commits += have.version;
-        let (dp, dv) = (
-            have.processed_events - want.processed_events,
-            have.version - want.version,
-        );
-        if dp < 0 || dv < 0 {
-            totals.lost += (-dp).max(-dv);
-        }
-        if dp > 0 || dv > 0 {
-            totals.duplicates += dp.max(dv);
-        }
-        assert_eq!(
-            observable(have),
-            observable(want),
-            "{what}: execution {id} differs"
-        );
-        assert_eq!(
-            (have.processed_events, have.version),
-            (want.processed_events, want.version),
-            "{what}: execution {id}: (processed_events, version); traced steps: crash-free {:?}, \
-             crashed {:?}",
-            expected.traces[id],
-            got.traces[id],
-        );
-        let (mut tw, mut th) = (expected.traces[id].clone(), got.traces[id].clone());
-        assert_eq!(th.len(), tw.len(), "{what}: execution {id}: trace length");
-        // the order of a joining parent's steps may differ (children finish in any order)
-        tw.sort();
-        th.sort();
-        assert_eq!(th, tw, "{what}: execution {id}: traced event kinds");
-    }
-    assert_eq!(
-        got.marks, expected.marks,
-        "{what}: processed marks of the sent events"
-    );
-    assert!(
-        got.marks.iter().all(|m| *m),
-        "{what}: a sent event was not processed"
-    );
+    tally: Tally,
 }
 
 /// 1–3 crash points at boundaries the crash-free run reached, at an occurrence it reached
@@ -829,14 +718,14 @@ fn summarize(test: &str, seed: u64, totals: &Totals, elapsed: std::time::Duratio
         crashes.join(", "),
         totals.after_publish_by.get(&Actor::Worker).copied().unwrap_or(0),
         totals.after_publish_by.get(&Actor::Relay).copied().unwrap_or(0),
-        totals.processed,
-        totals.commits,
+        totals.tally.processed,
+        totals.tally.commits,
         totals.deliveries,
         totals.extra_deliveries,
         totals.dropped_redeliveries,
         totals.longest_drain,
-        totals.lost,
-        totals.duplicates,
+        totals.tally.lost,
+        totals.tally.duplicates,
         elapsed.as_secs_f64(),
     );
 }
@@ -844,8 +733,8 @@ fn summarize(test: &str, seed: u64, totals: &Totals, elapsed: std::time::Duratio
 /// No event lost or applied twice; with `coverage`, every boundary (and the after-publish
 /// one in both the worker and the relay) had a crash.
 fn assert_totals(totals: &Totals, coverage: bool) {
-    assert_eq!(totals.lost, 0, "events lost");
-    assert_eq!(totals.duplicates, 0, "events applied twice");
+    assert_eq!(totals.tally.lost, 0, "events lost");
+    assert_eq!(totals.tally.duplicates, 0, "events applied twice");
     if !coverage {
         return;
     }
@@ -902,7 +791,13 @@ async fn crashes_change_nothing_in_memory() {
         let plan = CrashPlan::new(points);
         let mut crashed = Harness::memory(&defs, plan.clone(), knobs, run_rng);
         let got = crashed.run(&sc, &id, &what).await;
-        compare(&expected, &got, &mut totals, &what);
+        compare(
+            &expected,
+            &got,
+            &mut totals.tally,
+            ("crash-free", "crashed"),
+            &what,
+        );
         add_run(&mut totals, &sc, &plan, &crashed.stats, &clean_stats);
     }
     summarize("crash_injection (memory)", seed, &totals, started.elapsed());
@@ -954,7 +849,13 @@ async fn a_commit_whose_flush_died_is_delivered_before_the_next_event() {
         let what = format!("Fork, burst, crash {point:?}");
         let got = crashed.run(&sc, &id, &what).await;
         assert_eq!(plan.hits().len(), 1, "{what}: the crash happened");
-        compare(&expected, &got, &mut totals, &what);
+        compare(
+            &expected,
+            &got,
+            &mut totals.tally,
+            ("crash-free", "crashed"),
+            &what,
+        );
         assert_eq!(got.executions[&id].active_path.as_deref(), Some("Done"));
     }
 }
@@ -998,7 +899,13 @@ async fn crashes_change_nothing_over_dynamodb_and_sqs() {
             run_rng,
         );
         let got = crashed.run(&sc, &id, &what).await;
-        compare(&expected, &got, &mut totals, &what);
+        compare(
+            &expected,
+            &got,
+            &mut totals.tally,
+            ("crash-free", "crashed"),
+            &what,
+        );
         add_run(&mut totals, &sc, &plan, &crashed.stats, &clean_stats);
     }
     summarize(

@@ -2,13 +2,15 @@
 //! `duplicates_and_order.rs`): a seeded random source and the scenario machines with their
 //! event scripts.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::{json, Value};
-use stm_core::Event;
+use stm_core::{Event, Execution};
 use stm_runtime::Definitions;
+use stm_store::{DueTimer, ExecutionStore};
 
-use super::event;
+use super::{event, observable};
 
 /// xorshift64* (no dependencies; deterministic for a seed).
 #[derive(Clone)]
@@ -182,4 +184,148 @@ pub fn scenario(rng: &mut Rng) -> Scenario {
             burst_ok: true,
         },
     }
+}
+
+// --- comparing a disturbed run with the undisturbed one ---------------------------
+
+/// Far enough ahead that every armed timer is due.
+pub const FAR_FUTURE: f64 = 1.0e12;
+
+/// What a scenario left, read once it is quiet.
+pub struct Outcome {
+    pub executions: BTreeMap<String, Execution>,
+    /// Each execution's trace, as its steps' event kinds.
+    pub traces: BTreeMap<String, Vec<String>>,
+    /// The processed mark of each event the script sent, in order.
+    pub marks: Vec<bool>,
+    /// How many events the script sent.
+    pub sent: usize,
+}
+
+/// Read a quiet scenario from `store`: the root and all its descendants with their traces,
+/// the marks of the sent events; nothing may be left pending (outbox, spawns, timers).
+pub async fn settled_outcome(
+    store: &dyn ExecutionStore,
+    root: &str,
+    sent: &[(String, String)],
+    what: &str,
+) -> Outcome {
+    let outbox = store.pending_outbox().await.expect("outbox");
+    assert!(outbox.is_empty(), "{what}: outbox entries left: {outbox:?}");
+    let spawns = store.pending_spawns().await.expect("spawns");
+    assert!(spawns.is_empty(), "{what}: spawn intents left: {spawns:?}");
+    let mut executions = BTreeMap::new();
+    let mut traces = BTreeMap::new();
+    let mut todo = vec![root.to_string()];
+    while let Some(id) = todo.pop() {
+        let exe = store
+            .load(&id)
+            .await
+            .expect("load")
+            .unwrap_or_else(|| panic!("{what}: no execution {id}"));
+        todo.extend(exe.children.keys().cloned());
+        let trace = store.read_trace(&id).await.expect("trace");
+        let kinds: Vec<String> = trace
+            .iter()
+            .map(|t| {
+                t.get("event_kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string()
+            })
+            .collect();
+        traces.insert(id.clone(), kinds);
+        executions.insert(id, exe);
+    }
+    let timers: Vec<DueTimer> = store
+        .due_timers(FAR_FUTURE)
+        .await
+        .expect("timers")
+        .into_iter()
+        .filter(|t| executions.contains_key(&t.execution_id))
+        .collect();
+    assert!(timers.is_empty(), "{what}: timers left: {timers:?}");
+    let mut marks = Vec::new();
+    for (target, event_id) in sent {
+        marks.push(
+            store
+                .is_processed(target, event_id)
+                .await
+                .expect("processed mark"),
+        );
+    }
+    Outcome {
+        executions,
+        traces,
+        marks,
+        sent: sent.len(),
+    }
+}
+
+/// What the comparisons counted, summed over the scenarios.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    pub processed: i64,
+    pub commits: i64,
+    pub lost: i64,
+    pub duplicates: i64,
+}
+
+/// Compare a disturbed run (`got`) with the undisturbed one: the same executions, field by
+/// field of what a user sees, one commit and one processed mark per event, the same traced
+/// steps; count what differs. `labels` name the two runs in messages.
+pub fn compare(
+    expected: &Outcome,
+    got: &Outcome,
+    tally: &mut Tally,
+    (clean, faulty): (&str, &str),
+    what: &str,
+) {
+    assert_eq!(
+        expected.executions.keys().collect::<Vec<_>>(),
+        got.executions.keys().collect::<Vec<_>>(),
+        "{what}: executions differ"
+    );
+    for (id, want) in &expected.executions {
+        let have = &got.executions[id];
+        tally.processed += have.processed_events;
+        tally.commits += have.version;
+        let (dp, dv) = (
+            have.processed_events - want.processed_events,
+            have.version - want.version,
+        );
+        if dp < 0 || dv < 0 {
+            tally.lost += (-dp).max(-dv);
+        }
+        if dp > 0 || dv > 0 {
+            tally.duplicates += dp.max(dv);
+        }
+        assert_eq!(
+            observable(have),
+            observable(want),
+            "{what}: execution {id} differs"
+        );
+        assert_eq!(
+            (have.processed_events, have.version),
+            (want.processed_events, want.version),
+            "{what}: execution {id}: (processed_events, version); traced steps: {clean} {:?}, \
+             {faulty} {:?}",
+            expected.traces[id],
+            got.traces[id],
+        );
+        let (mut tw, mut th) = (expected.traces[id].clone(), got.traces[id].clone());
+        assert_eq!(th.len(), tw.len(), "{what}: execution {id}: trace length");
+        // the order of a joining parent's steps may differ (children finish in any order)
+        tw.sort();
+        th.sort();
+        assert_eq!(th, tw, "{what}: execution {id}: traced event kinds");
+    }
+    assert_eq!(
+        got.marks, expected.marks,
+        "{what}: processed marks of the sent events"
+    );
+    assert!(
+        got.marks.iter().all(|m| *m),
+        "{what}: a sent event was not processed"
+    );
 }
