@@ -16,11 +16,12 @@
 //! The tests: `tests/template.rs` (static invariants), `tests/policies.rs` (each role
 //! equals what its function's code sends, recorded against moto).
 
-pub mod http;
-pub mod iam;
 pub mod recorder;
 pub mod runtime_api;
-pub mod template;
+
+// the template evaluator, the IAM mapping and the loopback HTTP live in the testkit, whose
+// strict AWS layer enforces the same roles on every moto-backed test
+pub use stm_testkit::{http, iam, template};
 
 use std::path::PathBuf;
 

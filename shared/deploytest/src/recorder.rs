@@ -15,28 +15,7 @@ use tokio::net::TcpListener;
 
 use crate::http::{forward, Conn};
 
-/// One request a client sent.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Recorded {
-    /// The `X-Amz-Target` header (`<service prefix>.<operation>`), empty if absent.
-    pub target: String,
-    /// The JSON body (`Null` if it was not JSON).
-    pub body: serde_json::Value,
-    /// When the request arrived.
-    pub at: std::time::Instant,
-}
-
-impl Recorded {
-    /// The operation name: the part of the target after the dot.
-    pub fn operation(&self) -> &str {
-        self.target.rsplit('.').next().unwrap_or(&self.target)
-    }
-
-    /// The service prefix: the part of the target before the dot.
-    pub fn service(&self) -> &str {
-        self.target.split('.').next().unwrap_or_default()
-    }
-}
+pub use stm_testkit::iam::Recorded;
 
 /// See the module docs. Stops when dropped.
 pub struct Recorder {

@@ -209,13 +209,13 @@ impl Stack {
             !records.is_empty(),
             "{function} sent nothing through the recorder"
         );
-        let physical = Physical {
-            tables: self.resolver().table_names().expect("tables"),
-            queues: BTreeMap::from([
+        let physical = Physical::exact(
+            self.resolver().table_names().expect("tables"),
+            BTreeMap::from([
                 (self.urls.queue_url.clone(), "EventQueue".to_string()),
                 (self.timer_queue_url.clone(), "TimerQueue".to_string()),
             ]),
-        };
+        );
         let code = iam::required(&records, &physical).unwrap_or_else(|e| panic!("{function}: {e:#}"));
         let service = iam::service_grants(&self.template, function).expect("service grants");
         let needed: BTreeSet<_> = code.union(&service).cloned().collect();

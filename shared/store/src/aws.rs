@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_smithy_runtime_api::box_error::BoxError;
@@ -27,21 +29,68 @@ pub fn https_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient 
         .build_https()
 }
 
-/// The SDK config for `region`: with an `endpoint_url` (moto, LocalStack, DynamoDB Local)
-/// dummy static credentials and that endpoint; without one the default credential chain
-/// (environment, profile, web identity, ECS/IMDS), as on Lambda.
+/// The variable that says the clients talk to an emulator (moto, LocalStack, DynamoDB
+/// Local): `STM_EMULATOR=1`. `stm local` sets it for its functions; the test kit sets it in
+/// every test process that starts moto.
+pub const EMULATOR_VARIABLE: &str = "STM_EMULATOR";
+
+/// Whether [`EMULATOR_VARIABLE`] is on (`1`, `true`, `yes`, `on`).
+pub fn emulator_mode() -> bool {
+    std::env::var(EMULATOR_VARIABLE).is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
+}
+
+/// How long a TCP connection may take to open.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long one HTTP attempt may take, from sending the request to the whole answer. A
+/// DynamoDB call answers in milliseconds; an SQS long poll is the exception, and asks for
+/// its own bound ([`long_poll_timeout`]).
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one operation may take, all its retries included. With the worker's function
+/// timeout of 30 s, this plus the per-record reserve keeps one stalled call from timing
+/// out the whole batch (`shared/deploytest/tests/template.rs` checks the sums).
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(12);
+
+/// The SDK's timeouts for our clients: bounded connect, attempt and operation, so a stalled
+/// connection fails one call instead of hanging the invocation until Lambda kills it.
+pub fn timeout_config() -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+        .operation_timeout(OPERATION_TIMEOUT)
+        .build()
+}
+
+/// The timeouts for a long poll that waits up to `wait`: the wait plus the attempt bound.
+pub fn long_poll_timeout(wait: Duration) -> TimeoutConfig {
+    TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .operation_attempt_timeout(wait + ATTEMPT_TIMEOUT)
+        .operation_timeout(wait + OPERATION_TIMEOUT)
+        .build()
+}
+
+/// The SDK config for `region`, with an optional endpoint override (moto, LocalStack,
+/// DynamoDB Local, a VPC endpoint) and the bounded [`timeout_config`].
+///
+/// Credentials come from the default chain (environment, profile, web identity, ECS/IMDS,
+/// as on Lambda) unless [`emulator_mode`] is on: then static dummy credentials, which an
+/// emulator takes and AWS refuses. An endpoint alone never swaps them in: real endpoints
+/// (VPC endpoints through `AWS_ENDPOINT_URL`) need real credentials.
 pub async fn sdk_config(endpoint_url: Option<&str>, region: &str) -> SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new(region.to_string()))
-        .http_client(https_client());
+        .http_client(https_client())
+        .timeout_config(timeout_config());
     if let Some(url) = endpoint_url {
-        loader = loader.endpoint_url(url).credentials_provider(Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "stm-static",
-        ));
+        loader = loader.endpoint_url(url);
+    }
+    if emulator_mode() {
+        loader = loader.credentials_provider(Credentials::new("test", "test", None, None, "stm-emulator"));
     }
     loader.load().await
 }

@@ -35,7 +35,11 @@
 //! concurrent and keep-alive), which is the serializable behaviour DynamoDB guarantees for
 //! the items a transaction touches.
 
+pub mod http;
+pub mod iam;
 mod proxy;
+pub mod strict;
+pub mod template;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -46,25 +50,47 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use proxy::{Fault, FaultProxy};
+pub use strict::{Principal, StrictLayer};
 
 /// The region every test client uses.
 pub const REGION: &str = "us-east-1";
 
-/// The moto server shared by the tests of one process.
+/// The moto server shared by the tests of one process, behind the [`StrictLayer`].
 pub struct Moto {
-    endpoint: String,
+    /// moto itself, unchecked.
+    raw_endpoint: String,
     port: u16,
     log: PathBuf,
+    strict: StrictLayer,
     // Held for the life of the process: closing stdin (at exit) stops the server.
     _child: Mutex<(Child, ChildStdin)>,
 }
 
 impl Moto {
-    /// `http://127.0.0.1:PORT`.
+    /// The strict layer's harness endpoint (`http://127.0.0.1:PORT`): every AWS limit the
+    /// layer knows is enforced, IAM is not (it is what CloudFormation and a test's own
+    /// setup and assertions do). Code under test uses [`endpoint_as`](Self::endpoint_as).
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        self.strict.endpoint(Principal::Admin)
     }
 
+    /// The endpoint for code acting as `principal`: its requests are also checked against
+    /// that principal's policy in `template.yaml`.
+    pub fn endpoint_as(&self, principal: Principal) -> &str {
+        self.strict.endpoint(principal)
+    }
+
+    /// moto itself, behind no layer (moto's own API, diagnostics).
+    pub fn raw_endpoint(&self) -> &str {
+        &self.raw_endpoint
+    }
+
+    /// The strict layer in front of this server (its refusal counts).
+    pub fn strict(&self) -> &StrictLayer {
+        &self.strict
+    }
+
+    /// moto's own port (not the layer's).
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -236,8 +262,15 @@ fn start_moto() -> Moto {
     if !answers(port, Duration::from_secs(30)) {
         fail("it does not answer HTTP");
     }
+    // the SDK clients of the code under test take static dummy credentials only when told
+    // they talk to an emulator (never merely because an endpoint is set): every test process
+    // that starts moto is one
+    if std::env::var_os("STM_EMULATOR").is_none() {
+        std::env::set_var("STM_EMULATOR", "1");
+    }
     Moto {
-        endpoint,
+        strict: StrictLayer::start(&endpoint),
+        raw_endpoint: endpoint,
         port,
         log,
         _child: Mutex::new((child, stdin)),

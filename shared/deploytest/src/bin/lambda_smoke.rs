@@ -191,13 +191,13 @@ async fn run() -> Result<()> {
     let resolver = Resolver::new(&template, &[("Prefix", prefix.as_str())])
         .with_ref("EventQueue", urls.queue_url.clone())
         .with_ref("TimerQueue", timer_queue_url.clone());
-    let physical = Physical {
-        tables: resolver.table_names()?,
-        queues: BTreeMap::from([
+    let physical = Physical::exact(
+        resolver.table_names()?,
+        BTreeMap::from([
             (urls.queue_url.clone(), "EventQueue".to_string()),
             (timer_queue_url, "TimerQueue".to_string()),
         ]),
-    };
+    );
     let definitions = match &args.definitions {
         Some(d) => d.clone(),
         None => {
