@@ -35,7 +35,7 @@ use stm_runtime::config::FunctionContext;
 use stm_runtime::queue::QueueUrls;
 use stm_runtime::{ActionRegistry, Control, Driver, Queue, SqsQueue};
 use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, SpawnIntent, TimerOp};
-use stm_testkit::{Fault, FaultProxy, REGION};
+use stm_testkit::{Fault, FaultProxy, Principal, REGION};
 
 /// `FunctionContext::from_env` reads the process environment: one function at a time.
 static ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -74,7 +74,9 @@ struct Stack {
 }
 
 impl Stack {
-    async fn new(tag: &str, overrides: &[(&str, &str)]) -> Stack {
+    /// The function's code talks to the strict layer as `principal`: a request its role
+    /// does not allow is refused as AWS would, whatever the recording later shows.
+    async fn new(tag: &str, overrides: &[(&str, &str)], principal: Principal) -> Stack {
         let moto = stm_testkit::moto().await;
         let prefix = stm_testkit::unique_prefix(tag);
         let options = CreateOptions {
@@ -92,7 +94,7 @@ impl Stack {
             .await
             .expect("doorbell queue");
         let queue = Arc::new(SqsQueue::new(sqs, urls.queue_url.clone()));
-        let fault = FaultProxy::start(moto.endpoint());
+        let fault = FaultProxy::start(moto.endpoint_as(principal));
         let recorder = Recorder::start(fault.endpoint());
         Stack {
             template: Template::repo(),
@@ -261,7 +263,12 @@ fn data(json: serde_json::Value) -> Map {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_role_is_exactly_what_the_worker_sends() {
     // trace on with a ring of 2: the trace put, the ring delete and the trace-end query
-    let stack = Stack::new("iam_worker", &[("Trace", "true"), ("TraceMax", "2")]).await;
+    let stack = Stack::new(
+        "iam_worker",
+        &[("Trace", "true"), ("TraceMax", "2")],
+        Principal::Worker,
+    )
+    .await;
     let context = stack
         .function("Worker", Some(ActionRegistry::with_builtins()))
         .await;
@@ -386,6 +393,50 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
         "order-2 after the multi-group sample"
     );
 
+    // a redelivery of a record already applied (the instance that committed it died
+    // before deleting it): the worker publishes whatever that commit left pending before it
+    // acknowledges the duplicate, which reads the outbox. Every path of the worker runs
+    // under its role, not just the first delivery's.
+    let event = Event::with_data("Submit", data(serde_json::json!({"amount": 7.0}))).with_id("dup-submit");
+    control
+        .create("Order", None, Some("order-dup"))
+        .await
+        .expect("create order-dup");
+    stack.deliver(&worker, &arn).await;
+    control.send("order-dup", &event).await.expect("send");
+    let messages = stack.queue.receive(10, 180, 0).await.expect("receive");
+    assert_eq!(messages.len(), 1, "the Submit");
+    let first = worker
+        .handle_sqs_event(stm_runtime::eventsource::sqs_event(&messages, &arn))
+        .await;
+    assert!(
+        first.batch_item_failures.is_empty(),
+        "{:?}",
+        first.batch_item_failures
+    );
+    let again = worker
+        .handle_sqs_event(stm_runtime::eventsource::sqs_event(&messages, &arn))
+        .await;
+    assert!(
+        again.batch_item_failures.is_empty(),
+        "the duplicate must be acknowledged, not failed (AccessDenied on the outbox Scan?): {:?}",
+        again.batch_item_failures
+    );
+    for m in &messages {
+        stack.queue.delete(&m.receipt_handle).await.expect("delete");
+    }
+    assert_eq!(
+        stm_testkit::moto()
+            .await
+            .strict()
+            .refusals()
+            .get("iam")
+            .copied()
+            .unwrap_or(0),
+        0,
+        "no request of the worker was denied"
+    );
+
     stack.assert_role_matches("Worker");
 
     // the dedupe marks carry the TTL attribute the processed table expires on
@@ -417,7 +468,7 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_role_is_exactly_what_the_relay_sends() {
-    let stack = Stack::new("iam_relay", &[]).await;
+    let stack = Stack::new("iam_relay", &[], Principal::Relay).await;
     // pending entries, as a crash between commit and inline flush leaves them
     let mut exe = Execution::new("relay-src", "Order");
     let commit = Commit {
@@ -453,7 +504,7 @@ async fn relay_role_is_exactly_what_the_relay_sends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeper_role_is_exactly_what_the_sweeper_sends() {
-    let stack = Stack::new("iam_sweeper", &[]).await;
+    let stack = Stack::new("iam_sweeper", &[], Principal::Sweeper).await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
