@@ -1,8 +1,10 @@
 //! `stm local`: the whole system on one machine, no Docker, no AWS account.
 //!
 //! It starts moto in server mode (unless `--endpoint` names a running emulator), creates
-//! the tables and the FIFO queue with its dead-letter queue if missing, and runs the
-//! worker, relay and sweeper handlers exactly as Lambda would call them: an SQS poller
+//! the tables and the FIFO queue with its dead-letter queue if missing, joins existing
+//! ones (harel's, say) as they are when they are compatible (`SqsQueue::ensure`/`join`,
+//! `DynamoDbStore::ensure_tables`: what is not is refused by name), and runs the worker,
+//! relay and sweeper handlers exactly as Lambda would call them: an SQS poller
 //! emulating the event source mapping (batches of up to 10, the partial-batch contract,
 //! the visibility timeout, the DLQ after maxReceiveCount), and schedules for the relay
 //! and the sweeper.
@@ -87,13 +89,37 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     let definitions = stm_runtime::config::load_definitions_dir(&args.machines)?;
     let names: Vec<String> = definitions.iter().map(|d| d.id.clone()).collect();
     let store = dep.store(true).await?;
+    if !store.has_due_index() {
+        // harel's CreateTable makes no index; we use its table as it is, at a cost only
+        eprintln!(
+            "[stm local] table {} has no {} (harel creates no index): every timer sweep \
+             scans the whole table, as harel's does",
+            store.table_name("timers"),
+            stm_store::dynamodb::TIMER_DUE_INDEX
+        );
+    }
     let client = SqsQueue::client(dep.endpoint.as_deref(), &dep.region).await;
-    let name = if dep.queue.starts_with("http") {
-        "harel-events".to_string()
+    // a URL names a queue that exists: join it as it is; a name is joined, or created if
+    // missing (an existing queue, harel's say, is never re-created with our attributes)
+    let (name, urls) = if dep.queue.starts_with("http://") || dep.queue.starts_with("https://") {
+        let name = dep
+            .queue
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default();
+        let urls = SqsQueue::join(&client, &dep.queue, args.visibility, args.max_receive).await?;
+        (name.to_string(), urls)
     } else {
-        dep.queue.clone()
+        let urls = SqsQueue::ensure(&client, &dep.queue, args.visibility, args.max_receive).await?;
+        (dep.queue.clone(), urls)
     };
-    let urls = SqsQueue::ensure(&client, &name, args.visibility, args.max_receive).await?;
+    if urls.joined {
+        eprintln!("[stm local] joined the existing queue {}", urls.queue_url);
+    }
+    for note in &urls.notes {
+        eprintln!("[stm local] {note}");
+    }
     let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(client.clone(), urls.queue_url.clone()));
     let mut actions = ActionRegistry::with_builtins();
     // remote actions, bound as the worker binds them (STM_ACTIONS)
@@ -142,9 +168,13 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
         sweep_every: Duration::from_secs(args.sweep_every.max(1)),
     };
     let endpoint = dep.endpoint.clone().unwrap_or_default();
+    let dead_letters = match urls.dead_letter_url.as_str() {
+        "" => "none",
+        url => url,
+    };
     eprintln!(
-        "[stm local] tables {}_*, queue {} (DLQ {}), timer doorbells {doorbell_url}",
-        dep.prefix, urls.queue_url, urls.dead_letter_url
+        "[stm local] tables {}_*, queue {} (DLQ {dead_letters}), timer doorbells {doorbell_url}",
+        dep.prefix, urls.queue_url
     );
     eprintln!("[stm local] machines: {}", names.join(", "));
     eprintln!(

@@ -67,6 +67,9 @@ impl Deployment {
     pub async fn queue(&self) -> Result<SqsQueue> {
         let client = SqsQueue::client(self.endpoint.as_deref(), &self.region).await;
         if self.queue.starts_with("http://") || self.queue.starts_with("https://") {
+            // any queue will do if it is FIFO (harel's, ours): a standard one is refused here
+            // by name, not by SQS's complaint about MessageGroupId at the first send
+            SqsQueue::check_event_queue(&client, &self.queue).await?;
             return Ok(SqsQueue::new(client, self.queue.clone()));
         }
         let url = client
@@ -74,16 +77,11 @@ impl Deployment {
             .queue_name(&self.queue)
             .send()
             .await
-            .map_err(|e| {
-                anyhow!(
-                    "queue {}: {}",
-                    self.queue,
-                    aws_sdk_sqs::error::DisplayErrorContext(e)
-                )
-            })?
+            .map_err(|e| anyhow!("queue {}: {}", self.queue, stm_store::aws::Readable(&e)))?
             .queue_url()
             .unwrap_or_default()
             .to_string();
+        SqsQueue::check_event_queue(&client, &url).await?;
         Ok(SqsQueue::new(client, url))
     }
 
@@ -123,6 +121,10 @@ pub async fn create(
     seed: Option<Map>,
     id: Option<&str>,
 ) -> Result<()> {
+    // before connecting: an id SQS refuses as a group id fails here, with nothing written
+    if let Some(id) = id {
+        stm_runtime::driver::check_execution_id(id).map_err(python_error)?;
+    }
     let connected = dep.connect(Some(file)).await?;
     let exe = connected
         .control
@@ -134,6 +136,8 @@ pub async fn create(
 }
 
 pub async fn send(dep: &Deployment, id: &str, event: Event) -> Result<()> {
+    // before connecting, and for the unchecked send below too: SQS would refuse it
+    stm_runtime::driver::check_event_size(id, &event).map_err(python_error)?;
     let connected = dep.connect(None).await?;
     match connected.control.send(id, &event).await {
         Ok(()) => {}
@@ -340,4 +344,52 @@ pub async fn trace(dep: &Deployment, id: &str) -> Result<()> {
 
 fn python_error(err: DriverError) -> anyhow::Error {
     anyhow!("{}: {err}", err.python_type())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deployment nothing listens at: a command that got as far as connecting would
+    /// fail with a connection error, not with the check's message.
+    fn nowhere() -> Deployment {
+        Deployment {
+            endpoint: Some("http://127.0.0.1:9".into()),
+            prefix: "nowhere".into(),
+            queue: "nowhere.fifo".into(),
+            definitions: None,
+            region: "us-east-1".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn create_refuses_an_id_sqs_would_refuse_before_connecting() {
+        let file = stm_testkit::repo_root().join("examples/order.stm");
+        let err = create(&nowhere(), &file, "Order", None, Some("a b"))
+            .await
+            .expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("ValueError: execution id \"a b\" is not a valid SQS message group id")
+                && text.contains("use 1-128 characters"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn send_refuses_an_event_sqs_could_never_take_before_sending() {
+        let mut data = Map::new();
+        data.insert(
+            "blob".into(),
+            Value::from("x".repeat(stm_runtime::queue::MAX_MESSAGE_BYTES)),
+        );
+        let err = send(&nowhere(), "o-1", Event::with_data("Submit", data))
+            .await
+            .expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("MessageTooLarge: the event \"Submit\"") && text.contains("1048576"),
+            "{text}"
+        );
+    }
 }

@@ -28,7 +28,9 @@ impl Local {
     fn start(tag: &str) -> Local {
         let moto = stm_testkit::moto_blocking();
         let prefix = stm_testkit::unique_prefix(tag);
-        let queue = format!("{prefix}.fifo");
+        // the template's name pattern (`<stack>-events.fifo`): the strict layer resolves the
+        // queue to EventQueue and checks the operator commands against OperatorPolicy
+        let queue = format!("{prefix}-events.fifo");
         let env = vec![
             ("STM_ENDPOINT_URL".to_string(), moto.endpoint().to_string()),
             ("STM_TABLE_PREFIX".to_string(), prefix),
@@ -59,11 +61,14 @@ impl Local {
             .spawn()
             .expect("start stm local");
         let local = Local { child, env };
-        // ready when its tables and queue answer
+        // ready when it prints its `export` line (tables and queue made, or joined) and its
+        // tables answer: `stm list` alone succeeds as soon as the tables exist, before the
+        // queue does, and a `create` right then found no queue
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
             let out = local.stm(&["list"]);
-            if out.status.success() {
+            if said.contains("export STM_ENDPOINT_URL=") && out.status.success() {
                 break;
             }
             assert!(
@@ -208,6 +213,10 @@ fn the_readme_walkthrough_and_every_operator_command() {
         (
             vec!["create", "examples/order.stm", "Order", "--id", "o-1"],
             "o-1",
+        ),
+        (
+            vec!["create", "examples/order.stm", "Order", "--id", "a b"],
+            "execution id \"a b\" is not a valid SQS message group id",
         ),
     ] {
         let out = local.stm(&args);

@@ -3,8 +3,11 @@
 //! Init (once per cold start): JSON logs, configuration from the environment, the
 //! definitions loaded and validated, the DynamoDB and SQS clients. A broken definition
 //! or a missing variable fails the cold start with the file, line and reason. Each
-//! invocation is [`stm_runtime::Worker::handle_sqs_event`], which reports failed records
-//! in `batchItemFailures` (the function must be mapped with `ReportBatchItemFailures`).
+//! invocation is [`stm_runtime::Worker::handle_sqs_event_until`] with the invocation's
+//! deadline, which reports failed records in `batchItemFailures` (the function must be
+//! mapped with `ReportBatchItemFailures`) and starts no record with less than one
+//! record's reserve left: one slow record then costs the records behind it a
+//! redelivery, not the whole batch a timeout.
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
@@ -30,7 +33,8 @@ async fn main() -> std::process::ExitCode {
     };
     let worker = &context.worker();
     let handler = service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<SqsBatchResponse, Diagnostic>(worker.handle_sqs_event(event.payload).await)
+        let deadline = stm_runtime::worker::deadline_from_epoch_millis(event.context.deadline);
+        Ok::<SqsBatchResponse, Diagnostic>(worker.handle_sqs_event_until(event.payload, deadline).await)
     });
     match lambda_runtime::run(handler).await {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -30,6 +30,7 @@ use crate::definition::{
     Transition,
 };
 use crate::execution::{ChildState, Event, Execution, Status};
+use crate::ids;
 use crate::pyvalue::{self, py_cmp, py_contains, py_eq};
 use crate::{Map, Value};
 
@@ -256,6 +257,12 @@ pub fn is_valid_reposition_target(defn: &Definition, exe: &Execution, target_pat
 
 /// A matched transition: its scope and its index in the scope's transitions.
 type Found = (NodeId, usize);
+
+/// Whether a child's region key `key` names something under spawn site `path` joined by
+/// `sep` (`path.child` for a region, `path:i` for a fan-out instance).
+fn key_under(key: &str, path: &str, sep: char) -> bool {
+    key.strip_prefix(path).is_some_and(|rest| rest.starts_with(sep))
+}
 
 fn transition(defn: &Definition, found: Found) -> &Transition {
     &defn.node(found.0).transitions[found.1]
@@ -702,7 +709,8 @@ impl Step<'_> {
         let mut specs = Vec::with_capacity(n.children.len());
         for &child in &n.children {
             let child_path = defn.path(child);
-            let child_id = format!("{}:{}:{}", self.exe.id, child_path, seq);
+            // harel's id, bounded only where SQS would refuse it (see `ids`)
+            let child_id = ids::child_id(format!("{}:{}:{}", self.exe.id, child_path, seq));
             let mut passed = Map::new();
             for (child_key, parent_key) in &n.invoke_with {
                 if let Some(v) = self.exe.context.get(parent_key) {
@@ -729,7 +737,12 @@ impl Step<'_> {
         };
         let seq = self.exe.invoke_seq.get(&n.full_path).copied().unwrap_or(0);
         let owned = format!("{}:{}:", self.exe.id, n.full_path);
-        self.exe.children.retain(|cid, _| !cid.starts_with(&owned));
+        // harel's test is the id prefix; a bounded id (see `ids`) may have lost it, and
+        // its instance key `{path}:{i}` (set below, harel's too) says the same
+        let path = n.full_path.as_str();
+        self.exe
+            .children
+            .retain(|cid, cs| !(cid.starts_with(&owned) || (cs.submachine && key_under(&cs.key, path, ':'))));
         let items: Vec<Value> = match self.exe.context.get(coll_key) {
             None => Vec::new(),
             Some(Value::Array(items)) => items.clone(),
@@ -744,7 +757,7 @@ impl Step<'_> {
         };
         let mut specs = Vec::with_capacity(items.len());
         for (i, item) in items.into_iter().enumerate() {
-            let child_id = format!("{}:{}:{}:{}", self.exe.id, n.full_path, seq, i);
+            let child_id = ids::child_id(format!("{}:{}:{}:{}", self.exe.id, n.full_path, seq, i));
             let mut ctx = Map::new();
             for (child_key, source) in &n.invoke_with {
                 let v = if source == loop_var {
@@ -773,11 +786,16 @@ impl Step<'_> {
     }
 
     /// Whether `cid` was spawned by `node` (a region `id:node.child:seq` or a fan-out
-    /// instance `id:node:seq:i`).
-    fn region_of(&self, node: NodeId, cid: &str) -> bool {
-        let owned = format!("{}:{}", self.exe.id, self.defn.path(node));
+    /// instance `id:node:seq:i`). harel tests the id's prefix; a bounded id (see `ids`)
+    /// may have lost it, so the child's key (`node.child` for a region, `node:i` for an
+    /// instance, as harel sets them) is tested too: for a harel-form id both agree.
+    fn region_of(&self, node: NodeId, cid: &str, state: &ChildState) -> bool {
+        let path = self.defn.path(node);
+        let owned = format!("{}:{}", self.exe.id, path);
         cid.strip_prefix(&owned)
             .is_some_and(|rest| rest.starts_with('.') || rest.starts_with(':'))
+            || key_under(&state.key, path, '.')
+            || key_under(&state.key, path, ':')
     }
 
     /// Leaving a spawn site: bump its entry counter (a re-entry spawns fresh ids) and
@@ -789,7 +807,7 @@ impl Step<'_> {
             .exe
             .children
             .iter()
-            .filter(|(cid, cs)| !cs.finished && self.region_of(node, cid))
+            .filter(|(cid, cs)| !cs.finished && self.region_of(node, cid, cs))
             .map(|(cid, _)| cid.clone())
             .collect();
         for cid in unfinished {
@@ -1016,7 +1034,8 @@ impl Step<'_> {
             if let (Some(fqn), None) = (&n.invoke, &n.invoke_each) {
                 // a single submachine: spawn it once per entry, then wait for `Finished`
                 let seq = self.exe.invoke_seq.get(&n.full_path).copied().unwrap_or(0);
-                let cid = format!("{}:{}:{}", self.exe.id, n.full_path, seq);
+                let harel_cid = format!("{}:{}:{}", self.exe.id, n.full_path, seq);
+                let cid = ids::child_id(harel_cid.clone());
                 if !self.exe.children.contains_key(&cid) {
                     let mut ctx = Map::new();
                     for (child_key, parent_key) in &n.invoke_with {
@@ -1027,6 +1046,11 @@ impl Step<'_> {
                     ctx.insert("__invoke_fqn__".into(), Value::from(fqn.as_str()));
                     let mut state = ChildState::new("");
                     state.submachine = true;
+                    if cid != harel_cid {
+                        // harel leaves the key empty and `region_results` strips `{id}:`
+                        // off the child id; a bounded id has no such tail, so keep it here
+                        state.key = format!("{}:{}", n.full_path, seq);
+                    }
                     self.exe.children.insert(cid.clone(), state);
                     self.effects.push(Effect::Spawn(vec![ChildSpec {
                         child_id: cid,
@@ -1040,7 +1064,12 @@ impl Step<'_> {
                 // fan-out: spawn once per entry (scoped to this entry's seq), then join
                 let seq = self.exe.invoke_seq.get(&n.full_path).copied().unwrap_or(0);
                 let prefix = format!("{}:{}:{}:", self.exe.id, n.full_path, seq);
-                if !self.exe.children.keys().any(|c| c.starts_with(&prefix)) {
+                // harel's prefix test, or (a bounded id may have lost the prefix) this
+                // entry's instance 0, which every non-empty fan-out has
+                let first = ids::child_id(format!("{prefix}0"));
+                if !self.exe.children.keys().any(|c| c.starts_with(&prefix))
+                    && !self.exe.children.contains_key(&first)
+                {
                     self.fan_out(active)?;
                 }
                 if !self.joined() {
@@ -1255,7 +1284,7 @@ impl Step<'_> {
             if n.invoke.is_some() && n.invoke_each.is_none() && self.exe.status == Status::Running {
                 // a single submachine state: its child's completion becomes `Returned`
                 let seq = self.exe.invoke_seq.get(&n.full_path).copied().unwrap_or(0);
-                let expected = format!("{}:{}:{}", self.exe.id, n.full_path, seq);
+                let expected = ids::child_id(format!("{}:{}:{}", self.exe.id, n.full_path, seq));
                 if cid.as_deref() == Some(expected.as_str()) {
                     let Some(cs) = self.exe.children.get(&expected) else {
                         return Ok(());
@@ -1394,6 +1423,140 @@ mod tests {
         process(&d, &mut exe, &Event::new("Nope"), 0.0, &mut NoActions).expect("nope");
         assert_eq!(exe.active_path.as_deref(), Some("B"));
         assert_eq!(exe.processed_events, 2);
+    }
+
+    const SPAWNERS: &str = r#"
+event Stop {}
+event Again {}
+machine Worker {
+  initial W
+  state W {}
+  final Ok success
+  from W to Ok on Again
+}
+machine Spawner {
+  context {
+    items: any = []
+  }
+  initial Fan
+  state Fan {
+    invoke Worker for item in items
+    with { x: item }
+  }
+  orthogonal Split {
+    state A {
+      initial A1
+      state A1 {}
+    }
+    state B {
+      initial B1
+      state B1 {}
+    }
+  }
+  state Call { invoke Worker }
+  state Paused {}
+  final Joined success
+  final Broken failed
+  final Called success
+  from Fan join all to Joined else to Broken
+  from Fan to Paused on Stop
+  from Paused to Fan on Again
+  from Joined to Split on Again
+  from Split to Call on Stop
+  from Call to Called on Returned
+}
+"#;
+
+    fn spawned(effects: &[Effect]) -> Vec<String> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Spawn(specs) => Some(specs.iter().map(|s| s.child_id.clone())),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    fn cancelled(effects: &[Effect]) -> Vec<String> {
+        let mut to: Vec<String> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Emit { to: Some(to), event } if event.kind == "Cancel" => Some(to.clone()),
+                _ => None,
+            })
+            .collect();
+        to.sort();
+        to
+    }
+
+    fn finished(child_id: &str) -> Event {
+        let mut data = Map::new();
+        data.insert("child_id".into(), Value::from(child_id));
+        data.insert("outcome".into(), Value::from("success"));
+        Event::with_data("Finished", data)
+    }
+
+    /// With a parent id so long that every child id is bounded (`ids::child_id`), the
+    /// engine still finds its children: a fan-out's re-entry replaces its instances, leaving
+    /// a fan-out or an orthogonal node cancels what runs, a join exposes harel's keys, and
+    /// a single invoke's `Finished` becomes `Returned`.
+    #[test]
+    fn bounded_child_ids_keep_the_children_bookkeeping() {
+        let defn = crate::dsl::load_definition_str(SPAWNERS, Some("Spawner"), None).expect("machine");
+        let parent = "p".repeat(125);
+        let mut exe = Execution::new(parent.clone(), "Spawner");
+        exe.context.insert("items".into(), serde_json::json!(["a", "b"]));
+        // the join's selector (`harel.lib.join_success`): every instance succeeds here
+        struct JoinPasses;
+        impl ActionHost for JoinPasses {
+            fn call(&mut self, _: &ActionCall<'_>, _: &mut Map) -> Result<Value, ActionError> {
+                Ok(Value::from("pass"))
+            }
+        }
+        let step = |exe: &mut Execution, ev: Option<Event>| match ev {
+            None => start(&defn, exe, 0.0, &mut JoinPasses).expect("start"),
+            Some(ev) => process(&defn, exe, &ev, 0.0, &mut JoinPasses).expect("process"),
+        };
+        let first = spawned(&step(&mut exe, None));
+        assert_eq!(first.len(), 2);
+        for id in &first {
+            assert!(ids::valid_group_id(id) && id.contains('~'), "{id}");
+        }
+        // leaving the fan-out early cancels both instances
+        let mut sorted = first.clone();
+        sorted.sort();
+        assert_eq!(cancelled(&step(&mut exe, Some(Event::new("Stop")))), sorted);
+        // re-entering replaces them (fresh ids, the old ones dropped), once
+        let second = spawned(&step(&mut exe, Some(Event::new("Again"))));
+        assert_eq!(second.len(), 2);
+        assert!(second.iter().all(|id| !first.contains(id)));
+        assert_eq!(
+            exe.children.keys().cloned().collect::<Vec<_>>(),
+            second,
+            "only this entry's instances"
+        );
+        assert!(spawned(&step(&mut exe, Some(finished(&second[0])))).is_empty());
+        step(&mut exe, Some(finished(&second[1])));
+        assert_eq!(exe.active_path.as_deref(), Some("Joined"));
+        let results = exe.context.get("region_results").cloned().unwrap_or_default();
+        assert_eq!(
+            results.as_object().map(|r| r.keys().cloned().collect::<Vec<_>>()),
+            Some(vec!["Fan:0".to_string(), "Fan:1".to_string()])
+        );
+        // an orthogonal node's regions are cancelled when it is left
+        let regions = spawned(&step(&mut exe, Some(Event::new("Again"))));
+        assert_eq!(regions.len(), 2);
+        let mut sorted = regions.clone();
+        sorted.sort();
+        let left = step(&mut exe, Some(Event::new("Stop")));
+        assert_eq!(cancelled(&left), sorted);
+        // a single invoke: its bounded child's `Finished` is the `Returned` it waits for
+        let call = spawned(&left);
+        assert_eq!(call.len(), 1);
+        assert_eq!(exe.children.get(&call[0]).map(|c| c.key.as_str()), Some("Call:0"));
+        step(&mut exe, Some(finished(&call[0])));
+        assert_eq!(exe.active_path.as_deref(), Some("Called"));
     }
 
     #[test]

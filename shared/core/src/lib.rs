@@ -10,6 +10,7 @@ pub mod definition;
 pub mod dsl;
 pub mod engine;
 pub mod execution;
+pub mod ids;
 pub mod pyvalue;
 pub mod render;
 pub mod validate;

@@ -175,6 +175,16 @@ fn the_event_queue_is_fifo_encrypted_and_dead_letters() {
     // the dead-letter queue keeps messages at least as long as the queue
     let keep = |p: &Value| p["MessageRetentionPeriod"].as_i64().unwrap_or(345_600);
     assert!(keep(d) >= keep(q));
+    // SQS's largest message (1 MiB), explicit on both: the runtime refuses a bigger one at
+    // commit (stm-runtime's MAX_MESSAGE_BYTES) and relies on the queues taking up to it,
+    // and a redriven message must fit the dead-letter queue too
+    for (name, props) in [("EventQueue", q), ("DeadLetterQueue", d)] {
+        assert_eq!(
+            props["MaximumMessageSize"],
+            json!(stm_runtime::queue::MAX_MESSAGE_BYTES),
+            "{name}.MaximumMessageSize must be 1048576"
+        );
+    }
 }
 
 #[test]
@@ -525,5 +535,54 @@ fn remote_actions_are_opt_in_and_least_privilege() {
     for role in ["RelayRole", "SweeperRole"] {
         let text = t.properties(role).expect("role").to_string();
         assert!(!text.contains("lambda:"), "{role} grants a Lambda action");
+    }
+}
+
+/// A stalled call must fail inside the invocation, not time it out: every SDK call is
+/// bounded well inside each function's timeout, and the worker keeps a per-record reserve
+/// (one remote action at its timeout plus one SDK call at its operation timeout) that
+/// leaves room for the rest of the batch before Lambda's deadline.
+#[test]
+fn the_sdk_and_action_timeouts_fit_inside_the_function_timeouts() {
+    let t = Template::repo();
+    let seconds = |f: &str| {
+        t.function_property(f, "Timeout")
+            .expect("timeout")
+            .as_u64()
+            .unwrap_or_else(|| panic!("{f}: a fixed Timeout"))
+    };
+    let env = Resolver::new(&t, &[])
+        .with_ref(
+            "EventQueue",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/stm-events.fifo",
+        )
+        .with_ref(
+            "TimerQueue",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/stm-timers",
+        )
+        .environment("Worker")
+        .expect("environment");
+    let action = env
+        .get("STM_ACTION_TIMEOUT_SECONDS")
+        .map(|v| std::time::Duration::from_secs_f64(v.parse().expect("seconds")))
+        .unwrap_or(stm_runtime::remote::DEFAULT_TIMEOUT);
+    let operation = stm_store::aws::OPERATION_TIMEOUT;
+    assert!(stm_store::aws::ATTEMPT_TIMEOUT < operation);
+    let reserve = stm_runtime::worker::record_reserve(action);
+    assert!(
+        reserve >= action + operation,
+        "the reserve covers one stalled record"
+    );
+    let worker = std::time::Duration::from_secs(seconds("Worker"));
+    assert!(
+        reserve * 2 <= worker,
+        "the worker's Timeout ({worker:?}) leaves less than its reserve ({reserve:?}) for the batch"
+    );
+    for f in ["Relay", "Sweeper"] {
+        let timeout = std::time::Duration::from_secs(seconds(f));
+        assert!(
+            operation * 2 <= timeout,
+            "{f}: Timeout {timeout:?} is too close to the SDK's operation timeout {operation:?}"
+        );
     }
 }

@@ -38,7 +38,7 @@ pub struct FunctionConfig {
     pub processed_ttl_days: Option<u64>,
     /// `STM_ACTIONS`: remote action bindings (`name=lambda:fn,name2=https://…`).
     pub action_bindings: Option<String>,
-    /// `STM_ACTION_TIMEOUT_SECONDS` (default 30): the bound on one remote action call.
+    /// `STM_ACTION_TIMEOUT_SECONDS` (default 10): the bound on one remote action call.
     pub action_timeout: Duration,
     /// `STM_ACTION_MAX_RESPONSE_BYTES` (default 1 MiB): the cap on a remote action's answer.
     pub action_max_response_bytes: usize,
@@ -324,11 +324,11 @@ impl FunctionContext {
 
     /// The worker over this context's driver and queue.
     pub fn worker(&self) -> crate::worker::Worker {
-        let worker = crate::worker::Worker::new(
-            self.driver.clone(),
-            self.queue.clone(),
-            crate::worker::WorkerSettings::default(),
-        );
+        let settings = crate::worker::WorkerSettings {
+            record_reserve: crate::worker::record_reserve(self.config.action_timeout),
+            ..crate::worker::WorkerSettings::default()
+        };
+        let worker = crate::worker::Worker::new(self.driver.clone(), self.queue.clone(), settings);
         match &self.doorbell {
             Some(doorbell) => worker.with_doorbell(doorbell.clone()),
             None => worker,

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use stm_core::{engine, Event, Execution, Map, Status};
 use stm_store::{Commit, OutboxEntry};
 
-use crate::driver::{Driver, DriverError};
+use crate::driver::{check_event_size, Driver, DriverError};
 use crate::queue::{OutgoingMessage, Queue};
 use crate::relay;
 
@@ -56,137 +56,146 @@ impl Control {
         context: Option<Map>,
         execution_id: Option<&str>,
     ) -> Result<Execution, DriverError> {
-        if let Some(id) = execution_id {
-            if self.driver.store.load(id).await?.is_some() {
-                return Err(DriverError::AlreadyExists(id.to_string()));
-            }
-        }
-        let defn = self
-            .driver
-            .definitions
-            .get(definition_id)
-            .cloned()
-            .ok_or_else(|| DriverError::UnknownDefinition(definition_id.to_string()))?;
-        let mut context = context.unwrap_or_default();
-        defn.with_context_defaults(&mut context);
-        let problems = defn.context_problems(&context, true);
-        if !problems.is_empty() {
-            return Err(DriverError::Context(problems.join("; ")));
-        }
-        let id = execution_id.map_or_else(stm_core::execution::new_id, str::to_string);
-        let mut exe = Execution::new(id.clone(), defn.id.clone());
-        exe.context = context;
-        exe.stamp(self.driver.clock.now());
-        let start = Event::new("Start");
-        let commit = Commit {
-            emits: vec![(Some(id.clone()), start.clone())],
-            ..Commit::default()
-        };
-        let seqs = self.driver.store.commit(&mut exe, commit).await?;
-        let outbox: Vec<OutboxEntry> = seqs
-            .iter()
-            .map(|seq| OutboxEntry {
-                seq: *seq,
-                target_id: Some(id.clone()),
-                event: start.clone(),
-            })
-            .collect();
-        self.flush(&outbox).await;
-        Ok(exe)
+        stm_store::aws::as_function("operator", async {
+            let mut exe = self
+                .driver
+                .new_execution(definition_id, context, execution_id)
+                .await?;
+            let id = exe.id.clone();
+            exe.stamp(self.driver.clock.now());
+            let start = Event::new("Start");
+            let commit = Commit {
+                emits: vec![(Some(id.clone()), start.clone())],
+                ..Commit::default()
+            };
+            let seqs = self.driver.store.commit(&mut exe, commit).await?;
+            let outbox: Vec<OutboxEntry> = seqs
+                .iter()
+                .map(|seq| OutboxEntry {
+                    seq: *seq,
+                    target_id: Some(id.clone()),
+                    event: start.clone(),
+                })
+                .collect();
+            self.flush(&outbox).await;
+            Ok(exe)
+        })
+        .await
     }
 
     /// Publish `event` to execution `execution_id`, checked against the machine's
     /// declaration when the execution exists.
     pub async fn send(&self, execution_id: &str, event: &Event) -> Result<(), DriverError> {
-        if event.kind == "Start" {
-            return Err(DriverError::Event {
-                kind: event.kind.clone(),
-                problems: "send() refuses a Start event: use create()".into(),
-            });
-        }
-        if let Some(exe) = self.driver.store.load(execution_id).await? {
-            let defn = self.driver.definition_for(&exe)?;
-            Driver::check_event(&defn, event)?;
-            if exe.status == Status::Pending {
-                self.deliver_pending(execution_id).await?;
+        stm_store::aws::as_function("operator", async {
+            if event.kind == "Start" {
+                return Err(DriverError::Event {
+                    kind: event.kind.clone(),
+                    problems: "send() refuses a Start event: use create()".into(),
+                });
             }
-        }
-        let message = OutgoingMessage::event(execution_id, event);
-        match self
-            .queue
-            .publish_batch(std::slice::from_ref(&message))
-            .await
-            .first()
-        {
-            None => Ok(()),
-            Some(failure) => Err(DriverError::Queue(format!(
-                "{}: {}",
-                failure.code, failure.message
-            ))),
-        }
+            // before anything else (a pending Start is not published for an event that could
+            // never follow it)
+            check_event_size(execution_id, event)?;
+            if let Some(exe) = self.driver.store.load(execution_id).await? {
+                let defn = self.driver.definition_for(&exe)?;
+                Driver::check_event(&defn, event)?;
+                if exe.status == Status::Pending {
+                    self.deliver_pending(execution_id).await?;
+                }
+            }
+            let message = OutgoingMessage::event(execution_id, event);
+            match self
+                .queue
+                .publish_batch(std::slice::from_ref(&message))
+                .await
+                .first()
+            {
+                None => Ok(()),
+                Some(failure) => Err(DriverError::Queue(format!(
+                    "{}: {}",
+                    failure.code, failure.message
+                ))),
+            }
+        })
+        .await
     }
 
     /// Cancel respecting the machine: cooperative when the active state models `Cancel`,
     /// forceful otherwise (and always for a FAILED execution). Children are terminated.
     pub async fn cancel(&self, execution_id: &str, reason: Option<Map>) -> Result<(), DriverError> {
-        for _ in 0..RETRIES {
-            let mut exe = self.load(execution_id).await?;
-            if is_terminal(exe.status) {
+        stm_store::aws::as_function("operator", async {
+            for _ in 0..RETRIES {
+                let mut exe = self.load(execution_id).await?;
+                if is_terminal(exe.status) {
+                    return Ok(());
+                }
+                let cancel = Event::with_data("Cancel", reason.clone().unwrap_or_default());
+                let defn = self.driver.definition_for(&exe)?;
+                if exe.status == Status::Failed || !engine::has_cancel_handler(&defn, &exe, &cancel) {
+                    return self.force(execution_id, Status::Cancelled).await;
+                }
+                // a reason too large for SQS: refused before the CANCELLING commit, which
+                // would otherwise wait for a Cancel that can never arrive
+                check_event_size(execution_id, &cancel)?;
+                exe.status = Status::Cancelling;
+                exe.stamp(self.driver.clock.now());
+                let commit = Commit {
+                    emits: vec![(Some(exe.id.clone()), cancel.clone())],
+                    ..Commit::default()
+                };
+                let seqs = match self.driver.store.commit(&mut exe, commit).await {
+                    Ok(seqs) => seqs,
+                    Err(e) if e.is_conflict() => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                self.propagate(execution_id, Status::Cancelled).await?;
+                let outbox: Vec<OutboxEntry> = seqs
+                    .iter()
+                    .map(|seq| OutboxEntry {
+                        seq: *seq,
+                        target_id: Some(exe.id.clone()),
+                        event: cancel.clone(),
+                    })
+                    .collect();
+                self.flush(&outbox).await;
                 return Ok(());
             }
-            let cancel = Event::with_data("Cancel", reason.clone().unwrap_or_default());
-            let defn = self.driver.definition_for(&exe)?;
-            if exe.status == Status::Failed || !engine::has_cancel_handler(&defn, &exe, &cancel) {
-                return self.force(execution_id, Status::Cancelled).await;
-            }
-            exe.status = Status::Cancelling;
-            exe.stamp(self.driver.clock.now());
-            let commit = Commit {
-                emits: vec![(Some(exe.id.clone()), cancel.clone())],
-                ..Commit::default()
-            };
-            let seqs = match self.driver.store.commit(&mut exe, commit).await {
-                Ok(seqs) => seqs,
-                Err(e) if e.is_conflict() => continue,
-                Err(e) => return Err(e.into()),
-            };
-            self.propagate(execution_id, Status::Cancelled).await?;
-            let outbox: Vec<OutboxEntry> = seqs
-                .iter()
-                .map(|seq| OutboxEntry {
-                    seq: *seq,
-                    target_id: Some(exe.id.clone()),
-                    event: cancel.clone(),
-                })
-                .collect();
-            self.flush(&outbox).await;
-            return Ok(());
-        }
-        Err(DriverError::Store(stm_store::StoreError::Retryable(format!(
-            "cancel {execution_id}: still conflicting after {RETRIES} attempts"
-        ))))
+            Err(DriverError::Store(stm_store::StoreError::Retryable(format!(
+                "cancel {execution_id}: still conflicting after {RETRIES} attempts"
+            ))))
+        })
+        .await
     }
 
     /// Forceful cancel: CANCELLED now, no hooks; children follow.
     pub async fn terminate(&self, execution_id: &str) -> Result<(), DriverError> {
-        self.force(execution_id, Status::Cancelled).await
+        stm_store::aws::as_function("operator", async {
+            self.force(execution_id, Status::Cancelled).await
+        })
+        .await
     }
 
     /// RUNNING -> SUSPENDED (no-op otherwise); children follow. The backlog is kept: the
     /// worker parks its messages until `resume`.
     pub async fn suspend(&self, execution_id: &str) -> Result<(), DriverError> {
-        if self.load(execution_id).await?.status != Status::Running {
-            return Ok(());
-        }
-        self.force(execution_id, Status::Suspended).await
+        stm_store::aws::as_function("operator", async {
+            if self.load(execution_id).await?.status != Status::Running {
+                return Ok(());
+            }
+            self.force(execution_id, Status::Suspended).await
+        })
+        .await
     }
 
     /// SUSPENDED -> RUNNING (no-op otherwise); children follow.
     pub async fn resume(&self, execution_id: &str) -> Result<(), DriverError> {
-        if self.load(execution_id).await?.status != Status::Suspended {
-            return Ok(());
-        }
-        self.force(execution_id, Status::Running).await
+        stm_store::aws::as_function("operator", async {
+            if self.load(execution_id).await?.status != Status::Suspended {
+                return Ok(());
+            }
+            self.force(execution_id, Status::Running).await
+        })
+        .await
     }
 
     async fn force(&self, execution_id: &str, status: Status) -> Result<(), DriverError> {

@@ -27,7 +27,7 @@ use serde_json::json;
 use stm_store::{DueTimer, ExecutionStore};
 
 use crate::driver::DriverError;
-use crate::queue::Queue;
+use crate::queue::{sqs_message_bytes, BatchSize, Queue, MAX_MESSAGE_BYTES};
 use crate::sweeper::{fire_one, SweepSummary};
 
 /// SQS's longest per-message delay: timers due later than this are left to the sweep.
@@ -132,7 +132,7 @@ impl SqsDoorbell {
             .map_err(|e| {
                 DriverError::Config(format!(
                     "cannot create the timer doorbell queue {name}: {}",
-                    aws_sdk_sqs::error::DisplayErrorContext(e)
+                    stm_store::aws::Readable(&e)
                 ))
             })?;
         Ok(out.queue_url().unwrap_or_default().to_string())
@@ -144,14 +144,36 @@ impl Doorbell for SqsDoorbell {
     async fn ring(&self, timers: &[DueTimer], now: f64) -> usize {
         use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
         let mut failed = 0;
-        for chunk in timers.chunks(10) {
+        // requests cut by count and bytes with the event queue's rule (`BatchSize`); a
+        // doorbell is a few hundred bytes, one over SQS's message limit is not sent (the
+        // sweep fires its timer)
+        let mut chunks: Vec<Vec<(&DueTimer, String)>> = Vec::new();
+        let mut size = BatchSize::default();
+        for timer in timers {
+            let body = doorbell_body(timer);
+            let bytes = sqs_message_bytes(body.len(), false);
+            if bytes > MAX_MESSAGE_BYTES {
+                tracing::warn!(execution_id = %timer.execution_id, bytes, "a timer doorbell is too large to send; the sweep will fire the timer");
+                failed += 1;
+                continue;
+            }
+            if chunks.is_empty() || !size.admits(bytes) {
+                chunks.push(Vec::new());
+                size = BatchSize::default();
+            }
+            size.add(bytes);
+            if let Some(chunk) = chunks.last_mut() {
+                chunk.push((timer, body));
+            }
+        }
+        for chunk in chunks {
             let entries: Vec<SendMessageBatchRequestEntry> = chunk
                 .iter()
                 .enumerate()
-                .filter_map(|(i, timer)| {
+                .filter_map(|(i, (timer, body))| {
                     SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
-                        .message_body(doorbell_body(timer))
+                        .message_body(body)
                         .delay_seconds(delay_seconds(timer.fire_at, now))
                         .build()
                         .ok()
@@ -173,7 +195,7 @@ impl Doorbell for SqsDoorbell {
                     failed += out.failed().len();
                 }
                 Err(err) => {
-                    tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&err), "timer doorbells not sent; the sweep will fire the timers");
+                    tracing::warn!(error = %stm_store::aws::Readable(&err), "timer doorbells not sent; the sweep will fire the timers");
                     failed += chunk.len();
                 }
             }
@@ -243,20 +265,23 @@ pub async fn answer(
     now: &(dyn Fn() -> f64 + Send + Sync),
     summary: &mut SweepSummary,
 ) -> Result<Answered, DriverError> {
-    match store.armed_timer(&timer.execution_id, &timer.path).await? {
-        Some(fire_at) if fire_at == timer.fire_at => {}
-        _ => return Ok(Answered::Stale),
-    }
-    let early = timer.fire_at - now();
-    if early > MAX_EARLY_WAIT.as_secs_f64() {
-        return Ok(Answered::NotDue);
-    }
-    if early > 0.0 {
-        tokio::time::sleep(Duration::from_secs_f64(early)).await;
-    }
-    summary.due += 1;
-    fire_one(store, queue, timer, summary).await;
-    Ok(Answered::Handled)
+    stm_store::aws::as_function("sweeper", async {
+        match store.armed_timer(&timer.execution_id, &timer.path).await? {
+            Some(fire_at) if fire_at == timer.fire_at => {}
+            _ => return Ok(Answered::Stale),
+        }
+        let early = timer.fire_at - now();
+        if early > MAX_EARLY_WAIT.as_secs_f64() {
+            return Ok(Answered::NotDue);
+        }
+        if early > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(early)).await;
+        }
+        summary.due += 1;
+        fire_one(store, queue, timer, summary).await;
+        Ok(Answered::Handled)
+    })
+    .await
 }
 
 /// The sweeper's handler for a batch of doorbells (its SQS trigger). A record that could
@@ -268,37 +293,40 @@ pub async fn handle_doorbells(
     event: &SqsEvent,
     now: &(dyn Fn() -> f64 + Send + Sync),
 ) -> (SqsBatchResponse, SweepSummary) {
-    let mut response = SqsBatchResponse::default();
-    let mut summary = SweepSummary::default();
-    let mut stale = 0usize;
-    for record in &event.records {
-        let id = record.message_id.clone().unwrap_or_default();
-        let timer = match parse_doorbell(record.body.as_deref().unwrap_or_default()) {
-            Ok(timer) => timer,
-            Err(why) => {
-                tracing::error!(message_id = %id, reason = %why, "malformed timer doorbell dropped (the sweep fires armed timers)");
-                continue;
-            }
-        };
-        let failed_before = summary.failed;
-        match answer(store, queue, &timer, now, &mut summary).await {
-            Ok(Answered::Handled) if summary.failed == failed_before => {}
-            Ok(Answered::Stale) => stale += 1,
-            Ok(_) | Err(_) => {
-                let mut failure = BatchItemFailure::default();
-                failure.item_identifier = id;
-                response.batch_item_failures.push(failure);
+    stm_store::aws::as_function("sweeper", async {
+        let mut response = SqsBatchResponse::default();
+        let mut summary = SweepSummary::default();
+        let mut stale = 0usize;
+        for record in &event.records {
+            let id = record.message_id.clone().unwrap_or_default();
+            let timer = match parse_doorbell(record.body.as_deref().unwrap_or_default()) {
+                Ok(timer) => timer,
+                Err(why) => {
+                    tracing::error!(message_id = %id, reason = %why, "malformed timer doorbell dropped (the sweep fires armed timers)");
+                    continue;
+                }
+            };
+            let failed_before = summary.failed;
+            match answer(store, queue, &timer, now, &mut summary).await {
+                Ok(Answered::Handled) if summary.failed == failed_before => {}
+                Ok(Answered::Stale) => stale += 1,
+                Ok(_) | Err(_) => {
+                    let mut failure = BatchItemFailure::default();
+                    failure.item_identifier = id;
+                    response.batch_item_failures.push(failure);
+                }
             }
         }
-    }
-    tracing::info!(
-        doorbells = event.records.len(),
-        fired = summary.fired,
-        stale,
-        failed = response.batch_item_failures.len(),
-        "timer doorbells"
-    );
-    (response, summary)
+        tracing::info!(
+            doorbells = event.records.len(),
+            fired = summary.fired,
+            stale,
+            failed = response.batch_item_failures.len(),
+            "timer doorbells"
+        );
+        (response, summary)
+    })
+    .await
 }
 
 #[cfg(test)]

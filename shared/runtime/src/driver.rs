@@ -19,6 +19,7 @@ use stm_core::{Definition, Event, Execution, Map, Status, Value};
 use stm_store::{Commit, ExecutionStore, OutboxEntry, SpawnEntry, SpawnIntent, StoreError, TimerOp};
 
 use crate::actions::{ActionInput, ActionRegistry};
+use crate::queue::{event_message_bytes, spawn_message_bytes, MAX_MESSAGE_BYTES};
 
 /// Seconds since the epoch, as harel's `time.time`.
 pub trait Clock: Send + Sync {
@@ -129,6 +130,15 @@ pub enum DriverError {
     /// The process is misconfigured (environment, definitions, bindings).
     #[error("configuration error: {0}")]
     Config(String),
+    /// An execution id SQS would refuse as a message group id (the message says which
+    /// rule it breaks): such an execution could never receive an event.
+    #[error("{0}")]
+    InvalidId(String),
+    /// A message SQS would refuse for its size (over [`MAX_MESSAGE_BYTES`], body and
+    /// attributes): what it was, its size and what to do. Deterministic: the same input
+    /// gives it again, so retrying never helps.
+    #[error("{0}")]
+    MessageTooLarge(String),
 }
 
 impl DriverError {
@@ -149,8 +159,64 @@ impl DriverError {
             DriverError::Engine(_) => "AssertionError",
             DriverError::Queue(_) => "TransportError",
             DriverError::Config(_) => "ValueError",
+            DriverError::InvalidId(_) => "ValueError",
+            DriverError::MessageTooLarge(_) => "MessageTooLarge",
         }
     }
+}
+
+/// Refuse an execution id SQS would refuse as a message group id (`MessageGroupId` is
+/// the execution id), before anything is written: the rule is `stm_core::ids`'.
+pub fn check_execution_id(id: &str) -> Result<(), DriverError> {
+    match stm_core::ids::execution_id_error(id) {
+        Some(text) => Err(DriverError::InvalidId(text)),
+        None => Ok(()),
+    }
+}
+
+/// What to tell the user about a message too large for SQS.
+fn too_large(what: &str, bytes: usize) -> DriverError {
+    DriverError::MessageTooLarge(format!(
+        "{what} would be a {bytes}-byte SQS message (body and attributes); SQS takes at most \
+         {MAX_MESSAGE_BYTES} bytes, so it could never be delivered: keep large data out of \
+         events and contexts passed to children (store it elsewhere and pass a reference)"
+    ))
+}
+
+/// Refuse an event whose message would be too large for SQS (`kind` and `target` name it).
+pub fn check_event_size(target: &str, event: &Event) -> Result<(), DriverError> {
+    let bytes = event_message_bytes(event);
+    if bytes > MAX_MESSAGE_BYTES {
+        return Err(too_large(
+            &format!("the event {:?} (id {:?}) to {target:?}", event.kind, event.id),
+            bytes,
+        ));
+    }
+    Ok(())
+}
+
+/// The first of a step's messages (its emits and spawn intents, as the queue will carry
+/// them) that SQS would refuse for its size. An emit without a target is never sent.
+fn check_step_messages(
+    execution_id: &str,
+    emits: &[(Option<String>, Event)],
+    spawns: &[SpawnIntent],
+) -> Result<(), DriverError> {
+    for (to, event) in emits {
+        if let Some(target) = to {
+            check_event_size(target, event)?;
+        }
+    }
+    for spawn in spawns {
+        let bytes = spawn_message_bytes(execution_id, &spawn.child_id, &spawn.root_path, &spawn.context);
+        if bytes > MAX_MESSAGE_BYTES {
+            return Err(too_large(
+                &format!("the spawn intent of child {:?} (its context)", spawn.child_id),
+                bytes,
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The idempotency keys of one step's actions: `{execution}:{event id|start}:{i}:{action}`.
@@ -388,8 +454,27 @@ impl Driver {
     ) -> Result<StepReport, DriverError> {
         let defn = self.definition_for(exe)?;
         let from_path = exe.active_path.clone();
+        // the step may have to be undone (below); a clone is cheap next to the commit's
+        // serialization of the same execution
+        let before = exe.clone();
         let mut keys = ActionKeys::new(&exe.id, event.map_or("start", |e| e.id.as_str()));
-        let collected = self.drive(&defn, exe, event, &mut keys, None)?;
+        let mut collected = self.drive(&defn, exe, event, &mut keys, None)?;
+        if let Err(err) = check_step_messages(&exe.id, &collected.emits, &collected.spawns) {
+            // A message SQS can never take: retrying the event gives it again. As harel
+            // fails an execution on an error nothing handles (its default policy: the
+            // FAILED record is the dead letter, not an endless retry), the step is undone
+            // (no message, no spawn, no timer, the state and context as before it) and
+            // the execution fails where it was, with the event marked processed.
+            let text = format!("{}: {err}", err.python_type());
+            tracing::warn!(execution_id = %exe.id, error = %text, "a step's message is too large for SQS; failing execution");
+            *exe = before;
+            exe.status = Status::Failed;
+            exe.error = Some(text);
+            collected = Collected {
+                actions: collected.actions,
+                ..Collected::default()
+            };
+        }
         let now = self.clock.now();
         let trace = self
             .trace
@@ -429,6 +514,13 @@ impl Driver {
         region_ids: &[String],
     ) -> Result<StepReport, DriverError> {
         let defn = self.definition_for(exe)?;
+        // Refused before anything is written. The event reached us through SQS, so it
+        // fits unless our serialization of it is larger than the sender's (a harel body
+        // without the null time fields, within a few bytes of the limit): rare, and the
+        // same each time, so the worker should not retry it (see `DriverError::MessageTooLarge`).
+        if let Some(first) = region_ids.first() {
+            check_event_size(first, event)?;
+        }
         let now = self.clock.now();
         let mut timers = Vec::new();
         if let Some(delay) = engine::ttl_delay(&defn, exe) {
@@ -619,14 +711,18 @@ impl Driver {
 
     // --- the embedded (inline) runner: harel's DurableRunner ---------------------
 
-    /// Create, start and persist a new execution; deliver what it enqueued inline.
-    pub async fn create(
+    /// A new, not yet stored execution of `definition_id`: its id checked (the SQS message
+    /// group id of everything sent to it: an id SQS refuses would make an execution that
+    /// never starts, on every runner alike) and free, its context defaulted and checked
+    /// against the machine's schema. Both `create`s start from it.
+    pub async fn new_execution(
         &self,
         definition_id: &str,
         context: Option<Map>,
         execution_id: Option<&str>,
     ) -> Result<Execution, DriverError> {
         if let Some(id) = execution_id {
+            check_execution_id(id)?;
             if self.store.load(id).await?.is_some() {
                 return Err(DriverError::AlreadyExists(id.to_string()));
             }
@@ -643,8 +739,20 @@ impl Driver {
             return Err(DriverError::Context(problems.join("; ")));
         }
         let id = execution_id.map_or_else(stm_core::execution::new_id, str::to_string);
-        let mut exe = Execution::new(id.clone(), defn.id.clone());
+        let mut exe = Execution::new(id, defn.id.clone());
         exe.context = context;
+        Ok(exe)
+    }
+
+    /// Create, start and persist a new execution; deliver what it enqueued inline.
+    pub async fn create(
+        &self,
+        definition_id: &str,
+        context: Option<Map>,
+        execution_id: Option<&str>,
+    ) -> Result<Execution, DriverError> {
+        let mut exe = self.new_execution(definition_id, context, execution_id).await?;
+        let id = exe.id.clone();
         self.run_step(&mut exe, None).await?;
         self.flush_inline().await?;
         self.store

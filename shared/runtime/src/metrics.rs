@@ -188,9 +188,9 @@ impl MetricSet {
     }
 
     /// Print the set on stdout (where Lambda's log capture reads it) stamped now; nothing
-    /// when it has no metric.
+    /// when it has no metric, or when [`enabled`] says no.
     pub fn emit(&self) {
-        if self.is_empty() {
+        if self.is_empty() || !enabled() {
             return;
         }
         let now = std::time::SystemTime::now()
@@ -203,6 +203,17 @@ impl MetricSet {
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
+}
+
+/// Whether metric lines are written: `STM_METRICS=1` or `0` decides; unset, only on Lambda
+/// (`AWS_LAMBDA_FUNCTION_NAME` is set), so tests and local runs print none (their output
+/// stays readable: a test log was mostly metric JSON).
+pub fn enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| match std::env::var("STM_METRICS") {
+        Ok(v) => matches!(v.trim(), "1" | "true" | "on" | "yes"),
+        Err(_) => std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some(),
+    })
 }
 
 #[cfg(test)]

@@ -32,6 +32,127 @@ pub const SPAWN_KIND: &str = "spawn";
 /// `SendMessageBatch` takes at most this many entries.
 pub const MAX_BATCH: usize = 10;
 
+/// The largest message SQS takes (body + message attributes), in bytes: 1 MiB, the
+/// largest `MaximumMessageSize` a queue can have, and the one the template and
+/// [`SqsQueue::ensure`] give the event queue and its dead-letter queue.
+pub const MAX_MESSAGE_BYTES: usize = 1_048_576;
+
+/// The largest `SendMessageBatch` payload (every entry's body + message attributes), in
+/// bytes: 1 MiB, whatever the entry count. A request over it is refused as a whole
+/// (`BatchRequestTooLong`), so ten 120 KB events must go in two requests.
+pub const MAX_BATCH_BYTES: usize = 1_048_576;
+
+/// The size SQS counts for a message with a `body_len`-byte body: the body plus, for each
+/// message attribute, its name, data type and value. The one size function: the batch
+/// chunker and the driver's check at commit both use it.
+pub fn sqs_message_bytes(body_len: usize, spawn: bool) -> usize {
+    let attributes = if spawn {
+        MESSAGE_KIND_ATTRIBUTE.len() + "String".len() + SPAWN_KIND.len()
+    } else {
+        0
+    };
+    body_len + attributes
+}
+
+/// Why SQS would refuse `message` on its own, whatever it is batched with, as SQS's error
+/// code and a message saying what to do (`None`: it is sendable). Such a message must not
+/// go into a `SendMessageBatch`: one over the batch limit fails the whole request.
+pub fn message_problem(message: &OutgoingMessage) -> Option<(&'static str, String)> {
+    if let Some(problem) = stm_core::ids::group_id_problem(&message.group_id) {
+        return Some((
+            "InvalidParameterValue",
+            format!(
+                "Value {:?} for parameter MessageGroupId is invalid: {problem}; {} (the group id is \
+                 the target execution id)",
+                message.group_id,
+                stm_core::ids::GROUP_ID_RULE
+            ),
+        ));
+    }
+    if let Some(problem) = stm_core::ids::group_id_problem(&message.deduplication_id) {
+        return Some((
+            "InvalidParameterValue",
+            format!(
+                "Value {:?} for parameter MessageDeduplicationId is invalid: {problem}; {}",
+                message.deduplication_id,
+                stm_core::ids::GROUP_ID_RULE
+            ),
+        ));
+    }
+    let bytes = message.sqs_bytes();
+    if bytes > MAX_MESSAGE_BYTES {
+        return Some((
+            "MessageTooLong",
+            format!(
+                "the message to {:?} is {bytes} bytes (body and attributes); SQS takes at most \
+                 {MAX_MESSAGE_BYTES}: it was not sent",
+                message.group_id
+            ),
+        ));
+    }
+    None
+}
+
+/// One `SendMessageBatch` request being filled: how many entries and bytes it holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchSize {
+    pub entries: usize,
+    pub bytes: usize,
+}
+
+impl BatchSize {
+    /// Whether a message of `bytes` still fits this request (at most [`MAX_BATCH`]
+    /// entries and [`MAX_BATCH_BYTES`] in all). An empty request admits any message
+    /// within [`MAX_MESSAGE_BYTES`] (which is not over the batch limit).
+    pub fn admits(&self, bytes: usize) -> bool {
+        self.entries < MAX_BATCH && self.bytes.saturating_add(bytes) <= MAX_BATCH_BYTES
+    }
+
+    pub fn add(&mut self, bytes: usize) {
+        self.entries += 1;
+        self.bytes += bytes;
+    }
+}
+
+/// How a publish of `messages` goes out: the `SendMessageBatch` requests (indexes into
+/// `messages`, in order) and the messages refused before any request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchPlan {
+    pub batches: Vec<Vec<usize>>,
+    pub refused: Vec<PublishFailure>,
+}
+
+/// Cut `messages` into `SendMessageBatch` requests by count and by bytes, keeping their
+/// order; a message SQS would refuse on its own ([`message_problem`]) is in no request
+/// and is reported refused instead. Every batch send goes through this (the relay's chunks
+/// with [`BatchSize`], the same rule).
+pub fn plan_batches(messages: &[OutgoingMessage]) -> BatchPlan {
+    let mut plan = BatchPlan::default();
+    let mut current: Vec<usize> = Vec::new();
+    let mut size = BatchSize::default();
+    for (index, message) in messages.iter().enumerate() {
+        if let Some((code, text)) = message_problem(message) {
+            plan.refused.push(PublishFailure {
+                index,
+                code: code.into(),
+                message: text,
+            });
+            continue;
+        }
+        let bytes = message.sqs_bytes();
+        if !size.admits(bytes) {
+            plan.batches.push(std::mem::take(&mut current));
+            size = BatchSize::default();
+        }
+        size.add(bytes);
+        current.push(index);
+    }
+    if !current.is_empty() {
+        plan.batches.push(current);
+    }
+    plan
+}
+
 /// One message to publish.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutgoingMessage {
@@ -58,7 +179,56 @@ fn event_body(event: &Event) -> String {
     serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string())
 }
 
+/// Counts what serde writes, so a size is known without building the string.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    let mut count = ByteCount(0);
+    // plain data into a writer that never fails: cannot fail either (and an error would
+    // only under-count what `event_body` then also could not write)
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// The SQS size of the message an event becomes ([`OutgoingMessage::outbox`],
+/// [`OutgoingMessage::event`]), without building it.
+pub fn event_message_bytes(event: &Event) -> usize {
+    sqs_message_bytes(json_len(event), false)
+}
+
+/// The SQS size of the message a spawn intent becomes ([`OutgoingMessage::spawn`]), for
+/// an intent not committed yet: its seq is counted at its widest.
+pub fn spawn_message_bytes(parent_id: &str, child_id: &str, root_path: &str, context: &Map) -> usize {
+    let body = spawn_body(i64::MIN, parent_id, child_id, root_path, context);
+    sqs_message_bytes(json_len(&body), true)
+}
+
+fn spawn_body(seq: i64, parent_id: &str, child_id: &str, root_path: &str, context: &Map) -> Value {
+    json!({
+        "seq": seq,
+        "parent_id": parent_id,
+        "child_id": child_id,
+        "root_path": root_path,
+        "context": context,
+    })
+}
+
 impl OutgoingMessage {
+    /// Its size as SQS counts it ([`sqs_message_bytes`]).
+    pub fn sqs_bytes(&self) -> usize {
+        sqs_message_bytes(self.body.len(), self.spawn)
+    }
+
     /// A committed outbox entry (`None`: an entry without a target, nothing to send).
     pub fn outbox(entry: &OutboxEntry) -> Option<Self> {
         let target = entry.target_id.as_ref()?;
@@ -72,13 +242,13 @@ impl OutgoingMessage {
 
     /// A committed spawn intent, to the child's group.
     pub fn spawn(entry: &SpawnEntry) -> Self {
-        let body = json!({
-            "seq": entry.seq,
-            "parent_id": entry.parent_id,
-            "child_id": entry.child_id,
-            "root_path": entry.root_path,
-            "context": entry.context,
-        });
+        let body = spawn_body(
+            entry.seq,
+            &entry.parent_id,
+            &entry.child_id,
+            &entry.root_path,
+            &entry.context,
+        );
         OutgoingMessage {
             group_id: entry.child_id.clone(),
             deduplication_id: deduplication_id(&["spawn", &entry.seq.to_string()]),
@@ -162,6 +332,7 @@ impl Incoming {
                 let target_id = group_id
                     .filter(|g| !g.is_empty())
                     .ok_or_else(|| Poison("an event message without a MessageGroupId".into()))?;
+                partition_key("the MessageGroupId (the target execution id)", target_id)?;
                 if let Some(problem) = event_field_problem(&fields) {
                     return Err(Poison(format!("the body is not an Event: {problem}")));
                 }
@@ -173,6 +344,8 @@ impl Incoming {
                 if event.kind.is_empty() {
                     return Err(Poison("the event kind is empty".into()));
                 }
+                // the processed table's sort key (the dedupe mark)
+                sort_key("the event id", &event.id)?;
                 Ok(Incoming::Event {
                     target_id: target_id.to_string(),
                     event,
@@ -180,6 +353,54 @@ impl Incoming {
             }
         }
     }
+}
+
+/// DynamoDB's largest partition key (an execution id: `executions`, `processed`,
+/// `timers`), in UTF-8 bytes.
+pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
+/// DynamoDB's largest sort key (an event id: the `processed` table's), in UTF-8 bytes.
+pub const MAX_SORT_KEY_BYTES: usize = 1024;
+
+/// A message field that becomes a DynamoDB partition key must fit one.
+fn partition_key(what: &str, value: &str) -> Result<(), Poison> {
+    key_problem(what, value, "partition", MAX_PARTITION_KEY_BYTES)
+}
+
+/// A message field that becomes a DynamoDB sort key must fit one.
+fn sort_key(what: &str, value: &str) -> Result<(), Poison> {
+    key_problem(what, value, "sort", MAX_SORT_KEY_BYTES)
+}
+
+/// DynamoDB refuses an empty key, or one over its limit, with a `ValidationException` on
+/// every attempt: without this check such a message is retried for hours before it
+/// reaches the dead-letter queue.
+fn key_problem(what: &str, value: &str, kind: &str, limit: usize) -> Result<(), Poison> {
+    if value.is_empty() {
+        return Err(Poison(format!(
+            "{what} is empty; DynamoDB {kind} keys cannot be empty"
+        )));
+    }
+    if value.len() > limit {
+        return Err(Poison(format!(
+            "{what} is {} bytes; DynamoDB {kind} keys take at most {} bytes",
+            thousands(value.len()),
+            thousands(limit)
+        )));
+    }
+    Ok(())
+}
+
+/// `1300` as `1,300`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The first Event field whose JSON type is wrong, named: serde's own message says what
@@ -227,13 +448,17 @@ fn parse_spawn(fields: &Map) -> Result<SpawnEntry, Poison> {
         Some(Value::Object(map)) => map.clone(),
         Some(_) => return Err(Poison("a spawn intent whose \"context\" is not an object".into())),
     };
-    Ok(SpawnEntry {
+    let entry = SpawnEntry {
         seq,
         parent_id: text("parent_id")?,
         child_id: text("child_id")?,
         root_path: text("root_path")?,
         context,
-    })
+    };
+    // both are loaded by key; the child's becomes its execution's id
+    partition_key("the spawn intent's \"child_id\"", &entry.child_id)?;
+    partition_key("the spawn intent's \"parent_id\"", &entry.parent_id)?;
+    Ok(entry)
 }
 
 /// A message a publish did not deliver: `index` into the published slice.
@@ -248,7 +473,9 @@ pub struct PublishFailure {
 /// failures, so the caller keeps those entries for a later run instead of losing them.
 #[async_trait]
 pub trait Queue: Send + Sync {
-    /// Send `messages` in order (in chunks of [`MAX_BATCH`]).
+    /// Send `messages` in order, in as few requests as SQS allows ([`plan_batches`]: at
+    /// most [`MAX_BATCH`] entries and [`MAX_BATCH_BYTES`] each). A message SQS would
+    /// refuse on its own ([`message_problem`]) is not sent and comes back as a failure.
     async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure>;
 
     /// Receive up to `max` (at most 10) messages, hiding them for `visibility_seconds`;
@@ -275,15 +502,120 @@ pub struct SqsQueue {
     url: String,
 }
 
-/// What [`SqsQueue::ensure`] created or found.
+/// What [`SqsQueue::ensure`] (or [`SqsQueue::join`]) created or found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueUrls {
     pub queue_url: String,
+    /// The dead-letter queue: the one we created, or the one a joined queue's redrive
+    /// policy names. Empty when a joined queue has no redrive policy (or its target is
+    /// not reachable with these credentials).
     pub dead_letter_url: String,
+    /// The queue existed already (harel, a template, an earlier run) and was used as it is.
+    pub joined: bool,
+    /// How a joined queue differs from what we would have created, where that does not
+    /// stop us: one line each, for the operator (also logged at info).
+    pub notes: Vec<String>,
 }
 
 fn sqs_error<E: std::fmt::Display>(operation: &str, err: E) -> DriverError {
     DriverError::Queue(format!("{operation}: {err}"))
+}
+
+/// The URL of queue `name`, `None` when there is no such queue.
+async fn existing_queue_url(client: &aws_sdk_sqs::Client, name: &str) -> Result<Option<String>, DriverError> {
+    match client.get_queue_url().queue_name(name).send().await {
+        Ok(out) => Ok(out.queue_url().map(str::to_string).filter(|u| !u.is_empty())),
+        Err(err)
+            if err
+                .as_service_error()
+                .is_some_and(|e| e.is_queue_does_not_exist()) =>
+        {
+            Ok(None)
+        }
+        Err(err) => Err(sqs_error(
+            &format!("GetQueueUrl {name}"),
+            stm_store::aws::Readable(&err),
+        )),
+    }
+}
+
+/// All the attributes of the queue at `url`.
+async fn queue_attributes(
+    client: &aws_sdk_sqs::Client,
+    url: &str,
+) -> Result<HashMap<QueueAttributeName, String>, DriverError> {
+    match client
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+    {
+        Ok(out) => Ok(out.attributes().cloned().unwrap_or_default()),
+        Err(err)
+            if err
+                .as_service_error()
+                .is_some_and(|e| e.is_queue_does_not_exist()) =>
+        {
+            Err(DriverError::Config(format!(
+                "queue {url} does not exist: create it, or pass a queue name (created if missing) \
+                 or another URL as --queue"
+            )))
+        }
+        Err(err) => Err(sqs_error(
+            &format!("GetQueueAttributes {url}"),
+            stm_store::aws::Readable(&err),
+        )),
+    }
+}
+
+/// The one attribute we cannot do without. SQS leaves `FifoQueue` out for a standard
+/// queue, which is `false`.
+fn require_fifo(name: &str, attributes: &HashMap<QueueAttributeName, String>) -> Result<(), DriverError> {
+    let fifo = attributes
+        .get(&QueueAttributeName::FifoQueue)
+        .map(String::as_str)
+        .unwrap_or("false");
+    if fifo.eq_ignore_ascii_case("true") {
+        return Ok(());
+    }
+    Err(DriverError::Config(format!(
+        "queue {name} exists but is not a FIFO queue (FifoQueue={fifo}): delete it or pass another --queue"
+    )))
+}
+
+/// A `RedrivePolicy`'s target ARN and `maxReceiveCount` (a number, or a string of one as
+/// some tools write it); what cannot be read is `None`.
+fn parse_redrive(policy: &str) -> (Option<String>, Option<i64>) {
+    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(policy) else {
+        return (None, None);
+    };
+    let target = fields
+        .get("deadLetterTargetArn")
+        .and_then(Value::as_str)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string);
+    let count = fields.get("maxReceiveCount").and_then(|c| match c {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    });
+    (target, count)
+}
+
+/// The URL of the queue `arn` names (`arn:aws:sqs:REGION:ACCOUNT:NAME`), if found.
+async fn dead_letter_url_of(client: &aws_sdk_sqs::Client, arn: &str) -> Option<String> {
+    let mut parts = arn.rsplitn(3, ':');
+    let name = parts.next().filter(|n| !n.is_empty())?;
+    let account = parts.next().filter(|a| !a.is_empty());
+    let out = client
+        .get_queue_url()
+        .queue_name(name)
+        .set_queue_owner_aws_account_id(account.map(str::to_string))
+        .send()
+        .await
+        .ok()?;
+    out.queue_url().map(str::to_string).filter(|u| !u.is_empty())
 }
 
 impl SqsQueue {
@@ -297,7 +629,11 @@ impl SqsQueue {
     /// A client for `endpoint_url` (an emulator) or real AWS (`None`).
     pub async fn client(endpoint_url: Option<&str>, region: &str) -> aws_sdk_sqs::Client {
         let config = stm_store::aws::sdk_config(endpoint_url, region).await;
-        aws_sdk_sqs::Client::new(&config)
+        let mut builder = aws_sdk_sqs::config::Builder::from(&config);
+        if let Some(tag) = stm_store::aws::function_tag() {
+            builder.push_interceptor(tag);
+        }
+        aws_sdk_sqs::Client::from_conf(builder.build())
     }
 
     pub fn url(&self) -> &str {
@@ -308,9 +644,16 @@ impl SqsQueue {
         &self.client
     }
 
-    /// Create the FIFO queue `name` (with `.fifo` added if missing) and its dead-letter
-    /// queue `{name}-dlq.fifo` if absent, the first redriving to the second after
-    /// `max_receive_count` receives. Idempotent (same attributes).
+    /// Make sure the FIFO queue `name` (with `.fifo` added if missing) exists, and return
+    /// its URL.
+    ///
+    /// An existing queue is joined as it is ([`SqsQueue::join`]): harel creates its queue
+    /// with `FifoQueue` alone, and `CreateQueue` refuses an existing name whose attributes
+    /// differ (`QueueAlreadyExists`), so asking for ours would lock us out of a queue we can
+    /// use. Only when it is missing do we create it: first its dead-letter queue
+    /// `{name}-dlq.fifo`, then the queue, redriving to it after `max_receive_count`
+    /// receives, with `visibility_seconds` and `MaximumMessageSize` [`MAX_MESSAGE_BYTES`]. Looking
+    /// first also keeps us from creating a dead-letter queue nothing redrives to.
     pub async fn ensure(
         client: &aws_sdk_sqs::Client,
         name: &str,
@@ -318,46 +661,184 @@ impl SqsQueue {
         max_receive_count: u32,
     ) -> Result<QueueUrls, DriverError> {
         let base = name.strip_suffix(".fifo").unwrap_or(name);
-        let dlq = client
+        let main_name = format!("{base}.fifo");
+        if let Some(url) = existing_queue_url(client, &main_name).await? {
+            return Self::join(client, &url, visibility_seconds, max_receive_count).await;
+        }
+        let size = MAX_MESSAGE_BYTES.to_string();
+        let dlq_name = format!("{base}-dlq.fifo");
+        let dead_letter_url = match client
             .create_queue()
-            .queue_name(format!("{base}-dlq.fifo"))
+            .queue_name(&dlq_name)
             .attributes(QueueAttributeName::FifoQueue, "true")
+            .attributes(QueueAttributeName::MaximumMessageSize, &size)
             .send()
             .await
-            .map_err(|e| {
-                sqs_error(
-                    "CreateQueue (dead-letter)",
-                    aws_sdk_sqs::error::DisplayErrorContext(e),
-                )
+        {
+            Ok(out) => out.queue_url().unwrap_or_default().to_string(),
+            // it exists with other attributes (an earlier version of ours, someone else's):
+            // any FIFO queue can be a FIFO queue's dead-letter queue
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_queue_name_exists()) => {
+                let url = existing_queue_url(client, &dlq_name).await?.ok_or_else(|| {
+                    DriverError::Queue(format!(
+                        "CreateQueue {dlq_name}: it exists, but GetQueueUrl does not find it"
+                    ))
+                })?;
+                let attributes = queue_attributes(client, &url).await?;
+                require_fifo(&dlq_name, &attributes)?;
+                url
+            }
+            Err(err) => {
+                return Err(sqs_error(
+                    &format!("CreateQueue {dlq_name}"),
+                    stm_store::aws::Readable(&err),
+                ))
+            }
+        };
+        let arn = queue_attributes(client, &dead_letter_url)
+            .await?
+            .remove(&QueueAttributeName::QueueArn)
+            .filter(|arn| !arn.is_empty())
+            .ok_or_else(|| {
+                DriverError::Queue(format!(
+                    "GetQueueAttributes {dlq_name}: no QueueArn for the redrive policy"
+                ))
             })?;
-        let dead_letter_url = dlq.queue_url().unwrap_or_default().to_string();
-        let arn = client
-            .get_queue_attributes()
-            .queue_url(&dead_letter_url)
-            .attribute_names(QueueAttributeName::QueueArn)
-            .send()
-            .await
-            .map_err(|e| sqs_error("GetQueueAttributes", aws_sdk_sqs::error::DisplayErrorContext(e)))?
-            .attributes()
-            .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-            .unwrap_or_default();
         let redrive = json!({"deadLetterTargetArn": arn, "maxReceiveCount": max_receive_count}).to_string();
-        let main = client
+        let created = client
             .create_queue()
-            .queue_name(format!("{base}.fifo"))
+            .queue_name(&main_name)
             .attributes(QueueAttributeName::FifoQueue, "true")
             .attributes(
                 QueueAttributeName::VisibilityTimeout,
                 visibility_seconds.to_string(),
             )
+            .attributes(QueueAttributeName::MaximumMessageSize, &size)
             .attributes(QueueAttributeName::RedrivePolicy, redrive)
             .send()
-            .await
-            .map_err(|e| sqs_error("CreateQueue", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .await;
+        match created {
+            Ok(out) => Ok(QueueUrls {
+                queue_url: out.queue_url().unwrap_or_default().to_string(),
+                dead_letter_url,
+                joined: false,
+                notes: Vec::new(),
+            }),
+            // someone created it between our look and our create: join theirs
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_queue_name_exists()) => {
+                let url = existing_queue_url(client, &main_name).await?.ok_or_else(|| {
+                    DriverError::Queue(format!(
+                        "CreateQueue {main_name}: it exists, but GetQueueUrl does not find it"
+                    ))
+                })?;
+                Self::join(client, &url, visibility_seconds, max_receive_count).await
+            }
+            Err(err) => Err(sqs_error(
+                &format!("CreateQueue {main_name}"),
+                stm_store::aws::Readable(&err),
+            )),
+        }
+    }
+
+    /// Use the existing queue at `url` as the event queue, changing nothing on it: check
+    /// what we cannot work without and describe what merely differs from what
+    /// [`ensure`](Self::ensure) would have created (`visibility_seconds`,
+    /// `max_receive_count`) in [`QueueUrls::notes`].
+    ///
+    /// The one requirement is `FifoQueue=true`: the worker relies on SQS keeping one
+    /// in-flight message per execution (`MessageGroupId`), and every send carries a group.
+    /// `ContentBasedDeduplication` does not matter: every send (ours and harel's) carries an
+    /// explicit `MessageDeduplicationId`. The visibility timeout does not either, since
+    /// every receive sets its own; a smaller `MaximumMessageSize`, a missing redrive policy
+    /// or another `maxReceiveCount` only change what happens to very large or failing
+    /// messages, so they are noted, not refused.
+    pub async fn join(
+        client: &aws_sdk_sqs::Client,
+        url: &str,
+        visibility_seconds: i32,
+        max_receive_count: u32,
+    ) -> Result<QueueUrls, DriverError> {
+        let attributes = queue_attributes(client, url).await?;
+        let name = attributes
+            .get(&QueueAttributeName::QueueArn)
+            .and_then(|arn| arn.rsplit(':').next())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| url.trim_end_matches('/').rsplit('/').next().unwrap_or(url))
+            .to_string();
+        require_fifo(&name, &attributes)?;
+        let get = |attr: QueueAttributeName| attributes.get(&attr).map(String::as_str);
+        let number = |attr: QueueAttributeName| get(attr).and_then(|v| v.trim().parse::<i64>().ok());
+        let mut notes = Vec::new();
+        if let Some(visibility) = number(QueueAttributeName::VisibilityTimeout) {
+            if visibility != i64::from(visibility_seconds) {
+                notes.push(format!(
+                    "queue {name} has VisibilityTimeout={visibility} s, not {visibility_seconds} s: kept \
+                     (our receives set their own visibility timeout)"
+                ));
+            }
+        }
+        if let Some(size) = number(QueueAttributeName::MaximumMessageSize) {
+            if usize::try_from(size).is_ok_and(|s| s < MAX_MESSAGE_BYTES) {
+                notes.push(format!(
+                    "queue {name} has MaximumMessageSize={size}: kept; a message over {size} bytes \
+                     (a large event or spawn context) is refused by SQS and reported as a publish failure"
+                ));
+            }
+        }
+        if let Some(delay) = number(QueueAttributeName::DelaySeconds).filter(|d| *d > 0) {
+            notes.push(format!(
+                "queue {name} has DelaySeconds={delay}: kept; every event waits {delay} s before delivery"
+            ));
+        }
+        let mut dead_letter_url = String::new();
+        match get(QueueAttributeName::RedrivePolicy).filter(|p| !p.trim().is_empty()) {
+            None => {
+                let retention = number(QueueAttributeName::MessageRetentionPeriod)
+                    .map(|s| format!("{s} s"))
+                    .unwrap_or_else(|| "its retention period".to_string());
+                notes.push(format!(
+                    "queue {name} has no redrive policy (no dead-letter queue): kept; a message \
+                     that keeps failing is retried until it expires after {retention}"
+                ));
+            }
+            Some(policy) => {
+                let (target, count) = parse_redrive(policy);
+                if let Some(count) = count.filter(|c| *c != i64::from(max_receive_count)) {
+                    notes.push(format!(
+                        "queue {name} dead-letters a message after {count} receives, not \
+                         {max_receive_count}: kept"
+                    ));
+                }
+                match target {
+                    Some(arn) => match dead_letter_url_of(client, &arn).await {
+                        Some(url) => dead_letter_url = url,
+                        None => notes.push(format!(
+                            "queue {name} redrives to {arn}, which GetQueueUrl does not find here"
+                        )),
+                    },
+                    None => notes.push(format!(
+                        "queue {name} has a RedrivePolicy without a deadLetterTargetArn: {policy}"
+                    )),
+                }
+            }
+        }
+        for note in &notes {
+            tracing::info!(queue = %url, "{note}");
+        }
         Ok(QueueUrls {
-            queue_url: main.queue_url().unwrap_or_default().to_string(),
+            queue_url: url.to_string(),
             dead_letter_url,
+            joined: true,
+            notes,
         })
+    }
+
+    /// Check that the queue at `url` is a FIFO queue (what an operator command needs of
+    /// the queue it sends to), with the same message as [`join`](Self::join).
+    pub async fn check_event_queue(client: &aws_sdk_sqs::Client, url: &str) -> Result<(), DriverError> {
+        let attributes = queue_attributes(client, url).await?;
+        let name = url.trim_end_matches('/').rsplit('/').next().unwrap_or(url);
+        require_fifo(name, &attributes)
     }
 
     /// How many messages the queue holds (visible + in flight), approximately.
@@ -370,7 +851,7 @@ impl SqsQueue {
             .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
             .send()
             .await
-            .map_err(|e| sqs_error("GetQueueAttributes", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(|e| sqs_error("GetQueueAttributes", stm_store::aws::Readable(&e)))?;
         let attrs = out.attributes();
         let get = |name: QueueAttributeName| {
             attrs
@@ -382,9 +863,11 @@ impl SqsQueue {
             + get(QueueAttributeName::ApproximateNumberOfMessagesNotVisible))
     }
 
-    async fn publish_chunk(&self, offset: usize, chunk: &[OutgoingMessage]) -> Vec<PublishFailure> {
+    /// One `SendMessageBatch` of `messages[i]` for each `i` in `chunk` (a batch of
+    /// [`plan_batches`]); failures name indexes into `messages`.
+    async fn publish_chunk(&self, messages: &[OutgoingMessage], chunk: &[usize]) -> Vec<PublishFailure> {
         let mut entries = Vec::with_capacity(chunk.len());
-        for (i, message) in chunk.iter().enumerate() {
+        for (i, message) in chunk.iter().filter_map(|&at| messages.get(at)).enumerate() {
             let mut entry = SendMessageBatchRequestEntry::builder()
                 .id(i.to_string())
                 .message_body(&message.body)
@@ -397,12 +880,12 @@ impl SqsQueue {
                     .build()
                 {
                     Ok(attr) => entry = entry.message_attributes(MESSAGE_KIND_ATTRIBUTE, attr),
-                    Err(e) => return whole_chunk_failed(offset, chunk.len(), "Build", &e.to_string()),
+                    Err(e) => return whole_chunk_failed(chunk, "Build", &e.to_string()),
                 }
             }
             match entry.build() {
                 Ok(entry) => entries.push(entry),
-                Err(e) => return whole_chunk_failed(offset, chunk.len(), "Build", &e.to_string()),
+                Err(e) => return whole_chunk_failed(chunk, "Build", &e.to_string()),
             }
         }
         let sent = self
@@ -414,16 +897,23 @@ impl SqsQueue {
             .await;
         match sent {
             Err(err) => {
-                let text = aws_sdk_sqs::error::DisplayErrorContext(&err).to_string();
+                let text = stm_store::aws::Readable(&err).to_string();
                 tracing::warn!(error = %text, messages = chunk.len(), "SendMessageBatch failed");
-                whole_chunk_failed(offset, chunk.len(), "SendMessageBatch", &text)
+                whole_chunk_failed(chunk, "SendMessageBatch", &text)
             }
             Ok(out) => out
                 .failed()
                 .iter()
                 .map(|f| PublishFailure {
                     // ids are the chunk positions we gave; an unknown one fails the first
-                    index: offset + f.id().parse::<usize>().unwrap_or(0),
+                    index: f
+                        .id()
+                        .parse::<usize>()
+                        .ok()
+                        .and_then(|at| chunk.get(at))
+                        .or(chunk.first())
+                        .copied()
+                        .unwrap_or(0),
                     code: f.code().to_string(),
                     message: f.message().unwrap_or_default().to_string(),
                 })
@@ -432,10 +922,11 @@ impl SqsQueue {
     }
 }
 
-fn whole_chunk_failed(offset: usize, len: usize, code: &str, message: &str) -> Vec<PublishFailure> {
-    (0..len)
-        .map(|i| PublishFailure {
-            index: offset + i,
+fn whole_chunk_failed(chunk: &[usize], code: &str, message: &str) -> Vec<PublishFailure> {
+    chunk
+        .iter()
+        .map(|&index| PublishFailure {
+            index,
             code: code.into(),
             message: message.into(),
         })
@@ -445,10 +936,15 @@ fn whole_chunk_failed(offset: usize, len: usize, code: &str, message: &str) -> V
 #[async_trait]
 impl Queue for SqsQueue {
     async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
-        let mut failures = Vec::new();
-        for (n, chunk) in messages.chunks(MAX_BATCH).enumerate() {
-            failures.extend(self.publish_chunk(n * MAX_BATCH, chunk).await);
+        let plan = plan_batches(messages);
+        for refused in &plan.refused {
+            tracing::error!(code = %refused.code, error = %refused.message, "message not sent: SQS would refuse it");
         }
+        let mut failures = plan.refused;
+        for chunk in &plan.batches {
+            failures.extend(self.publish_chunk(messages, chunk).await);
+        }
+        failures.sort_by_key(|f| f.index);
         failures
     }
 
@@ -467,9 +963,16 @@ impl Queue for SqsQueue {
             .wait_time_seconds(wait_seconds)
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .message_attribute_names("All")
+            .customize()
+            // a long poll waits longer than any other call is allowed to take
+            .config_override(aws_sdk_sqs::config::Builder::default().timeout_config(
+                stm_store::aws::long_poll_timeout(std::time::Duration::from_secs(
+                    u64::try_from(wait_seconds.max(0)).unwrap_or(0),
+                )),
+            ))
             .send()
             .await
-            .map_err(|e| sqs_error("ReceiveMessage", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(|e| sqs_error("ReceiveMessage", stm_store::aws::Readable(&e)))?;
         Ok(out
             .messages()
             .iter()
@@ -513,7 +1016,7 @@ impl Queue for SqsQueue {
             .receipt_handle(receipt_handle)
             .send()
             .await
-            .map_err(|e| sqs_error("DeleteMessage", aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            .map_err(|e| sqs_error("DeleteMessage", stm_store::aws::Readable(&e)))?;
         Ok(())
     }
 
@@ -525,12 +1028,7 @@ impl Queue for SqsQueue {
             .visibility_timeout(seconds)
             .send()
             .await
-            .map_err(|e| {
-                sqs_error(
-                    "ChangeMessageVisibility",
-                    aws_sdk_sqs::error::DisplayErrorContext(e),
-                )
-            })?;
+            .map_err(|e| sqs_error("ChangeMessageVisibility", stm_store::aws::Readable(&e)))?;
         Ok(())
     }
 }
@@ -557,11 +1055,17 @@ struct MemoryInner {
     /// Publishes to fail (per message), for tests.
     fail_next: usize,
     published: u64,
+    /// Each `publish_batch` call's entries and bytes, for tests: a caller that means one
+    /// call to be one `SendMessageBatch` (the relay) must keep within SQS's limits.
+    publish_calls: Vec<BatchSize>,
 }
 
 /// An in-memory SQS FIFO queue with the semantics the worker relies on: per-group order,
 /// one receiver per group while any of its messages is in flight, visibility timeouts,
 /// the 5-minute deduplication window, and a dead-letter list after `max_receive_count`.
+/// It refuses what SQS refuses of one message ([`message_problem`]: a group or
+/// deduplication id outside SQS's rule, a message over 1 MiB), so tests over memory catch
+/// what would fail on AWS.
 pub struct MemoryQueue {
     inner: Mutex<MemoryInner>,
     max_receive_count: u32,
@@ -614,6 +1118,12 @@ impl MemoryQueue {
     pub fn published(&self) -> u64 {
         self.lock().published
     }
+
+    /// The entries and bytes ([`OutgoingMessage::sqs_bytes`]) of every `publish_batch`
+    /// call so far, oldest first.
+    pub fn publish_calls(&self) -> Vec<BatchSize> {
+        self.lock().publish_calls.clone()
+    }
 }
 
 #[async_trait]
@@ -624,8 +1134,22 @@ impl Queue for MemoryQueue {
         inner
             .recent
             .retain(|_, at| now.duration_since(*at) < DEDUP_WINDOW);
+        let mut call = BatchSize::default();
+        for message in messages {
+            call.add(message.sqs_bytes());
+        }
+        inner.publish_calls.push(call);
         let mut failures = Vec::new();
         for (index, message) in messages.iter().enumerate() {
+            if let Some((code, text)) = message_problem(message) {
+                // what SQS answers for this message alone (`InvalidParameterValue`...)
+                failures.push(PublishFailure {
+                    index,
+                    code: code.into(),
+                    message: text,
+                });
+                continue;
+            }
             if inner.fail_next > 0 {
                 inner.fail_next -= 1;
                 failures.push(PublishFailure {
@@ -758,6 +1282,145 @@ impl Queue for MemoryQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event message to `group` whose body is about `bytes` long.
+    fn sized(group: &str, n: usize, bytes: usize) -> OutgoingMessage {
+        let mut data = Map::new();
+        data.insert("blob".into(), Value::from("x".repeat(bytes)));
+        OutgoingMessage::event(group, &Event::with_data("Big", data).with_id(format!("big{n}")))
+    }
+
+    #[test]
+    fn batches_are_cut_by_bytes_as_well_as_count_in_order() {
+        let messages: Vec<OutgoingMessage> = (0..11).map(|n| sized("g", n, 120_000)).collect();
+        let plan = plan_batches(&messages);
+        assert!(plan.refused.is_empty());
+        // 8 x ~120 KB fit 1 MiB, the 9th would not
+        assert_eq!(plan.batches.iter().map(Vec::len).collect::<Vec<_>>(), [8, 3]);
+        let flat: Vec<usize> = plan.batches.concat();
+        assert_eq!(flat, (0..11).collect::<Vec<_>>(), "order kept");
+        for batch in &plan.batches {
+            let bytes: usize = batch.iter().map(|&i| messages[i].sqs_bytes()).sum();
+            assert!(
+                batch.len() <= MAX_BATCH && bytes <= MAX_BATCH_BYTES,
+                "{} entries, {bytes} bytes",
+                batch.len()
+            );
+        }
+        // small messages still go ten at a time
+        let small: Vec<OutgoingMessage> = (0..25).map(|n| sized("g", n, 10)).collect();
+        assert_eq!(
+            plan_batches(&small)
+                .batches
+                .iter()
+                .map(Vec::len)
+                .collect::<Vec<_>>(),
+            [10, 10, 5]
+        );
+    }
+
+    #[test]
+    fn a_message_sqs_would_refuse_is_in_no_batch() {
+        let messages = vec![
+            sized("g", 0, 100),
+            sized("g", 1, MAX_MESSAGE_BYTES),
+            sized("a b", 2, 100),
+            sized("g", 3, 100),
+        ];
+        let plan = plan_batches(&messages);
+        assert_eq!(plan.batches, [vec![0, 3]]);
+        let refused: Vec<(usize, &str)> = plan.refused.iter().map(|f| (f.index, f.code.as_str())).collect();
+        assert_eq!(refused, [(1, "MessageTooLong"), (2, "InvalidParameterValue")]);
+        assert!(
+            plan.refused[1].message.contains("MessageGroupId"),
+            "{:?}",
+            plan.refused[1]
+        );
+        // a message of exactly the limit is sendable, alone
+        let body_len = MAX_MESSAGE_BYTES - sized("g", 9, 0).sqs_bytes();
+        let exact = sized("g", 9, body_len);
+        assert_eq!(exact.sqs_bytes(), MAX_MESSAGE_BYTES);
+        assert_eq!(plan_batches(&[exact.clone(), exact]).batches, [vec![0], vec![1]]);
+    }
+
+    #[test]
+    fn sizes_count_body_and_attributes_as_sqs_does() {
+        let event = Event::new("E").with_id("e1");
+        let message = OutgoingMessage::event("g", &event);
+        assert_eq!(message.sqs_bytes(), message.body.len());
+        assert_eq!(event_message_bytes(&event), message.sqs_bytes());
+        let entry = SpawnEntry {
+            seq: 7,
+            parent_id: "p".into(),
+            child_id: "p:A:0".into(),
+            root_path: "Main.A".into(),
+            context: Map::new(),
+        };
+        let spawn = OutgoingMessage::spawn(&entry);
+        // stm_kind + String + spawn
+        assert_eq!(spawn.sqs_bytes(), spawn.body.len() + 8 + 6 + 5);
+        // before the commit the seq is unknown: counted at its widest, never under
+        let estimate = spawn_message_bytes("p", "p:A:0", "Main.A", &Map::new());
+        assert!(estimate >= spawn.sqs_bytes() && estimate <= spawn.sqs_bytes() + 20);
+    }
+
+    #[test]
+    fn derived_deduplication_ids_obey_the_group_id_rule_whatever_they_derive_from() {
+        // a timer's identity holds the state path, an event's id is the sender's: hashed,
+        // they are 64 hex digits however long or non-ASCII the parts are
+        let long = "Größe.Ünïcode path ".repeat(40);
+        let event = Event::new("E").with_id(long.clone());
+        let entry = SpawnEntry {
+            seq: i64::MAX,
+            parent_id: long.clone(),
+            child_id: long.clone(),
+            root_path: long.clone(),
+            context: Map::new(),
+        };
+        let outbox = OutboxEntry {
+            seq: i64::MIN,
+            target_id: Some("t".into()),
+            event: event.clone(),
+        };
+        let ids = [
+            OutgoingMessage::timeout("exe", &long, 1.5).deduplication_id,
+            OutgoingMessage::event(&long, &event).deduplication_id,
+            OutgoingMessage::spawn(&entry).deduplication_id,
+            OutgoingMessage::outbox(&outbox)
+                .map(|m| m.deduplication_id)
+                .unwrap_or_default(),
+        ];
+        for id in ids {
+            assert!(stm_core::ids::valid_group_id(&id) && id.len() == 64, "{id}");
+        }
+    }
+
+    #[tokio::test]
+    async fn memory_queue_refuses_what_sqs_refuses() {
+        let q = MemoryQueue::new(3);
+        let failures = q
+            .publish_batch(&[
+                msg("ok", 1),
+                msg("a b", 2),
+                sized("ok", 3, MAX_MESSAGE_BYTES),
+                msg(&"x".repeat(129), 4),
+            ])
+            .await;
+        let codes: Vec<(usize, &str)> = failures.iter().map(|f| (f.index, f.code.as_str())).collect();
+        assert_eq!(
+            codes,
+            [
+                (1, "InvalidParameterValue"),
+                (2, "MessageTooLong"),
+                (3, "InvalidParameterValue")
+            ]
+        );
+        assert_eq!(q.len(), 1);
+        let calls = q.publish_calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].entries, 4);
+        assert!(calls[0].bytes > MAX_MESSAGE_BYTES, "{calls:?}");
+    }
 
     fn msg(group: &str, n: u32) -> OutgoingMessage {
         OutgoingMessage::event(group, &Event::new(format!("E{n}")).with_id(format!("e{n}")))

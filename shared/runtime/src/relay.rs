@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use stm_store::{ExecutionStore, OutboxEntry, SpawnEntry};
 
 use crate::driver::DriverError;
-use crate::queue::{OutgoingMessage, Queue, MAX_BATCH};
+use crate::queue::{message_problem, BatchSize, OutgoingMessage, Queue, MAX_BATCH};
 
 /// What one delivery did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -69,17 +69,39 @@ pub async fn deliver(
     let mut blocked: HashSet<String> = HashSet::new();
     let mut rest = pending.into_iter().peekable();
     while rest.peek().is_some() {
+        // one chunk is one SendMessageBatch (the queue's own cut, `plan_batches`, keeps it
+        // whole), so a failure in it holds back the rest of its group: by count and bytes
         let mut chunk: Vec<(OutgoingMessage, Ackable)> = Vec::with_capacity(MAX_BATCH);
-        while chunk.len() < MAX_BATCH {
-            let Some((message, ackable)) = rest.next() else {
-                break;
-            };
+        let mut size = BatchSize::default();
+        while let Some((message, _)) = rest.peek() {
             if blocked.contains(&message.group_id) {
+                rest.next();
                 summary.failed += 1;
                 summary.remaining += 1;
                 continue;
             }
-            chunk.push((message, ackable));
+            if let Some((code, problem)) = message_problem(message) {
+                // SQS would refuse it whatever we do (the driver refuses such messages at
+                // commit; this one predates that or came from elsewhere): it stays pending,
+                // loudly, and its group's later entries wait behind it to keep their order
+                tracing::error!(
+                    group_id = %message.group_id, %code, error = %problem,
+                    "a pending entry can never be published; it stays pending and holds back its group"
+                );
+                blocked.insert(message.group_id.clone());
+                rest.next();
+                summary.failed += 1;
+                summary.remaining += 1;
+                continue;
+            }
+            let bytes = message.sqs_bytes();
+            if !size.admits(bytes) {
+                break;
+            }
+            size.add(bytes);
+            if let Some(entry) = rest.next() {
+                chunk.push(entry);
+            }
         }
         if chunk.is_empty() {
             continue;
@@ -132,22 +154,25 @@ pub async fn relay_pending(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
 ) -> Result<RelaySummary, DriverError> {
-    let mut spawns = store.pending_spawns().await?;
-    let mut outbox = store.pending_outbox().await?;
-    spawns.sort_by_key(|s| s.seq);
-    outbox.sort_by_key(|o| o.seq);
-    let mut summary = RelaySummary::default();
-    summary.add(&deliver(store, queue, &spawns, &outbox).await);
-    if summary.forwarded > 0 || summary.failed > 0 {
-        tracing::info!(
-            forwarded = summary.forwarded,
-            failed = summary.failed,
-            unacked = summary.unacked,
-            remaining = summary.remaining,
-            "relay run"
-        );
-    }
-    Ok(summary)
+    stm_store::aws::as_function("relay", async {
+        let mut spawns = store.pending_spawns().await?;
+        let mut outbox = store.pending_outbox().await?;
+        spawns.sort_by_key(|s| s.seq);
+        outbox.sort_by_key(|o| o.seq);
+        let mut summary = RelaySummary::default();
+        summary.add(&deliver(store, queue, &spawns, &outbox).await);
+        if summary.forwarded > 0 || summary.failed > 0 {
+            tracing::info!(
+                forwarded = summary.forwarded,
+                failed = summary.failed,
+                unacked = summary.unacked,
+                remaining = summary.remaining,
+                "relay run"
+            );
+        }
+        Ok(summary)
+    })
+    .await
 }
 
 /// The relay function's handler: a scheduled (EventBridge) invocation runs one relay pass.

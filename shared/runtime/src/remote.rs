@@ -39,8 +39,10 @@ use stm_core::{Event, Map};
 use crate::actions::{ActionInput, ActionRegistry};
 use crate::driver::DriverError;
 
-/// The default time a remote action may take, end to end.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default time a remote action may take, end to end. With the SDK's operation timeout
+/// it makes the worker's per-record reserve (`worker::record_reserve`), which must fit
+/// inside the worker's function timeout with room for the batch's other records.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default cap on a remote action's response body (a context bigger than a
 /// DynamoDB item, 400 KB, could not be committed anyway).
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -391,7 +393,7 @@ impl Clients {
                     format!(
                         "{} could not be invoked: {}",
                         target(),
-                        aws_sdk_lambda::error::DisplayErrorContext(&e)
+                        stm_store::aws::Readable(&e)
                     ),
                 )
             })?;

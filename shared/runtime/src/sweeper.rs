@@ -35,25 +35,28 @@ pub async fn sweep(
     queue: &dyn Queue,
     now: f64,
 ) -> Result<SweepSummary, DriverError> {
-    let due = store.due_timers(now).await?;
-    let mut summary = SweepSummary {
-        due: due.len(),
-        ..SweepSummary::default()
-    };
-    for timer in &due {
-        fire_one(store, queue, timer, &mut summary).await;
-    }
-    if summary.due > 0 {
-        tracing::info!(
-            due = summary.due,
-            fired = summary.fired,
-            suspended = summary.suspended,
-            orphaned = summary.orphaned,
-            failed = summary.failed,
-            "sweep"
-        );
-    }
-    Ok(summary)
+    stm_store::aws::as_function("sweeper", async {
+        let due = store.due_timers(now).await?;
+        let mut summary = SweepSummary {
+            due: due.len(),
+            ..SweepSummary::default()
+        };
+        for timer in &due {
+            fire_one(store, queue, timer, &mut summary).await;
+        }
+        if summary.due > 0 {
+            tracing::info!(
+                due = summary.due,
+                fired = summary.fired,
+                suspended = summary.suspended,
+                orphaned = summary.orphaned,
+                failed = summary.failed,
+                "sweep"
+            );
+        }
+        Ok(summary)
+    })
+    .await
 }
 
 /// Fire one due timer: its `Timeout` on the execution's group, then the guarded delete.

@@ -16,14 +16,44 @@
 //! entries and acks them; a publish failure there is logged, not a record failure (the
 //! commit is durable and the scheduled relay delivers it).
 //!
-//! Failures: a poison message, a lost CAS (`StoreConflict`), a throttled or failing store
-//! and a definition this worker does not have are failed records. Once one record fails,
-//! it and every later record are reported, so FIFO order within a group never breaks.
-//! A conflict, a throttle and the records never attempted are released at once
-//! (visibility 0) for a quick retry; a poison message keeps the queue's visibility
-//! timeout, and SQS moves it to the dead-letter queue after `maxReceiveCount`.
+//! **The batch rule** (Powertools' `SqsFifoPartialProcessor` with `skip_group_on_error`).
+//! A poison message, a lost CAS (`StoreConflict`), a throttled or failing store and a
+//! definition this worker does not have are failed records. Once a record fails, it and
+//! every later record of *its message group* are reported (the later ones as
+//! [`Failed::Skipped`], never attempted), so FIFO order within a group never breaks; the
+//! records of other groups go on being processed, because SQS FIFO orders messages only
+//! within a group, and reporting them too would only make them age toward the
+//! dead-letter queue behind failures that are not theirs. The set of failed groups is a
+//! local of one [`Worker::handle_batch_until`] call, never state of the worker: kept
+//! across invocations it would hold back a group whose failure was already redelivered
+//! (the bug of Powertools TypeScript issue 3673). A record without a `MessageGroupId`
+//! counts as the group `""` (only a foreign producer or a standard queue sends one; an
+//! event without a group is poison anyway).
+//!
+//! **Release.** A reported record is hidden for a time chosen by why it failed
+//! (`ChangeMessageVisibility`), and every receive counts toward the queue's
+//! `maxReceiveCount` (100 in the template), after which SQS dead-letters it; see
+//! [`release_seconds`]:
+//! - a throttle, a store fault or an error: `retry_seconds` doubling with the receive
+//!   count up to `retry_max_seconds` (1 s to 5 min: 100 receives take ~7.7 h, so a
+//!   sustained throttle is ridden out instead of dead-lettered within minutes);
+//! - a lost CAS: at once for its first [`QUICK_CONFLICT_RECEIVES`] receives (someone else
+//!   moved the execution; the retry usually wins), then the same back-off;
+//! - `SUSPENDED`: the park back-off (5 s to 15 min); a poison message: 10 s;
+//! - a skipped record: the delay of the failed record of its group (FIFO cannot hand it
+//!   out before that record anyway; released at once it would only burn a receive);
+//! - a record not started for lack of time ([`Failed::OutOfTime`]): at once.
+//!
+//! **The invocation deadline.** [`Worker::handle_batch_until`] checks the time left before
+//! each record (but the first, so every invocation makes progress): below
+//! `WorkerSettings::record_reserve` it stops, and the records left are reported as
+//! [`Failed::OutOfTime`] and released at once. One slow record then costs only the records
+//! behind it a redelivery, instead of timing out the invocation, whose committed records
+//! would all be redelivered (as duplicates) with the rest.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use stm_core::{Event, Execution, Status};
@@ -46,6 +76,15 @@ pub struct WorkerSettings {
     pub suspend_recheck_max_seconds: i32,
     /// How long a poison message is hidden between its receives.
     pub poison_retry_seconds: i32,
+    /// How long a record that failed for a transient reason (a throttle, a store fault)
+    /// or an error is first hidden; each further receive doubles it, up to
+    /// `retry_max_seconds`. 0 retries at once.
+    pub retry_seconds: i32,
+    /// The longest such a record is hidden at a time (SQS allows 12 hours).
+    pub retry_max_seconds: i32,
+    /// The invocation time kept for one record: with less left before the deadline, no
+    /// further record is started ([`Failed::OutOfTime`]).
+    pub record_reserve: Duration,
 }
 
 impl Default for WorkerSettings {
@@ -55,9 +94,28 @@ impl Default for WorkerSettings {
             suspend_recheck_seconds: 5,
             suspend_recheck_max_seconds: 900,
             poison_retry_seconds: 10,
+            retry_seconds: 1,
+            retry_max_seconds: 300,
+            // one record's worst case without a slow remote action: the load (one
+            // BatchGetItem), the commit (one TransactWriteItems) and the inline flush (a
+            record_reserve: record_reserve(crate::remote::DEFAULT_TIMEOUT),
         }
     }
 }
+
+/// The time one more record may need at worst: one remote action running into its
+/// `action_timeout`, plus one store or queue call running into the SDK's operation timeout.
+/// A typical record takes milliseconds; the reserve is for the one that stalls, so it can
+/// still finish (and its commit be acknowledged) before Lambda's deadline.
+/// `shared/deploytest/tests/template.rs` checks it fits inside the worker's timeout.
+pub fn record_reserve(action_timeout: Duration) -> Duration {
+    action_timeout + stm_store::aws::OPERATION_TIMEOUT
+}
+
+/// A lost CAS is retried at once on this many receives before it backs off like a
+/// throttle: the execution moved under us and the next attempt, on the new version,
+/// usually wins; only a lasting contention needs the back-off.
+pub const QUICK_CONFLICT_RECEIVES: u32 = 3;
 
 /// One SQS record, whatever delivered it (the Lambda event source or the local poller).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -134,8 +192,13 @@ pub enum Failed {
     /// Anything else (an unknown definition, a store or engine error): redelivered, and
     /// dead-lettered if it keeps failing.
     Error(String),
-    /// Not attempted because an earlier record of the batch failed.
+    /// Not attempted because an earlier record of its message group failed in this
+    /// batch; released with that record's delay.
     Skipped,
+    /// Not attempted because the invocation's deadline was too near
+    /// (`WorkerSettings::record_reserve`); released at once. Nothing is wrong with the
+    /// record itself, but the receive counts toward `maxReceiveCount`.
+    OutOfTime,
 }
 
 /// The outcome of one batch, record by record.
@@ -160,7 +223,7 @@ impl BatchOutcome {
                 }
                 Ok(_) => skipped += 1.0,
                 Err(Failed::Conflict(_)) => conflicts += 1.0,
-                Err(Failed::Skipped | Failed::Parked) => skipped += 1.0,
+                Err(Failed::Skipped | Failed::Parked | Failed::OutOfTime) => skipped += 1.0,
                 Err(_) => failures += 1.0,
             }
         }
@@ -224,10 +287,22 @@ impl Worker {
         }
     }
 
-    /// The Lambda handler's body: an SQS event in, the partial-batch response out.
+    /// The Lambda handler's body without a deadline: an SQS event in, the partial-batch
+    /// response out.
     pub async fn handle_sqs_event(&self, event: SqsEvent) -> SqsBatchResponse {
+        self.handle_sqs_event_until(event, None).await
+    }
+
+    /// The Lambda handler's body: an SQS event in, the partial-batch response out; no
+    /// record is started with less than `record_reserve` left before `deadline` (the
+    /// invocation's, [`deadline_from_epoch_millis`]).
+    pub async fn handle_sqs_event_until(
+        &self,
+        event: SqsEvent,
+        deadline: Option<Instant>,
+    ) -> SqsBatchResponse {
         let records: Vec<Record> = event.records.iter().map(Record::from_sqs).collect();
-        let outcome = self.handle_batch(&records).await;
+        let outcome = self.handle_batch_until(&records, deadline).await;
         outcome.metrics().emit();
         let mut response = SqsBatchResponse::default();
         for id in outcome.failed_ids() {
@@ -238,47 +313,69 @@ impl Worker {
         response
     }
 
-    /// Handle `records` in order under the FIFO batch rule.
+    /// Handle `records` in order under the FIFO batch rule, with no deadline.
     pub async fn handle_batch(&self, records: &[Record]) -> BatchOutcome {
-        let mut outcome = BatchOutcome::default();
-        let mut failed = false;
-        for record in records {
-            let result = if failed {
-                Err(Failed::Skipped)
-            } else {
-                self.handle_record(record, &mut outcome.flushed).await
-            };
-            if let Err(why) = &result {
-                if !failed {
-                    log_failure(record, why);
-                }
-                failed = true;
-                self.release(record, why).await;
-            }
-            outcome.records.push((record.message_id.clone(), result));
-        }
-        outcome
+        self.handle_batch_until(records, None).await
     }
 
-    /// Make a failed record visible again as its failure warrants (best effort: if this
-    /// fails, the queue's visibility timeout does the same, later).
-    ///
-    /// A parked message backs off exponentially with its receive count: every receive
-    /// counts toward the queue's `maxReceiveCount`, so a fixed 5 s recheck would
-    /// dead-letter a suspended execution's events within a minute. 5 s doubling to 15 min
-    /// spends ~100 receives a day. A poison message can never succeed: it comes back
-    /// every 10 s, so it reaches the dead-letter queue in ~17 min at the default
-    /// `maxReceiveCount` (100); not at once, because the records behind it in the batch
-    /// (skipped, released at once) must be received without it, or they would age with
-    /// it. Any other error is retried after 1 s, doubling to a minute: soon for a
-    /// transient fault, ~1.5 h of retries for a lasting one.
-    async fn release(&self, record: &Record, why: &Failed) {
-        let seconds = match why {
-            Failed::Parked => park_seconds(&self.settings, record.receive_count),
-            Failed::Error(_) => backoff_seconds(1, 60, record.receive_count),
-            Failed::Poison(_) => self.settings.poison_retry_seconds,
-            Failed::Conflict(_) | Failed::Retryable(_) | Failed::Skipped => 0,
-        };
+    /// Handle `records` in order under the FIFO batch rule (module docs): a failure holds
+    /// back only the later records of its own group; and once less than
+    /// `record_reserve` is left before `deadline`, the records not started yet are
+    /// reported [`Failed::OutOfTime`].
+    pub async fn handle_batch_until(&self, records: &[Record], deadline: Option<Instant>) -> BatchOutcome {
+        stm_store::aws::as_function("worker", async {
+            let mut outcome = BatchOutcome::default();
+            // group -> the delay its failed record was released with. A local: it must die
+            // with this invocation (Powertools TypeScript issue 3673 kept it in the processor
+            // and held back the next invocation's records of a once-failed group)
+            let mut failed_groups: HashMap<&str, i32> = HashMap::new();
+            let mut out_of_time = false;
+            for (index, record) in records.iter().enumerate() {
+                let group = record.group_id.as_deref().unwrap_or("");
+                let result = if let Some(&seconds) = failed_groups.get(group) {
+                    tracing::debug!(message_id = %record.message_id, group_id = %group, "an earlier record of its group failed; skipped");
+                    self.release(record, seconds).await;
+                    Err(Failed::Skipped)
+                } else if out_of_time || (index > 0 && self.too_late(deadline)) {
+                    if !out_of_time {
+                        out_of_time = true;
+                        let left =
+                            deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
+                        tracing::warn!(
+                            left_ms = left.as_millis() as u64,
+                            reserve_ms = self.settings.record_reserve.as_millis() as u64,
+                            not_started = records.len() - index,
+                            "the invocation deadline is near: the records not started yet are released for redelivery"
+                        );
+                    }
+                    self.release(record, 0).await;
+                    Err(Failed::OutOfTime)
+                } else {
+                    let result = self.handle_record(record, &mut outcome.flushed).await;
+                    if let Err(why) = &result {
+                        log_failure(record, why);
+                        let seconds = release_seconds(&self.settings, why, record.receive_count);
+                        failed_groups.insert(group, seconds);
+                        self.release(record, seconds).await;
+                    }
+                    result
+                };
+                outcome.records.push((record.message_id.clone(), result));
+            }
+            outcome
+        })
+        .await
+    }
+
+    /// Less than one record's reserve left before `deadline`.
+    fn too_late(&self, deadline: Option<Instant>) -> bool {
+        deadline.is_some_and(|d| d.saturating_duration_since(Instant::now()) < self.settings.record_reserve)
+    }
+
+    /// Hide a failed record for `seconds` ([`release_seconds`]; 0 makes it visible again
+    /// at once). Best effort: if this fails, the queue's visibility timeout does the
+    /// same, later.
+    async fn release(&self, record: &Record, seconds: i32) {
         let Some(receipt) = record.receipt_handle.as_deref().filter(|r| !r.is_empty()) else {
             return;
         };
@@ -492,6 +589,55 @@ pub fn park_seconds(settings: &WorkerSettings, receive_count: u32) -> i32 {
     )
 }
 
+/// How long a transient failure (or an error) on its `receive_count`-th receive is hidden.
+pub fn retry_seconds(settings: &WorkerSettings, receive_count: u32) -> i32 {
+    backoff_seconds(settings.retry_seconds, settings.retry_max_seconds, receive_count)
+}
+
+/// How long a record that failed with `why` on its `receive_count`-th receive stays hidden.
+///
+/// Every receive counts toward the queue's `maxReceiveCount` (template default 100), so a
+/// delay that does not grow turns a lasting condition into a dead letter within minutes:
+/// - a parked message (`SUSPENDED`) backs off from 5 s doubling to 15 min: ~100 receives
+///   a day;
+/// - a throttle, a transient store fault or an error backs off from `retry_seconds` (1 s)
+///   doubling to `retry_max_seconds` (5 min): soon for a passing fault, ~7.7 h for 100
+///   receives of a lasting one (a sustained throttle is ridden out);
+/// - a lost CAS is retried at once on its first [`QUICK_CONFLICT_RECEIVES`] receives,
+///   then backs off the same way;
+/// - a poison message can never succeed: it comes back every 10 s, so it reaches the
+///   dead-letter queue in ~17 min at 100 receives, without spinning the function;
+/// - a record not started for lack of time comes back at once.
+///
+/// A skipped record is not decided here: it takes the delay of the failed record of its
+/// group (it cannot be received before that one); on its own it would get 0.
+pub fn release_seconds(settings: &WorkerSettings, why: &Failed, receive_count: u32) -> i32 {
+    match why {
+        Failed::Parked => park_seconds(settings, receive_count),
+        Failed::Retryable(_) | Failed::Error(_) => retry_seconds(settings, receive_count),
+        Failed::Conflict(_) if receive_count <= QUICK_CONFLICT_RECEIVES => 0,
+        Failed::Conflict(_) => retry_seconds(settings, receive_count - QUICK_CONFLICT_RECEIVES),
+        Failed::Poison(_) => settings.poison_retry_seconds,
+        Failed::Skipped | Failed::OutOfTime => 0,
+    }
+}
+
+/// The invocation deadline Lambda gives as milliseconds since the epoch
+/// (`LambdaEvent::context.deadline`), as an [`Instant`] on this machine's clock; `None`
+/// for 0 (no deadline known, as in a hand-built context). A deadline already past is now.
+pub fn deadline_from_epoch_millis(millis: u64) -> Option<Instant> {
+    if millis == 0 {
+        return None;
+    }
+    let deadline = UNIX_EPOCH.checked_add(Duration::from_millis(millis))?;
+    let now = Instant::now();
+    match deadline.duration_since(SystemTime::now()) {
+        // a deadline beyond what an Instant can hold is no deadline at all
+        Ok(left) => now.checked_add(left),
+        Err(_) => Some(now),
+    }
+}
+
 /// `base * 2^(receive_count - 1)`, at most `cap` (and never past SQS's 12 hours).
 fn backoff_seconds(base: i32, cap: i32, receive_count: u32) -> i32 {
     let base = i64::from(base.max(0));
@@ -521,6 +667,10 @@ fn classify(err: DriverError) -> Failed {
     match err {
         DriverError::Store(StoreError::Conflict { .. }) => Failed::Conflict(err.to_string()),
         DriverError::Store(StoreError::Retryable(_)) => Failed::Retryable(err.to_string()),
+        // the same input gives the same refusal every time: retrying only ages the record
+        DriverError::MessageTooLarge(_) | DriverError::Store(StoreError::TooLarge(_)) => {
+            Failed::Poison(format!("{}: {err}", err.python_type()))
+        }
         other => Failed::Error(format!("{}: {other}", other.python_type())),
     }
 }
@@ -544,7 +694,7 @@ fn log_failure(record: &Record, why: &Failed) {
         Failed::Error(reason) => {
             tracing::error!(message_id = %id, group_id = %group, %reason, "record failed; redelivered")
         }
-        Failed::Skipped => {}
+        Failed::Skipped | Failed::OutOfTime => {}
     }
 }
 
@@ -565,6 +715,79 @@ mod tests {
         assert_eq!(backoff_seconds(1, 60, u32::MAX), 60);
     }
 
+    /// Bug 6: a throttled (or erroring) record was released at once, so a sustained
+    /// throttle spent the template's `maxReceiveCount` (100) within minutes and
+    /// dead-lettered it. 1 s doubling to 5 min makes 100 receives last ~7.7 h.
+    #[test]
+    fn transient_failures_back_off_to_five_minutes() {
+        let s = WorkerSettings::default();
+        let throttled = Failed::Retryable("ThrottlingException".into());
+        let waits: Vec<i32> = (1..=12).map(|n| release_seconds(&s, &throttled, n)).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+        let error = Failed::Error("StoreError: backend".into());
+        assert_eq!(release_seconds(&s, &error, 1), 1);
+        assert_eq!(release_seconds(&s, &error, 50), 300);
+        assert_eq!(release_seconds(&s, &throttled, u32::MAX), 300);
+        // the horizon of 100 receives: 1 + 2 + ... + 256 (511 s), then 91 x 300 s
+        let horizon =
+            |why: &Failed| -> i64 { (1..=100).map(|n| i64::from(release_seconds(&s, why, n))).sum() };
+        assert_eq!(horizon(&throttled), 27_811, "~7.7 h");
+        assert!(horizon(&error) > 7 * 3600);
+
+        // a lost CAS: at once on its first receives, then the same back-off
+        let conflict = Failed::Conflict("stale write".into());
+        let waits: Vec<i32> = (1..=6).map(|n| release_seconds(&s, &conflict, n)).collect();
+        assert_eq!(waits, [0, 0, 0, 1, 2, 4]);
+        assert_eq!(horizon(&conflict), 26_911, "~7.5 h");
+
+        // the others keep their own delays; a skipped record takes its group's (the
+        // caller's), a record not started for lack of time comes back at once
+        assert_eq!(release_seconds(&s, &Failed::Poison("x".into()), 7), 10);
+        assert_eq!(release_seconds(&s, &Failed::Parked, 3), park_seconds(&s, 3));
+        assert_eq!(release_seconds(&s, &Failed::Skipped, 9), 0);
+        assert_eq!(release_seconds(&s, &Failed::OutOfTime, 9), 0);
+
+        // 0 retries at once (what the fast test stacks use)
+        let quick = WorkerSettings {
+            retry_seconds: 0,
+            retry_max_seconds: 0,
+            ..WorkerSettings::default()
+        };
+        assert_eq!(release_seconds(&quick, &throttled, 40), 0);
+        assert_eq!(release_seconds(&quick, &conflict, 40), 0);
+    }
+
+    #[test]
+    fn the_record_reserve_covers_one_stalled_action_and_one_stalled_call() {
+        let reserve = WorkerSettings::default().record_reserve;
+        assert_eq!(
+            reserve,
+            Duration::from_secs(10) + stm_store::aws::OPERATION_TIMEOUT
+        );
+        assert_eq!(record_reserve(Duration::from_secs(3)), Duration::from_secs(15));
+    }
+
+    #[test]
+    fn the_lambda_deadline_becomes_an_instant() {
+        assert_eq!(deadline_from_epoch_millis(0), None, "no deadline known");
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
+        let before = Instant::now();
+        let deadline = deadline_from_epoch_millis(now_ms + 10_000).expect("a deadline");
+        let left = deadline.saturating_duration_since(before);
+        assert!(
+            left > Duration::from_millis(9_000) && left <= Duration::from_millis(10_100),
+            "{left:?}"
+        );
+        // already past: now (nothing more is started)
+        let past = deadline_from_epoch_millis(now_ms - 5_000).expect("a deadline");
+        assert!(past <= Instant::now() && past >= before, "{past:?}");
+        // beyond what an Instant holds: no deadline rather than a panic
+        let _ = deadline_from_epoch_millis(u64::MAX);
+    }
+
     #[test]
     fn batch_metrics_count_each_outcome_once() {
         let outcome = BatchOutcome {
@@ -579,6 +802,7 @@ mod tests {
                 ("m2".into(), Ok(Handled::Duplicate)),
                 ("m3".into(), Err(Failed::Conflict("stale".into()))),
                 ("m4".into(), Err(Failed::Skipped)),
+                ("m5".into(), Err(Failed::OutOfTime)),
             ],
             flushed: RelaySummary {
                 forwarded: 2,
@@ -588,7 +812,7 @@ mod tests {
         let doc = outcome.metrics().to_json(0);
         assert_eq!(doc["Function"], "worker");
         assert_eq!(doc["EventsProcessed"], 1.0);
-        assert_eq!(doc["EventsSkipped"], 2.0);
+        assert_eq!(doc["EventsSkipped"], 3.0);
         assert_eq!(doc["Conflicts"], 1.0);
         assert_eq!(doc["Failures"], 0.0);
         assert_eq!(doc["RelayForwarded"], 2.0);

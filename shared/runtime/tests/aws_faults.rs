@@ -67,6 +67,7 @@ use common::scenarios::{
 use common::{event, object, START};
 use serde_json::json;
 use stm_core::Event;
+use stm_runtime::queue::ReceivedMessage;
 use stm_runtime::worker::{Failed, Handled};
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, DriverError, ManualClock,
@@ -322,6 +323,29 @@ struct RunStats {
     /// The most rounds one drain took, and the time spent waiting for messages in flight.
     longest_drain: usize,
     in_flight_wait: Duration,
+    /// Per message handed to the worker: what it is, its last receive count and its last
+    /// outcome (for the report of what is stuck when a drain gives up).
+    tried: BTreeMap<String, Tried>,
+    /// Relay passes in the current drain (each tries every pending entry).
+    relay_passes: usize,
+}
+
+/// A message for the stuck report: its group and kind (or the spawn it carries).
+fn describe(message: &ReceivedMessage) -> String {
+    let body: serde_json::Value = serde_json::from_str(&message.body).unwrap_or_default();
+    let group = message.group_id.as_deref().unwrap_or("-");
+    match (body["kind"].as_str(), body["child_id"].as_str()) {
+        (Some(kind), _) => format!("{kind} {} to {group}", body["id"].as_str().unwrap_or("")),
+        (None, Some(child)) => format!("spawn of {child} (group {group})"),
+        _ => format!("a message of group {group}"),
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Tried {
+    what: String,
+    receives: u32,
+    last: String,
 }
 
 impl RunStats {
@@ -394,6 +418,11 @@ impl Harness {
                 suspend_recheck_seconds: 1,
                 suspend_recheck_max_seconds: 1,
                 poison_retry_seconds: 1,
+                // no back-off: a throttled, conflicting or failing record comes straight
+                // back, since this stack waits for redeliveries in real time
+                retry_seconds: 0,
+                retry_max_seconds: 0,
+                ..WorkerSettings::default()
             },
         );
         let control_driver = Driver::new(client_store, defs.clone(), ActionRegistry::with_builtins())
@@ -466,6 +495,13 @@ impl Harness {
         let outcome = self.worker.handle_batch(&records).await;
         self.stats.deliveries += records.len();
         for (message, (_, result)) in messages.iter().zip(&outcome.records) {
+            let tried = self.stats.tried.entry(message.message_id.clone()).or_default();
+            tried.what = describe(message);
+            tried.receives = message.receive_count;
+            tried.last = match result {
+                Ok(handled) => format!("{handled:?}"),
+                Err(why) => format!("{why:?}"),
+            };
             match result {
                 Ok(Handled::Duplicate | Handled::Spawned { created: false, .. }) => {
                     self.stats.dropped_redeliveries += 1
@@ -499,6 +535,7 @@ impl Harness {
     /// One scheduled relay run: what it moved or left (a failure counts as movement: the
     /// next round retries).
     async fn relay(&mut self) -> usize {
+        self.stats.relay_passes += 1;
         match relay::relay_pending(self.store.as_ref(), self.queue.as_ref()).await {
             Ok(summary) => {
                 self.stats.relay_left += summary.remaining;
@@ -529,6 +566,7 @@ impl Harness {
     /// Poll, relay and sweep until a full round moves nothing and no message is in flight.
     async fn drain(&mut self, what: &str) {
         let mut waited = Duration::ZERO;
+        self.stats.relay_passes = 0;
         for round in 1..=MAX_ROUNDS {
             self.stats.longest_drain = self.stats.longest_drain.max(round);
             match self.poll(what).await {
@@ -560,7 +598,105 @@ impl Harness {
             tokio::time::sleep(pause).await;
             waited += pause;
         }
-        panic!("{what}: no quiescence after {MAX_ROUNDS} rounds");
+        let report = self.stuck().await;
+        panic!("{what}: no quiescence after {MAX_ROUNDS} rounds; what is stuck:\n{report}");
+    }
+
+    /// What keeps a drain from settling, as facts: the messages still failing (their receive
+    /// counts and last outcome), the pending outbox entries and spawn intents (each tried by
+    /// every relay pass of the drain), the due timers, and the status of every execution
+    /// they name.
+    async fn stuck(&self) -> String {
+        let mut out = Vec::new();
+        let mut failing: Vec<(&String, &Tried)> = self
+            .stats
+            .tried
+            .iter()
+            .filter(|(_, t)| {
+                ![
+                    "Processed",
+                    "Broadcast",
+                    "Spawned",
+                    "Duplicate",
+                    "UnknownExecution",
+                    "Drained",
+                ]
+                .iter()
+                .any(|ok| t.last.starts_with(ok))
+            })
+            .collect();
+        failing.sort_by_key(|(_, t)| std::cmp::Reverse(t.receives));
+        out.push(format!(
+            "messages last seen failing or not processed ({}):",
+            failing.len()
+        ));
+        for (id, t) in failing.iter().take(15) {
+            out.push(format!(
+                "  {id}: {} received {} times, last {}",
+                t.what, t.receives, t.last
+            ));
+        }
+        let mut named = std::collections::BTreeSet::new();
+        match self.view_store.pending_outbox().await {
+            Ok(entries) => {
+                out.push(format!(
+                    "pending outbox entries ({}), each tried by the drain's {} relay passes:",
+                    entries.len(),
+                    self.stats.relay_passes
+                ));
+                for e in entries.iter().take(15) {
+                    let target = e.target_id.clone().unwrap_or_default();
+                    out.push(format!(
+                        "  seq {} -> {target}: {} ({})",
+                        e.seq, e.event.kind, e.event.id
+                    ));
+                    named.insert(target);
+                }
+            }
+            Err(err) => out.push(format!("pending outbox unreadable: {err}")),
+        }
+        match self.view_store.pending_spawns().await {
+            Ok(spawns) => {
+                out.push(format!("pending spawn intents ({}):", spawns.len()));
+                for sp in spawns.iter().take(15) {
+                    out.push(format!(
+                        "  seq {} {} -> {} at {}",
+                        sp.seq, sp.parent_id, sp.child_id, sp.root_path
+                    ));
+                    named.insert(sp.parent_id.clone());
+                    named.insert(sp.child_id.clone());
+                }
+            }
+            Err(err) => out.push(format!("pending spawns unreadable: {err}")),
+        }
+        match self.view_store.due_timers(self.clock.now()).await {
+            Ok(timers) => {
+                out.push(format!("due timers ({}):", timers.len()));
+                for t in timers.iter().take(15) {
+                    out.push(format!("  {} {} at {}", t.execution_id, t.path, t.fire_at));
+                    named.insert(t.execution_id.clone());
+                }
+            }
+            Err(err) => out.push(format!("due timers unreadable: {err}")),
+        }
+        out.push(format!(
+            "queue depth (visible + in flight): {}",
+            self.view.depth().await
+        ));
+        for id in named.iter().filter(|id| !id.is_empty()) {
+            match self.view_store.load(id).await {
+                Ok(Some(exe)) => out.push(format!(
+                    "  execution {id}: {} at {} (version {}, {} processed)",
+                    exe.status,
+                    exe.active_path.as_deref().unwrap_or("-"),
+                    exe.version,
+                    exe.processed_events
+                )),
+                Ok(None) => out.push(format!("  execution {id}: absent")),
+                Err(err) => out.push(format!("  execution {id}: unreadable ({err})")),
+            }
+        }
+        out.join("\n")
     }
 
     /// The client's `create`, retried until it lands.
@@ -794,6 +930,8 @@ async fn aws_faults_change_nothing() {
             );
         }
     }
+    // every path the faults drove the functions into ran under their roles
+    stm_testkit::assert_no_access_denied();
 }
 
 /// The SQS faults the proxy injects are what the Rust SDK retries: a 500 with SQS's

@@ -694,4 +694,5 @@ async fn two_workers_on_one_execution_commit_each_event_once_over_dynamodb() {
     report("moto, total", &total, started);
     assert!(total.conflicts + total.duplicates > 0, "{total:?}");
     assert!(total.spawn_existed > 0, "{total:?}");
+    stm_testkit::assert_no_access_denied();
 }

@@ -400,6 +400,8 @@ async fn lambda_action_invokes_the_function_through_the_sdk() {
 /// Lambda Invoke API here, reached by the real SDK client.)
 #[tokio::test]
 async fn a_lambda_function_error_is_an_action_error_with_its_message() {
+    // the SDK client talks to the test's server: an emulator, so dummy credentials
+    stm_testkit::emulator();
     let server = FunctionServer::start();
     let d = driver(
         &format!(

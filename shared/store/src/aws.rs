@@ -14,7 +14,9 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeTransmitInterceptorContextMut, BeforeTransmitInterceptorContextRef,
+};
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
@@ -93,6 +95,86 @@ pub async fn sdk_config(endpoint_url: Option<&str>, region: &str) -> SdkConfig {
         loader = loader.credentials_provider(Credentials::new("test", "test", None, None, "stm-emulator"));
     }
     loader.load().await
+}
+
+/// The header that names the function whose code sent a request, under an emulator only
+/// ([`as_function`]).
+pub const FUNCTION_HEADER: &str = "x-stm-function";
+
+tokio::task_local! {
+    static FUNCTION: &'static str;
+}
+
+/// Run `f` as the code of `function` (`worker`, `relay`, `sweeper`, `operator`). Under an
+/// emulator ([`emulator_mode`]) every request the SDK clients send meanwhile carries
+/// [`FUNCTION_HEADER`], and the test kit's strict layer checks it against that function's
+/// IAM role in `template.yaml`: the code itself says which role it needs, so every path
+/// any test walks is checked, even where one client serves several functions. A scope
+/// inside another keeps the outer one: the worker's inline flush runs the relay's code
+/// under the worker's role, as on Lambda. Against AWS nothing is added.
+pub async fn as_function<F: std::future::Future>(function: &'static str, f: F) -> F::Output {
+    if FUNCTION.try_with(|_| ()).is_ok() {
+        f.await
+    } else {
+        FUNCTION.scope(function, f).await
+    }
+}
+
+/// Adds [`FUNCTION_HEADER`] inside an [`as_function`] scope.
+#[derive(Debug, Clone, Copy)]
+struct FunctionTag;
+
+impl Intercept for FunctionTag {
+    fn name(&self) -> &'static str {
+        "stm-function-tag"
+    }
+
+    fn modify_before_transmit(
+        &self,
+        context: &mut BeforeTransmitInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Ok(function) = FUNCTION.try_with(|f| *f) {
+            context
+                .request_mut()
+                .headers_mut()
+                .insert(FUNCTION_HEADER, function);
+        }
+        Ok(())
+    }
+}
+
+/// The function-tag interceptor for a client's config builder: `Some` under an emulator.
+pub fn function_tag() -> Option<aws_smithy_runtime_api::client::interceptors::SharedInterceptor> {
+    emulator_mode().then(|| FunctionTag.into_shared())
+}
+
+/// An SDK error as one readable line: `Code: message` for an error AWS answered with (an
+/// `AccessDeniedException`, a `ValidationException`, ...), else the chain of causes (`dispatch
+/// failure: io: Connection refused`). Never the `Debug` dump, which is kilobytes of nested
+/// structs and says the same less clearly.
+pub struct Readable<'a, T: ?Sized>(pub &'a T);
+
+impl<T> std::fmt::Display for Readable<'_, T>
+where
+    T: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(code) = self.0.code() {
+            return match self.0.message() {
+                Some(message) => write!(f, "{code}: {message}"),
+                None => write!(f, "{code}"),
+            };
+        }
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
 }
 
 /// Counts the requests an SDK client sends, per operation name (`GetItem`,

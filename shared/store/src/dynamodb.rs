@@ -94,7 +94,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+
+use crate::aws::Readable;
+use aws_sdk_dynamodb::operation::describe_table::{DescribeTableError, DescribeTableOutput};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
@@ -432,6 +435,9 @@ impl DynamoDbStore {
     ) -> Result<Self, StoreError> {
         let config = sdk_config(endpoint_url, region).await;
         let mut builder = aws_sdk_dynamodb::config::Builder::from(&config);
+        if let Some(tag) = crate::aws::function_tag() {
+            builder.push_interceptor(tag);
+        }
         if let Some(retry) = options.sdk_retry {
             builder = builder.retry_config(retry);
         }
@@ -471,12 +477,16 @@ impl DynamoDbStore {
         )))
     }
 
-    /// Create the seven tables (and the `timers` due index) if absent (idempotent: an
-    /// existing table is fine; anything else is an error) and wait until the new ones are
-    /// `ACTIVE`. An existing `timers` table without the index is left as it is (logged):
-    /// sweeps then fall back to the full scan.
+    /// Create the seven tables (and the `timers` due index) if absent and wait until the
+    /// new ones are `ACTIVE`. An existing table (harel creates the same seven with its own
+    /// `CreateTable` calls) is joined as it is when it has the seed's key schema, and
+    /// refused with a message naming it and both schemas when it has not. An existing
+    /// `timers` table without the index is left as it is (logged, and
+    /// [`has_due_index`](Self::has_due_index) says so): sweeps then fall back to the
+    /// seed's full scan.
     pub async fn ensure_tables(&self) -> Result<(), StoreError> {
         let mut created = Vec::new();
+        let mut existing = Vec::new();
         for spec in table_specs() {
             let name = spec.table_name(&self.prefix);
             let mut req = self
@@ -525,14 +535,66 @@ impl DynamoDbStore {
             }
             match req.send().await {
                 Ok(_) => created.push(name),
-                Err(err) if err.code() == Some("ResourceInUseException") => {}
+                // there already (harel's CreateTable, the template, an earlier run): joined
+                // below if it is keyed as ours
+                Err(err) if err.code() == Some("ResourceInUseException") => existing.push(spec),
                 Err(err) => return Err(sdk_error("CreateTable", err)),
             }
         }
         for name in created {
             self.wait_active(&name).await?;
         }
-        self.detect_due_index().await
+        // An existing table is used as it is, never altered: harel's have the seed's keys
+        // and none of our additions (the due index), which are optional. Keys are not: both
+        // stores address every item by them, so a table keyed otherwise is refused by name.
+        let timers_existed = existing.iter().any(|spec| spec.name == "timers");
+        for (spec, name, out) in self.describe_tables(existing).await? {
+            let out = out.map_err(|e| sdk_error("DescribeTable", e))?;
+            check_key_schema(&spec, &name, &out)?;
+            if name == self.tables.timers {
+                self.note_due_index(&out);
+            }
+        }
+        if timers_existed {
+            Ok(())
+        } else {
+            self.detect_due_index().await
+        }
+    }
+
+    /// `DescribeTable` of each of `specs`' tables, all at once (one round trip, not one per
+    /// table), answered in `specs`' order whatever order they come back in.
+    async fn describe_tables(
+        &self,
+        specs: Vec<TableSpec>,
+    ) -> Result<
+        Vec<(
+            TableSpec,
+            String,
+            Result<DescribeTableOutput, SdkError<DescribeTableError, HttpResponse>>,
+        )>,
+        StoreError,
+    > {
+        let mut calls = tokio::task::JoinSet::new();
+        for (index, spec) in specs.into_iter().enumerate() {
+            let name = spec.table_name(&self.prefix);
+            let client = self.client.clone();
+            calls.spawn(async move {
+                let out = client.describe_table().table_name(&name).send().await;
+                (index, spec, name, out)
+            });
+        }
+        let mut answers = Vec::with_capacity(calls.len());
+        while let Some(joined) = calls.join_next().await {
+            let answer =
+                joined.map_err(|e| StoreError::Backend(format!("a DescribeTable task failed: {e}")))?;
+            answers.push(answer);
+        }
+        answers.sort_by_key(|(index, ..)| *index);
+        Ok(answers
+            .into_iter()
+            .map(|(_, spec, name, out)| (spec, name, out))
+            .collect())
     }
 
     /// Whether the `timers` table has an `ACTIVE` due index: remembered, so that sweeps of
@@ -550,7 +612,7 @@ impl DynamoDbStore {
     }
 
     /// Record, from a `DescribeTable` of `timers`, whether the due index is usable.
-    fn note_due_index(&self, out: &aws_sdk_dynamodb::operation::describe_table::DescribeTableOutput) {
+    fn note_due_index(&self, out: &DescribeTableOutput) {
         let present = out.table().is_some_and(|t| {
             t.global_secondary_indexes().iter().any(|g| {
                 g.index_name() == Some(TIMER_DUE_INDEX)
@@ -595,25 +657,8 @@ impl DynamoDbStore {
     pub async fn check_tables(&self) -> Result<(), StoreError> {
         // the seven DescribeTable calls at once: they are most of a function's cold start
         // (one round trip instead of eight in a row), and the `timers` answer doubles as
-        // the due-index check
-        let mut calls = tokio::task::JoinSet::new();
-        for (index, spec) in table_specs().into_iter().enumerate() {
-            let name = spec.table_name(&self.prefix);
-            let client = self.client.clone();
-            calls.spawn(async move {
-                let out = client.describe_table().table_name(&name).send().await;
-                (index, spec, name, out)
-            });
-        }
-        let mut answers = Vec::with_capacity(7);
-        while let Some(joined) = calls.join_next().await {
-            let answer =
-                joined.map_err(|e| StoreError::Backend(format!("a DescribeTable task failed: {e}")))?;
-            answers.push(answer);
-        }
-        // report problems in the tables' declared order, whatever order they came back in
-        answers.sort_by_key(|(index, ..)| *index);
-        for (_, spec, name, out) in answers {
+        // the due-index check; problems are reported in the tables' declared order
+        for (spec, name, out) in self.describe_tables(table_specs()).await? {
             let out = match out {
                 Ok(out) => out,
                 Err(err) if err.code() == Some("ResourceNotFoundException") => {
@@ -624,26 +669,7 @@ impl DynamoDbStore {
                 }
                 Err(err) => return Err(sdk_error("DescribeTable", err)),
             };
-            let table = out.table();
-            let keys: Vec<(String, bool)> = table
-                .map(|t| t.key_schema())
-                .unwrap_or_default()
-                .iter()
-                .map(|k| (k.attribute_name().to_string(), k.key_type() == &DdbKeyType::Hash))
-                .collect();
-            let want: Vec<(String, bool)> = spec
-                .keys()
-                .iter()
-                .enumerate()
-                .map(|(i, k)| (k.name.to_string(), i == 0))
-                .collect();
-            let mut sorted = keys.clone();
-            sorted.sort_by_key(|(_, hash)| !hash);
-            if sorted != want {
-                return Err(StoreError::Backend(format!(
-                    "table {name} has the key schema {keys:?}, expected {want:?}"
-                )));
-            }
+            check_key_schema(&spec, &name, &out)?;
             if name == self.tables.timers {
                 self.note_due_index(&out);
             }
@@ -869,7 +895,7 @@ impl DynamoDbStore {
                 Ok(_) => Attempt::Done,
                 Err(SdkError::ServiceError(se)) => match se.err() {
                     PutItemError::ConditionalCheckFailedException(e) => Attempt::Conflict(e.item().cloned()),
-                    other => classify_service("PutItem", other.code(), se.raw(), &DisplayErrorContext(other)),
+                    other => classify_service("PutItem", other.code(), se.raw(), &Readable(other)),
                 },
                 Err(err) => classify_other("PutItem", &err),
             };
@@ -925,12 +951,7 @@ impl DynamoDbStore {
                 {
                     Attempt::Conflict(None)
                 }
-                other => classify_service(
-                    "TransactWriteItems",
-                    other.code(),
-                    se.raw(),
-                    &DisplayErrorContext(other),
-                ),
+                other => classify_service("TransactWriteItems", other.code(), se.raw(), &Readable(other)),
             },
             Err(err) => classify_other("TransactWriteItems", &err),
         }
@@ -1020,9 +1041,9 @@ fn classify_service(
 
 fn classify_other<E>(op: &str, err: &SdkError<E, HttpResponse>) -> Attempt
 where
-    E: std::error::Error + 'static,
+    E: std::error::Error + ProvideErrorMetadata + 'static,
 {
-    let msg = format!("{op}: {}", DisplayErrorContext(err));
+    let msg = format!("{op}: {}", Readable(err));
     match err {
         // the request may or may not have been applied: the retry is idempotent (token)
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
@@ -1035,13 +1056,70 @@ where
     }
 }
 
+/// Refuse an existing table whose keys are not `spec`'s: the same attribute names in the
+/// same roles (partition, sort), of the same types. Both stores (ours and harel's) address
+/// every item by these keys, so a table keyed otherwise cannot be shared; the message
+/// names the table, what it has and what is needed. Other attributes and indexes are not
+/// looked at (harel's tables have none of our optional additions).
+fn check_key_schema(spec: &TableSpec, name: &str, out: &DescribeTableOutput) -> Result<(), StoreError> {
+    let table = out.table();
+    let types: HashMap<&str, &str> = table
+        .map(|t| t.attribute_definitions())
+        .unwrap_or_default()
+        .iter()
+        .map(|d| (d.attribute_name(), d.attribute_type().as_str()))
+        .collect();
+    let mut found: Vec<(String, &str, String)> = table
+        .map(|t| t.key_schema())
+        .unwrap_or_default()
+        .iter()
+        .map(|k| {
+            let role = if k.key_type() == &DdbKeyType::Hash {
+                "HASH"
+            } else {
+                "RANGE"
+            };
+            let ty = types.get(k.attribute_name()).copied().unwrap_or("?");
+            (k.attribute_name().to_string(), role, ty.to_string())
+        })
+        .collect();
+    found.sort_by_key(|(_, role, _)| *role != "HASH");
+    let want: Vec<(String, &str, String)> = spec
+        .keys()
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let role = if i == 0 { "HASH" } else { "RANGE" };
+            (k.name.to_string(), role, k.ty.as_str().to_string())
+        })
+        .collect();
+    if found == want {
+        return Ok(());
+    }
+    let show = |keys: &[(String, &str, String)]| {
+        if keys.is_empty() {
+            return "no keys".to_string();
+        }
+        keys.iter()
+            .map(|(n, role, ty)| format!("{n} ({role}, {ty})"))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    Err(StoreError::Backend(format!(
+        "table {name} exists with the key schema {} but stm and harel 0.9.0 key it by {}: \
+         delete it or use another table prefix (--prefix, STM_TABLE_PREFIX)",
+        show(&found),
+        show(&want)
+    )))
+}
+
 /// An SDK error as a [`StoreError`]: transient faults (unreachable, timeouts, throttling,
 /// 5xx) are [`StoreError::Retryable`], the rest [`StoreError::Backend`].
 fn sdk_error<E>(op: &str, err: SdkError<E, HttpResponse>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let msg = format!("{op}: {}", DisplayErrorContext(&err));
+    let msg = format!("{op}: {}", Readable(&err));
     let transient = match &err {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
         SdkError::ServiceError(se) => {

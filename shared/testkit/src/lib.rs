@@ -262,12 +262,7 @@ fn start_moto() -> Moto {
     if !answers(port, Duration::from_secs(30)) {
         fail("it does not answer HTTP");
     }
-    // the SDK clients of the code under test take static dummy credentials only when told
-    // they talk to an emulator (never merely because an endpoint is set): every test process
-    // that starts moto is one
-    if std::env::var_os("STM_EMULATOR").is_none() {
-        std::env::set_var("STM_EMULATOR", "1");
-    }
+    emulator();
     Moto {
         strict: StrictLayer::start(&endpoint),
         raw_endpoint: endpoint,
@@ -275,6 +270,32 @@ fn start_moto() -> Moto {
         log,
         _child: Mutex::new((child, stdin)),
     }
+}
+
+/// Panic when the strict layer refused any request of this process so far for IAM: a
+/// suite calls it at its end, so a path whose role lacks a grant fails the suite even where
+/// the code under test absorbed the `AccessDeniedException` as a retryable error.
+pub fn assert_no_access_denied() {
+    let refusals = moto_blocking().strict().refusals();
+    assert_eq!(
+        refusals.get("iam").copied().unwrap_or(0),
+        0,
+        "the strict layer denied requests of this suite (a role in template.yaml lacks a grant); \
+         every refusal so far: {refusals:?}"
+    );
+}
+
+/// Say that this process's SDK clients talk to emulators (`STM_EMULATOR=1`): they take
+/// static dummy credentials only then, never merely because an endpoint is set. [`moto`]
+/// calls it; a test whose clients talk to a server of its own (a fake Lambda Invoke API)
+/// calls it before building them. Set once, before any client exists, and never unset.
+pub fn emulator() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("STM_EMULATOR").is_none() {
+            std::env::set_var("STM_EMULATOR", "1");
+        }
+    });
 }
 
 /// Whether an HTTP GET on the server gets any response within `within`.

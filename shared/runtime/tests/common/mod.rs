@@ -72,6 +72,11 @@ impl Stack {
                 suspend_recheck_seconds: 1,
                 suspend_recheck_max_seconds: 1,
                 poison_retry_seconds: 1,
+                // no back-off: a throttled, conflicting or failing record comes straight
+                // back, since this stack waits for redeliveries in real time
+                retry_seconds: 0,
+                retry_max_seconds: 0,
+                ..WorkerSettings::default()
             },
         );
         let control = Control::new(driver, queue.clone());

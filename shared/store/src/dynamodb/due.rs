@@ -272,6 +272,15 @@ impl DynamoDbStore {
             .as_secs_f64()
     }
 
+    /// Whether the `timers` table had a readable due index when last looked at (at
+    /// [`ensure_tables`](Self::ensure_tables) / [`check_tables`](Self::check_tables), or a
+    /// sweep whose index query failed). `false`: every sweep is the seed's full scan of
+    /// the table, which finds every timer, ours and harel's, just at the cost of reading
+    /// all of them (a harel-made `timers` table has no index).
+    pub fn has_due_index(&self) -> bool {
+        self.full_scan_state().index_missing_until.is_none()
+    }
+
     /// Record whether the `timers` table has a readable due index (from `DescribeTable`).
     pub(super) fn set_due_index_present(&self, present: bool) {
         let until = (!present).then(|| wall_now() + self.reprobe_after());

@@ -379,16 +379,13 @@ pub fn check(operation: &str, body: &Value, schemas: &BTreeMap<String, TableSche
                 check_key(s, &body["Key"], false)?;
             }
         }
-        "Query" | "Scan" => {
-            if body["ConsistentRead"] == json!(true) {
-                if let (Some(index), Some(s)) = (body["IndexName"].as_str(), schema(schemas, table)) {
-                    if s.global_indexes.contains_key(index) {
-                        return Err(validation(
-                            "dynamodb.consistent_read.gsi",
-                            "Consistent reads are not supported on global secondary indexes",
-                        ));
-                    }
-                }
+        "Query" | "Scan" if body["ConsistentRead"] == json!(true) => {
+            let index = body["IndexName"].as_str().unwrap_or_default();
+            if schema(schemas, table).is_some_and(|s| s.global_indexes.contains_key(index)) {
+                return Err(validation(
+                    "dynamodb.consistent_read.gsi",
+                    "Consistent reads are not supported on global secondary indexes",
+                ));
             }
         }
         "BatchGetItem" => {

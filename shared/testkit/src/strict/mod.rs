@@ -18,7 +18,12 @@
 //!   reserved words used bare in any expression, `ConsistentRead` on a GSI, `BatchGetItem`
 //!   ≤ 100 keys, `BatchWriteItem` ≤ 25, `ClientRequestToken` ≤ 36 characters.
 //!
-//! Requests to other services (Lambda, moto's own API) pass through unchecked.
+//! The principal is the port's, or, on the harness port, the function the code says it runs
+//! (`x-stm-function`, set by `stm_store::aws::as_function` under an emulator): the worker's,
+//! relay's, sweeper's and operator's entry points scope themselves, so every path any suite
+//! walks is checked against the role it needs on AWS, even where a test shares one client
+//! between functions. Requests to other services (Lambda, moto's own API) pass through
+//! unchecked.
 //! Every refusal is counted by rule ([`StrictLayer::refusals`]).
 
 pub mod dynamodb;
@@ -72,6 +77,17 @@ impl Principal {
             Principal::Relay => Some("RelayRole"),
             Principal::Sweeper => Some("SweeperRole"),
             Principal::Operator => Some("OperatorPolicy"),
+        }
+    }
+
+    /// The principal whose code calls itself `function` (`stm_store::aws::as_function`).
+    pub fn of_function(function: &str) -> Option<Principal> {
+        match function {
+            "worker" => Some(Principal::Worker),
+            "relay" => Some(Principal::Relay),
+            "sweeper" => Some(Principal::Sweeper),
+            "operator" => Some(Principal::Operator),
+            _ => None,
         }
     }
 
@@ -314,6 +330,10 @@ fn arn_of(logical: &str, service: &str, body: &Value) -> String {
         None => format!("arn:aws:dynamodb:us-east-1:123456789012:table/{name} ({table})"),
     }
 }
+
+/// The header in which the code under test names its function (stm-store's
+/// `aws::FUNCTION_HEADER`; the test kit does not depend on the SDK crates).
+pub const FUNCTION_HEADER: &str = "x-stm-function";
 
 const DYNAMODB_TARGET: &str = "DynamoDB_20120810";
 const SQS_TARGET: &str = "AmazonSQS";
@@ -617,6 +637,12 @@ async fn serve(stream: tokio::net::TcpStream, principal: Principal, shared: &Sha
     let mut conn = Conn::new(stream);
     let Some(mut request) = conn.read_request().await? else {
         return Ok(());
+    };
+    // a function's own port names it; on the harness port, the code says which function it
+    // runs (stm_store::aws::as_function, under an emulator)
+    let principal = match (principal, request.header(FUNCTION_HEADER)) {
+        (Principal::Admin, Some(function)) => Principal::of_function(function).unwrap_or(Principal::Admin),
+        _ => principal,
     };
     let target = request.header("x-amz-target").unwrap_or_default().to_string();
     let (service, operation) = target.split_once('.').unwrap_or(("", ""));
