@@ -179,7 +179,7 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     eprintln!("[stm local] machines: {}", names.join(", "));
     eprintln!(
         "[stm local] relay every {}s, sweeper every {}s; Ctrl-C stops. In another shell:\n\n  \
-         export STM_ENDPOINT_URL={endpoint} STM_TABLE_PREFIX={} STM_QUEUE_URL={} STM_DEFINITIONS_DIR={}\n",
+         export STM_EMULATOR=1 STM_ENDPOINT_URL={endpoint} STM_TABLE_PREFIX={} STM_QUEUE_URL={} STM_DEFINITIONS_DIR={}\n",
         schedules.relay_every.as_secs(),
         schedules.sweep_every.as_secs(),
         dep.prefix,

@@ -236,6 +236,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Local(args) => {
+            // the local stack talks to an emulator: its clients take dummy credentials
+            // (set before any thread or client exists)
+            std::env::set_var(stm_store::aws::EMULATOR_VARIABLE, "1");
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             runtime.block_on(local::run(cli.deployment, args))?;
             Ok(ExitCode::SUCCESS)

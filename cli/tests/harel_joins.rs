@@ -110,7 +110,7 @@ impl Local {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let text = local.log_text();
-            if text.contains("export STM_ENDPOINT_URL=") {
+            if text.contains("export STM_EMULATOR=1 STM_ENDPOINT_URL=") {
                 return local;
             }
             if let Ok(Some(status)) = local.child.try_wait() {

@@ -68,7 +68,7 @@ impl Local {
         loop {
             let said = std::fs::read_to_string(&log).unwrap_or_default();
             let out = local.stm(&["list"]);
-            if said.contains("export STM_ENDPOINT_URL=") && out.status.success() {
+            if said.contains("export STM_EMULATOR=1 STM_ENDPOINT_URL=") && out.status.success() {
                 break;
             }
             assert!(

@@ -248,6 +248,8 @@ async fn run() -> Result<()> {
         let memory = resolver.string(template.function_property(function, "MemorySize")?)?;
         for (k, v) in [
             ("STM_ENDPOINT_URL", recorder.endpoint().to_string()),
+            // moto: the emulator's dummy credentials (an endpoint alone keeps the real chain)
+            ("STM_EMULATOR", "1".to_string()),
             ("AWS_REGION", REGION.to_string()),
             ("AWS_DEFAULT_REGION", REGION.to_string()),
             ("AWS_LAMBDA_FUNCTION_NAME", format!("stm-{binary}")),
