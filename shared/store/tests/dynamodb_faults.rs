@@ -336,3 +336,19 @@ async fn request_tokens_repeat_only_after_ambiguous_failures() {
         "each emit exactly once"
     );
 }
+
+/// A sweep reads sixteen shards of the due index; a throttled shard is retried with the
+/// store's backoff, so one fault no longer fails the whole sweep (with one SDK attempt per
+/// call, sustained throttling used to fail almost every sweep).
+#[tokio::test]
+async fn a_throttled_due_index_shard_is_retried_not_the_whole_sweep_failed() {
+    let (store, proxy) = store_behind_proxy(1).await;
+    proxy.fail_next("Query", 3, Fault::Throttling);
+    let (timers, stats) = store
+        .due_timers_indexed(1_700_000_000.0)
+        .await
+        .expect("the sweep survives throttled shards");
+    assert!(timers.is_empty());
+    assert_eq!(proxy.injected("Query"), 3);
+    assert_eq!(stats.requests, 16, "one answered query per shard");
+}
