@@ -277,6 +277,15 @@ impl View {
         }
     }
 
+    /// The visible messages, for the stuck report (an SQS receive with no visibility
+    /// timeout: they stay visible; their receive counts go up by one).
+    async fn peek(&self) -> Vec<ReceivedMessage> {
+        match self {
+            View::Memory(_) => Vec::new(),
+            View::Sqs { main, .. } => main.receive(10, 0, 0).await.unwrap_or_default(),
+        }
+    }
+
     async fn assert_empty(&self, what: &str) {
         match self {
             View::Memory(q) => {
@@ -683,6 +692,14 @@ impl Harness {
             "queue depth (visible + in flight): {}",
             self.view.depth().await
         ));
+        for message in self.view.peek().await {
+            out.push(format!(
+                "  queued {}: {} (received {} times)",
+                message.message_id,
+                describe(&message),
+                message.receive_count
+            ));
+        }
         for id in named.iter().filter(|id| !id.is_empty()) {
             match self.view_store.load(id).await {
                 Ok(Some(exe)) => out.push(format!(
@@ -764,6 +781,10 @@ impl Harness {
 
     /// The final state, and the checks that nothing is left behind.
     async fn outcome(&self, root: &str, sent: &[(String, String)], what: &str) -> Outcome {
+        if self.view.depth().await != 0 {
+            let report = self.stuck().await;
+            panic!("{what}: messages left after the drain settled; what is stuck:\n{report}");
+        }
         self.view.assert_empty(what).await;
         settled_outcome(self.view_store.as_ref(), root, sent, what).await
     }
