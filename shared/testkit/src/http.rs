@@ -187,8 +187,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 /// Send `request` to `upstream` (`host:port`) and return the whole response with its
 /// `Connection` header forced to `close`.
 pub async fn forward(request: &Request, upstream: &str) -> std::io::Result<Vec<u8>> {
+    exchange(&request.to_upstream_bytes(), upstream).await
+}
+
+/// Send raw request bytes to `upstream` and read the whole response (the upstream closes
+/// the connection after it), its `Connection` header forced to `close`: every proxy of the
+/// test kit answers one request per client connection.
+pub(crate) async fn exchange(request: &[u8], upstream: &str) -> std::io::Result<Vec<u8>> {
     let mut up = tokio::net::TcpStream::connect(upstream).await?;
-    up.write_all(&request.to_upstream_bytes()).await?;
+    up.write_all(request).await?;
     let mut response = Vec::new();
     up.read_to_end(&mut response).await?;
     let Some(head_end) = response.windows(4).position(|w| w == b"\r\n\r\n") else {

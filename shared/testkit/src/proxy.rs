@@ -496,28 +496,5 @@ async fn serve(mut conn: TcpStream, target: &str, state: &Mutex<State>) -> std::
 /// Send `req` upstream and return the whole response, its `Connection` header forced to
 /// `close` (the client connection ends after it).
 async fn forward(req: &Request, target: &str) -> std::io::Result<Vec<u8>> {
-    let mut up = TcpStream::connect(target).await?;
-    up.write_all(&req.bytes_for_upstream()).await?;
-    let mut resp = Vec::new();
-    up.read_to_end(&mut resp).await?;
-    let Some(head_end) = resp.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return Ok(resp);
-    };
-    let head = String::from_utf8_lossy(&resp[..head_end]).into_owned();
-    let mut out = String::new();
-    for (i, line) in head.split("\r\n").enumerate() {
-        if i > 0
-            && line
-                .split_once(':')
-                .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("connection"))
-        {
-            continue;
-        }
-        out.push_str(line);
-        out.push_str("\r\n");
-    }
-    out.push_str("Connection: close\r\n\r\n");
-    let mut bytes = out.into_bytes();
-    bytes.extend_from_slice(&resp[head_end + 4..]);
-    Ok(bytes)
+    crate::http::exchange(&req.bytes_for_upstream(), target).await
 }
