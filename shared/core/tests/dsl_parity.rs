@@ -1,7 +1,7 @@
 //! Definition parity with harel 0.9.0: every `tests/data/dsl/ok/*.stm` builds into the
 //! Definition harel builds, as dumped by `tests/data/dsl/dump_harel.py` into the golden
 //! `ok/<name>.json` (regenerate with
-//! `/work/venv/bin/python shared/core/tests/data/dsl/dump_harel.py`).
+//! `"$STM_PYTHON" shared/core/tests/data/dsl/dump_harel.py`).
 
 use std::path::{Path, PathBuf};
 

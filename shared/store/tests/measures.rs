@@ -2,7 +2,7 @@
 //! SDK interceptor, next to the seed's count, and the size of a typical execution item.
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target-store cargo test -p stm-store --test measures -- --ignored --nocapture
+//! cargo test -p stm-store --test measures -- --ignored --nocapture
 //! ```
 
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@
 //! The measure (100,000 pending timers, 10 due; printed, not asserted):
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target-store cargo test -p stm-store --test timer_sweep -- --ignored --nocapture
+//! cargo test -p stm-store --test timer_sweep -- --ignored --nocapture
 //! ```
 //!
 //! (`STM_SWEEP_PENDING=1000000` for another size.)

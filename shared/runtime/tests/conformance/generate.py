@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Regenerate the `expected` block of every conformance case from harel itself.
 
-    /work/venv/bin/python generate.py            # rewrite every cases/*.json
-    /work/venv/bin/python generate.py NAME ...   # only these cases (file stem or path)
-    /work/venv/bin/python generate.py --check    # exit 1 if any file would change
-    /work/venv/bin/python generate.py --check --execution=background
+    "$STM_PYTHON" generate.py            # rewrite every cases/*.json
+    "$STM_PYTHON" generate.py NAME ...   # only these cases (file stem or path)
+    "$STM_PYTHON" generate.py --check    # exit 1 if any file would change
+    "$STM_PYTHON" generate.py --check --execution=background
                                                  # cross-check with harel's default runner
 
 Each case names a machine (`machine`, `machine_name`), an initial context (`seed`) and a

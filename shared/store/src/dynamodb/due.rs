@@ -20,7 +20,7 @@
 //! | the seed's full scan | 9 | 100,020 | 1,939 |
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target-store cargo test -p stm-store --test timer_sweep -- --ignored --nocapture
+//! cargo test -p stm-store --test timer_sweep -- --ignored --nocapture
 //! ```
 //!
 //! # The index

@@ -1,6 +1,6 @@
 """Dump the Definitions harel 0.9.0 builds from `ok/*.stm` as canonical JSON.
 
-    /work/venv/bin/python shared/core/tests/data/dsl/dump_harel.py [--check] [FILE.stm ...]
+    "$STM_PYTHON" shared/core/tests/data/dsl/dump_harel.py [--check] [FILE.stm ...]
 
 Writes `ok/<stem>.json` next to each `.stm` (every machine of the file, each loaded
 with `definition_from_dsl_file(path, name)`); `--check` compares instead of writing.

@@ -1,6 +1,6 @@
 """Record what harel 0.9.0 reports for each malformed `err/*.stm`.
 
-    /work/venv/bin/python shared/core/tests/data/dsl/dump_harel_errors.py [--check]
+    "$STM_PYTHON" shared/core/tests/data/dsl/dump_harel_errors.py [--check]
 
 Writes `err/<stem>.json`: `{"outcome": "error", "message", "line", "column"}` for a
 `DslError` (line/column null when harel gives no position), `{"outcome": "crash",

@@ -1,6 +1,6 @@
 """Generate mutated `.stm` inputs and record what harel 0.9.0 does with each.
 
-    /work/venv/bin/python shared/core/tests/data/dsl/fuzz_harel.py OUT_DIR [SEED] [COUNT]
+    "$STM_PYTHON" shared/core/tests/data/dsl/fuzz_harel.py OUT_DIR [SEED] [COUNT]
     STM_DSL_FUZZ=OUT_DIR cargo test -p stm-core --test dsl_parity -- --ignored
 
 Each case is an `ok/*.stm` file with one to three random token- or character-level

@@ -1,6 +1,6 @@
 """Golden Execution/Event JSON written by harel 0.9.0 (pydantic `model_dump_json`).
 
-    /work/venv/bin/python gen.py      # rewrites *.json beside this file
+    "$STM_PYTHON" gen.py      # rewrites *.json beside this file
 
 Each file is one record exactly as harel serializes it; `json_golden.rs` checks that we
 read and write it back byte for byte, and that harel reads what we write.

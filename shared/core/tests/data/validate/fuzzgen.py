@@ -1,8 +1,8 @@
 """Random `.stm` machines for a differential run of our validator / renderer / parser
 against harel (not part of the committed golden cases).
 
-    /work/venv/bin/python shared/core/tests/data/validate/fuzzgen.py DIR COUNT [FIRST_SEED]
-    /work/venv/bin/python shared/core/tests/data/validate/gen.py --cases DIR
+    "$STM_PYTHON" shared/core/tests/data/validate/fuzzgen.py DIR COUNT [FIRST_SEED]
+    "$STM_PYTHON" shared/core/tests/data/validate/gen.py --cases DIR
     STM_VALIDATE_CASES=DIR cargo test -p stm-core --test validate_golden --test render_golden
 
 It writes `DIR/f<seed>.stm` and keeps those harel loads. The machines mix nested and

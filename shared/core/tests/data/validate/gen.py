@@ -20,7 +20,7 @@ several findings on one transition can depend on the string hash seed. The findi
 computed under two seeds and the script fails if they differ: keep each case free of
 such ties.
 
-Run with harel's interpreter:  /work/venv/bin/python shared/core/tests/data/validate/gen.py
+Run with harel's interpreter:  "$STM_PYTHON" shared/core/tests/data/validate/gen.py
 (`--cases DIR` works on another directory of `.stm` files; point the Rust tests at it
 with `STM_VALIDATE_CASES=DIR`.)
 """
