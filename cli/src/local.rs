@@ -8,45 +8,71 @@
 //! emulating the event source mapping (batches of up to 10, the partial-batch contract,
 //! the visibility timeout, the DLQ after maxReceiveCount), and schedules for the relay
 //! and the sweeper.
+//!
+//! One stack per queue: a port already taken stops it before moto starts, and a lock
+//! file per endpoint and queue (held with an OS file lock, so a killed process never
+//! leaves it held) keeps a second `stm local --endpoint` off a queue one is serving.
+//! Ctrl-C and SIGTERM stop it the same way: the pollers finish their batch, moto is
+//! killed, the lock file removed. The console shows one line per processed event
+//! (`console`).
 
-use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::Arc;
-use std::time::Duration;
+mod console;
 
-use anyhow::{bail, Context, Result};
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write as _};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use aws_sdk_sqs::types::QueueAttributeName;
 use clap::Args;
 use stm_runtime::eventsource::{self, EventSourceSettings, Schedules};
 use stm_runtime::queue::SqsQueue;
 use stm_runtime::{ActionRegistry, Driver, Queue, Worker, WorkerSettings};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
 
+use crate::errors::usage;
 use crate::ops::Deployment;
 
 #[derive(Args, Debug)]
 pub struct LocalArgs {
-    /// The directory of `.stm` files to run (every machine in every file).
-    #[arg(long = "machines", default_value = "examples")]
-    pub machines: PathBuf,
-    /// The port moto listens on when `stm local` starts it.
-    #[arg(long, default_value_t = 5000)]
+    /// Print the `export` line for another shell (the endpoint, prefix, queue URL and the
+    /// absolute definitions folder of the `stm local` these flags describe) and exit;
+    /// that `stm local` must be running.
+    #[arg(long = "env")]
+    pub print_env: bool,
+    /// Start from empty tables and queues: with --endpoint, delete this prefix's tables
+    /// and purge the queue, its dead-letter queue and the timer doorbell queue first (a
+    /// moto `stm local` starts itself is empty anyway).
+    #[arg(long)]
+    pub fresh: bool,
+    /// The port of the moto server `stm local` starts (without --endpoint).
+    #[arg(long, default_value_t = 5000, value_name = "N")]
     pub port: u16,
-    /// Seconds between relay runs.
-    #[arg(long, default_value_t = 5)]
+    /// Seconds between relay runs (the safety net that delivers what inline flushes
+    /// could not).
+    #[arg(long, default_value_t = 5, value_name = "SECONDS")]
     pub relay_every: u64,
-    /// Seconds between timer sweeps.
-    #[arg(long, default_value_t = 2)]
+    /// Seconds between timer sweeps (timers due within 15 minutes also get a doorbell).
+    #[arg(long, default_value_t = 2, value_name = "SECONDS")]
     pub sweep_every: u64,
-    /// The queue's visibility timeout (seconds).
-    #[arg(long, default_value_t = 30)]
+    /// The visibility timeout of a received batch, and of the queue when it is created.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     pub visibility: i32,
-    /// Receives before SQS moves a message to the dead-letter queue.
-    #[arg(long, default_value_t = 100)]
+    /// Receives before SQS moves a message to the dead-letter queue (a created queue's
+    /// redrive policy).
+    #[arg(long, default_value_t = 100, value_name = "N")]
     pub max_receive: u32,
-    /// Records per worker invocation (at most 10).
-    #[arg(long, default_value_t = 10)]
+    /// Records per worker invocation (1 to 10, the SQS FIFO limit).
+    #[arg(long, default_value_t = 10, value_name = "N")]
     pub batch_size: usize,
-    /// Record an execution trace per commit (`stm trace ID`).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    /// Record an execution trace per commit, for `stm trace ID` (`--trace false`: none).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub trace: bool,
 }
 
@@ -63,32 +89,93 @@ fn python() -> PathBuf {
 }
 
 pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
-    let _moto = match &dep.endpoint {
+    if args.batch_size == 0 || args.batch_size > 10 {
+        return Err(usage("--batch-size must be 1..=10 (SQS FIFO)"));
+    }
+    let folder = dep
+        .definitions
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("examples"));
+    let definitions_dir = std::fs::canonicalize(&folder).map_err(|e| {
+        usage(format!(
+            "the definitions folder {}: {e} (pass --definitions DIR, a folder of .stm files)",
+            folder.display()
+        ))
+    })?;
+    if args.print_env {
+        return print_env(&dep, &args, &definitions_dir).await;
+    }
+    console::init();
+    let stop = stop_on_signals()?;
+    // a signal while starting stops at once: what was started (moto, the lock) is
+    // dropped with the future, which kills moto and removes the lock file
+    let started = tokio::select! {
+        started = start(&mut dep, &args, &definitions_dir) => started?,
+        () = stopped(stop.clone()) => return Ok(()),
+    };
+    let Started { stack, moto, lock } = started;
+    let result = eventsource::run_with_doorbells(
+        stack.queue,
+        stack.worker,
+        stack.settings,
+        stack.schedules,
+        Some(stack.doorbells),
+        stop,
+    )
+    .await
+    .context("the stack");
+    drop(lock);
+    if let Some(moto) = moto {
+        moto.stop();
+    }
+    result
+}
+
+/// What the pollers run.
+struct Stack {
+    queue: Arc<dyn Queue>,
+    worker: Worker,
+    settings: EventSourceSettings,
+    schedules: Schedules,
+    doorbells: Arc<dyn Queue>,
+}
+
+struct Started {
+    stack: Stack,
+    moto: Option<Moto>,
+    lock: QueueLock,
+}
+
+/// Start moto (without `--endpoint`), take the queue's lock, empty what `--fresh` asks,
+/// make or join the tables and queues, and print what runs where.
+async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -> Result<Started> {
+    let queue_name = queue_name(&dep.queue);
+    let moto = match &dep.endpoint {
         Some(_) => None,
         None => {
             let endpoint = format!("http://127.0.0.1:{}", args.port);
-            let child = tokio::process::Command::new(python())
-                .args([
-                    "-m",
-                    "moto.server",
-                    "-H",
-                    "127.0.0.1",
-                    "-p",
-                    &args.port.to_string(),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .context("start moto (run `bash .ci/setup.sh` to install it, or pass --endpoint)")?;
-            eprintln!("[stm local] moto server on {endpoint}");
+            port_free(args.port, &endpoint, &queue_name)?;
+            let moto = Moto::start(args.port).await?;
+            eprintln!("[stm local] moto server on {endpoint} (pid {})", moto.pid());
             dep.endpoint = Some(endpoint);
-            Some(child)
+            Some(moto)
         }
     };
-    let definitions = stm_runtime::config::load_definitions_dir(&args.machines)?;
+    let endpoint = dep.endpoint.clone().unwrap_or_default();
+    let lock = QueueLock::acquire(&endpoint, &queue_name)?;
+    let definitions = stm_runtime::config::load_definitions_dir(definitions_dir)?;
     let names: Vec<String> = definitions.iter().map(|d| d.id.clone()).collect();
-    let store = dep.store(true).await?;
+    let fresh = args.fresh && moto.is_none();
+    if args.fresh && !fresh {
+        eprintln!("[stm local] --fresh: the moto started here is empty");
+    }
+    let mut store = dep.store(true).await?;
+    if fresh {
+        let removed = delete_tables(&store).await?;
+        eprintln!("[stm local] --fresh: {removed}");
+        // a new store: what the old one learnt of the tables (the due index) is stale
+        store = dep.store(true).await?;
+    }
     if !store.has_due_index() {
         // harel's CreateTable makes no index; we use its table as it is, at a cost only
         eprintln!(
@@ -101,24 +188,31 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     let client = SqsQueue::client(dep.endpoint.as_deref(), &dep.region).await;
     // a URL names a queue that exists: join it as it is; a name is joined, or created if
     // missing (an existing queue, harel's say, is never re-created with our attributes)
-    let (name, urls) = if dep.queue.starts_with("http://") || dep.queue.starts_with("https://") {
-        let name = dep
-            .queue
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or_default();
-        let urls = SqsQueue::join(&client, &dep.queue, args.visibility, args.max_receive).await?;
-        (name.to_string(), urls)
+    let urls = if is_url(&dep.queue) {
+        SqsQueue::join(&client, &dep.queue, args.visibility, args.max_receive).await?
     } else {
-        let urls = SqsQueue::ensure(&client, &dep.queue, args.visibility, args.max_receive).await?;
-        (dep.queue.clone(), urls)
+        SqsQueue::ensure(&client, &dep.queue, args.visibility, args.max_receive).await?
     };
     if urls.joined {
         eprintln!("[stm local] joined the existing queue {}", urls.queue_url);
     }
     for note in &urls.notes {
         eprintln!("[stm local] {note}");
+    }
+    // precise timers: a standard doorbell queue beside the FIFO one (as template.yaml has)
+    let doorbell_url = stm_runtime::doorbell::SqsDoorbell::ensure(
+        &client,
+        &format!("{}-timers", queue_name.trim_end_matches(".fifo")),
+    )
+    .await?;
+    if fresh {
+        let mut purged = Vec::new();
+        for url in [&urls.queue_url, &urls.dead_letter_url, &doorbell_url] {
+            if !url.is_empty() {
+                purged.push(purge(&client, url).await?);
+            }
+        }
+        eprintln!("[stm local] --fresh: purged {}", purged.join(", "));
     }
     let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(client.clone(), urls.queue_url.clone()));
     let mut actions = ActionRegistry::with_builtins();
@@ -142,21 +236,12 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     }
     stm_runtime::config::check_actions(&definitions, &actions)?;
     let driver = Driver::new(store.clone(), definitions, actions).with_trace(args.trace);
-    // precise timers: a standard doorbell queue beside the FIFO one (as template.yaml has)
-    let doorbell_url = stm_runtime::doorbell::SqsDoorbell::ensure(
-        &client,
-        &format!("{}-timers", name.trim_end_matches(".fifo")),
-    )
-    .await?;
     let doorbell = Arc::new(stm_runtime::doorbell::SqsDoorbell::new(
         client.clone(),
         doorbell_url.clone(),
     ));
     let doorbells: Arc<dyn Queue> = Arc::new(SqsQueue::new(client.clone(), doorbell_url.clone()));
     let worker = Worker::new(driver, queue.clone(), WorkerSettings::default()).with_doorbell(doorbell);
-    if args.batch_size == 0 || args.batch_size > 10 {
-        bail!("--batch-size must be 1..=10 (SQS FIFO)");
-    }
     let settings = EventSourceSettings {
         batch_size: args.batch_size,
         visibility_seconds: args.visibility,
@@ -167,7 +252,6 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
         relay_every: Duration::from_secs(args.relay_every.max(1)),
         sweep_every: Duration::from_secs(args.sweep_every.max(1)),
     };
-    let endpoint = dep.endpoint.clone().unwrap_or_default();
     let dead_letters = match urls.dead_letter_url.as_str() {
         "" => "none",
         url => url,
@@ -176,28 +260,515 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
         "[stm local] tables {}_*, queue {} (DLQ {dead_letters}), timer doorbells {doorbell_url}",
         dep.prefix, urls.queue_url
     );
-    eprintln!("[stm local] machines: {}", names.join(", "));
     eprintln!(
-        "[stm local] relay every {}s, sweeper every {}s; Ctrl-C stops. In another shell:\n\n  \
-         export STM_EMULATOR=1 STM_ENDPOINT_URL={endpoint} STM_TABLE_PREFIX={} STM_QUEUE_URL={} STM_DEFINITIONS_DIR={}\n",
+        "[stm local] machines from {}: {}",
+        definitions_dir.display(),
+        names.join(", ")
+    );
+    eprintln!(
+        "[stm local] relay every {}s, sweeper every {}s; Ctrl-C stops. In another shell \
+         (or `eval \"$(stm local --env)\"` with these flags):\n\n  {}\n",
         schedules.relay_every.as_secs(),
         schedules.sweep_every.as_secs(),
-        dep.prefix,
-        urls.queue_url,
-        args.machines.display()
+        export_line(dep, &endpoint, &urls.queue_url, definitions_dir)
     );
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let running = tokio::spawn(eventsource::run_with_doorbells(
-        queue,
-        worker,
-        settings,
-        schedules,
-        Some(doorbells),
-        stop_rx,
-    ));
-    tokio::signal::ctrl_c().await.context("wait for Ctrl-C")?;
-    eprintln!("[stm local] stopping");
-    let _ = stop_tx.send(true);
-    running.await.context("the stack task")??;
+    Ok(Started {
+        stack: Stack {
+            queue,
+            worker,
+            settings,
+            schedules,
+            doorbells,
+        },
+        moto,
+        lock,
+    })
+}
+
+/// `stm local --env`: the export line of the running `stm local` these flags describe.
+async fn print_env(dep: &Deployment, args: &LocalArgs, definitions_dir: &Path) -> Result<()> {
+    let endpoint = dep
+        .endpoint
+        .clone()
+        .unwrap_or_else(|| format!("http://127.0.0.1:{}", args.port));
+    let not_running = || {
+        anyhow!(
+            "`stm local` is not running at {endpoint} (nothing answers there): start it first, \
+             or pass the --endpoint (or --port) it uses"
+        )
+    };
+    if let Some(addr) = host_port(&endpoint) {
+        if !answers(&addr) {
+            return Err(not_running());
+        }
+    }
+    let client = SqsQueue::client(Some(&endpoint), &dep.region).await;
+    let queue_url = if is_url(&dep.queue) {
+        SqsQueue::check_event_queue(&client, &dep.queue)
+            .await
+            .with_context(|| format!("the queue {} at {endpoint}", dep.queue))?;
+        dep.queue.clone()
+    } else {
+        let name = queue_name(&dep.queue);
+        let answer = client.get_queue_url().queue_name(&name).send().await;
+        match answer {
+            Ok(out) => out.queue_url().unwrap_or_default().to_string(),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_queue_does_not_exist()) =>
+            {
+                bail!("no queue {name} at {endpoint}: is `stm local` running there with --queue {name}?")
+            }
+            Err(err) if err.as_service_error().is_none() => {
+                bail!("{} ({})", not_running(), stm_store::aws::Readable(&err))
+            }
+            Err(err) => bail!(
+                "the queue {name} at {endpoint}: {}",
+                stm_store::aws::Readable(&err)
+            ),
+        }
+    };
+    println!("{}", export_line(dep, &endpoint, &queue_url, definitions_dir));
     Ok(())
+}
+
+/// The line another shell evals to talk to this stack, exactly as it runs.
+fn export_line(dep: &Deployment, endpoint: &str, queue_url: &str, definitions_dir: &Path) -> String {
+    format!(
+        "export STM_EMULATOR=1 STM_ENDPOINT_URL={} STM_TABLE_PREFIX={} STM_QUEUE_URL={} \
+         STM_DEFINITIONS_DIR={} AWS_REGION={}",
+        shell_word(endpoint),
+        shell_word(&dep.prefix),
+        shell_word(queue_url),
+        shell_word(&definitions_dir.display().to_string()),
+        shell_word(&dep.region)
+    )
+}
+
+/// `value` as one shell word: as it is when it is plain, else single-quoted.
+fn shell_word(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c));
+    if plain {
+        value.to_string()
+    } else {
+        format!("'{}'", value.replace('\'', r"'\''"))
+    }
+}
+
+fn is_url(queue: &str) -> bool {
+    queue.starts_with("http://") || queue.starts_with("https://")
+}
+
+/// The FIFO queue's name: a URL's last segment, or the name with `.fifo` (as
+/// `SqsQueue::ensure` adds it).
+fn queue_name(queue: &str) -> String {
+    if is_url(queue) {
+        return queue
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+    }
+    format!("{}.fifo", queue.strip_suffix(".fifo").unwrap_or(queue))
+}
+
+/// `host:port` of an `http(s)://` endpoint.
+fn host_port(endpoint: &str) -> Option<String> {
+    let (scheme, rest) = endpoint.split_once("://")?;
+    let authority = rest.split('/').next()?.rsplit('@').next()?;
+    if authority.is_empty() {
+        return None;
+    }
+    let has_port = authority
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()));
+    Some(if has_port {
+        authority.to_string()
+    } else {
+        let port = if scheme == "https" { 443 } else { 80 };
+        format!("{authority}:{port}")
+    })
+}
+
+/// Whether something accepts TCP connections at `addr` (within a second per address).
+fn answers(addr: &str) -> bool {
+    addr.to_socket_addrs()
+        .is_ok_and(|mut addrs| addrs.any(|a| TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok()))
+}
+
+/// Fail at once if moto could not listen on `port`, saying what to do.
+fn port_free(port: u16, endpoint: &str, queue_name: &str) -> Result<()> {
+    let taken = match std::net::TcpListener::bind(("127.0.0.1", port)) {
+        Ok(listener) => {
+            drop(listener);
+            answers(&format!("127.0.0.1:{port}"))
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => true,
+        Err(err) => return Err(err).with_context(|| format!("check that port {port} is free")),
+    };
+    if !taken {
+        return Ok(());
+    }
+    let who = match QueueLock::holder(endpoint, queue_name) {
+        Some(pid) => format!("`stm local` pid {pid} serves {queue_name} there"),
+        None => "another `stm local`?".to_string(),
+    };
+    bail!(
+        "port {port} is taken ({who}): stop it, start this one on another port with --port N, \
+         or use that emulator with --endpoint {endpoint}"
+    )
+}
+
+/// The moto server `stm local` started: killed (and reaped) when dropped, however
+/// `stm local` ends (a signal, an error, a panic). Were `stm local` killed outright
+/// (SIGKILL), moto still goes: it exits when its stdin, a pipe only `stm local` holds,
+/// closes ([`MOTO_LAUNCHER`]).
+struct Moto {
+    child: Child,
+    _stdin: Option<std::process::ChildStdin>,
+    /// The last lines moto wrote to stderr (for the error when it fails to start).
+    tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// moto's server, exiting at the end of its stdin.
+const MOTO_LAUNCHER: &str = "\
+import os, sys, threading
+
+def watch():
+    sys.stdin.read()
+    os._exit(0)
+
+threading.Thread(target=watch, daemon=True).start()
+from moto.server import main
+main(sys.argv[1:])
+";
+
+impl Moto {
+    async fn start(port: u16) -> Result<Moto> {
+        let mut child = Command::new(python())
+            .args(["-c", MOTO_LAUNCHER, "-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("start moto (run `bash .ci/setup.sh` to install it, or pass --endpoint)")?;
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(stderr) = child.stderr.take() {
+            // drained all along (a full pipe would block moto), keeping the last lines
+            let tail = tail.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                    if tail.len() == 20 {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+            });
+        }
+        let stdin = child.stdin.take();
+        let mut moto = Moto {
+            child,
+            _stdin: stdin,
+            tail,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let addr = format!("127.0.0.1:{port}");
+        loop {
+            if let Some(status) = moto.child.try_wait().context("watch moto")? {
+                // let the reader catch the last lines
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                bail!(
+                    "moto exited at start ({status}); run `bash .ci/setup.sh` to install it, or pass \
+                     --endpoint. It said:\n{}",
+                    moto.said()
+                );
+            }
+            if answers(&addr) {
+                return Ok(moto);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "moto did not listen on {addr} within 60 s. It said:\n{}",
+                    moto.said()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn said(&self) -> String {
+        let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        tail.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One `stm local` per endpoint and queue on this machine: a file in the temp dir named
+/// after both, holding the pid of the process that serves it, under an OS lock (released
+/// by the kernel however that process ends, so a crash never leaves a stale lock). The
+/// file is removed at exit.
+struct QueueLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl QueueLock {
+    fn path(endpoint: &str, queue_name: &str) -> PathBuf {
+        let endpoint = endpoint
+            .trim_end_matches('/')
+            .to_ascii_lowercase()
+            .replace("://localhost", "://127.0.0.1");
+        let key: String = format!("{endpoint}-{queue_name}")
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        std::env::temp_dir().join(format!("stm-local-{key}.lock"))
+    }
+
+    fn acquire(endpoint: &str, queue_name: &str) -> Result<QueueLock> {
+        use std::os::unix::fs::MetadataExt;
+        let path = Self::path(endpoint, queue_name);
+        loop {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .with_context(|| format!("open the lock file {}", path.display()))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let pid = std::fs::read_to_string(&path).unwrap_or_default();
+                    let who = match pid.trim() {
+                        "" => "another `stm local`".to_string(),
+                        pid => format!("another `stm local` (pid {pid})"),
+                    };
+                    bail!(
+                        "{who} is serving the queue {queue_name} at {endpoint}: stop it first, or \
+                         give this one its own --queue (and --prefix)"
+                    );
+                }
+                Err(std::fs::TryLockError::Error(err)) => {
+                    return Err(err).with_context(|| format!("lock {}", path.display()))
+                }
+            }
+            // the holder before us may have removed the file between our open and our
+            // lock: then we hold a lock on a file nobody else will see; open again
+            let same = match (std::fs::metadata(&path), file.metadata()) {
+                (Ok(on_disk), Ok(ours)) => on_disk.ino() == ours.ino() && on_disk.dev() == ours.dev(),
+                _ => false,
+            };
+            if !same {
+                continue;
+            }
+            file.set_len(0)
+                .and_then(|()| write!(file, "{}", std::process::id()))
+                .and_then(|()| file.flush())
+                .with_context(|| format!("write {}", path.display()))?;
+            return Ok(QueueLock { path, _file: file });
+        }
+    }
+
+    /// The pid of the `stm local` serving `queue_name` at `endpoint`, if one does.
+    fn holder(endpoint: &str, queue_name: &str) -> Option<String> {
+        let path = Self::path(endpoint, queue_name);
+        let file = File::open(&path).ok()?;
+        match file.try_lock_shared() {
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let pid = std::fs::read_to_string(&path).ok()?;
+                Some(pid.trim().to_string()).filter(|p| !p.is_empty())
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Drop for QueueLock {
+    fn drop(&mut self) {
+        // removed while still locked; the lock goes with the file handle right after
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A watch that turns true at the first Ctrl-C (SIGINT) or SIGTERM.
+fn stop_on_signals() -> Result<watch::Receiver<bool>> {
+    let mut interrupt = signal(SignalKind::interrupt()).context("listen for Ctrl-C")?;
+    let mut terminate = signal(SignalKind::terminate()).context("listen for SIGTERM")?;
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = interrupt.recv() => "Ctrl-C",
+            _ = terminate.recv() => "SIGTERM",
+        };
+        eprintln!("[stm local] {name}: stopping");
+        let _ = tx.send(true);
+    });
+    Ok(rx)
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// `--fresh` with `--endpoint`: delete this prefix's tables (they are created again
+/// right after). Says what went.
+async fn delete_tables(store: &stm_store::DynamoDbStore) -> Result<String> {
+    let client = store.client();
+    let mut deleted = Vec::new();
+    let mut executions = None;
+    for spec in stm_store::table_specs() {
+        let name = spec.table_name(store.prefix());
+        if spec.name == "executions" {
+            executions = client
+                .describe_table()
+                .table_name(&name)
+                .send()
+                .await
+                .ok()
+                .and_then(|out| out.table().and_then(|t| t.item_count()));
+        }
+        match client.delete_table().table_name(&name).send().await {
+            Ok(_) => deleted.push(name),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) => {}
+            Err(err) => bail!(
+                "--fresh: delete the table {name}: {}",
+                stm_store::aws::Readable(&err)
+            ),
+        }
+    }
+    // DynamoDB deletes a table in the background; wait until each one is gone
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for name in &deleted {
+        loop {
+            match client.describe_table().table_name(name).send().await {
+                Err(err)
+                    if err
+                        .as_service_error()
+                        .is_some_and(|e| e.is_resource_not_found_exception()) =>
+                {
+                    break
+                }
+                _ if Instant::now() > deadline => {
+                    bail!("--fresh: the table {name} is still there after 2 minutes")
+                }
+                _ => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+    }
+    let count = executions.map_or(String::new(), |n| format!(", with {n} execution{}", plural(n)));
+    Ok(format!("deleted the tables {}{count}", deleted.join(", ")))
+}
+
+/// `--fresh`: empty the queue at `url`; says which and how many messages it held.
+async fn purge(client: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
+    let name = url.rsplit('/').next().unwrap_or(url).to_string();
+    let attributes = client
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await
+        .map_err(|e| anyhow!("--fresh: read the queue {name}: {}", stm_store::aws::Readable(&e)))?;
+    let held: u64 = attributes
+        .attributes()
+        .map(|a| a.values().filter_map(|v| v.parse::<u64>().ok()).sum())
+        .unwrap_or(0);
+    client.purge_queue().queue_url(url).send().await.map_err(|e| {
+        anyhow!(
+            "--fresh: purge the queue {name}: {}",
+            stm_store::aws::Readable(&e)
+        )
+    })?;
+    Ok(format!("{name} ({held} message{})", plural(held)))
+}
+
+fn plural(n: impl Into<i128>) -> &'static str {
+    if n.into() == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_and_endpoints() {
+        assert_eq!(queue_name("harel-events.fifo"), "harel-events.fifo");
+        assert_eq!(queue_name("harel-events"), "harel-events.fifo");
+        assert_eq!(queue_name("http://127.0.0.1:5000/123456789012/q.fifo"), "q.fifo");
+        assert_eq!(
+            host_port("http://127.0.0.1:5000").as_deref(),
+            Some("127.0.0.1:5000")
+        );
+        assert_eq!(
+            host_port("https://sqs.example.com/x").as_deref(),
+            Some("sqs.example.com:443")
+        );
+        assert_eq!(host_port("http://[::1]:4566/").as_deref(), Some("[::1]:4566"));
+        assert_eq!(host_port("nonsense"), None);
+    }
+
+    #[test]
+    fn export_words_are_shell_safe() {
+        assert_eq!(shell_word("/tmp/examples"), "/tmp/examples");
+        assert_eq!(shell_word("/tmp/my machines"), "'/tmp/my machines'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn a_second_lock_on_a_queue_is_refused_with_the_pid() {
+        let endpoint = format!("http://test-{}:1", std::process::id());
+        let first = QueueLock::acquire(&endpoint, "q.fifo").expect("first");
+        assert_eq!(
+            QueueLock::holder(&endpoint, "q.fifo"),
+            Some(std::process::id().to_string())
+        );
+        // an OS file lock is per open file: a second open in this process is refused too
+        let err = QueueLock::acquire(&endpoint, "q.fifo").err().expect("refused");
+        assert!(
+            err.to_string().contains(&format!(
+                "(pid {}) is serving the queue q.fifo",
+                std::process::id()
+            )),
+            "{err}"
+        );
+        drop(first);
+        assert_eq!(QueueLock::holder(&endpoint, "q.fifo"), None);
+        drop(QueueLock::acquire(&endpoint, "q.fifo").expect("free again"));
+    }
 }

@@ -1,66 +1,92 @@
 //! `stm`: validate, render and run `.stm` statecharts; operate a deployment.
+//!
+//! `validate`, `render`, `list FILE` and `run` need no deployment and build without the
+//! AWS SDK (`cargo run -p stm --no-default-features -- run ...`); the operator commands and
+//! `stm local` come with the default `aws` feature.
 
+mod errors;
+#[cfg(feature = "aws")]
 mod local;
+mod machine;
+#[cfg(feature = "aws")]
 mod ops;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
-use serde_json::Value;
-use stm_core::{Definition, Event, Map};
-use stm_runtime::{ActionRegistry, Definitions, Driver};
-use stm_store::MemoryStore;
 
 #[derive(Parser)]
 #[command(
     name = "stm",
     version,
-    about = "Durable statecharts: the .stm language, an embedded runner, and the AWS runtime's operator tool"
+    about = "Durable statecharts: the .stm language, an embedded runner, and the AWS runtime's operator tool",
+    after_help = errors::EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Where the deployment is (the operator commands and `stm local`).
-    #[command(flatten)]
-    deployment: ops::Deployment,
+    /// On failure, list every cause of the error on its own line.
+    #[arg(short, long, global = true)]
+    verbose: bool,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Parse and validate a .stm file; exit 1 if it has errors.
+    /// Parse and validate machines: one FILE [NAME] as harel does, or several files and
+    /// directories (every .stm file in them). Exit 1 if any has errors.
+    #[command(after_help = errors::EXIT_CODES)]
     Validate {
-        file: PathBuf,
-        /// The machine to select, if the file declares more than one.
-        name: Option<String>,
+        /// .stm files or directories; harel's `FILE NAME` form selects one machine.
+        #[arg(required = true, value_name = "PATH")]
+        targets: Vec<String>,
+        /// Only the machine with this name.
+        #[arg(long, value_name = "NAME")]
+        machine: Option<String>,
     },
-    /// Render a machine as a Mermaid stateDiagram-v2.
+    /// Render a machine as a Mermaid stateDiagram-v2 (the only format: harel's default,
+    /// PlantUML, is not rendered).
     Render {
+        /// The .stm file.
         file: PathBuf,
+        /// The machine, if the file declares more than one.
         name: Option<String>,
-        /// Mermaid output (the only format; accepted for harel compatibility).
+        /// Accepted so that harel's command line works as it is; the output is Mermaid
+        /// either way.
         #[arg(long)]
         mermaid: bool,
     },
+    /// The machines, fragments and events a .stm file declares.
+    #[cfg(not(feature = "aws"))]
+    List {
+        /// The .stm file.
+        file: PathBuf,
+    },
     /// With FILE: the machines, fragments and events it declares. Without: the
     /// executions of the deployment.
+    #[cfg(feature = "aws")]
     List {
+        /// A .stm file: list what it declares instead of executions.
         file: Option<PathBuf>,
-        /// Only executions with this status (RUNNING, DONE, ...).
+        /// Only executions with this status (PENDING, RUNNING, SUSPENDED, CANCELLING,
+        /// CANCELLED, FAILED, DONE).
         #[arg(long)]
         status: Option<String>,
-        /// Only executions of this definition.
-        #[arg(long)]
+        /// Only executions of this machine.
+        #[arg(long, value_name = "NAME")]
         definition: Option<String>,
         /// Only root executions (no regions or invoked children).
         #[arg(long)]
         roots: bool,
+        #[command(flatten)]
+        deployment: ops::Deployment,
     },
-    /// Drive a machine with events over an in-memory store.
+    /// Drive a machine with events over an in-memory store (no deployment).
     Run {
+        /// The .stm file.
         file: PathBuf,
+        /// The machine, if the file declares more than one.
         name: Option<String>,
         /// An event to deliver (repeatable): KIND or KIND:'{"json": "data"}'.
         #[arg(short = 'e', long = "event", value_name = "KIND[:JSON]")]
@@ -77,136 +103,118 @@ enum Command {
     },
     /// Run the whole system locally: moto, tables, queue + DLQ, and the worker, relay and
     /// sweeper handlers as Lambda would call them.
-    Local(local::LocalArgs),
+    #[cfg(feature = "aws")]
+    Local {
+        #[command(flatten)]
+        args: local::LocalArgs,
+        #[command(flatten)]
+        deployment: ops::Deployment,
+    },
     /// Create an execution of machine NAME from FILE and queue its Start.
+    #[cfg(feature = "aws")]
     Create {
+        /// The .stm file that declares the machine.
         file: PathBuf,
+        /// The machine.
         name: String,
         /// The initial context, a JSON object.
         #[arg(long, value_name = "JSON")]
         seed: Option<String>,
+        /// The execution id (1-128 letters, digits and ASCII punctuation); default: a new
+        /// UUID.
         #[arg(long)]
         id: Option<String>,
+        #[command(flatten)]
+        deployment: ops::Deployment,
     },
-    /// Send an event: KIND or KIND:'{"json": "data"}'.
+    /// Queue an event for an execution. The worker processes it asynchronously: `--wait`
+    /// waits for that and prints the new state.
+    #[cfg(feature = "aws")]
     Send {
+        /// The execution.
         id: String,
+        /// The event: KIND or KIND:'{"json": "data"}'.
         #[arg(value_name = "KIND[:JSON]")]
         event: String,
+        /// Wait until the event is processed (at most SECS, default 30) and show the state.
+        #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "30")]
+        wait: Option<u64>,
+        #[command(flatten)]
+        deployment: ops::Deployment,
     },
     /// An execution: status, active path, context, and its children as a tree.
+    #[cfg(feature = "aws")]
     Show {
+        /// The execution.
         id: String,
         /// The stored JSON instead.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        deployment: ops::Deployment,
     },
-    /// An execution's trace as a timeline.
-    Trace { id: String },
-    /// Cancel: cooperative when the active state models `on Cancel`, else forceful.
-    Cancel {
+    /// An execution's trace as a timeline (recorded when the worker runs with
+    /// STM_TRACE=true; `stm local` records it by default).
+    #[cfg(feature = "aws")]
+    Trace {
+        /// The execution.
         id: String,
-        /// The Cancel event's data, a JSON object.
+        #[command(flatten)]
+        deployment: ops::Deployment,
+    },
+    /// Cancel: cooperative when the active state models `on Cancel`, else forceful.
+    #[cfg(feature = "aws")]
+    Cancel {
+        /// The execution.
+        id: String,
+        /// The Cancel event's data, a JSON object (what `on Cancel` guards read).
         #[arg(long, value_name = "JSON")]
         reason: Option<String>,
+        #[command(flatten)]
+        deployment: ops::Deployment,
     },
-    /// Pause an execution (and its children); its events wait in the queue.
-    Suspend { id: String },
-    /// Resume a suspended execution.
-    Resume { id: String },
+    /// Pause a RUNNING execution (and its children); its events wait in the queue.
+    #[cfg(feature = "aws")]
+    Suspend {
+        /// The execution.
+        id: String,
+        #[command(flatten)]
+        deployment: ops::Deployment,
+    },
+    /// Resume a SUSPENDED execution.
+    #[cfg(feature = "aws")]
+    Resume {
+        /// The execution.
+        id: String,
+        #[command(flatten)]
+        deployment: ops::Deployment,
+    },
     /// Forceful cancel: CANCELLED now, no hooks.
-    Terminate { id: String },
-}
-
-/// A problem with what the user gave us (exit 2), as opposed to a machine that fails.
-#[derive(Debug)]
-struct BadInput(String);
-
-impl std::fmt::Display for BadInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadInput {}
-
-fn bad(msg: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(BadInput(msg.into()))
+    #[cfg(feature = "aws")]
+    Terminate {
+        /// The execution.
+        id: String,
+        #[command(flatten)]
+        deployment: ops::Deployment,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    match run(cli.command) {
         Ok(code) => code,
-        Err(err) => {
-            if let Some(dsl) = err.downcast_ref::<stm_core::dsl::DslError>() {
-                // already "error: ..." with its location and caret
-                eprintln!("{dsl}");
-                return ExitCode::from(2);
-            }
-            eprintln!("error: {err:#}");
-            if err.downcast_ref::<BadInput>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
-        }
+        Err(err) => errors::report(&err, cli.verbose),
     }
 }
 
-fn run(cli: Cli) -> Result<ExitCode> {
-    match cli.command {
-        Command::Validate { file, name } => {
-            let defn = load(&file, name.as_deref())?;
-            let findings = stm_core::validate::validate(&defn);
-            for finding in &findings {
-                println!("{finding}");
-            }
-            if findings.is_empty() {
-                println!("{}: ok", defn.id);
-            }
-            Ok(if stm_core::validate::has_errors(&findings) {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            })
-        }
-        Command::Render {
-            file,
-            name,
-            mermaid: _,
-        } => {
-            let defn = load(&file, name.as_deref())?;
-            println!("{}", stm_core::render::mermaid(&defn));
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::List {
-            file: None,
-            status,
-            definition,
-            roots,
-        } => operate(ops::list(
-            &cli.deployment,
-            status.as_deref(),
-            definition.as_deref(),
-            roots,
-        )),
-        Command::List { file: Some(file), .. } => {
-            let text = read(&file)?;
-            let program = stm_core::dsl::parse(&text)
-                .map_err(|e| anyhow::Error::new(e.with_file(file.display().to_string())))?;
-            let join = |v: &[String]| {
-                if v.is_empty() {
-                    "—".to_string()
-                } else {
-                    v.join(", ")
-                }
-            };
-            println!("machines:  {}", join(&program.machines));
-            println!("fragments: {}", join(&program.fragments));
-            println!("events:    {}", join(&program.events));
-            Ok(ExitCode::SUCCESS)
-        }
+fn run(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Validate { targets, machine } => machine::validate(&targets, machine.as_deref()),
+        Command::Render { file, name, .. } => machine::render(&file, name.as_deref()),
+        #[cfg(not(feature = "aws"))]
+        Command::List { file } => machine::list_file(&file),
+        #[cfg(feature = "aws")]
+        Command::List { file: Some(file), .. } => machine::list_file(&file),
         Command::Run {
             file,
             name,
@@ -214,56 +222,87 @@ fn run(cli: Cli) -> Result<ExitCode> {
             seed,
             validate,
             json,
-        } => {
-            let defn = load(&file, name.as_deref())?;
-            if validate {
-                let findings = stm_core::validate::validate(&defn);
-                if stm_core::validate::has_errors(&findings) {
-                    let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
-                    bail!(bad(format!("{} is not valid:\n{}", defn.id, text.join("\n"))));
-                }
-            }
-            // every argument is checked before anything runs
-            let seed = seed.map(|s| json_object(&s, "--seed")).transpose()?;
-            let events = events
-                .iter()
-                .map(|s| parse_event_spec(s))
-                .collect::<Result<Vec<_>>>()?;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(run_machine(defn, seed, events, json))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Local(args) => {
+        } => machine::run(machine::RunArgs {
+            file,
+            name,
+            events,
+            seed,
+            validate,
+            json,
+        }),
+        #[cfg(feature = "aws")]
+        Command::Local { args, deployment } => {
             // the local stack talks to an emulator: its clients take dummy credentials
             // (set before any thread or client exists)
             std::env::set_var(stm_store::aws::EMULATOR_VARIABLE, "1");
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            runtime.block_on(local::run(cli.deployment, args))?;
+            runtime.block_on(local::run(deployment, args))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Create { file, name, seed, id } => {
-            let seed = seed.map(|s| json_object(&s, "--seed")).transpose()?;
-            operate(ops::create(&cli.deployment, &file, &name, seed, id.as_deref()))
+        #[cfg(feature = "aws")]
+        Command::List {
+            file: None,
+            status,
+            definition,
+            roots,
+            deployment,
+        } => operate(
+            async move { ops::list(&deployment, status.as_deref(), definition.as_deref(), roots).await },
+        ),
+        #[cfg(feature = "aws")]
+        Command::Create {
+            file,
+            name,
+            seed,
+            id,
+            deployment,
+        } => {
+            let seed = seed.map(|s| machine::json_object(&s, "--seed")).transpose()?;
+            operate(async move { ops::create(&deployment, &file, &name, seed, id.as_deref()).await })
         }
-        Command::Send { id, event } => {
-            let event = parse_event_spec(&event)?;
-            operate(ops::send(&cli.deployment, &id, event))
+        #[cfg(feature = "aws")]
+        Command::Send {
+            id,
+            event,
+            wait,
+            deployment,
+        } => {
+            let event = machine::parse_event_spec(&event, "")?;
+            let wait = wait.map(std::time::Duration::from_secs);
+            operate(async move { ops::send(&deployment, &id, event, wait).await })
         }
-        Command::Show { id, json } => operate(ops::show(&cli.deployment, &id, json)),
-        Command::Trace { id } => operate(ops::trace(&cli.deployment, &id)),
-        Command::Cancel { id, reason } => {
-            let reason = reason.map(|r| json_object(&r, "--reason")).transpose()?;
-            operate(ops::control(&cli.deployment, &id, ops::Command::Cancel(reason)))
+        #[cfg(feature = "aws")]
+        Command::Show { id, json, deployment } => {
+            operate(async move { ops::show(&deployment, &id, json).await })
         }
-        Command::Suspend { id } => operate(ops::control(&cli.deployment, &id, ops::Command::Suspend)),
-        Command::Resume { id } => operate(ops::control(&cli.deployment, &id, ops::Command::Resume)),
-        Command::Terminate { id } => operate(ops::control(&cli.deployment, &id, ops::Command::Terminate)),
+        #[cfg(feature = "aws")]
+        Command::Trace { id, deployment } => operate(async move { ops::trace(&deployment, &id).await }),
+        #[cfg(feature = "aws")]
+        Command::Cancel {
+            id,
+            reason,
+            deployment,
+        } => {
+            let reason = reason.map(|r| machine::json_object(&r, "--reason")).transpose()?;
+            operate(async move { ops::control(&deployment, &id, ops::ControlCommand::Cancel(reason)).await })
+        }
+        #[cfg(feature = "aws")]
+        Command::Suspend { id, deployment } => {
+            operate(async move { ops::control(&deployment, &id, ops::ControlCommand::Suspend).await })
+        }
+        #[cfg(feature = "aws")]
+        Command::Resume { id, deployment } => {
+            operate(async move { ops::control(&deployment, &id, ops::ControlCommand::Resume).await })
+        }
+        #[cfg(feature = "aws")]
+        Command::Terminate { id, deployment } => {
+            operate(async move { ops::control(&deployment, &id, ops::ControlCommand::Terminate).await })
+        }
     }
 }
 
 /// Run one operator command to completion.
+#[cfg(feature = "aws")]
 fn operate(command: impl std::future::Future<Output = Result<()>>) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -272,88 +311,4 @@ fn operate(command: impl std::future::Future<Output = Result<()>>) -> Result<Exi
     // kit's strict layer checks it under an emulator)
     runtime.block_on(stm_store::aws::as_function("operator", command))?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn read(file: &Path) -> Result<String> {
-    std::fs::read_to_string(file).map_err(|e| bad(format!("cannot read {}: {e}", file.display())))
-}
-
-fn load(file: &Path, name: Option<&str>) -> Result<Definition> {
-    if !file.exists() {
-        bail!(bad(format!("no such file: {}", file.display())));
-    }
-    Ok(stm_core::dsl::load_definition_file(file, name)?)
-}
-
-fn json_object(raw: &str, what: &str) -> Result<Map> {
-    let value: Value =
-        serde_json::from_str(raw).map_err(|e| bad(format!("{what} is not valid JSON ({e})")))?;
-    match value {
-        Value::Object(map) => Ok(map),
-        other => Err(bad(format!(
-            "{what} must be a JSON object, got {}",
-            stm_core::pyvalue::type_name(&other)
-        ))),
-    }
-}
-
-/// `KIND` or `KIND:JSON`.
-fn parse_event_spec(spec: &str) -> Result<Event> {
-    let (kind, data) = match spec.split_once(':') {
-        Some((kind, raw)) => (kind, json_object(raw, &format!("the data of -e {kind}"))?),
-        None => (spec, Map::new()),
-    };
-    if kind.trim().is_empty() {
-        bail!(bad(format!("-e {spec:?}: the event kind is empty")));
-    }
-    Ok(Event::with_data(kind, data))
-}
-
-async fn run_machine(defn: Definition, seed: Option<Map>, events: Vec<Event>, json: bool) -> Result<()> {
-    let actions = ActionRegistry::with_builtins();
-    actions.check(&defn)?;
-    let defn_id = defn.id.clone();
-    let mut definitions = Definitions::new();
-    definitions.register(defn);
-    let store = Arc::new(MemoryStore::new());
-    let driver = Driver::new(store.clone(), definitions, actions);
-    let exe = driver
-        .create(&defn_id, seed, None)
-        .await
-        .map_err(|e| anyhow!("{}: {e}", e.python_type()))?;
-    let id = exe.id.clone();
-    let show = |p: &Option<String>| p.clone().unwrap_or_else(|| "None".into());
-    if !json {
-        println!("{:<20} -> {}", "(start)", show(&exe.active_path));
-    }
-    let mut last = exe;
-    for event in events {
-        last = driver
-            .process(&id, &event)
-            .await
-            .map_err(|e| anyhow!("{}: {e}", e.python_type()))?;
-        if !json {
-            println!("{:<20} -> {}", event.kind, show(&last.active_path));
-        }
-    }
-    if json {
-        let children: Vec<Value> = store
-            .all_executions()
-            .into_iter()
-            .filter(|e| e.id != id)
-            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
-            .collect();
-        let out = serde_json::json!({ "execution": last, "children": children });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).context("encode the result")?
-        );
-    } else {
-        println!(
-            "status: {}  outcome: {}",
-            last.status,
-            last.outcome.as_deref().unwrap_or("None")
-        );
-    }
-    Ok(())
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::Value;
 use stm_core::{Event, Execution, Map, Status};
@@ -13,28 +13,32 @@ use stm_runtime::queue::SqsQueue;
 use stm_runtime::{ActionRegistry, Control, Definitions, Driver, DriverError, Queue};
 use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore, ListQuery};
 
+use crate::errors::{self, no_execution, usage};
+
 /// Where the deployment is: flags, else the functions' environment variables.
 #[derive(Args, Debug, Clone)]
 pub struct Deployment {
     /// A DynamoDB + SQS endpoint (moto, LocalStack); unset: real AWS.
-    #[arg(long, global = true, env = "STM_ENDPOINT_URL")]
+    #[arg(long, env = "STM_ENDPOINT_URL", value_name = "URL")]
     pub endpoint: Option<String>,
-    /// The table prefix.
-    #[arg(long, global = true, env = "STM_TABLE_PREFIX", default_value = "harel")]
+    /// The table prefix (the tables are PREFIX_executions, PREFIX_timers, ...).
+    #[arg(long, env = "STM_TABLE_PREFIX", default_value = "harel")]
     pub prefix: String,
     /// The FIFO event queue: a URL, or a queue name.
     #[arg(
         long,
-        global = true,
         env = "STM_QUEUE_URL",
-        default_value = "harel-events.fifo"
+        default_value = "harel-events.fifo",
+        value_name = "URL|NAME"
     )]
     pub queue: String,
-    /// The `.stm` files (a directory) the deployment runs: `send` checks events and
-    /// `cancel` decides cooperative vs forceful with them.
-    #[arg(long, global = true, env = "STM_DEFINITIONS_DIR")]
+    /// The folder of .stm files the deployment runs: `send` checks event kinds and data
+    /// against them, `cancel` decides cooperative vs forceful with them (`stm local`
+    /// runs them; default there: examples).
+    #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
     pub definitions: Option<PathBuf>,
-    #[arg(long, global = true, env = "AWS_REGION", default_value = "us-east-1")]
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
     pub region: String,
 }
 
@@ -77,7 +81,7 @@ impl Deployment {
             .queue_name(&self.queue)
             .send()
             .await
-            .map_err(|e| anyhow!("queue {}: {}", self.queue, stm_store::aws::Readable(&e)))?
+            .map_err(|e| anyhow::anyhow!("queue {}: {}", self.queue, stm_store::aws::Readable(&e)))?
             .queue_url()
             .unwrap_or_default()
             .to_string();
@@ -111,7 +115,16 @@ impl Deployment {
 }
 
 fn status_of(name: &str) -> Result<Status> {
-    name.parse::<Status>().map_err(|e| anyhow!("--status: {e}"))
+    name.parse::<Status>().map_err(|_| {
+        usage(format!(
+            "--status {name:?} is not a status: use one of PENDING, RUNNING, SUSPENDED, CANCELLING, CANCELLED, FAILED, DONE"
+        ))
+    })
+}
+
+/// The execution `id`, or "no execution".
+async fn load(store: &dyn ExecutionStore, id: &str) -> Result<Execution> {
+    store.load(id).await?.ok_or_else(|| no_execution(id))
 }
 
 pub async fn create(
@@ -121,24 +134,61 @@ pub async fn create(
     seed: Option<Map>,
     id: Option<&str>,
 ) -> Result<()> {
-    // before connecting: an id SQS refuses as a group id fails here, with nothing written
+    // before connecting: a missing file, a machine the file lacks or an id SQS refuses as
+    // a group id fails here, with nothing written
+    crate::machine::load(file, Some(name))?;
     if let Some(id) = id {
-        stm_runtime::driver::check_execution_id(id).map_err(python_error)?;
+        stm_runtime::driver::check_execution_id(id).map_err(errors::driver)?;
     }
     let connected = dep.connect(Some(file)).await?;
     let exe = connected
         .control
         .create(name, seed, id)
         .await
-        .map_err(python_error)?;
+        .map_err(errors::driver)?;
     println!("{}", exe.id);
     Ok(())
 }
 
-pub async fn send(dep: &Deployment, id: &str, event: Event) -> Result<()> {
+/// The kinds `defn` knows, or a usage error naming them.
+fn check_kind(defn: &stm_core::Definition, id: &str, kind: &str) -> Result<()> {
+    let kinds = defn.event_kinds();
+    if kinds.iter().any(|k| k == kind) {
+        return Ok(());
+    }
+    let domain: Vec<&str> = kinds
+        .iter()
+        .map(String::as_str)
+        .filter(|k| !stm_core::definition::RESERVED_EVENTS.contains(k))
+        .collect();
+    Err(usage(format!(
+        "{id} is a {} and no state of it handles {kind:?} (nothing sent): it knows {}, and the control events {}",
+        defn.id,
+        if domain.is_empty() { "no domain event".to_string() } else { domain.join(", ") },
+        ["Cancel", "Reset", "SetState"].join(", ")
+    )))
+}
+
+/// `stm send`: checked against the deployment (the execution exists, its machine knows
+/// the kind and the data fits its declaration), then queued; with `wait`, polled until
+/// the worker has processed it.
+pub async fn send(dep: &Deployment, id: &str, event: Event, wait: Option<std::time::Duration>) -> Result<()> {
     // before connecting, and for the unchecked send below too: SQS would refuse it
-    stm_runtime::driver::check_event_size(id, &event).map_err(python_error)?;
+    stm_runtime::driver::check_event_size(id, &event).map_err(errors::driver)?;
     let connected = dep.connect(None).await?;
+    let exe = load(connected.store.as_ref(), id).await?;
+    match connected.control.driver.definition_for(&exe) {
+        Ok(defn) => check_kind(&defn, id, &event.kind)?,
+        Err(_) => eprintln!(
+            "note: {id}'s machine {} is not in {}: the event kind and data are not checked",
+            exe.definition_id,
+            dep.definitions
+                .as_ref()
+                .map_or("the definitions (pass --definitions DIR)".to_string(), |d| d
+                    .display()
+                    .to_string())
+        ),
+    }
     match connected.control.send(id, &event).await {
         Ok(()) => {}
         // no definitions here to check the event against: send it as it is
@@ -151,47 +201,117 @@ pub async fn send(dep: &Deployment, id: &str, event: Event) -> Result<()> {
                 .await
                 .first()
             {
-                bail!("publish failed: {} {}", failure.code, failure.message);
+                bail!(
+                    "the queue refused the event: {} {}",
+                    failure.code,
+                    failure.message
+                );
             }
         }
-        Err(other) => return Err(python_error(other)),
+        Err(other) => return Err(errors::driver(other)),
     }
-    println!("sent {} {} to {id}", event.kind, event.id);
-    Ok(())
+    let Some(wait) = wait else {
+        println!(
+            "queued {} (event id {}) for {id}: the worker processes it asynchronously \
+             (`stm show {id}`, or `stm send --wait` to wait for it)",
+            event.kind, event.id
+        );
+        return Ok(());
+    };
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if connected.store.is_processed(id, &event.id).await? {
+            let exe = load(connected.store.as_ref(), id).await?;
+            println!(
+                "{id}: {} processed: {} at {}  outcome {}  (v{})",
+                event.kind,
+                exe.status,
+                opt(&exe.active_path),
+                opt(&exe.outcome),
+                exe.version
+            );
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            let exe = load(connected.store.as_ref(), id).await?;
+            let why = match exe.status {
+                Status::Suspended => format!("{id} is SUSPENDED: its events wait until `stm resume {id}`"),
+                Status::Cancelled | Status::Cancelling => {
+                    format!("{id} is {}: the worker drops its events", exe.status)
+                }
+                _ => "is a worker running? (`stm local`, or the deployed worker)".to_string(),
+            };
+            bail!(
+                "{} (event id {}) was queued but not processed within {} s: {why}",
+                event.kind,
+                event.id,
+                wait.as_secs()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
 }
 
-pub enum Command {
+/// A control-plane command.
+pub enum ControlCommand {
     Cancel(Option<Map>),
     Suspend,
     Resume,
     Terminate,
 }
 
-pub async fn control(dep: &Deployment, id: &str, command: Command) -> Result<()> {
+impl ControlCommand {
+    fn verb(&self) -> &'static str {
+        match self {
+            ControlCommand::Cancel(_) => "cancel",
+            ControlCommand::Suspend => "suspend",
+            ControlCommand::Resume => "resume",
+            ControlCommand::Terminate => "terminate",
+        }
+    }
+
+    /// Why the command would do nothing to an execution in `status` (harel makes it a
+    /// silent no-op; the CLI says so and exits 1).
+    fn no_op(&self, status: Status) -> Option<String> {
+        if matches!(status, Status::Done | Status::Cancelled) {
+            return Some(format!("already {status}"));
+        }
+        match self {
+            ControlCommand::Cancel(_) if status == Status::Cancelling => {
+                Some("already CANCELLING (its Cancel is on its way)".to_string())
+            }
+            ControlCommand::Suspend if status == Status::Suspended => Some("already SUSPENDED".to_string()),
+            ControlCommand::Suspend if status != Status::Running => Some(format!("{status}, not RUNNING")),
+            ControlCommand::Resume if status != Status::Suspended => Some(format!("{status}, not SUSPENDED")),
+            _ => None,
+        }
+    }
+}
+
+/// `stm cancel|suspend|resume|terminate`: `ID: FROM -> TO`, or, when there is nothing to
+/// do, an error saying why.
+pub async fn control(dep: &Deployment, id: &str, command: ControlCommand) -> Result<()> {
     let connected = dep.connect(None).await?;
+    let before = load(connected.store.as_ref(), id).await?;
+    if let Some(why) = command.no_op(before.status) {
+        bail!("{id} is {why}: nothing to {}", command.verb());
+    }
     let control = &connected.control;
     match command {
-        Command::Cancel(reason) => control.cancel(id, reason).await,
-        Command::Suspend => control.suspend(id).await,
-        Command::Resume => control.resume(id).await,
-        Command::Terminate => control.terminate(id).await,
+        ControlCommand::Cancel(reason) => control.cancel(id, reason).await,
+        ControlCommand::Suspend => control.suspend(id).await,
+        ControlCommand::Resume => control.resume(id).await,
+        ControlCommand::Terminate => control.terminate(id).await,
     }
-    .map_err(python_error)?;
-    let exe = connected
-        .store
-        .load(id)
-        .await?
-        .ok_or_else(|| anyhow!("no execution {id}"))?;
-    println!("{id}: {}", exe.status);
+    .map_err(errors::driver)?;
+    let after = load(connected.store.as_ref(), id).await?;
+    println!("{id}: {} -> {}", before.status, after.status);
     Ok(())
 }
 
 pub async fn show(dep: &Deployment, id: &str, json: bool) -> Result<()> {
     let store = dep.store(false).await?;
-    let exe = store
-        .load(id)
-        .await?
-        .ok_or_else(|| anyhow!("no execution {id}"))?;
+    let exe = load(store.as_ref(), id).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&exe)?);
         return Ok(());
@@ -297,10 +417,15 @@ pub async fn list(
 
 pub async fn trace(dep: &Deployment, id: &str) -> Result<()> {
     let store = dep.store(false).await?;
+    let exe = load(store.as_ref(), id).await?;
     let steps = store.read_trace(id).await?;
     if steps.is_empty() {
-        println!("no trace for {id} (the functions record one with STM_TRACE=true)");
-        return Ok(());
+        bail!(
+            "{id} ({}, v{}) has no trace steps: the worker records them when it runs with \
+             STM_TRACE=true (`stm local` does by default)",
+            exe.status,
+            exe.version
+        );
     }
     let first = steps
         .first()
@@ -342,10 +467,6 @@ pub async fn trace(dep: &Deployment, id: &str) -> Result<()> {
     Ok(())
 }
 
-fn python_error(err: DriverError) -> anyhow::Error {
-    anyhow!("{}: {err}", err.python_type())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,7 +491,7 @@ mod tests {
             .expect_err("refused");
         let text = err.to_string();
         assert!(
-            text.starts_with("ValueError: execution id \"a b\" is not a valid SQS message group id")
+            text.starts_with("execution id \"a b\" is not a valid SQS message group id")
                 && text.contains("use 1-128 characters"),
             "{text}"
         );
@@ -383,12 +504,12 @@ mod tests {
             "blob".into(),
             Value::from("x".repeat(stm_runtime::queue::MAX_MESSAGE_BYTES)),
         );
-        let err = send(&nowhere(), "o-1", Event::with_data("Submit", data))
+        let err = send(&nowhere(), "o-1", Event::with_data("Submit", data), None)
             .await
             .expect_err("refused");
         let text = err.to_string();
         assert!(
-            text.starts_with("MessageTooLarge: the event \"Submit\"") && text.contains("1048576"),
+            text.starts_with("the event \"Submit\"") && text.contains("1048576"),
             "{text}"
         );
     }

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    stm_testkit::repo_root()
-}
+mod common;
+
+use common::{repo, stm_local, stm_with as stm};
 
 /// harel's side: its store and transport on `PREFIX` / `QUEUE_URL`, a `DistributedRunner`
 /// over `examples/order.stm`, and `show(id)`.
@@ -76,27 +76,6 @@ fn deployment(prefix: &str, queue: &str) -> Vec<(String, String)> {
     ]
 }
 
-fn stm_local(env: &[(String, String)]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stm"));
-    cmd.args([
-        "local",
-        "--relay-every",
-        "1",
-        "--sweep-every",
-        "1",
-        "--visibility",
-        "5",
-    ])
-    .arg("--machines")
-    .arg(repo().join("examples"))
-    .current_dir(repo())
-    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-    .env_remove("STM_ACTIONS")
-    .stdin(Stdio::null())
-    .stdout(Stdio::null());
-    cmd
-}
-
 impl Local {
     /// Start `stm local`; ready when it prints its `export` line (it has joined or made the
     /// tables and the queue by then).
@@ -124,16 +103,6 @@ impl Local {
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-}
-
-fn stm(env: &[(String, String)], args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stm"))
-        .args(args)
-        .current_dir(repo())
-        .env_remove("STM_ACTIONS")
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .output()
-        .expect("run stm")
 }
 
 fn ok(env: &[(String, String)], args: &[&str]) -> String {

@@ -462,6 +462,41 @@ impl Definition {
         None
     }
 
+    /// The event kinds this machine knows, in order: its declared events, then every
+    /// other kind a transition or a `defer` names (its inline submachines' included), then
+    /// the reserved ones the engine itself handles (`Cancel`, `Reset`, `Timeout`, ...).
+    /// A sender checks a kind against it: any other kind is dropped by every state.
+    ///
+    /// ```
+    /// let program = "event Go {}\nmachine M {\n  initial A\n  state A {}\n  state B {}\n  from A to B on Go\n  from B to A on Back\n}\n";
+    /// let defn = stm_core::dsl::load_definition_str(program, None, None).expect("valid");
+    /// let kinds = defn.event_kinds();
+    /// assert_eq!(&kinds[..2], ["Go", "Back"]);
+    /// assert!(kinds.iter().any(|k| k == "Cancel"));
+    /// assert!(!kinds.iter().any(|k| k == "Bogus"));
+    /// ```
+    pub fn event_kinds(&self) -> Vec<String> {
+        let mut kinds: indexmap::IndexSet<String> = self.events.keys().cloned().collect();
+        self.collect_handled_kinds(&mut kinds);
+        kinds.extend(RESERVED_EVENTS.iter().map(|k| k.to_string()));
+        kinds.into_iter().collect()
+    }
+
+    fn collect_handled_kinds(&self, kinds: &mut indexmap::IndexSet<String>) {
+        for node in &self.nodes {
+            for t in &node.transitions {
+                if let Some(filter) = &t.event_filter {
+                    let named = filter.kinds.iter().flat_map(|k| k.split('|')).map(str::trim);
+                    kinds.extend(named.filter(|k| !k.is_empty()).map(str::to_string));
+                }
+            }
+            kinds.extend(node.defer.iter().cloned());
+        }
+        for sub in self.submachines.values() {
+            sub.collect_handled_kinds(kinds);
+        }
+    }
+
     /// Every action this machine (and its inline submachines) may call, by handler
     /// name, for a load-time binding check.
     pub fn action_names(&self) -> Vec<String> {

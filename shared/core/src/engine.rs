@@ -122,6 +122,9 @@ pub enum Effect {
     CancelTimer { path: String },
     /// Informational: the context values a `set` wrote (for the trace).
     Assigned(Map),
+    /// Informational: nothing in the machine took the event, and why (for the log). The
+    /// step still counts it as processed, as harel's does.
+    Dropped(String),
 }
 
 /// Why a step could not complete. The execution may have moved part way (as in harel);
@@ -1174,6 +1177,10 @@ impl Step<'_> {
         resolve(self.defn, exe, &|t| event_matches(t, event, &exe.context), true)
     }
 
+    fn drop_event(&mut self, reason: String) {
+        self.effects.push(Effect::Dropped(reason));
+    }
+
     fn process(&mut self, event: &Event) -> StepResult {
         match event.kind.as_str() {
             "Reset" => self.reset(),
@@ -1184,6 +1191,11 @@ impl Step<'_> {
                         self.exe.context.insert(k.clone(), v.clone());
                     }
                     self.start()?;
+                } else {
+                    self.drop_event(format!(
+                        "the execution is {}, already started: Start starts only a PENDING one",
+                        self.exe.status
+                    ));
                 }
                 Ok(())
             }
@@ -1361,6 +1373,10 @@ impl Step<'_> {
 
     fn domain(&mut self, event: &Event) -> StepResult {
         if self.exe.status != Status::Running {
+            self.drop_event(format!(
+                "the execution is {}: it takes no more events (Reset restarts it)",
+                self.exe.status
+            ));
             return Ok(());
         }
         match self.resolve_event(event) {
@@ -1369,8 +1385,14 @@ impl Step<'_> {
                 let active = self.active()?;
                 if self.deferred_kinds_contain(&event.kind) {
                     self.exe.deferred.push(event.clone());
-                } else {
+                } else if self.defn.node(active).on_activity.is_some() {
                     self.run(active, Hook::Activity, Some(event))?;
+                } else {
+                    self.drop_event(format!(
+                        "nothing in {} or above it takes {}, defers it or has an `on activity`",
+                        self.defn.node(active).full_path,
+                        event.kind
+                    ));
                 }
             }
         }

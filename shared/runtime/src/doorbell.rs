@@ -17,18 +17,27 @@
 //! Doorbells are best effort: one that is lost, late or fails is covered by the scheduled
 //! sweep, which still runs. Far timers (past the horizon) get no doorbell and stay with the
 //! sweep, whose cost grows with what is due, not with what exists (the timers' due index).
+//!
+//! The rules here and [`MemoryDoorbell`] are plain Rust; the SQS doorbell queue
+//! (`SqsDoorbell`) and the sweeper's handler of an SQS batch of doorbells
+//! (`handle_doorbells`) are in `doorbell/sqs.rs`, feature `aws`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use serde_json::json;
 use stm_store::{DueTimer, ExecutionStore};
 
 use crate::driver::DriverError;
-use crate::queue::{sqs_message_bytes, BatchSize, Queue, MAX_MESSAGE_BYTES};
+use crate::queue::Queue;
 use crate::sweeper::{fire_one, SweepSummary};
+
+// the SQS side (feature `aws`): the doorbell queue and the sweeper's SQS-trigger handler
+#[cfg(feature = "aws")]
+mod sqs;
+#[cfg(feature = "aws")]
+pub use sqs::{handle_doorbells, SqsDoorbell};
 
 /// SQS's longest per-message delay: timers due later than this are left to the sweep.
 pub const HORIZON_SECONDS: f64 = 900.0;
@@ -97,111 +106,6 @@ pub fn near_timers(execution_id: &str, armed: &[(String, f64)], now: f64) -> Vec
             fire_at: *fire_at,
         })
         .collect()
-}
-
-/// Doorbells on a standard SQS queue (`DelaySeconds` per message).
-#[derive(Clone, Debug)]
-pub struct SqsDoorbell {
-    client: aws_sdk_sqs::Client,
-    url: String,
-}
-
-impl SqsDoorbell {
-    pub fn new(client: aws_sdk_sqs::Client, url: impl Into<String>) -> Self {
-        SqsDoorbell {
-            client,
-            url: url.into(),
-        }
-    }
-
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// Create the standard doorbell queue `name` if missing (the local stack and tests;
-    /// `template.yaml` declares it on AWS). Returns its URL.
-    pub async fn ensure(client: &aws_sdk_sqs::Client, name: &str) -> Result<String, DriverError> {
-        use aws_sdk_sqs::types::QueueAttributeName;
-        let out = client
-            .create_queue()
-            .queue_name(name)
-            .attributes(QueueAttributeName::VisibilityTimeout, "30")
-            .attributes(QueueAttributeName::MessageRetentionPeriod, "3600")
-            .send()
-            .await
-            .map_err(|e| {
-                DriverError::Config(format!(
-                    "cannot create the timer doorbell queue {name}: {}",
-                    stm_store::aws::Readable(&e)
-                ))
-            })?;
-        Ok(out.queue_url().unwrap_or_default().to_string())
-    }
-}
-
-#[async_trait]
-impl Doorbell for SqsDoorbell {
-    async fn ring(&self, timers: &[DueTimer], now: f64) -> usize {
-        use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-        let mut failed = 0;
-        // requests cut by count and bytes with the event queue's rule (`BatchSize`); a
-        // doorbell is a few hundred bytes, one over SQS's message limit is not sent (the
-        // sweep fires its timer)
-        let mut chunks: Vec<Vec<(&DueTimer, String)>> = Vec::new();
-        let mut size = BatchSize::default();
-        for timer in timers {
-            let body = doorbell_body(timer);
-            let bytes = sqs_message_bytes(body.len(), false);
-            if bytes > MAX_MESSAGE_BYTES {
-                tracing::warn!(execution_id = %timer.execution_id, bytes, "a timer doorbell is too large to send; the sweep will fire the timer");
-                failed += 1;
-                continue;
-            }
-            if chunks.is_empty() || !size.admits(bytes) {
-                chunks.push(Vec::new());
-                size = BatchSize::default();
-            }
-            size.add(bytes);
-            if let Some(chunk) = chunks.last_mut() {
-                chunk.push((timer, body));
-            }
-        }
-        for chunk in chunks {
-            let entries: Vec<SendMessageBatchRequestEntry> = chunk
-                .iter()
-                .enumerate()
-                .filter_map(|(i, (timer, body))| {
-                    SendMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .message_body(body)
-                        .delay_seconds(delay_seconds(timer.fire_at, now))
-                        .build()
-                        .ok()
-                })
-                .collect();
-            failed += chunk.len() - entries.len();
-            match self
-                .client
-                .send_message_batch()
-                .queue_url(&self.url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-            {
-                Ok(out) => {
-                    for f in out.failed() {
-                        tracing::warn!(code = %f.code(), error = ?f.message(), "a timer doorbell was not sent; the sweep will fire the timer");
-                    }
-                    failed += out.failed().len();
-                }
-                Err(err) => {
-                    tracing::warn!(error = %stm_store::aws::Readable(&err), "timer doorbells not sent; the sweep will fire the timers");
-                    failed += chunk.len();
-                }
-            }
-        }
-        failed
-    }
 }
 
 /// Doorbells kept in memory, for tests: what was rung, with the time it becomes visible.
@@ -280,51 +184,6 @@ pub async fn answer(
         summary.due += 1;
         fire_one(store, queue, timer, summary).await;
         Ok(Answered::Handled)
-    })
-    .await
-}
-
-/// The sweeper's handler for a batch of doorbells (its SQS trigger). A record that could
-/// not be handled (a store error, not due yet) is reported in `batchItemFailures` and
-/// retried; a malformed one is logged and dropped: the sweep fires every armed timer anyway.
-pub async fn handle_doorbells(
-    store: &dyn ExecutionStore,
-    queue: &dyn Queue,
-    event: &SqsEvent,
-    now: &(dyn Fn() -> f64 + Send + Sync),
-) -> (SqsBatchResponse, SweepSummary) {
-    stm_store::aws::as_function("sweeper", async {
-        let mut response = SqsBatchResponse::default();
-        let mut summary = SweepSummary::default();
-        let mut stale = 0usize;
-        for record in &event.records {
-            let id = record.message_id.clone().unwrap_or_default();
-            let timer = match parse_doorbell(record.body.as_deref().unwrap_or_default()) {
-                Ok(timer) => timer,
-                Err(why) => {
-                    tracing::error!(message_id = %id, reason = %why, "malformed timer doorbell dropped (the sweep fires armed timers)");
-                    continue;
-                }
-            };
-            let failed_before = summary.failed;
-            match answer(store, queue, &timer, now, &mut summary).await {
-                Ok(Answered::Handled) if summary.failed == failed_before => {}
-                Ok(Answered::Stale) => stale += 1,
-                Ok(_) | Err(_) => {
-                    let mut failure = BatchItemFailure::default();
-                    failure.item_identifier = id;
-                    response.batch_item_failures.push(failure);
-                }
-            }
-        }
-        tracing::info!(
-            doorbells = event.records.len(),
-            fired = summary.fired,
-            stale,
-            failed = response.batch_item_failures.len(),
-            "timer doorbells"
-        );
-        (response, summary)
     })
     .await
 }

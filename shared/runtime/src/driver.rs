@@ -276,6 +276,7 @@ struct Collected {
     spawns: Vec<SpawnIntent>,
     actions: Vec<String>,
     assigned: Map,
+    dropped: Option<String>,
 }
 
 impl Collected {
@@ -295,6 +296,7 @@ impl Collected {
                 Effect::ScheduleTimer { path, fire_at } => c.timers.push(TimerOp::Schedule { path, fire_at }),
                 Effect::CancelTimer { path } => c.timers.push(TimerOp::Cancel { path }),
                 Effect::Assigned(values) => c.assigned.extend(values),
+                Effect::Dropped(reason) => c.dropped = Some(reason),
             }
         }
         c
@@ -329,6 +331,8 @@ pub struct StepReport {
     pub outbox: Vec<OutboxEntry>,
     /// The child ids of this commit's spawn intents.
     pub spawned_children: Vec<String>,
+    /// Why the engine took nothing from the event, when it did not (the worker logs it).
+    pub dropped: Option<String>,
     /// The timers this commit armed, `(path, fire_at)` (the worker rings the precise-timer
     /// doorbell for the near ones).
     pub armed_timers: Vec<(String, f64)>,
@@ -499,6 +503,7 @@ impl Driver {
             actions: collected.actions,
             outbox,
             spawned_children,
+            dropped: collected.dropped,
             armed_timers,
         })
     }

@@ -8,6 +8,8 @@
 //! stay: they reappear after their visibility timeout (or sooner, if the worker released
 //! them), and SQS's redrive policy moves one to the dead-letter queue after
 //! `maxReceiveCount` receives. The relay and the sweeper run on schedules.
+//!
+//! Feature `aws`: the events are `aws_lambda_events`' types, the worker's Lambda entry point.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;

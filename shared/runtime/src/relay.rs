@@ -175,7 +175,9 @@ pub async fn relay_pending(
     .await
 }
 
-/// The relay function's handler: a scheduled (EventBridge) invocation runs one relay pass.
+/// The relay function's handler (feature `aws`): a scheduled (EventBridge) invocation runs
+/// one relay pass.
+#[cfg(feature = "aws")]
 pub async fn handle_scheduled(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,

@@ -106,8 +106,10 @@ pub async fn fire_one(
     }
 }
 
-/// The sweeper function's handler: a scheduled (EventBridge) invocation sweeps at `now`
-/// (the function's clock, not the event's `time`, which may be late or replayed).
+/// The sweeper function's handler (feature `aws`): a scheduled (EventBridge) invocation
+/// sweeps at `now` (the function's clock, not the event's `time`, which may be late or
+/// replayed).
+#[cfg(feature = "aws")]
 pub async fn handle_scheduled(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,

@@ -12,6 +12,11 @@
 //!   with the CAS. An action error nothing in the model handles fails the execution
 //!   (`FAILED` + `error`), which is a committed step, not a failed record.
 //!
+//! Every dropped event gets an info line `event dropped: …` with a `reason` field: the
+//! lifecycle drains above, and what the engine reports it took nothing from (a DONE or
+//! FAILED execution, a `Start` for a started one, a domain event nothing in the active
+//! configuration takes); that step still commits, as harel's does.
+//!
 //! After each commit the **inline flush** publishes that commit's outbox and spawn
 //! entries and acks them; a publish failure there is logged, not a record failure (the
 //! commit is durable and the scheduled relay delivers it).
@@ -55,7 +60,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use stm_core::{Event, Execution, Status};
 use stm_store::StoreError;
 
@@ -63,6 +67,10 @@ use crate::doorbell::Doorbell;
 use crate::driver::{Driver, DriverError, StepReport};
 use crate::queue::{Incoming, Queue, ReceivedMessage, MESSAGE_KIND_ATTRIBUTE};
 use crate::relay::{self, RelaySummary};
+
+// the Lambda entry point, an SQS event in and the partial-batch response out (feature `aws`)
+#[cfg(feature = "aws")]
+mod lambda;
 
 /// How the worker treats what it cannot finish now.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,24 +139,6 @@ pub struct Record {
 }
 
 impl Record {
-    pub fn from_sqs(message: &SqsMessage) -> Self {
-        Record {
-            message_id: message.message_id.clone().unwrap_or_default(),
-            receipt_handle: message.receipt_handle.clone(),
-            body: message.body.clone().unwrap_or_default(),
-            group_id: message.attributes.get("MessageGroupId").cloned(),
-            kind: message
-                .message_attributes
-                .get(MESSAGE_KIND_ATTRIBUTE)
-                .and_then(|a| a.string_value.clone()),
-            receive_count: message
-                .attributes
-                .get("ApproximateReceiveCount")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(1),
-        }
-    }
-
     pub fn from_received(message: &ReceivedMessage) -> Self {
         Record {
             message_id: message.message_id.clone(),
@@ -285,32 +275,6 @@ impl Worker {
         if !near.is_empty() {
             doorbell.ring(&near, now).await;
         }
-    }
-
-    /// The Lambda handler's body without a deadline: an SQS event in, the partial-batch
-    /// response out.
-    pub async fn handle_sqs_event(&self, event: SqsEvent) -> SqsBatchResponse {
-        self.handle_sqs_event_until(event, None).await
-    }
-
-    /// The Lambda handler's body: an SQS event in, the partial-batch response out; no
-    /// record is started with less than `record_reserve` left before `deadline` (the
-    /// invocation's, [`deadline_from_epoch_millis`]).
-    pub async fn handle_sqs_event_until(
-        &self,
-        event: SqsEvent,
-        deadline: Option<Instant>,
-    ) -> SqsBatchResponse {
-        let records: Vec<Record> = event.records.iter().map(Record::from_sqs).collect();
-        let outcome = self.handle_batch_until(&records, deadline).await;
-        outcome.metrics().emit();
-        let mut response = SqsBatchResponse::default();
-        for id in outcome.failed_ids() {
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = id;
-            response.batch_item_failures.push(failure);
-        }
-        response
     }
 
     /// Handle `records` in order under the FIFO batch rule, with no deadline.
@@ -464,6 +428,22 @@ impl Worker {
             duration_ms = started.elapsed().as_secs_f64() * 1000.0,
             "event processed"
         );
+        if let Some(reason) = &report.dropped {
+            let undeclared = self
+                .driver
+                .definition_for(&exe)
+                .is_ok_and(|defn| !defn.event_kinds().contains(&event.kind));
+            tracing::info!(
+                execution_id = %exe.id,
+                event_id = %event.id,
+                kind = %event.kind,
+                %reason,
+                "event dropped: {} took nothing from {}{}",
+                exe.id,
+                event.kind,
+                if undeclared { " (its machine declares no such event)" } else { "" }
+            );
+        }
         self.ring(&exe.id, &report).await;
         self.flush(target_id, &report, flushed).await?;
         Ok(if broadcast {
@@ -650,17 +630,34 @@ fn backoff_seconds(base: i32, cap: i32, receive_count: u32) -> i32 {
 /// The lifecycle rules; `Ok(Some)`: handled without running the engine.
 fn lifecycle_gate(exe: &Execution, event: &Event) -> Result<Option<Handled>, Failed> {
     let drained = Ok(Some(Handled::Drained { status: exe.status }));
-    match exe.status {
-        Status::Suspended => Err(Failed::Parked),
-        Status::Cancelled => drained,
-        Status::Cancelling if event.kind != "Cancel" => drained,
+    let reason = match exe.status {
+        Status::Suspended => return Err(Failed::Parked),
+        Status::Cancelled => "a CANCELLED execution takes no more events",
+        Status::Cancelling if event.kind != "Cancel" => "a CANCELLING execution takes only its Cancel",
         Status::Pending if event.kind != "Start" => {
             // harel drops it too: parking would hold the group's lock and block the Start
-            tracing::warn!(execution_id = %exe.id, kind = %event.kind, "discarding an event for an execution not started yet");
-            drained
+            tracing::warn!(
+                execution_id = %exe.id,
+                event_id = %event.id,
+                kind = %event.kind,
+                reason = "not started yet: a PENDING execution takes only its Start",
+                "event dropped: execution {} is PENDING",
+                exe.id
+            );
+            return drained;
         }
-        _ => Ok(None),
-    }
+        _ => return Ok(None),
+    };
+    tracing::info!(
+        execution_id = %exe.id,
+        event_id = %event.id,
+        kind = %event.kind,
+        reason,
+        "event dropped: execution {} is {}",
+        exe.id,
+        exe.status
+    );
+    drained
 }
 
 fn classify(err: DriverError) -> Failed {

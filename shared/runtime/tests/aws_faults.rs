@@ -83,8 +83,12 @@ const MAX_ROUNDS: usize = 300;
 const MAX_IN_FLIGHT_WAIT: Duration = Duration::from_secs(30);
 /// The visibility timeout of a received batch (what a lost receive answer costs).
 const VISIBILITY_SECONDS: i32 = 1;
-/// Attempts of a client (control plane) call.
-const CLIENT_ATTEMPTS: usize = 10;
+/// Attempts of a client (control plane) call. A send to a PENDING execution makes about
+/// five requests (load, outbox Scan, the Start's publish and ack, the event's publish), so
+/// at a 25% fault rate with one SDK attempt a call lands only about one time in four: ten
+/// attempts all failed in about 6% of such sends (seen: seed 3 at 25%). Forty leave odds
+/// of about 1e-5; a real client retries with back-off the same way.
+const CLIENT_ATTEMPTS: usize = 40;
 
 const DYNAMODB_OPERATIONS: [&str; 8] = [
     "GetItem",
@@ -718,6 +722,7 @@ impl Harness {
 
     /// The client's `create`, retried until it lands.
     async fn create(&mut self, sc: &Scenario, id: &str, what: &str) {
+        let mut last = String::new();
         for attempt in 1..=CLIENT_ATTEMPTS {
             match self
                 .control
@@ -727,22 +732,29 @@ impl Harness {
                 Ok(_) => return,
                 // an earlier attempt landed; its Start is in the outbox (the relay sends it)
                 Err(DriverError::AlreadyExists(_)) if attempt > 1 => return,
-                Err(_) => self.stats.client_retries += 1,
+                Err(err) => {
+                    self.stats.client_retries += 1;
+                    last = err.to_string();
+                }
             }
         }
-        panic!("{what}: create failed {CLIENT_ATTEMPTS} times");
+        panic!("{what}: create failed {CLIENT_ATTEMPTS} times; the last: {last}");
     }
 
     /// The client's `send`, retried until it lands (a re-send has the same deduplication
     /// id, and the worker's processed mark drops a second copy).
     async fn send(&mut self, target: &str, ev: &Event, what: &str) {
+        let mut last = String::new();
         for _ in 0..CLIENT_ATTEMPTS {
             match self.control.send(target, ev).await {
                 Ok(()) => return,
-                Err(_) => self.stats.client_retries += 1,
+                Err(err) => {
+                    self.stats.client_retries += 1;
+                    last = err.to_string();
+                }
             }
         }
-        panic!("{what}: send to {target} failed {CLIENT_ATTEMPTS} times");
+        panic!("{what}: send to {target} failed {CLIENT_ATTEMPTS} times; the last: {last}");
     }
 
     async fn run(&mut self, sc: &Scenario, id: &str, what: &str) -> Outcome {

@@ -64,34 +64,68 @@ fn definitions() -> Definitions {
     defs
 }
 
-/// What the log lines of a test say (a subscriber for the test's thread).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
+/// What the log lines of a test say: the lines written from the test's own thread.
+///
+/// One process-wide subscriber, not a `set_default` per test: tracing caches each
+/// callsite's interest across threads, so with two tests' scoped subscribers alive at once
+/// one of them could miss an event (seen in CI as an empty capture). The writer tags each
+/// line with the thread that logged it; the worker runs on the test's thread (the tests
+/// await `handle_batch` directly), so a test reads exactly its own lines.
+#[derive(Clone)]
+struct Logs {
+    thread: std::thread::ThreadId,
+}
 
-impl Logs {
-    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
-        let logs = Logs::default();
+/// The threads that capture, and what each logged.
+type Lines = Mutex<Vec<(std::thread::ThreadId, Vec<u8>)>>;
+
+fn captured() -> &'static Lines {
+    static LINES: std::sync::OnceLock<Lines> = std::sync::OnceLock::new();
+    LINES.get_or_init(|| {
         let subscriber = tracing_subscriber::fmt()
-            .with_writer(logs.clone())
+            .with_writer(ThreadTagged)
             .with_ansi(false)
             .with_max_level(tracing::Level::INFO)
             .finish();
-        (logs.clone(), tracing::subscriber::set_default(subscriber))
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("bad_input installs the only global subscriber");
+        Mutex::default()
+    })
+}
+
+impl Logs {
+    fn capture() -> Logs {
+        let thread = std::thread::current().id();
+        captured()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((thread, Vec::new()));
+        Logs { thread }
     }
 
-    /// Everything logged since the last call.
+    /// Everything this thread logged since the last call.
     fn take(&self) -> String {
-        let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        String::from_utf8_lossy(&std::mem::take(&mut *buf)).into_owned()
+        let mut lines = captured().lock().unwrap_or_else(|e| e.into_inner());
+        let mine = lines
+            .iter_mut()
+            .find(|(thread, _)| *thread == self.thread)
+            .map(|(_, text)| std::mem::take(text))
+            .unwrap_or_default();
+        String::from_utf8_lossy(&mine).into_owned()
     }
 }
 
-impl Write for Logs {
+/// The writer of the global subscriber: a write is kept for its thread if that thread
+/// captures (the other tests' lines are dropped).
+struct ThreadTagged;
+
+impl Write for ThreadTagged {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(buf);
+        let here = std::thread::current().id();
+        let mut lines = captured().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, text)) = lines.iter_mut().find(|(thread, _)| *thread == here) {
+            text.extend_from_slice(buf);
+        }
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -99,10 +133,10 @@ impl Write for Logs {
     }
 }
 
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
-    type Writer = Logs;
-    fn make_writer(&'a self) -> Logs {
-        self.clone()
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for ThreadTagged {
+    type Writer = ThreadTagged;
+    fn make_writer(&'a self) -> ThreadTagged {
+        ThreadTagged
     }
 }
 
@@ -559,7 +593,7 @@ fn cases() -> Vec<Case> {
 /// changes.
 #[tokio::test]
 async fn every_bad_body_gets_its_outcome_and_a_clear_error() {
-    let (logs, _guard) = Logs::capture();
+    let logs = Logs::capture();
     let started = Instant::now();
     let table = cases();
     // messages that do not name the problem, all reported at the end
@@ -1204,7 +1238,8 @@ async fn a_context_over_the_item_limit_fails_the_record_and_changes_nothing() {
     assert!(item > 250 * 1024 && item < 400 * 1024, "{item}");
 
     // 200 KB more would make it ~450 KB
-    let (logs, guard) = Logs::capture();
+    let logs = Logs::capture();
+    let _ = logs.take();
     let fill = event("Fill", json!({"blob": "m".repeat(200 * 1024)})).with_id("fill-1");
     let body = serde_json::to_string(&fill).expect("json");
     assert!(body.len() < 256 * 1024, "within SQS's classic message limit");
@@ -1230,7 +1265,6 @@ async fn a_context_over_the_item_limit_fails_the_record_and_changes_nothing() {
     );
     let log = logs.take();
     assert!(log.contains("poison message") && log.contains(&text), "{log}");
-    drop(guard);
     assert_eq!(
         store.load("big").await.expect("load").expect("big"),
         big,

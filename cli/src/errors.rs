@@ -1,0 +1,92 @@
+//! What `stm` says when a command fails, and its exit code.
+//!
+//! One convention for every command (stated in `stm --help`):
+//!
+//! - `0`: done;
+//! - `1`: the command ran and the answer is no: a machine with errors, an execution that
+//!   does not exist, a control command with nothing to do, a deployment that refused;
+//! - `2`: the command line is wrong: a missing file, bad JSON, an unknown machine or
+//!   event kind, a flag's bad value (clap's own usage errors exit 2 too).
+//!
+//! Each failure is one `error: …` line naming what was wrong and what to do (its causes
+//! joined on that line); `-v` lists the causes again, one per line.
+
+use std::process::ExitCode;
+
+use stm_runtime::DriverError;
+
+/// The exit codes and their meaning, as `stm --help` shows them.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  the command ran and failed: a machine with errors, no such execution, a control
+     command with nothing to do (already DONE, not SUSPENDED, ...), a deployment error
+  2  usage: a bad flag or argument, a missing file, bad JSON, an unknown machine or event";
+
+/// The command line is wrong (exit 2).
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// A usage error.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Usage(message.into()))
+}
+
+/// No execution `id` in the deployment (exit 1).
+pub fn no_execution(id: &str) -> anyhow::Error {
+    anyhow::anyhow!("no execution {id:?} in this deployment (`stm list` shows them)")
+}
+
+/// A driver failure in the user's terms: no Python exception names, the id or the input
+/// named, and usage (exit 2) when what was given is at fault.
+pub fn driver(err: DriverError) -> anyhow::Error {
+    match err {
+        DriverError::UnknownExecution(id) => no_execution(&id),
+        DriverError::UnknownDefinition(name) => usage(format!(
+            "no machine {name:?} in the definitions (pass --definitions DIR, the folder of its .stm file)"
+        )),
+        DriverError::Context(_)
+        | DriverError::Event { .. }
+        | DriverError::InvalidId(_)
+        | DriverError::MessageTooLarge(_) => usage(err.to_string()),
+        other => anyhow::Error::new(other),
+    }
+}
+
+/// Print `err` as `stm` prints every failure and give its exit code.
+pub fn report(err: &anyhow::Error, verbose: bool) -> ExitCode {
+    if let Some(dsl) = err.downcast_ref::<stm_core::dsl::DslError>() {
+        // already "error: ..." with its file, line and caret
+        eprintln!("{dsl}");
+    } else {
+        // one line: the message and its causes, joined
+        eprintln!("error: {err:#}");
+        if verbose {
+            for cause in err.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+        }
+    }
+    exit_code(err)
+}
+
+/// The exit code of a failure: 2 for usage (a machine name the file does not declare
+/// included), else 1.
+pub fn exit_code(err: &anyhow::Error) -> ExitCode {
+    let unknown_machine = err
+        .downcast_ref::<stm_core::dsl::DslError>()
+        .is_some_and(|e| e.message.starts_with("no machine named"));
+    ExitCode::from(if err.downcast_ref::<Usage>().is_some() || unknown_machine {
+        2
+    } else {
+        1
+    })
+}

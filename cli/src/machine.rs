@@ -1,0 +1,299 @@
+//! The commands that need no deployment: `validate`, `render`, `list FILE` and `run` (the
+//! embedded runner). They build without the AWS SDK (`--no-default-features`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use stm_core::{Definition, Event, Map};
+use stm_runtime::{ActionRegistry, Definitions, Driver};
+use stm_store::MemoryStore;
+
+use crate::errors::{self, usage};
+
+/// Read a text file, or a usage error naming it.
+pub fn read(file: &Path) -> Result<String> {
+    std::fs::read_to_string(file).map_err(|e| usage(format!("cannot read {}: {e}", file.display())))
+}
+
+/// The machine `name` of `file` (its only machine when `None`), or a usage error naming
+/// the file, or the DSL error with its line.
+pub fn load(file: &Path, name: Option<&str>) -> Result<Definition> {
+    if file.is_dir() {
+        bail!(usage(format!(
+            "{} is a directory: name a .stm file",
+            file.display()
+        )));
+    }
+    if !file.exists() {
+        bail!(usage(format!("no such file: {}", file.display())));
+    }
+    Ok(stm_core::dsl::load_definition_file(file, name)?)
+}
+
+/// `stm validate`: harel's `validate FILE [NAME]` for one file; for several files or
+/// directories, every machine of every `.stm` file found, each reported, then a count.
+/// Exit 1 when any machine has errors or any file does not load.
+pub fn validate(targets: &[String], machine: Option<&str>) -> Result<ExitCode> {
+    let (paths, name) = split_harel_name(targets, machine);
+    if let ([file], Some(name)) = (paths.as_slice(), name) {
+        if file.is_file() {
+            return validate_one(&load(file, Some(name))?);
+        }
+    }
+    let files = stm_files(&paths)?;
+    let (mut machines, mut failing) = (0, 0);
+    for file in &files {
+        let defns = match stm_core::dsl::load_all_file(file) {
+            Ok(defns) => defns,
+            Err(err) => {
+                println!("{}", err.with_file(file.display().to_string()));
+                failing += 1;
+                continue;
+            }
+        };
+        let defns: Vec<Definition> = match name {
+            Some(name) => defns.into_iter().filter(|d| d.id == name).collect(),
+            None => defns,
+        };
+        for defn in &defns {
+            machines += 1;
+            if validate_one(defn)? != ExitCode::SUCCESS {
+                failing += 1;
+            }
+        }
+    }
+    if files.len() > 1 || paths.iter().any(|p| p.is_dir()) {
+        println!(
+            "checked {machines} machine(s) in {} file(s): {}",
+            files.len(),
+            if failing == 0 {
+                "all valid".to_string()
+            } else {
+                format!("{failing} with errors")
+            }
+        );
+    }
+    if machines == 0 && failing == 0 {
+        bail!(usage(match name {
+            Some(name) => format!("no machine named {name:?} in {}", describe_paths(&paths)),
+            None => format!("no machine in {}", describe_paths(&paths)),
+        }));
+    }
+    Ok(if failing == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// harel's form `validate FILE NAME`: two arguments, the first a file and the second no
+/// path that exists, are a file and a machine name.
+fn split_harel_name<'a>(targets: &'a [String], machine: Option<&'a str>) -> (Vec<PathBuf>, Option<&'a str>) {
+    if let [file, name] = targets {
+        if machine.is_none()
+            && Path::new(file).is_file()
+            && !Path::new(name).exists()
+            && !name.ends_with(".stm")
+        {
+            return (vec![PathBuf::from(file)], Some(name.as_str()));
+        }
+    }
+    (targets.iter().map(PathBuf::from).collect(), machine)
+}
+
+fn describe_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The `.stm` files of `paths`: files as given, directories searched recursively (in
+/// name order).
+fn stm_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found = Vec::new();
+            collect_stm(path, &mut found)?;
+            found.sort();
+            out.extend(found);
+        } else if path.exists() {
+            out.push(path.clone());
+        } else {
+            bail!(usage(format!("no such file or directory: {}", path.display())));
+        }
+    }
+    Ok(out)
+}
+
+fn collect_stm(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|e| usage(format!("cannot read {}: {e}", dir.display())))?;
+    for entry in entries {
+        let path = entry.with_context(|| format!("read {}", dir.display()))?.path();
+        if path.is_dir() {
+            collect_stm(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "stm") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// One machine's findings, then `NAME: ok` when there are none (harel's output).
+fn validate_one(defn: &Definition) -> Result<ExitCode> {
+    let findings = stm_core::validate::validate(defn);
+    for finding in &findings {
+        println!("{finding}");
+    }
+    if findings.is_empty() {
+        println!("{}: ok", defn.id);
+    }
+    Ok(if stm_core::validate::has_errors(&findings) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `stm render`: Mermaid `stateDiagram-v2`, the only format (harel's default, PlantUML,
+/// is not rendered: `--mermaid` is accepted so harel's command line works as it is).
+pub fn render(file: &Path, name: Option<&str>) -> Result<ExitCode> {
+    let defn = load(file, name)?;
+    println!("{}", stm_core::render::mermaid(&defn));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `stm list FILE`: what a file declares.
+pub fn list_file(file: &Path) -> Result<ExitCode> {
+    if !file.exists() {
+        bail!(usage(format!("no such file: {}", file.display())));
+    }
+    let text = read(file)?;
+    let program = stm_core::dsl::parse(&text)
+        .map_err(|e| anyhow::Error::new(e.with_file(file.display().to_string())))?;
+    let join = |v: &[String]| {
+        if v.is_empty() {
+            "—".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    println!("machines:  {}", join(&program.machines));
+    println!("fragments: {}", join(&program.fragments));
+    println!("events:    {}", join(&program.events));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `stm run` was given.
+pub struct RunArgs {
+    pub file: PathBuf,
+    pub name: Option<String>,
+    pub events: Vec<String>,
+    pub seed: Option<String>,
+    pub validate: bool,
+    pub json: bool,
+}
+
+/// `stm run`: drive a machine over an in-memory store, printing each step as `harel run`
+/// does. Every argument is checked before anything runs.
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let defn = load(&args.file, args.name.as_deref())?;
+    if args.validate {
+        let findings = stm_core::validate::validate(&defn);
+        if stm_core::validate::has_errors(&findings) {
+            let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
+            bail!("{} is not valid:\n{}", defn.id, text.join("\n"));
+        }
+    }
+    let seed = args.seed.map(|s| json_object(&s, "--seed")).transpose()?;
+    let events = args
+        .events
+        .iter()
+        .map(|s| parse_event_spec(s, "-e "))
+        .collect::<Result<Vec<_>>>()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run_machine(defn, seed, events, args.json))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A JSON object argument (`--seed`, `--reason`, an event's data), or a usage error
+/// naming `what`.
+pub fn json_object(raw: &str, what: &str) -> Result<Map> {
+    let value: Value =
+        serde_json::from_str(raw).map_err(|e| usage(format!("{what} is not valid JSON ({e})")))?;
+    match value {
+        Value::Object(map) => Ok(map),
+        other => Err(usage(format!(
+            "{what} must be a JSON object, got {}",
+            stm_core::pyvalue::type_name(&other)
+        ))),
+    }
+}
+
+/// `KIND` or `KIND:JSON`; `flag` is how the user passed it (`-e ` for `run`, empty for
+/// `send`'s argument), for the message.
+pub fn parse_event_spec(spec: &str, flag: &str) -> Result<Event> {
+    let (kind, data) = match spec.split_once(':') {
+        Some((kind, raw)) => (kind, json_object(raw, &format!("the data of {flag}{kind}"))?),
+        None => (spec, Map::new()),
+    };
+    if kind.trim().is_empty() {
+        bail!(usage(format!(
+            "{flag}{spec:?}: the event kind is empty (KIND or KIND:JSON)"
+        )));
+    }
+    Ok(Event::with_data(kind, data))
+}
+
+async fn run_machine(defn: Definition, seed: Option<Map>, events: Vec<Event>, json: bool) -> Result<()> {
+    let actions = ActionRegistry::with_builtins();
+    actions.check(&defn)?;
+    let defn_id = defn.id.clone();
+    let mut definitions = Definitions::new();
+    definitions.register(defn);
+    let store = Arc::new(MemoryStore::new());
+    let driver = Driver::new(store.clone(), definitions, actions);
+    let exe = driver
+        .create(&defn_id, seed, None)
+        .await
+        .map_err(errors::driver)?;
+    let id = exe.id.clone();
+    let show = |p: &Option<String>| p.clone().unwrap_or_else(|| "None".into());
+    if !json {
+        println!("{:<20} -> {}", "(start)", show(&exe.active_path));
+    }
+    let mut last = exe;
+    for event in events {
+        last = driver.process(&id, &event).await.map_err(errors::driver)?;
+        if !json {
+            println!("{:<20} -> {}", event.kind, show(&last.active_path));
+        }
+    }
+    if json {
+        let children: Vec<Value> = store
+            .all_executions()
+            .into_iter()
+            .filter(|e| e.id != id)
+            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+            .collect();
+        let out = serde_json::json!({ "execution": last, "children": children });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).context("encode the result")?
+        );
+    } else {
+        println!(
+            "status: {}  outcome: {}",
+            last.status,
+            last.outcome.as_deref().unwrap_or("None")
+        );
+    }
+    Ok(())
+}

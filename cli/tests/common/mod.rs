@@ -1,0 +1,181 @@
+//! A `stm local` stack for the CLI's tests: started through the real binary against the
+//! test kit's moto (behind its strict AWS layer), and the `stm` commands run against it
+//! from other processes, as a user runs them from a second shell.
+
+#![allow(dead_code)] // each test file uses its own part of it
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn repo() -> PathBuf {
+    stm_testkit::repo_root()
+}
+
+/// A running `stm local`; stopped when dropped.
+pub struct Local {
+    child: Child,
+    /// The second shell's environment (what the export line sets).
+    pub env: Vec<(String, String)>,
+    /// Where its console output goes.
+    pub log: PathBuf,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Local {
+    /// A stack on fresh tables `<tag>-…` and the queue `<tag>-…-events.fifo` (the
+    /// template's name pattern: the strict layer resolves it to EventQueue and checks the
+    /// operator commands against OperatorPolicy), running `examples/`.
+    pub fn start(tag: &str) -> Local {
+        let moto = stm_testkit::moto_blocking();
+        let prefix = stm_testkit::unique_prefix(tag);
+        let queue = format!("{prefix}-events.fifo");
+        let env = vec![
+            ("STM_EMULATOR".to_string(), "1".to_string()),
+            ("STM_ENDPOINT_URL".to_string(), moto.endpoint().to_string()),
+            ("STM_TABLE_PREFIX".to_string(), prefix),
+            ("STM_QUEUE_URL".to_string(), queue),
+            (
+                "STM_DEFINITIONS_DIR".to_string(),
+                repo().join("examples").display().to_string(),
+            ),
+            ("AWS_REGION".to_string(), "us-east-1".to_string()),
+        ];
+        let log = std::env::temp_dir().join(format!("stm-local-{tag}-{}.log", std::process::id()));
+        let child = Command::new(env!("CARGO_BIN_EXE_stm"))
+            .args([
+                "local",
+                "--relay-every",
+                "1",
+                "--sweep-every",
+                "1",
+                "--visibility",
+                "5",
+            ])
+            .current_dir(repo())
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env_remove("STM_ACTIONS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start stm local");
+        let local = Local { child, env, log };
+        // ready when it prints its `export` line (tables and queue made, or joined) and its
+        // tables answer: `stm list` alone succeeds as soon as the tables exist, before the
+        // queue does, and a `create` right then found no queue
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let said = local.console();
+            let out = local.stm(&["list"]);
+            if said.contains("export STM_EMULATOR=1 STM_ENDPOINT_URL=") && out.status.success() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "stm local did not come up: {}\n{said}",
+                stderr(&out)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        local
+    }
+
+    /// What its console said so far.
+    pub fn console(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `stm ARGS` from the repo root, with the second shell's environment.
+    pub fn stm(&self, args: &[&str]) -> Output {
+        stm_with(&self.env, args)
+    }
+
+    /// Run and require success; stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.stm(args);
+        assert!(out.status.success(), "stm {args:?} failed: {}", stderr(&out));
+        stdout(&out)
+    }
+
+    /// Poll `stm show ID` until its first line contains every needle.
+    pub fn wait_show(&self, id: &str, needles: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let shown = self.ok(&["show", id]);
+            let first = shown.lines().next().unwrap_or_default();
+            if needles.iter().all(|n| first.contains(n)) {
+                return shown;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{id} never showed {needles:?}; last:\n{shown}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+}
+
+/// `stm local` in `env` with quick schedules (relay and sweep every second, a 5 s
+/// visibility timeout), running `examples/`, its console not yet redirected.
+pub fn stm_local(env: &[(String, String)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stm"));
+    cmd.args([
+        "local",
+        "--relay-every",
+        "1",
+        "--sweep-every",
+        "1",
+        "--visibility",
+        "5",
+    ])
+    .arg("--definitions")
+    .arg(repo().join("examples"))
+    .current_dir(repo())
+    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    .env_remove("STM_ACTIONS")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null());
+    cmd
+}
+
+/// `stm ARGS` from the repo root in `env`.
+pub fn stm_with(env: &[(String, String)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stm"))
+        .args(args)
+        .current_dir(repo())
+        .env_remove("STM_ACTIONS")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .expect("run stm")
+}
+
+/// `stm ARGS` with no deployment in its environment (the commands that need none).
+pub fn stm_alone(args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stm"));
+    cmd.args(args).current_dir(repo());
+    for var in [
+        "STM_ENDPOINT_URL",
+        "STM_TABLE_PREFIX",
+        "STM_QUEUE_URL",
+        "STM_DEFINITIONS_DIR",
+        "STM_EMULATOR",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.output().expect("run stm")
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

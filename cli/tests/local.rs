@@ -1,0 +1,359 @@
+//! `stm local` itself, through the binary: its console (one line per processed event, a
+//! line naming why an event was dropped), `--env`, Ctrl-C's twin SIGTERM (moto goes with
+//! it), one stack per port and per queue, and `--fresh`.
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    stm_testkit::repo_root()
+}
+
+/// `stm` in the repo, with none of the deployment's variables of the test's environment.
+fn stm_command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stm"));
+    cmd.current_dir(repo())
+        .env("STM_PYTHON", stm_testkit::python())
+        .env("AWS_REGION", "us-east-1");
+    for var in [
+        "STM_ENDPOINT_URL",
+        "STM_TABLE_PREFIX",
+        "STM_QUEUE_URL",
+        "STM_DEFINITIONS_DIR",
+        "STM_ACTIONS",
+        "STM_METRICS",
+        "AWS_LAMBDA_FUNCTION_NAME",
+        "RUST_LOG",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// A running `stm local`, its stderr in a file; killed if the test ends without stopping it.
+struct Local {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        // as `terminate` does, so a failed test leaves no moto behind
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Local {
+    fn start(tag: &str, args: &[&str]) -> Local {
+        let log = std::env::temp_dir().join(format!("stm-local-test-{tag}-{}.log", std::process::id()));
+        let child = stm_command()
+            .arg("local")
+            .args(["--relay-every", "1", "--sweep-every", "1", "--visibility", "5"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start stm local");
+        let mut local = Local { child, log };
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while local.export_line().is_none() {
+            if let Some(status) = local.child.try_wait().expect("try_wait") {
+                panic!("stm local exited ({status}):\n{}", local.said());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "stm local did not come up:\n{}",
+                local.said()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        local
+    }
+
+    fn said(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The `export ...` line it printed for another shell.
+    fn export_line(&self) -> Option<String> {
+        self.said()
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("export STM_EMULATOR=1 "))
+            .map(str::to_string)
+    }
+
+    /// The variables of the export line.
+    fn env(&self) -> BTreeMap<String, String> {
+        let line = self.export_line().expect("export line");
+        line.trim_start_matches("export ")
+            .split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// An operator command against this stack, with its export line's variables.
+    fn stm(&self, args: &[&str]) -> Output {
+        stm_command()
+            .args(args)
+            .envs(self.env())
+            .output()
+            .expect("run stm")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.stm(args);
+        assert!(out.status.success(), "stm {args:?} failed: {}", text(&out.stderr));
+        text(&out.stdout)
+    }
+
+    /// Poll until its console has a line with every needle; that line.
+    fn wait_line(&self, needles: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let said = self.said();
+            if let Some(line) = said.lines().find(|l| needles.iter().all(|n| l.contains(n))) {
+                return line.to_string();
+            }
+            assert!(Instant::now() < deadline, "no line with {needles:?} in:\n{said}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// SIGTERM, as a service manager or `kill` stops it; its exit status.
+    fn terminate(mut self) -> (ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        let status = wait_for(&mut self.child, Duration::from_secs(30));
+        (status, self.said())
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn wait_for(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Run `stm ARGS` that must end on its own (quickly); its status, stdout and stderr.
+fn finish(cmd: &mut Command) -> (ExitStatus, String, String) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn stm");
+    let status = wait_for(&mut child, Duration::from_secs(30));
+    let out = child.wait_with_output().expect("output");
+    (status, text(&out.stdout), text(&out.stderr))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn listening(port: u16) -> bool {
+    TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500)).is_ok()
+}
+
+/// One stack with its own moto: the export line and `--env`, a second `stm local` on the
+/// port, the console lines of processed and dropped events, and SIGTERM.
+#[test]
+fn a_stack_with_its_own_moto() {
+    let port = free_port();
+    let p = port.to_string();
+    let examples = repo().join("examples");
+    let local = Local::start(
+        "moto",
+        &[
+            "--port",
+            &p,
+            "--definitions",
+            examples.to_str().expect("utf-8 path"),
+        ],
+    );
+    let pid = local.child.id();
+
+    // the export line is absolute and what runs
+    let env = local.env();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    assert_eq!(env["STM_ENDPOINT_URL"], endpoint);
+    assert_eq!(env["STM_TABLE_PREFIX"], "harel");
+    assert!(
+        env["STM_QUEUE_URL"].starts_with("http://") && env["STM_QUEUE_URL"].ends_with("/harel-events.fifo"),
+        "{env:?}"
+    );
+    let canonical = std::fs::canonicalize(&examples).expect("examples");
+    assert_eq!(PathBuf::from(&env["STM_DEFINITIONS_DIR"]), canonical);
+
+    // --env, with a relative folder: that very line, alone on stdout
+    let (status, stdout, stderr) =
+        finish(stm_command().args(["local", "--env", "--port", &p, "--definitions", "examples"]));
+    assert!(status.success(), "stm local --env: {stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert_eq!(stdout.trim(), local.export_line().expect("export line"));
+
+    // a second stack on the same port: refused at once, naming the way out
+    let (status, _, stderr) = finish(stm_command().args(["local", "--port", &p]));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one error line: {stderr}");
+    for needle in [
+        "error: port ",
+        &format!("port {port} is taken"),
+        &format!("pid {pid}"),
+        "--port N",
+        &format!("--endpoint {endpoint}"),
+    ] {
+        assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+    }
+
+    // one console line per processed event
+    local.ok(&["create", "examples/order.stm", "Order", "--id", "o-1"]);
+    local.wait_line(&["  o-1  Start  ", "-> Draft  RUNNING  v"]);
+    // an event nothing in Draft takes: processed as nothing, and said so
+    local.ok(&["send", "o-1", "Shipped"]);
+    let dropped = local.wait_line(&["event dropped: o-1 took nothing from Shipped"]);
+    assert!(
+        dropped.contains("reason=") && dropped.contains("nothing in Draft or above it takes Shipped"),
+        "{dropped}"
+    );
+    local.ok(&["send", "o-1", r#"Submit:{"amount": 1.5}"#]);
+    let line = local.wait_line(&["  o-1  Submit  "]);
+    let (time, rest) = line.split_once("  ").expect("two spaces after the time");
+    assert!(
+        time.len() == 8 && time.chars().filter(|c| *c == ':').count() == 2,
+        "a time of day first: {line}"
+    );
+    assert!(
+        rest.starts_with("o-1  Submit  Draft -> Payment.Charging  RUNNING  v") && rest.ends_with(" ms)"),
+        "{line}"
+    );
+    local.ok(&["send", "o-1", r#"PaymentOk:{"receipt": "r-1"}"#]);
+    local.ok(&["send", "o-1", "Shipped"]);
+    local.wait_line(&["  o-1  Shipped  Shipping -> Delivered  DONE success  v"]);
+
+    // an event for the DONE execution: processed as nothing, and said so
+    local.ok(&["send", "o-1", "Shipped"]);
+    let dropped = local.wait_line(&[
+        "event dropped: o-1 took nothing from Shipped",
+        "the execution is DONE",
+    ]);
+    assert!(dropped.contains("reason="), "{dropped}");
+    let said = local.said();
+    assert!(
+        !said.lines().any(|l| l.starts_with('{')),
+        "no JSON lines:\n{said}"
+    );
+
+    // SIGTERM stops it as Ctrl-C does: moto goes with it
+    let (status, said) = local.terminate();
+    assert!(status.success(), "exit after SIGTERM: {status}\n{said}");
+    assert!(said.contains("SIGTERM: stopping"), "{said}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while listening(port) {
+        assert!(
+            Instant::now() < deadline,
+            "moto still listens on {port} after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // nothing runs there now: --env says so
+    let (status, stdout, stderr) = finish(stm_command().args(["local", "--env", "--port", &p]));
+    assert_eq!(status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains(&format!("error: `stm local` is not running at {endpoint}")),
+        "{stderr}"
+    );
+
+    // killed outright (SIGKILL, no handler runs): moto still goes, at the end of its stdin
+    let port = free_port();
+    let mut killed = Local::start("killed", &["--port", &port.to_string()]);
+    killed.child.kill().expect("SIGKILL");
+    killed.child.wait().expect("reap");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while listening(port) {
+        assert!(
+            Instant::now() < deadline,
+            "moto outlived a SIGKILLed stm local on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Against a running emulator (`--endpoint`): a second stack on the queue is refused, and
+/// `--fresh` starts from empty tables and queues.
+#[test]
+fn fresh_and_one_stack_per_queue_on_an_emulator() {
+    let moto = stm_testkit::moto_blocking();
+    let prefix = stm_testkit::unique_prefix("fresh");
+    let queue = format!("{prefix}-events.fifo");
+    let examples = repo().join("examples");
+    let flags = [
+        "--endpoint",
+        moto.endpoint(),
+        "--prefix",
+        &prefix,
+        "--queue",
+        &queue,
+        "--definitions",
+        examples.to_str().expect("utf-8 path"),
+    ];
+    let first = Local::start("fresh-1", &flags);
+
+    let (status, _, stderr) = finish(stm_command().arg("local").args(flags));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let needle = format!("(pid {}) is serving the queue {queue}", first.child.id());
+    assert!(stderr.contains(&needle), "{needle:?} not in: {stderr}");
+
+    first.ok(&["create", "examples/order.stm", "Order", "--id", "f-1"]);
+    first.wait_line(&["  f-1  Start  "]);
+    let (status, said) = first.terminate();
+    assert!(status.success(), "{said}");
+
+    let fresh = Local::start("fresh-2", &[&flags[..], &["--fresh"][..]].concat());
+    let said = fresh.said();
+    assert!(
+        said.contains(&format!("--fresh: deleted the tables {prefix}_executions, ")),
+        "{said}"
+    );
+    assert!(said.contains(&format!("--fresh: purged {queue} (")), "{said}");
+    let listed = fresh.ok(&["list"]);
+    assert!(!listed.contains("f-1"), "f-1 survived --fresh:\n{listed}");
+    let shown = fresh.stm(&["show", "f-1"]);
+    assert_eq!(shown.status.code(), Some(1), "{}", text(&shown.stderr));
+    let (status, said) = fresh.terminate();
+    assert!(status.success(), "{said}");
+}
