@@ -297,15 +297,24 @@ pub async fn control(dep: &Deployment, id: &str, command: ControlCommand) -> Res
         bail!("{id} is {why}: nothing to {}", command.verb());
     }
     let control = &connected.control;
-    match command {
-        ControlCommand::Cancel(reason) => control.cancel(id, reason).await,
+    match &command {
+        ControlCommand::Cancel(reason) => control.cancel(id, reason.clone()).await,
         ControlCommand::Suspend => control.suspend(id).await,
         ControlCommand::Resume => control.resume(id).await,
         ControlCommand::Terminate => control.terminate(id).await,
     }
     .map_err(errors::driver)?;
     let after = load(connected.store.as_ref(), id).await?;
-    println!("{id}: {} -> {}", before.status, after.status);
+    let note = match (&command, after.status) {
+        (ControlCommand::Cancel(Some(_)), Status::Cancelled) => {
+            "  (forceful: nothing active models `on Cancel`, so no Cancel event carried the reason; as in harel, it is not kept)"
+        }
+        (ControlCommand::Cancel(_), Status::Cancelling) => {
+            "  (cooperative: its Cancel goes to the model's `on Cancel`; `stm show` and `stm trace` show the reason)"
+        }
+        _ => "",
+    };
+    println!("{id}: {} -> {}{note}", before.status, after.status);
     Ok(())
 }
 
@@ -318,10 +327,29 @@ pub async fn show(dep: &Deployment, id: &str, json: bool) -> Result<()> {
     }
     let mut lines = Vec::new();
     describe(store.as_ref(), &exe, "", &mut lines).await?;
+    if let Some(reason) = cancel_reason(store.as_ref(), &exe).await? {
+        lines.insert(1, format!("  cancel reason: {reason}"));
+    }
     for line in lines {
         println!("{line}");
     }
     Ok(())
+}
+
+/// The data of the `Cancel` a cooperative cancel delivered, from the trace (where the
+/// worker records the step with its event data). A forceful cancel delivers no event and,
+/// as in harel, keeps no reason: `stm cancel` says so when it happens.
+async fn cancel_reason(store: &dyn ExecutionStore, exe: &Execution) -> Result<Option<Value>> {
+    if !matches!(exe.status, Status::Cancelled | Status::Cancelling | Status::Done) {
+        return Ok(None);
+    }
+    let steps = store.read_trace(&exe.id).await?;
+    Ok(steps
+        .iter()
+        .rev()
+        .find(|step| step.get("event_kind").and_then(Value::as_str) == Some("Cancel"))
+        .and_then(|step| step.get("event_data").cloned())
+        .filter(|data| data.as_object().is_some_and(|m| !m.is_empty())))
 }
 
 fn opt(v: &Option<String>) -> &str {

@@ -154,6 +154,27 @@ fn the_walkthrough_as_the_readme_prints_it_then_the_newcomers_mistakes() {
     assert_eq!(local.ok(&["resume", "o-9"]).trim(), "o-9: SUSPENDED -> RUNNING");
     local.wait_show("o-9", &["at Payment.Charging"]);
 
+    // a cooperative cancel (a Draft order models `on Cancel`): the reason is the Cancel's
+    // data, and `show` shows it; a forceful one says that the reason is not kept
+    local.ok(&["create", "examples/order.stm", "Order", "--id", "o-10"]);
+    local.wait_show("o-10", &["at Draft"]);
+    let said = local.ok(&["cancel", "o-10", "--reason", r#"{"why": "customer"}"#]);
+    assert!(
+        said.starts_with("o-10: RUNNING -> CANCELLING  (cooperative: "),
+        "{said}"
+    );
+    let shown = local.wait_show("o-10", &["DONE", "at Withdrawn", "outcome withdrawn"]);
+    assert_eq!(
+        shown.lines().nth(1),
+        Some(r#"  cancel reason: {"why":"customer"}"#),
+        "{shown}"
+    );
+    let said = local.ok(&["cancel", "o-9", "--reason", r#"{"why": "late"}"#]);
+    assert!(
+        said.starts_with("o-9: RUNNING -> CANCELLED  (forceful: ") && said.contains("it is not kept"),
+        "{said}"
+    );
+
     let mistakes: Vec<(Vec<&str>, i32, &str)> = vec![
         (
             vec!["show", "nope"],
@@ -204,7 +225,12 @@ fn the_walkthrough_as_the_readme_prints_it_then_the_newcomers_mistakes() {
         (
             vec!["resume", "o-9"],
             1,
-            "error: o-9 is RUNNING, not SUSPENDED: nothing to resume",
+            "error: o-9 is already CANCELLED: nothing to resume",
+        ),
+        (
+            vec!["suspend", "o-10"],
+            1,
+            "error: o-10 is already DONE: nothing to suspend",
         ),
         (
             vec!["create", "examples/missing.stm", "Order"],
