@@ -31,7 +31,7 @@ use stm_core::{Event, Execution, Map, Value};
 use stm_deploytest::iam::{self, Physical};
 use stm_deploytest::recorder::Recorder;
 use stm_deploytest::template::{Resolver, Template};
-use stm_runtime::config::FunctionContext;
+use stm_runtime::config::{Function, FunctionContext};
 use stm_runtime::queue::QueueUrls;
 use stm_runtime::{ActionRegistry, Control, Driver, Queue, SqsQueue};
 use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, SpawnIntent, TimerOp};
@@ -140,7 +140,7 @@ impl Stack {
     /// The function's context, built by the functions' own init from the environment the
     /// template gives `function` (the layer mounted at its source folder), talking to the
     /// recorder.
-    async fn function(&self, function: &str, actions: Option<ActionRegistry>) -> FunctionContext {
+    async fn function(&self, function: &str, kind: Function) -> FunctionContext {
         let _guard = ENV.lock().await;
         let mut env = self.resolver().environment(function).expect("environment");
         if env.get("STM_DEFINITIONS_DIR").map(String::as_str) == Some("/opt") {
@@ -157,7 +157,7 @@ impl Stack {
         for (k, v) in &env {
             std::env::set_var(k, v);
         }
-        let context = FunctionContext::from_env(actions).await;
+        let context = FunctionContext::from_env(kind).await;
         for name in env.keys() {
             std::env::remove_var(name);
         }
@@ -270,7 +270,7 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
     )
     .await;
     let context = stack
-        .function("Worker", Some(ActionRegistry::with_builtins()))
+        .function("Worker", Function::Worker(ActionRegistry::with_builtins()))
         .await;
     let worker = context.worker();
 
@@ -488,7 +488,7 @@ async fn relay_role_is_exactly_what_the_relay_sends() {
     };
     stack.store.commit(&mut exe, commit).await.expect("commit");
 
-    let context = stack.function("Relay", None).await;
+    let context = stack.function("Relay", Function::Relay).await;
     // what functions/relay/src/main.rs runs per invocation (the payload is not read)
     let _event = scheduled("relay-scheduled.json");
     let summary = stm_runtime::relay::relay_pending(context.store.as_ref(), context.queue.as_ref())
@@ -520,7 +520,7 @@ async fn sweeper_role_is_exactly_what_the_sweeper_sends() {
     };
     stack.store.commit(&mut exe, commit).await.expect("commit");
 
-    let context = stack.function("Sweeper", None).await;
+    let context = stack.function("Sweeper", Function::Sweeper).await;
     // what functions/sweeper/src/main.rs runs per invocation (the payload is not read)
     let _event = scheduled("sweeper-scheduled.json");
     // the first sweep claims the (rare) full scan, which finds harel's timers too

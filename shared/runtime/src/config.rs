@@ -18,7 +18,7 @@ use crate::driver::{Definitions, Driver, DriverError};
 #[cfg(feature = "aws")]
 mod clients;
 #[cfg(feature = "aws")]
-pub use clients::FunctionContext;
+pub use clients::{Function, FunctionContext};
 
 /// The default table prefix (harel's).
 pub const DEFAULT_PREFIX: &str = "harel";

@@ -58,6 +58,16 @@ impl FunctionConfig {
     }
 }
 
+/// Which function a [`FunctionContext`] is for.
+#[non_exhaustive]
+pub enum Function {
+    /// The worker, with the Rust actions its machines call (`STM_ACTIONS` adds the remote
+    /// ones).
+    Worker(ActionRegistry),
+    Relay,
+    Sweeper,
+}
+
 /// Everything a function builds once at init: config, store, queue, validated definitions.
 pub struct FunctionContext {
     pub config: FunctionConfig,
@@ -72,18 +82,17 @@ impl FunctionContext {
     /// Read the environment, load and validate the definitions, build the clients. Any
     /// problem fails the cold start with a message naming the variable, file or machine.
     ///
-    /// `actions: None` is for the relay and the sweeper, which run no machine: they
-    /// skip the definitions.
-    pub async fn from_env(actions: Option<ActionRegistry>) -> Result<Self, DriverError> {
+    /// The relay and the sweeper run no machine: they skip the definitions.
+    pub async fn from_env(function: Function) -> Result<Self, DriverError> {
         let config = FunctionConfig::from_env()?;
-        let (definitions, actions) = match actions {
-            Some(mut actions) => {
+        let (definitions, actions) = match function {
+            Function::Worker(mut actions) => {
                 if let Some(remote) = config.remote_actions()? {
                     remote.register_into(&mut actions);
                 }
                 (load_definitions_dir(&config.definitions_dir)?, actions)
             }
-            None => (Definitions::new(), ActionRegistry::new()),
+            Function::Relay | Function::Sweeper => (Definitions::new(), ActionRegistry::new()),
         };
         let store = config.store().await?;
         let queue = Arc::new(config.queue().await);

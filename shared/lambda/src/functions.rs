@@ -1,0 +1,144 @@
+//! The three functions: their handlers over a [`FunctionContext`] built at init, and the
+//! `run_*` entry points that build it and serve invocations.
+
+use std::future::Future;
+use std::process::ExitCode;
+
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
+use stm_runtime::config::{Function, FunctionContext};
+use stm_runtime::ActionRegistry;
+
+use crate::HandlerError;
+
+/// The worker: SQS FIFO batches to statechart steps, the failed records reported in
+/// `batchItemFailures` (map it with `ReportBatchItemFailures`). `actions` are the Rust
+/// actions the machines call, beside the `STM_ACTIONS` remote bindings.
+pub async fn run_worker(actions: ActionRegistry) -> ExitCode {
+    serve("worker", Function::Worker(actions), |context| {
+        let worker = context.worker();
+        async move {
+            let worker = &worker;
+            lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+                Ok::<SqsBatchResponse, Diagnostic>(worker_handler(worker, event).await)
+            }))
+            .await
+        }
+    })
+    .await
+}
+
+/// One worker invocation: no record is started with less than one record's reserve left
+/// before the invocation's deadline (those left are reported and come back at once).
+pub async fn worker_handler(worker: &stm_runtime::Worker, event: LambdaEvent<SqsEvent>) -> SqsBatchResponse {
+    let deadline = stm_runtime::worker::deadline_from_epoch_millis(event.context.deadline);
+    worker.handle_sqs_event_until(event.payload, deadline).await
+}
+
+/// The relay (scheduled): every pending outbox event and spawn intent, in seq order, to
+/// the FIFO queue; the safety net behind the worker's inline flush.
+pub async fn run_relay() -> ExitCode {
+    serve("relay", Function::Relay, |context| async move {
+        let context = &context;
+        lambda_runtime::run(service_fn(
+            move |event: LambdaEvent<EventBridgeEvent<serde_json::Value>>| async move {
+                relay_handler(context, event).await.map_err(Diagnostic::from)
+            },
+        ))
+        .await
+    })
+    .await
+}
+
+/// One relay invocation.
+pub async fn relay_handler(
+    context: &FunctionContext,
+    event: LambdaEvent<EventBridgeEvent<serde_json::Value>>,
+) -> Result<stm_runtime::RelaySummary, HandlerError> {
+    Ok(
+        stm_runtime::relay::handle_scheduled(context.store.as_ref(), context.queue.as_ref(), &event.payload)
+            .await?,
+    )
+}
+
+/// What invokes the sweeper: an SQS batch of precise-timer doorbells has `Records`, its
+/// schedule's event does not.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+pub enum SweeperTrigger {
+    Doorbells(SqsEvent),
+    Schedule(Box<EventBridgeEvent<serde_json::Value>>),
+}
+
+/// The sweeper: on its schedule, every due timer becomes a `Timeout` on its execution's
+/// group and is deleted if its `fire_at` is unchanged; on a doorbell, that one timer, if
+/// it is still armed with that `fire_at`.
+pub async fn run_sweeper() -> ExitCode {
+    serve("sweeper", Function::Sweeper, |context| async move {
+        let context = &context;
+        lambda_runtime::run(service_fn(move |event: LambdaEvent<SweeperTrigger>| async move {
+            sweeper_handler(context, event).await.map_err(Diagnostic::from)
+        }))
+        .await
+    })
+    .await
+}
+
+/// One sweeper invocation: the doorbells' partial-batch response, or the sweep's summary.
+pub async fn sweeper_handler(
+    context: &FunctionContext,
+    event: LambdaEvent<SweeperTrigger>,
+) -> Result<serde_json::Value, HandlerError> {
+    let clock = context.driver.clock.clone();
+    match event.payload {
+        SweeperTrigger::Doorbells(batch) => {
+            let now = move || clock.now();
+            let (response, summary) = stm_runtime::doorbell::handle_doorbells(
+                context.store.as_ref(),
+                context.queue.as_ref(),
+                &batch,
+                &now,
+            )
+            .await;
+            summary.metrics().emit();
+            Ok(serde_json::to_value(response)?)
+        }
+        SweeperTrigger::Schedule(scheduled) => {
+            let summary = stm_runtime::sweeper::handle_scheduled(
+                context.store.as_ref(),
+                context.queue.as_ref(),
+                &scheduled,
+                clock.now(),
+            )
+            .await?;
+            Ok(serde_json::to_value(summary)?)
+        }
+    }
+}
+
+/// A function's life: JSON logs, its context from the environment (a failure ends the
+/// cold start with the reason, on stderr and in the log), then `run` until the Lambda
+/// runtime loop ends.
+async fn serve<R, F>(name: &str, function: Function, run: R) -> ExitCode
+where
+    R: FnOnce(FunctionContext) -> F,
+    F: Future<Output = Result<(), lambda_runtime::Error>>,
+{
+    stm_runtime::config::init_json_logs();
+    let context = match FunctionContext::from_env(function).await {
+        Ok(context) => context,
+        Err(err) => {
+            tracing::error!(error = %err, "{name} init failed");
+            eprintln!("{name} init failed: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(context).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = %err, "the Lambda runtime loop ended");
+            ExitCode::FAILURE
+        }
+    }
+}
