@@ -8,6 +8,7 @@ mod errors;
 #[cfg(feature = "aws")]
 mod local;
 mod machine;
+mod new;
 #[cfg(feature = "aws")]
 mod ops;
 
@@ -81,6 +82,16 @@ enum Command {
         roots: bool,
         #[command(flatten)]
         deployment: ops::Deployment,
+    },
+    /// Write a starter machine that validates and runs as it is (harel's `new`).
+    New {
+        /// The .stm file to create (its directory must exist).
+        file: PathBuf,
+        /// The machine's name; default: from the file's name (`my-door.stm` is `my_door`).
+        name: Option<String>,
+        /// Overwrite the file if it exists.
+        #[arg(long)]
+        force: bool,
     },
     /// Drive a machine with events over an in-memory store (no deployment).
     Run {
@@ -215,6 +226,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::List { file } => machine::list_file(&file),
         #[cfg(feature = "aws")]
         Command::List { file: Some(file), .. } => machine::list_file(&file),
+        Command::New { file, name, force } => new::new_machine(&file, name.as_deref(), force),
         Command::Run {
             file,
             name,

@@ -79,6 +79,40 @@ impl std::fmt::Display for ActionError {
     }
 }
 
+/// Any error becomes an action error, so `?` works inside an action: its type name (the
+/// last segment of the Rust type's path, `ParseIntError`) is the exception type that
+/// `on error` routes on, and its message is the error's text with its causes.
+///
+/// ```
+/// use stm_core::engine::ActionError;
+///
+/// fn parse(raw: &str) -> Result<i64, ActionError> {
+///     Ok(raw.parse::<i64>()?)
+/// }
+/// let err = parse("x").unwrap_err();
+/// assert_eq!(err.type_name, "ParseIntError");
+/// assert_eq!(err.message, "invalid digit found in string");
+/// ```
+///
+/// (`ActionError` is not itself a `std::error::Error`, as `anyhow::Error` is not: that
+/// would make this conversion overlap the identity `From`.)
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ActionError {
+    fn from(err: E) -> Self {
+        let full = std::any::type_name::<E>();
+        // `a::b::Error<c::D>`: the last path segment before any generic arguments
+        let base = full.split('<').next().unwrap_or(full);
+        let type_name = base.rsplit("::").next().unwrap_or(base);
+        let mut message = err.to_string();
+        let mut source = err.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        ActionError::new(type_name, message)
+    }
+}
+
 /// The caller's side of a step: runs the actions the engine asks for.
 ///
 /// `context` is the execution's live context; an action may read and change it. The
