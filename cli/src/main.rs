@@ -35,7 +35,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Parse and validate machines: one FILE [NAME] as harel does, or several files and
+    /// Parse and validate machines: one FILE and an optional NAME as harel takes them, or several files and
     /// directories (every .stm file in them). Exit 1 if any has errors.
     #[command(after_help = errors::EXIT_CODES)]
     Validate {

@@ -22,7 +22,7 @@ pub struct Deployment {
     #[arg(long, env = "STM_ENDPOINT_URL", value_name = "URL")]
     pub endpoint: Option<String>,
     /// The table prefix (the tables are PREFIX_executions, PREFIX_timers, ...).
-    #[arg(long, env = "STM_TABLE_PREFIX", default_value = "harel")]
+    #[arg(long, env = "STM_TABLE_PREFIX", default_value = stm_store::DEFAULT_PREFIX)]
     pub prefix: String,
     /// The FIFO event queue: a URL, or a queue name.
     #[arg(
@@ -38,7 +38,7 @@ pub struct Deployment {
     #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
     pub definitions: Option<PathBuf>,
     /// The AWS region.
-    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    #[arg(long, env = "AWS_REGION", default_value = stm_store::DEFAULT_REGION)]
     pub region: String,
 }
 

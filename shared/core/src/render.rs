@@ -1,4 +1,4 @@
-//! Rendering a [`Definition`](crate::Definition) as a Mermaid `stateDiagram-v2`, the
+//! Rendering a [`Definition`] as a Mermaid `stateDiagram-v2`, the
 //! same text harel 0.9.0's `viz/mermaid.py` produces.
 //!
 //! Mermaid constraints that shape the output:

@@ -1,4 +1,4 @@
-//! Static checks on a [`Definition`](crate::Definition), the rules of harel 0.9.0's
+//! Static checks on a [`Definition`], the rules of harel 0.9.0's
 //! `definition/validate.py`.
 //!
 //! A pure pass over the immutable graph that catches the structural defects the builder

@@ -59,6 +59,22 @@ impl ActionRegistry {
         r
     }
 
+    /// Bind `name` (as a `.stm` file calls it: `on enter orders.total()`) to `f`. The
+    /// action reads and may change the live context; its value matters to selectors; an
+    /// error (any `std::error::Error`, with `?`) is routed by `on error` on its type name.
+    ///
+    /// ```
+    /// use stm_runtime::ActionRegistry;
+    ///
+    /// let mut actions = ActionRegistry::with_builtins();
+    /// actions.register("orders.count", |input| {
+    ///     let raw = input.inputs.get("of").and_then(|v| v.as_str()).unwrap_or("0");
+    ///     let count: i64 = raw.parse()?; // a ParseIntError routes to `on error`
+    ///     input.context.insert("count".into(), count.into());
+    ///     Ok(serde_json::Value::Null)
+    /// });
+    /// assert!(actions.get("orders.count").is_some());
+    /// ```
     pub fn register<F>(&mut self, name: impl Into<String>, f: F) -> &mut Self
     where
         F: Fn(ActionInput<'_>) -> Result<Value, ActionError> + Send + Sync + 'static,

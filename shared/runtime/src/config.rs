@@ -20,8 +20,7 @@ mod clients;
 #[cfg(feature = "aws")]
 pub use clients::{Function, FunctionContext};
 
-/// The default table prefix (harel's).
-pub const DEFAULT_PREFIX: &str = "harel";
+pub use stm_store::{DEFAULT_PREFIX, DEFAULT_REGION};
 
 /// The longest `STM_PROCESSED_TTL_DAYS` taken (a century).
 pub const MAX_PROCESSED_TTL_DAYS: u64 = 36_500;
@@ -155,7 +154,7 @@ impl FunctionConfig {
             action_max_response_bytes,
             region: get("AWS_REGION")
                 .or_else(|| get("AWS_DEFAULT_REGION"))
-                .unwrap_or_else(|| "us-east-1".into()),
+                .unwrap_or_else(|| DEFAULT_REGION.into()),
         })
     }
 }

@@ -344,7 +344,28 @@ impl StepReport {
     }
 }
 
-/// The driver. Cheap to clone; share one per process.
+/// The driver: one step of an execution is effects -> actions -> one atomic commit ->
+/// delivery. Cheap to clone; share one per process. Embedded, over a [`MemoryStore`]
+/// (what `stm run` does):
+///
+/// ```
+/// use std::sync::Arc;
+/// use stm_core::Event;
+/// use stm_runtime::{ActionRegistry, Definitions, Driver};
+///
+/// let text = "event Go {}\nmachine M {\n  initial A\n  state A {}\n  final B done\n  from A to B on Go\n}\n";
+/// let mut definitions = Definitions::new();
+/// definitions.register(stm_core::dsl::load_definition_str(text, None, None).expect("valid"));
+/// let driver = Driver::new(Arc::new(stm_store::MemoryStore::new()), definitions, ActionRegistry::with_builtins());
+/// # tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(async {
+/// let exe = driver.create("M", None, Some("m-1")).await.expect("created");
+/// assert_eq!(exe.active_path.as_deref(), Some("A"));
+/// let exe = driver.process("m-1", &Event::new("Go")).await.expect("processed");
+/// assert_eq!((exe.status.as_str(), exe.outcome.as_deref()), ("DONE", Some("done")));
+/// # });
+/// ```
+///
+/// [`MemoryStore`]: stm_store::MemoryStore
 #[derive(Clone)]
 pub struct Driver {
     pub store: Arc<dyn ExecutionStore>,

@@ -4,9 +4,14 @@
 //! - [`driver`]: effects -> actions -> one atomic commit -> delivery.
 //! - [`actions`]: handler names -> Rust functions, with harel's `harel.lib.*` built-ins.
 //! - [`queue`]: the [`Queue`] trait, SQS FIFO and in-memory implementations, the message
-//!   contract (DESIGN §3.3).
+//!   contract (harel 0.9.0's messages; see `queue`).
+//! - [`control`]: the sending side and the control plane (create, send, cancel,
+//!   terminate, suspend, resume), harel's `SenderLogic` and `engine/control.py`.
 //! - [`worker`], [`relay`], [`sweeper`]: what the three Lambda functions do, as plain
 //!   async functions over a store and a queue.
+//! - [`doorbell`]: precise timers, a delayed doorbell message per near timer.
+//! - [`remote`]: actions bound to a Lambda function or an HTTPS endpoint (harel's FaaS
+//!   wire contract).
 //! - `eventsource` (feature `aws`): the SQS event-source-mapping emulation the local stack
 //!   and the end-to-end tests run the worker under.
 //! - [`config`]: the functions' environment and the definitions directory.

@@ -3,7 +3,7 @@
 //! message contract, the size rules and the batch planner here are plain Rust and build
 //! without the SDK.
 //!
-//! The wire contract is DESIGN §3.3:
+//! The wire contract (harel 0.9.0's SQS messages; ARCHITECTURE.md's glossary):
 //! - an **event** message's body is harel's Event JSON and its `MessageGroupId` is the
 //!   target execution id, so a harel sender can feed our worker and SQS itself keeps one
 //!   in-flight event per execution;

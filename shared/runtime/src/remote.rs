@@ -136,7 +136,7 @@ impl Default for RemoteSettings {
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             lambda_endpoint_url: None,
-            region: "us-east-1".into(),
+            region: stm_store::DEFAULT_REGION.into(),
         }
     }
 }

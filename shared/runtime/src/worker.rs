@@ -1,4 +1,4 @@
-//! The worker: one SQS FIFO batch -> statechart steps, with the batch rules of DESIGN §3.4.
+//! The worker: one SQS FIFO batch -> statechart steps, under the FIFO batch rules below.
 //!
 //! Per record, in order: parse; `load_for_event` (one store call); then
 //! - unknown execution or already processed: acknowledged as a no-op;

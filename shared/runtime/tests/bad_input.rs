@@ -896,7 +896,7 @@ async fn a_mixed_batch_loses_nothing_and_dead_letters_only_the_poison() {
     println!("mixed batch to quiescence: {:.2?}", started.elapsed());
 }
 
-/// Regression (issue 11): the old batch rule reported every record after the first
+/// Regression: the old batch rule reported every record after the first
 /// failure, whatever its group, and each report is a receive, so a good event of group `c`
 /// that kept landing behind failures of *other* groups (here four bad records, at
 /// maxReceiveCount 3) was dead-lettered without ever being attempted. FIFO order only

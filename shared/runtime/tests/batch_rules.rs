@@ -1,5 +1,5 @@
-//! The worker's batch rules against a store that misbehaves on purpose (issue 11, "strict
-//! AWS layer"), over MemoryStore and the in-memory queue:
+//! The worker's batch rules against a store that misbehaves on purpose (the
+//! throttling and failures a real AWS account gives), over MemoryStore and the in-memory queue:
 //!
 //! - **Back-off of released records** (bug 6): a record the store keeps throttling was
 //!   released at visibility 0 on every receive, so the template's `maxReceiveCount` (100)

@@ -1,4 +1,4 @@
-//! SQS's limits on what the runtime sends (issue 11): message group ids (execution ids,
+//! SQS's limits on what the runtime sends: message group ids (execution ids,
 //! given or derived) of 1-128 letters, digits and ASCII punctuation; `SendMessageBatch`
 //! requests of at most 10 entries and 1 MiB; messages of at most 1 MiB. Run end to end
 //! over MemoryStore + MemoryQueue, which refuses what SQS refuses, through the worker (the

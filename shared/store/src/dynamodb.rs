@@ -127,8 +127,7 @@ pub use schema::{
     TIMER_DUE_INDEX, TIMER_SHARDS, TIMER_SHARD_ATTRIBUTE,
 };
 
-/// The default table prefix (harel's).
-pub const DEFAULT_PREFIX: &str = "harel";
+pub use crate::{DEFAULT_PREFIX, DEFAULT_REGION};
 /// DynamoDB's item size limit.
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 /// DynamoDB's limit on the items of one `TransactWriteItems`.

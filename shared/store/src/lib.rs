@@ -32,6 +32,11 @@ pub use memory::MemoryStore;
 /// The default size of the per-execution trace ring.
 pub const DEFAULT_TRACE_MAX: usize = 200;
 
+/// The default table prefix (harel's): the tables are `harel_executions`, ...
+pub const DEFAULT_PREFIX: &str = "harel";
+/// The region used when neither a flag nor `AWS_REGION` names one.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
 /// Everything a step commits besides the execution itself.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Commit {

@@ -1,5 +1,5 @@
 //! The `.stm` language front end: lexer, parser, loader (imports, bindings, guards,
-//! fragments) and builder into a [`Definition`](crate::Definition).
+//! fragments) and builder into a [`Definition`].
 //!
 //! The language is harel 0.9.0's DSL (`harel/dsl/grammar.lark`) and a file builds
 //! into the same definition harel's `definition_from_dsl_file` builds:
