@@ -150,18 +150,18 @@ struct Started {
 /// make or join the tables and queues, and print what runs where.
 async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -> Result<Started> {
     let queue_name = queue_name(&dep.queue);
-    let moto = match &dep.endpoint {
+    let moto = match &dep.tables.endpoint {
         Some(_) => None,
         None => {
             let endpoint = format!("http://127.0.0.1:{}", args.port);
             port_free(args.port, &endpoint, &queue_name)?;
             let moto = Moto::start(args.port).await?;
             eprintln!("[stm local] moto server on {endpoint} (pid {})", moto.pid());
-            dep.endpoint = Some(endpoint);
+            dep.tables.endpoint = Some(endpoint);
             Some(moto)
         }
     };
-    let endpoint = dep.endpoint.clone().unwrap_or_default();
+    let endpoint = dep.tables.endpoint.clone().unwrap_or_default();
     let lock = QueueLock::acquire(&endpoint, &queue_name)?;
     let definitions = stm_runtime::config::load_definitions_dir(definitions_dir)?;
     let names: Vec<String> = definitions.iter().map(|d| d.id.clone()).collect();
@@ -169,12 +169,12 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
     if args.fresh && !fresh {
         eprintln!("[stm local] --fresh: the moto started here is empty");
     }
-    let mut store = dep.store(true).await?;
+    let mut store = dep.tables.store(true).await?;
     if fresh {
         let removed = delete_tables(&store).await?;
         eprintln!("[stm local] --fresh: {removed}");
         // a new store: what the old one learnt of the tables (the due index) is stale
-        store = dep.store(true).await?;
+        store = dep.tables.store(true).await?;
     }
     if !store.has_due_index() {
         // harel's CreateTable makes no index; we use its table as it is, at a cost only
@@ -185,7 +185,7 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
             stm_store::dynamodb::TIMER_DUE_INDEX
         );
     }
-    let client = SqsQueue::client(dep.endpoint.as_deref(), &dep.region).await;
+    let client = SqsQueue::client(dep.tables.endpoint.as_deref(), &dep.tables.region).await;
     // a URL names a queue that exists: join it as it is; a name is joined, or created if
     // missing (an existing queue, harel's say, is never re-created with our attributes)
     let urls = if is_url(&dep.queue) {
@@ -221,8 +221,8 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
         Some(spec) => Some(stm_runtime::remote::RemoteActions::start(
             stm_runtime::remote::parse_bindings(&spec)?,
             stm_runtime::remote::RemoteSettings {
-                lambda_endpoint_url: dep.endpoint.clone(),
-                region: dep.region.clone(),
+                lambda_endpoint_url: dep.tables.endpoint.clone(),
+                region: dep.tables.region.clone(),
                 ..Default::default()
             },
         )?),
@@ -258,7 +258,7 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
     };
     eprintln!(
         "[stm local] tables {}_*, queue {} (DLQ {dead_letters}), timer doorbells {doorbell_url}",
-        dep.prefix, urls.queue_url
+        dep.tables.prefix, urls.queue_url
     );
     eprintln!(
         "[stm local] machines from {}: {}",
@@ -288,6 +288,7 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
 /// `stm local --env`: the export line of the running `stm local` these flags describe.
 async fn print_env(dep: &Deployment, args: &LocalArgs, definitions_dir: &Path) -> Result<()> {
     let endpoint = dep
+        .tables
         .endpoint
         .clone()
         .unwrap_or_else(|| format!("http://127.0.0.1:{}", args.port));
@@ -302,7 +303,7 @@ async fn print_env(dep: &Deployment, args: &LocalArgs, definitions_dir: &Path) -
             return Err(not_running());
         }
     }
-    let client = SqsQueue::client(Some(&endpoint), &dep.region).await;
+    let client = SqsQueue::client(Some(&endpoint), &dep.tables.region).await;
     let queue_url = if is_url(&dep.queue) {
         SqsQueue::check_event_queue(&client, &dep.queue)
             .await
@@ -339,10 +340,10 @@ fn export_line(dep: &Deployment, endpoint: &str, queue_url: &str, definitions_di
         "export STM_EMULATOR=1 STM_ENDPOINT_URL={} STM_TABLE_PREFIX={} STM_QUEUE_URL={} \
          STM_DEFINITIONS_DIR={} AWS_REGION={}",
         shell_word(endpoint),
-        shell_word(&dep.prefix),
+        shell_word(&dep.tables.prefix),
         shell_word(queue_url),
         shell_word(&definitions_dir.display().to_string()),
-        shell_word(&dep.region)
+        shell_word(&dep.tables.region)
     )
 }
 

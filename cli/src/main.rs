@@ -81,7 +81,7 @@ enum Command {
         #[arg(long)]
         roots: bool,
         #[command(flatten)]
-        deployment: ops::Deployment,
+        tables: ops::Tables,
     },
     /// Write a starter machine that validates and runs as it is (harel's `new`).
     New {
@@ -162,7 +162,7 @@ enum Command {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        deployment: ops::Deployment,
+        tables: ops::Tables,
     },
     /// An execution's trace as a timeline (recorded when the worker runs with
     /// STM_TRACE=true; `stm local` records it by default).
@@ -171,7 +171,7 @@ enum Command {
         /// The execution.
         id: String,
         #[command(flatten)]
-        deployment: ops::Deployment,
+        tables: ops::Tables,
     },
     /// Cancel: cooperative when the active state models `on Cancel`, else forceful.
     #[cfg(feature = "aws")]
@@ -257,10 +257,10 @@ fn run(command: Command) -> Result<ExitCode> {
             status,
             definition,
             roots,
-            deployment,
-        } => operate(
-            async move { ops::list(&deployment, status.as_deref(), definition.as_deref(), roots).await },
-        ),
+            tables,
+        } => {
+            operate(async move { ops::list(&tables, status.as_deref(), definition.as_deref(), roots).await })
+        }
         #[cfg(feature = "aws")]
         Command::Create {
             file,
@@ -284,11 +284,9 @@ fn run(command: Command) -> Result<ExitCode> {
             operate(async move { ops::send(&deployment, &id, event, wait).await })
         }
         #[cfg(feature = "aws")]
-        Command::Show { id, json, deployment } => {
-            operate(async move { ops::show(&deployment, &id, json).await })
-        }
+        Command::Show { id, json, tables } => operate(async move { ops::show(&tables, &id, json).await }),
         #[cfg(feature = "aws")]
-        Command::Trace { id, deployment } => operate(async move { ops::trace(&deployment, &id).await }),
+        Command::Trace { id, tables } => operate(async move { ops::trace(&tables, &id).await }),
         #[cfg(feature = "aws")]
         Command::Cancel {
             id,

@@ -15,15 +15,27 @@ use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore, ListQuery};
 
 use crate::errors::{self, no_execution, usage};
 
-/// Where the deployment is: flags, else the functions' environment variables.
+/// Where the deployment's tables are (what `show`, `list` and `trace` read): flags, else
+/// the functions' environment variables.
 #[derive(Args, Debug, Clone)]
-pub struct Deployment {
+pub struct Tables {
     /// A DynamoDB + SQS endpoint (moto, LocalStack); unset: real AWS.
     #[arg(long, env = "STM_ENDPOINT_URL", value_name = "URL")]
     pub endpoint: Option<String>,
     /// The table prefix (the tables are PREFIX_executions, PREFIX_timers, ...).
     #[arg(long, env = "STM_TABLE_PREFIX", default_value = stm_store::DEFAULT_PREFIX)]
     pub prefix: String,
+    /// The AWS region.
+    #[arg(long, env = "AWS_REGION", default_value = stm_store::DEFAULT_REGION)]
+    pub region: String,
+}
+
+/// The whole deployment (what the commands that send or change something use): its
+/// tables, its queue and its machines.
+#[derive(Args, Debug, Clone)]
+pub struct Deployment {
+    #[command(flatten)]
+    pub tables: Tables,
     /// The FIFO event queue: a URL, or a queue name.
     #[arg(
         long,
@@ -37,9 +49,6 @@ pub struct Deployment {
     /// runs them; default there: examples).
     #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
     pub definitions: Option<PathBuf>,
-    /// The AWS region.
-    #[arg(long, env = "AWS_REGION", default_value = stm_store::DEFAULT_REGION)]
-    pub region: String,
 }
 
 /// An open deployment.
@@ -48,7 +57,7 @@ pub struct Connected {
     pub control: Control,
 }
 
-impl Deployment {
+impl Tables {
     pub async fn store(&self, create_schema: bool) -> Result<Arc<DynamoDbStore>> {
         let options = CreateOptions {
             prefix: self.prefix.clone(),
@@ -67,9 +76,11 @@ impl Deployment {
             .clone()
             .unwrap_or_else(|| format!("AWS {}", self.region))
     }
+}
 
+impl Deployment {
     pub async fn queue(&self) -> Result<SqsQueue> {
-        let client = SqsQueue::client(self.endpoint.as_deref(), &self.region).await;
+        let client = SqsQueue::client(self.tables.endpoint.as_deref(), &self.tables.region).await;
         if self.queue.starts_with("http://") || self.queue.starts_with("https://") {
             // any queue will do if it is FIFO (harel's, ours): a standard one is refused here
             // by name, not by SQS's complaint about MessageGroupId at the first send
@@ -104,7 +115,7 @@ impl Deployment {
 
     pub async fn connect(&self, extra: Option<&Path>) -> Result<Connected> {
         let definitions = self.load_definitions(extra)?;
-        let store = self.store(false).await?;
+        let store = self.tables.store(false).await?;
         let queue: Arc<dyn Queue> = Arc::new(self.queue().await?);
         let driver = Driver::new(store.clone(), definitions, ActionRegistry::with_builtins());
         Ok(Connected {
@@ -318,7 +329,7 @@ pub async fn control(dep: &Deployment, id: &str, command: ControlCommand) -> Res
     Ok(())
 }
 
-pub async fn show(dep: &Deployment, id: &str, json: bool) -> Result<()> {
+pub async fn show(dep: &Tables, id: &str, json: bool) -> Result<()> {
     let store = dep.store(false).await?;
     let exe = load(store.as_ref(), id).await?;
     if json {
@@ -406,7 +417,7 @@ async fn describe(
 }
 
 pub async fn list(
-    dep: &Deployment,
+    dep: &Tables,
     status: Option<&str>,
     definition: Option<&str>,
     roots_only: bool,
@@ -443,7 +454,7 @@ pub async fn list(
     }
 }
 
-pub async fn trace(dep: &Deployment, id: &str) -> Result<()> {
+pub async fn trace(dep: &Tables, id: &str) -> Result<()> {
     let store = dep.store(false).await?;
     let exe = load(store.as_ref(), id).await?;
     let steps = store.read_trace(id).await?;
@@ -503,11 +514,13 @@ mod tests {
     /// fail with a connection error, not with the check's message.
     fn nowhere() -> Deployment {
         Deployment {
-            endpoint: Some("http://127.0.0.1:9".into()),
-            prefix: "nowhere".into(),
+            tables: Tables {
+                endpoint: Some("http://127.0.0.1:9".into()),
+                prefix: "nowhere".into(),
+                region: "us-east-1".into(),
+            },
             queue: "nowhere.fifo".into(),
             definitions: None,
-            region: "us-east-1".into(),
         }
     }
 

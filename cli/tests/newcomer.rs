@@ -356,6 +356,16 @@ fn the_commands_that_need_no_deployment_and_their_mistakes() {
             "run --help shows {foreign}:\n{run_help}"
         );
     }
+    // a flag a command would not use is refused, never accepted and ignored
+    for command in ["show", "trace", "list"] {
+        let help = stdout(&stm_alone(&[command, "--help"]));
+        assert!(help.contains("--prefix"), "{help}");
+        for foreign in ["--queue", "--definitions"] {
+            assert!(!help.contains(foreign), "{command} --help shows {foreign}:\n{help}");
+        }
+    }
+    let refused = stm_alone(&["show", "co-1", "--queue", "q.fifo"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     let send_help = stdout(&stm_alone(&["send", "--help"]));
     assert!(
         send_help.contains("--wait") && send_help.contains("--endpoint"),
