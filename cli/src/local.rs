@@ -216,18 +216,27 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
     }
     let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(client.clone(), urls.queue_url.clone()));
     let mut actions = ActionRegistry::with_builtins();
-    // remote actions, bound as the worker binds them (STM_ACTIONS)
-    let remote = match std::env::var("STM_ACTIONS").ok().filter(|s| !s.trim().is_empty()) {
-        Some(spec) => Some(stm_runtime::remote::RemoteActions::start(
-            stm_runtime::remote::parse_bindings(&spec)?,
-            stm_runtime::remote::RemoteSettings {
-                lambda_endpoint_url: dep.tables.endpoint.clone(),
-                region: dep.tables.region.clone(),
-                ..Default::default()
-            },
-        )?),
-        None => None,
-    };
+    // remote actions, bound as the worker binds them: its own configuration read as its
+    // Lambda reads it (STM_ACTIONS with STM_ACTION_TIMEOUT_SECONDS and
+    // STM_ACTION_MAX_RESPONSE_BYTES), over this stack's endpoint, tables and queue
+    let stack = [
+        ("STM_QUEUE_URL", urls.queue_url.clone()),
+        (
+            "STM_ENDPOINT_URL",
+            dep.tables.endpoint.clone().unwrap_or_default(),
+        ),
+        ("STM_TABLE_PREFIX", dep.tables.prefix.clone()),
+        ("AWS_REGION", dep.tables.region.clone()),
+        ("STM_DEFINITIONS_DIR", definitions_dir.display().to_string()),
+    ];
+    let config = stm_runtime::config::FunctionConfig::from_lookup(|name| {
+        stack
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.clone())
+            .or_else(|| std::env::var(name).ok())
+    })?;
+    let remote = config.remote_actions()?;
     if let Some(remote) = &remote {
         remote.register_into(&mut actions);
         for (name, target) in remote.bindings() {

@@ -361,7 +361,10 @@ fn the_commands_that_need_no_deployment_and_their_mistakes() {
         let help = stdout(&stm_alone(&[command, "--help"]));
         assert!(help.contains("--prefix"), "{help}");
         for foreign in ["--queue", "--definitions"] {
-            assert!(!help.contains(foreign), "{command} --help shows {foreign}:\n{help}");
+            assert!(
+                !help.contains(foreign),
+                "{command} --help shows {foreign}:\n{help}"
+            );
         }
     }
     let refused = stm_alone(&["show", "co-1", "--queue", "q.fifo"]);
@@ -383,4 +386,31 @@ fn the_commands_that_need_no_deployment_and_their_mistakes() {
             );
         }
     }
+}
+
+/// `stm local` binds remote actions from the worker's own configuration: a bad bound on
+/// them fails the start as the worker's cold start would, naming the variable.
+#[test]
+fn stm_local_reads_the_remote_action_settings_as_the_worker_does() {
+    let moto = stm_testkit::moto_blocking();
+    let prefix = stm_testkit::unique_prefix("actions");
+    let env = vec![
+        ("STM_EMULATOR".to_string(), "1".to_string()),
+        ("STM_ENDPOINT_URL".to_string(), moto.endpoint().to_string()),
+        ("STM_TABLE_PREFIX".to_string(), prefix.clone()),
+        ("STM_QUEUE_URL".to_string(), format!("{prefix}-events.fifo")),
+        ("AWS_REGION".to_string(), "us-east-1".to_string()),
+    ];
+    let out = common::stm_local(&env)
+        .env("STM_ACTIONS", "notify=https://hooks.example.com/notify")
+        .env("STM_ACTION_TIMEOUT_SECONDS", "0")
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run stm local");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(r#"STM_ACTION_TIMEOUT_SECONDS="0": expected seconds, above 0 and at most 900"#),
+        "{err}"
+    );
 }
