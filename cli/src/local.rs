@@ -27,6 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::shell::shell_word;
 use anyhow::{anyhow, bail, Context, Result};
 use aws_sdk_sqs::types::QueueAttributeName;
 use clap::Args;
@@ -354,19 +355,6 @@ fn export_line(dep: &Deployment, endpoint: &str, queue_url: &str, definitions_di
         shell_word(&definitions_dir.display().to_string()),
         shell_word(&dep.tables.region)
     )
-}
-
-/// `value` as one shell word: as it is when it is plain, else single-quoted.
-fn shell_word(value: &str) -> String {
-    let plain = !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c));
-    if plain {
-        value.to_string()
-    } else {
-        format!("'{}'", value.replace('\'', r"'\''"))
-    }
 }
 
 fn is_url(queue: &str) -> bool {
@@ -751,13 +739,6 @@ mod tests {
         );
         assert_eq!(host_port("http://[::1]:4566/").as_deref(), Some("[::1]:4566"));
         assert_eq!(host_port("nonsense"), None);
-    }
-
-    #[test]
-    fn export_words_are_shell_safe() {
-        assert_eq!(shell_word("/tmp/examples"), "/tmp/examples");
-        assert_eq!(shell_word("/tmp/my machines"), "'/tmp/my machines'");
-        assert_eq!(shell_word("it's"), r"'it'\''s'");
     }
 
     #[test]

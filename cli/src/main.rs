@@ -11,6 +11,7 @@ mod machine;
 mod new;
 #[cfg(feature = "aws")]
 mod ops;
+mod shell;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::errors::usage;
+use crate::shell::shell_word;
 
 /// The starter machine for `file` (as harel prints it) and machine `name`: harel 0.9.0's
 /// template, so that `harel new` and `stm new` write the same bytes.
@@ -192,19 +193,6 @@ fn python_stem(path: &str) -> &str {
     match name.rfind('.') {
         Some(i) if i > 0 && i < name.len() - 1 => &name[..i],
         _ => name,
-    }
-}
-
-/// `word` as one shell word: as it is when it needs no quoting, else in single quotes.
-fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-./+:@%=,".contains(c));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 

@@ -48,21 +48,7 @@ impl Local {
             ("AWS_REGION".to_string(), "us-east-1".to_string()),
         ];
         let log = std::env::temp_dir().join(format!("stm-local-{tag}-{}.log", std::process::id()));
-        let child = Command::new(env!("CARGO_BIN_EXE_stm"))
-            .args([
-                "local",
-                "--relay-every",
-                "1",
-                "--sweep-every",
-                "1",
-                "--visibility",
-                "5",
-            ])
-            .current_dir(repo())
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env_remove("STM_ACTIONS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+        let child = stm_local(&env)
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
             .expect("start stm local");
