@@ -271,11 +271,13 @@ fn functions_are_built_by_cargo_lambda_for_arm64() {
             t.function_property(function, "Runtime").expect("Runtime"),
             "provided.al2023"
         );
+        // arm64 unless the Architecture parameter says x86_64 (local runs on an x86_64 host)
         assert_eq!(
             t.function_property(function, "Architectures")
                 .expect("Architectures"),
-            &json!(["arm64"])
+            &json!([{ "Ref": "Architecture" }])
         );
+        assert_eq!(t.doc["Parameters"]["Architecture"]["Default"], "arm64");
         assert_eq!(res["Metadata"]["BuildMethod"], "rust-cargolambda", "{function}");
         let binary = res["Metadata"]["BuildProperties"]["Binary"]
             .as_str()
@@ -384,7 +386,10 @@ fn the_definitions_layer_holds_valid_machines_the_worker_can_run() {
     let layer = referenced(&layers[0]).expect("a template layer");
     let res = t.resource(&layer).expect("layer");
     assert_eq!(res["Type"], "AWS::Serverless::LayerVersion");
-    assert_eq!(res["Properties"]["CompatibleArchitectures"], json!(["arm64"]));
+    assert_eq!(
+        res["Properties"]["CompatibleArchitectures"],
+        json!([{ "Ref": "Architecture" }])
+    );
     assert_eq!(
         res["Properties"]["CompatibleRuntimes"],
         json!(["provided.al2023"])
