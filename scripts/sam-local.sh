@@ -271,7 +271,10 @@ for sample in events/*.json; do
   cat "$WORK/out.json"
   echo
   [[ $rc == 0 ]] || die "sam local invoke $fn -e $sample exited with $rc (output above)"
-  [[ -s $WORK/out.json ]] || die "sam local invoke $fn -e $sample printed no response (output above)"
+  # a failed init or a crash: sam still exits 0, prints no response and the RIE logs it
+  if grep -q '(rapid) Invoke.* failed' "$WORK/err.log" || [[ ! -s $WORK/out.json ]]; then
+    die "$fn failed on $sample: no response (the function's log is above)"
+  fi
   if grep -q '"errorType"' "$WORK/out.json"; then
     die "$fn failed on $sample: $(cat "$WORK/out.json")"
   fi
