@@ -145,6 +145,8 @@ pub struct ChildSpec {
 
 /// What a step asks the caller to make durable, in the order the engine produced it.
 #[derive(Debug, Clone, PartialEq)]
+// Not `#[non_exhaustive]`: the driver must carry out every command, so a new one is a
+// compile error there rather than a silent drop.
 pub enum Effect {
     /// Deliver `event` to execution `to` after the commit.
     Emit { to: Option<String>, event: Event },
@@ -164,6 +166,7 @@ pub enum Effect {
 /// Why a step could not complete. The execution may have moved part way (as in harel);
 /// the caller decides: route to `on error`, fail the execution, or drop the step.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StepError {
     /// An action failed. `on_exit` failures are never routed to `on error`.
     #[error("{error}")]

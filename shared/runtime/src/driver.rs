@@ -103,6 +103,7 @@ impl Definitions {
 
 /// What can go wrong driving a step (a lost CAS included, as a store error).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DriverError {
     #[error(transparent)]
     Store(#[from] StoreError),

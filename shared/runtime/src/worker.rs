@@ -153,6 +153,7 @@ impl Record {
 
 /// What became of a record that succeeded (it is deleted from the queue).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Handled {
     /// The engine ran and the step committed.
     Processed { execution_id: String, status: Status },
@@ -170,6 +171,7 @@ pub enum Handled {
 
 /// Why a record is reported failed.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Failed {
     /// Never processable; SQS dead-letters it after `maxReceiveCount`.
     Poison(String),

@@ -152,6 +152,7 @@ pub struct ExecutionPage {
 /// The store's errors. A lost CAS is a [`StoreError::Conflict`], kept apart from real
 /// failures so callers can redeliver instead of failing.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The stored execution moved past the version this writer loaded.
     #[error("stale write to {id}: expected version {expected}, found {found:?}")]
