@@ -38,7 +38,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
 use crate::errors::usage;
-use crate::ops::Deployment;
+use crate::ops::{is_queue_url, Deployment};
 
 #[derive(Args, Debug)]
 pub struct LocalArgs {
@@ -189,7 +189,7 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
     let client = SqsQueue::client(dep.tables.endpoint.as_deref(), &dep.tables.region).await;
     // a URL names a queue that exists: join it as it is; a name is joined, or created if
     // missing (an existing queue, harel's say, is never re-created with our attributes)
-    let urls = if is_url(&dep.queue) {
+    let urls = if is_queue_url(&dep.queue) {
         SqsQueue::join(&client, &dep.queue, args.visibility, args.max_receive).await?
     } else {
         SqsQueue::ensure(&client, &dep.queue, args.visibility, args.max_receive).await?
@@ -314,7 +314,7 @@ async fn print_env(dep: &Deployment, args: &LocalArgs, definitions_dir: &Path) -
         }
     }
     let client = SqsQueue::client(Some(&endpoint), &dep.tables.region).await;
-    let queue_url = if is_url(&dep.queue) {
+    let queue_url = if is_queue_url(&dep.queue) {
         SqsQueue::check_event_queue(&client, &dep.queue)
             .await
             .with_context(|| format!("the queue {} at {endpoint}", dep.queue))?;
@@ -357,14 +357,10 @@ fn export_line(dep: &Deployment, endpoint: &str, queue_url: &str, definitions_di
     )
 }
 
-fn is_url(queue: &str) -> bool {
-    queue.starts_with("http://") || queue.starts_with("https://")
-}
-
 /// The FIFO queue's name: a URL's last segment, or the name with `.fifo` (as
 /// `SqsQueue::ensure` adds it).
 fn queue_name(queue: &str) -> String {
-    if is_url(queue) {
+    if is_queue_url(queue) {
         return queue
             .trim_end_matches('/')
             .rsplit('/')

@@ -81,7 +81,7 @@ impl Tables {
 impl Deployment {
     pub async fn queue(&self) -> Result<SqsQueue> {
         let client = SqsQueue::client(self.tables.endpoint.as_deref(), &self.tables.region).await;
-        if self.queue.starts_with("http://") || self.queue.starts_with("https://") {
+        if is_queue_url(&self.queue) {
             // any queue will do if it is FIFO (harel's, ours): a standard one is refused here
             // by name, not by SQS's complaint about MessageGroupId at the first send
             SqsQueue::check_event_queue(&client, &self.queue).await?;
@@ -125,10 +125,17 @@ impl Deployment {
     }
 }
 
+/// Whether `--queue` names the queue by its URL (else by its name).
+pub fn is_queue_url(queue: &str) -> bool {
+    queue.starts_with("http://") || queue.starts_with("https://")
+}
+
 fn status_of(name: &str) -> Result<Status> {
     name.parse::<Status>().map_err(|_| {
+        let all: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
         usage(format!(
-            "--status {name:?} is not a status: use one of PENDING, RUNNING, SUSPENDED, CANCELLING, CANCELLED, FAILED, DONE"
+            "--status {name:?} is not a status: use one of {}",
+            all.join(", ")
         ))
     })
 }
@@ -284,7 +291,7 @@ impl ControlCommand {
     /// Why the command would do nothing to an execution in `status` (harel makes it a
     /// silent no-op; the CLI says so and exits 1).
     fn no_op(&self, status: Status) -> Option<String> {
-        if matches!(status, Status::Done | Status::Cancelled) {
+        if status.is_finished() {
             return Some(format!("already {status}"));
         }
         match self {

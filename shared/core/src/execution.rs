@@ -29,6 +29,17 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in lifecycle order (for messages that list them).
+    pub const ALL: [Status; 7] = [
+        Status::Pending,
+        Status::Running,
+        Status::Suspended,
+        Status::Cancelling,
+        Status::Cancelled,
+        Status::Failed,
+        Status::Done,
+    ];
+
     /// The spelling used in the JSON and by `harel run` (`DONE`, `RUNNING`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
