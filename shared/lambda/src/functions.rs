@@ -15,7 +15,16 @@ use crate::HandlerError;
 /// The worker: SQS FIFO batches to statechart steps, the failed records reported in
 /// `batchItemFailures` (map it with `ReportBatchItemFailures`). `actions` are the Rust
 /// actions the machines call, beside the `STM_ACTIONS` remote bindings.
+///
+/// Run by hand as `worker serve-actions [ADDR]` (a Lambda passes no arguments), it
+/// serves `actions` over HTTP instead ([`serve_actions`](crate::serve_actions), on
+/// `127.0.0.1:9101` by default) and prints the `STM_ACTIONS` line that lets `stm local`
+/// call them.
 pub async fn run_worker(actions: ActionRegistry) -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    if let Some(command) = args.next() {
+        return serve_actions_command(actions, &command, args.next()).await;
+    }
     serve("worker", Function::Worker(actions), |context| {
         let worker = context.worker();
         async move {
@@ -28,6 +37,32 @@ pub async fn run_worker(actions: ActionRegistry) -> ExitCode {
     })
     .await
 }
+
+/// `worker serve-actions [ADDR]`; any other argument is refused with what to run.
+async fn serve_actions_command(actions: ActionRegistry, command: &str, addr: Option<String>) -> ExitCode {
+    if command != "serve-actions" {
+        eprintln!(
+            "worker: unknown argument {command:?}: run it with no argument under Lambda, or as \
+             `worker serve-actions [ADDR]` to serve its actions to `stm local`"
+        );
+        return ExitCode::from(2);
+    }
+    let addr = addr.unwrap_or_else(|| DEFAULT_ACTIONS_ADDR.to_string());
+    let Ok(socket) = addr.parse() else {
+        eprintln!("worker serve-actions: {addr:?} is not an address such as {DEFAULT_ACTIONS_ADDR}");
+        return ExitCode::from(2);
+    };
+    match crate::serve_actions(actions, socket).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("worker serve-actions: cannot serve on {addr}: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Where `worker serve-actions` listens unless told.
+pub const DEFAULT_ACTIONS_ADDR: &str = "127.0.0.1:9101";
 
 /// One worker invocation: no record is started with less than one record's reserve left
 /// before the invocation's deadline (those left are reported and come back at once).

@@ -29,8 +29,11 @@
 
 mod error;
 mod functions;
+mod serve;
 
 pub use error::HandlerError;
 pub use functions::{
     relay_handler, run_relay, run_sweeper, run_worker, sweeper_handler, worker_handler, SweeperTrigger,
+    DEFAULT_ACTIONS_ADDR,
 };
+pub use serve::{bindings, serve_actions, serve_actions_on, MAX_REQUEST_BYTES};

@@ -5,8 +5,14 @@
 //! triggering event, its bound inputs and a stable idempotency key, and returns a
 //! value (used by selectors). A failure is an [`ActionError`] with a type name and a
 //! message, as harel records a Python exception.
+//!
+//! Actions are plain functions ([`ActionRegistry::register`]) or async ones
+//! ([`ActionRegistry::register_async`]), and both read the registry's shared
+//! [`ActionState`] (SDK clients built once at init, the user's own configuration), as
+//! axum handlers read `State`.
 
-use std::collections::BTreeMap;
+use std::any::{Any, TypeId};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use stm_core::engine::ActionError;
@@ -25,14 +31,81 @@ pub struct ActionInput<'a> {
     /// redelivery of the same event, so a side effect can be made effect-once.
     pub idempotency_key: &'a str,
     pub execution_id: &'a str,
+    /// The registry's shared state ([`ActionRegistry::with_state`]); read it with
+    /// [`ActionInput::state`].
+    pub state: &'a ActionState,
+}
+
+impl ActionInput<'_> {
+    /// The shared value of type `T` the registry was given with
+    /// [`ActionRegistry::with_state`] (or that the runtime provides: the worker gives
+    /// its `aws_sdk_dynamodb::Client` and `aws_sdk_sqs::Client`). A missing one is an
+    /// action error naming the type, so `?` works.
+    pub fn state<T: Any + Send + Sync>(&self) -> Result<&T, ActionError> {
+        self.state.get::<T>().ok_or_else(|| {
+            ActionError::new(
+                "LookupError",
+                format!(
+                    "no shared state of type {} was given to the action registry: add it with \
+                     ActionRegistry::with_state",
+                    std::any::type_name::<T>()
+                ),
+            )
+        })
+    }
+}
+
+/// Values shared by every action, one per type, as axum's `State`: built once (at a
+/// Lambda's init) and read by each call with [`ActionInput::state`].
+#[derive(Clone, Default)]
+pub struct ActionState {
+    values: HashMap<TypeId, (&'static str, Arc<dyn Any + Send + Sync>)>,
+}
+
+impl ActionState {
+    /// Keep `value`, replacing an earlier value of the same type.
+    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
+        self.values
+            .insert(TypeId::of::<T>(), (std::any::type_name::<T>(), Arc::new(value)));
+    }
+
+    /// The value of type `T`, if one was given.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.values
+            .get(&TypeId::of::<T>())
+            .and_then(|(_, value)| value.downcast_ref::<T>())
+    }
+
+    /// Whether a value of type `T` was given.
+    pub fn contains<T: Any + Send + Sync>(&self) -> bool {
+        self.values.contains_key(&TypeId::of::<T>())
+    }
+}
+
+impl std::fmt::Debug for ActionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&str> = self.values.values().map(|(name, _)| *name).collect();
+        names.sort_unstable();
+        f.debug_set().entries(names).finish()
+    }
 }
 
 pub type ActionFn = Arc<dyn Fn(ActionInput<'_>) -> Result<Value, ActionError> + Send + Sync>;
 
-/// Handler name -> function.
+/// Handler name -> function, with the state the functions share.
 #[derive(Clone, Default)]
 pub struct ActionRegistry {
     actions: BTreeMap<String, ActionFn>,
+    state: ActionState,
+}
+
+impl std::fmt::Debug for ActionRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActionRegistry")
+            .field("actions", &self.actions.keys().collect::<Vec<_>>())
+            .field("state", &self.state)
+            .finish()
+    }
 }
 
 /// Actions a definition uses that nothing provides.
@@ -83,6 +156,62 @@ impl ActionRegistry {
         self
     }
 
+    /// Bind `name` to an async function: an `async` closure that may await I/O (an SDK
+    /// call, an HTTP request) while it holds the live context.
+    ///
+    /// The engine steps synchronously, so the call blocks the step until the future
+    /// is done (`tokio::task::block_in_place`): it needs a multi-thread tokio runtime,
+    /// which `#[tokio::main]` and the Lambda functions use. On a current-thread runtime
+    /// the call is an action error that says so.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stm_runtime::ActionRegistry;
+    ///
+    /// struct Prices { euro_cents: u64 }
+    ///
+    /// let mut actions = ActionRegistry::with_builtins().with_state(Arc::new(Prices { euro_cents: 250 }));
+    /// actions.register_async("orders.price", async |input| {
+    ///     let prices = input.state::<Arc<Prices>>()?;
+    ///     tokio::time::sleep(std::time::Duration::from_millis(1)).await; // an SDK call, say
+    ///     input.context.insert("price".into(), prices.euro_cents.into());
+    ///     Ok(serde_json::json!(prices.euro_cents))
+    /// });
+    /// assert!(actions.get("orders.price").is_some());
+    /// ```
+    pub fn register_async<F>(&mut self, name: impl Into<String>, f: F) -> &mut Self
+    where
+        F: AsyncFn(ActionInput<'_>) -> Result<Value, ActionError> + Send + Sync + 'static,
+    {
+        let name = name.into();
+        let action = name.clone();
+        self.register(name, move |input: ActionInput<'_>| {
+            block_on_action(&action, f(input))
+        })
+    }
+
+    /// Share `value` with every action (one value per type, read with
+    /// [`ActionInput::state`]): an SDK client, a pool, the user's configuration. Wrap it
+    /// in an `Arc` to share it cheaply; the registry is cloned per function.
+    pub fn with_state<T: Any + Send + Sync>(mut self, value: T) -> Self {
+        self.state.insert(value);
+        self
+    }
+
+    /// Share `value` unless a value of its type is there already (what the runtime uses
+    /// to offer its own clients without replacing the user's).
+    pub fn provide<T: Any + Send + Sync>(&mut self, value: T) -> &mut Self {
+        if !self.state.contains::<T>() {
+            self.state.insert(value);
+        }
+        self
+    }
+
+    /// The shared state the actions read.
+    pub fn state(&self) -> &ActionState {
+        &self.state
+    }
+
     pub fn get(&self, name: &str) -> Option<&ActionFn> {
         self.actions.get(name)
     }
@@ -107,6 +236,41 @@ impl ActionRegistry {
                 names,
             })
         }
+    }
+}
+
+/// Run an async action's future to its end from the engine's synchronous call, on the
+/// caller's runtime so that clients built at init (bound to that runtime's I/O driver)
+/// work inside it.
+fn block_on_action<T>(
+    action: &str,
+    future: impl std::future::Future<Output = Result<T, ActionError>>,
+) -> Result<T, ActionError> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| handle.block_on(future))
+        }
+        // blocking the only thread of a current-thread runtime would stop the very I/O
+        // the future waits for
+        Ok(_) => Err(ActionError::new(
+            "RuntimeError",
+            format!(
+                "async action {action:?} needs a multi-thread tokio runtime (#[tokio::main], \
+                 #[tokio::test(flavor = \"multi_thread\")] or Builder::new_multi_thread); \
+                 this one is current-thread"
+            ),
+        )),
+        Err(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                ActionError::new(
+                    "RuntimeError",
+                    format!("cannot start a runtime for {action:?}: {e}"),
+                )
+            })?
+            .block_on(future),
     }
 }
 
@@ -249,6 +413,7 @@ mod tests {
             inputs: &inputs,
             idempotency_key: "k",
             execution_id: "e",
+            state: &ActionState::default(),
         })
         .expect("action")
     }

@@ -265,6 +265,7 @@ impl ActionHost for RegistryHost<'_, '_> {
             inputs: &call.action.inputs,
             idempotency_key: &key,
             execution_id: &self.keys.execution_id,
+            state: self.actions.state(),
         })
     }
 }

@@ -38,7 +38,7 @@ pub mod remote;
 pub mod sweeper;
 pub mod worker;
 
-pub use actions::{ActionFn, ActionInput, ActionRegistry, UnboundActions};
+pub use actions::{ActionFn, ActionInput, ActionRegistry, ActionState, UnboundActions};
 pub use control::Control;
 pub use driver::{Clock, Definitions, Driver, DriverError, ManualClock, StepReport, SystemClock};
 #[cfg(feature = "aws")]

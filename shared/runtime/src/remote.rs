@@ -248,6 +248,7 @@ mod tests {
             inputs: &inputs,
             idempotency_key: "e1:ev1:0:charge",
             execution_id: "e1",
+            state: &crate::actions::ActionState::default(),
         };
         assert_eq!(
             request_payload(&input),

@@ -62,7 +62,8 @@ impl FunctionConfig {
 #[non_exhaustive]
 pub enum Function {
     /// The worker, with the Rust actions its machines call (`STM_ACTIONS` adds the remote
-    /// ones).
+    /// ones). Its state gains the worker's `aws_sdk_dynamodb::Client` and
+    /// `aws_sdk_sqs::Client`, unless it holds clients of those types already.
     Worker(ActionRegistry),
     Relay,
     Sweeper,
@@ -85,17 +86,22 @@ impl FunctionContext {
     /// The relay and the sweeper run no machine: they skip the definitions.
     pub async fn from_env(function: Function) -> Result<Self, DriverError> {
         let config = FunctionConfig::from_env()?;
+        let store = config.store().await?;
+        let queue = Arc::new(config.queue().await);
         let (definitions, actions) = match function {
             Function::Worker(mut actions) => {
                 if let Some(remote) = config.remote_actions()? {
                     remote.register_into(&mut actions);
                 }
+                // the clients built here, offered to the actions (a user's own client of
+                // the same type stays)
+                actions
+                    .provide(store.client().clone())
+                    .provide(queue.sqs().clone());
                 (load_definitions_dir(&config.definitions_dir)?, actions)
             }
             Function::Relay | Function::Sweeper => (Definitions::new(), ActionRegistry::new()),
         };
-        let store = config.store().await?;
-        let queue = Arc::new(config.queue().await);
         let doorbell = config.timer_queue_url.as_ref().map(|url| {
             Arc::new(crate::doorbell::SqsDoorbell::new(
                 queue.sqs().clone(),
