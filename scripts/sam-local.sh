@@ -5,6 +5,8 @@
 #   scripts/sam-local.sh               # image (if missing), sam build, moto, every invoke
 #   scripts/sam-local.sh --no-build    # reuse the last `sam build` in $SAM_BUILD_DIR
 #   scripts/sam-local.sh --rebuild-image
+#   STM_PROJECT=DIR scripts/sam-local.sh   # a project made by `stm init`: its template,
+#                                          # functions and events/, this checkout's stm
 #
 # What it does, in order (each step stops the script with a message if it fails):
 #  1. The invoke image ($STM_INVOKE_IMAGE, stm-invoke:local): built here once, never pulled.
@@ -40,7 +42,10 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
+# the project whose template, functions and events/ are invoked: this checkout, or one
+# that `stm init` made
+PROJECT=$(cd "${STM_PROJECT:-$ROOT}" && pwd)
+cd "$PROJECT"
 
 VENV=${VENV:-$ROOT/.venv}
 export PATH="$VENV/bin:$PATH" SAM_CLI_TELEMETRY=0
@@ -168,7 +173,10 @@ port_busy "$PORT" || die "moto does not answer on $ENDPOINT after 20 s"
 
 step "tables ${PREFIX}_* and queue $QUEUE (stm local --endpoint, stopped once it has created them)"
 t0=$(now)
-cargo run -q -p stm -- local --endpoint "$ENDPOINT" --prefix "$PREFIX" --queue "$QUEUE" >"$WORK/setup.log" 2>&1 &
+# only the tables and queues matter here, so stm's own examples stand in for the project's
+# machines (whose Rust actions this `stm local` could not call)
+cargo run -q --manifest-path "$ROOT/Cargo.toml" -p stm -- local --endpoint "$ENDPOINT" \
+  --prefix "$PREFIX" --queue "$QUEUE" --definitions "$ROOT/examples" >"$WORK/setup.log" 2>&1 &
 SETUP_PID=$!
 ready=0
 for _ in $(seq 1 1200); do # up to 10 min: `cargo run` may compile the CLI first

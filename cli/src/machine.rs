@@ -252,8 +252,41 @@ pub fn parse_event_spec(spec: &str, flag: &str) -> Result<Event> {
     Ok(Event::with_data(kind, data))
 }
 
+/// `STM_ACTIONS` binds remote actions for `stm run` as it does for the worker (a project's
+/// Rust actions served by `worker serve-actions`, say), with the worker's action settings.
+#[cfg(feature = "aws")]
+fn bind_remote_actions(actions: &mut ActionRegistry) -> Result<()> {
+    if std::env::var("STM_ACTIONS").map_or(true, |v| v.trim().is_empty()) {
+        return Ok(());
+    }
+    let config = stm_runtime::config::FunctionConfig::from_lookup(|name| match name {
+        // `stm run` sends nothing to a queue: of the worker's configuration only the
+        // action settings matter, and its required queue URL is a placeholder
+        "STM_QUEUE_URL" => Some("stm-run".into()),
+        _ => std::env::var(name).ok(),
+    })?;
+    if let Some(remote) = config.remote_actions()? {
+        remote.register_into(actions);
+    }
+    Ok(())
+}
+
+/// A build without the AWS SDK has no remote-action client: say so rather than run
+/// without the bindings.
+#[cfg(not(feature = "aws"))]
+fn bind_remote_actions(_: &mut ActionRegistry) -> Result<()> {
+    if std::env::var("STM_ACTIONS").is_ok_and(|v| !v.trim().is_empty()) {
+        bail!(usage(
+            "STM_ACTIONS is set, but this stm was built without the `aws` feature, which remote \
+             actions need: build it with default features"
+        ));
+    }
+    Ok(())
+}
+
 async fn run_machine(defn: Definition, seed: Option<Map>, events: Vec<Event>, json: bool) -> Result<()> {
-    let actions = ActionRegistry::with_builtins();
+    let mut actions = ActionRegistry::with_builtins();
+    bind_remote_actions(&mut actions)?;
     actions.check(&defn)?;
     let defn_id = defn.id.clone();
     let mut definitions = Definitions::new();

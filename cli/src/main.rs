@@ -5,6 +5,7 @@
 //! `stm local` come with the default `aws` feature.
 
 mod errors;
+mod init;
 #[cfg(feature = "aws")]
 mod local;
 mod machine;
@@ -83,6 +84,21 @@ enum Command {
         roots: bool,
         #[command(flatten)]
         tables: ops::Tables,
+    },
+    /// Scaffold a standalone project: its machines, its worker with a Rust action, the
+    /// relay and sweeper, template.yaml, samconfig.toml and event samples.
+    Init {
+        /// The new project's directory (missing or empty).
+        dir: PathBuf,
+        /// The project's name (its binaries are NAME-worker, ...); default: DIR's name.
+        #[arg(long)]
+        name: Option<String>,
+        /// A checkout of stm to depend on by path; default: the one this stm was built from.
+        #[arg(long, value_name = "PATH", conflicts_with = "stm_git")]
+        stm_path: Option<PathBuf>,
+        /// A git repository of stm to depend on instead.
+        #[arg(long, value_name = "URL")]
+        stm_git: Option<String>,
     },
     /// Write a starter machine that validates and runs as it is (harel's `new`).
     New {
@@ -227,6 +243,17 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::List { file } => machine::list_file(&file),
         #[cfg(feature = "aws")]
         Command::List { file: Some(file), .. } => machine::list_file(&file),
+        Command::Init {
+            dir,
+            name,
+            stm_path,
+            stm_git,
+        } => init::init(init::InitArgs {
+            dir,
+            name,
+            stm_path,
+            stm_git,
+        }),
         Command::New { file, name, force } => new::new_machine(&file, name.as_deref(), force),
         Command::Run {
             file,

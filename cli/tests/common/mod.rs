@@ -33,6 +33,12 @@ impl Local {
     /// template's name pattern: the strict layer resolves it to EventQueue and checks the
     /// operator commands against OperatorPolicy), running `examples/`.
     pub fn start(tag: &str) -> Local {
+        Local::start_with(tag, &repo().join("examples"), &[])
+    }
+
+    /// [`Local::start`] running the machines of `definitions`, with `extra` in its
+    /// environment (an `STM_ACTIONS` binding, say).
+    pub fn start_with(tag: &str, definitions: &std::path::Path, extra: &[(String, String)]) -> Local {
         let moto = stm_testkit::moto_blocking();
         let prefix = stm_testkit::unique_prefix(tag);
         let queue = format!("{prefix}-events.fifo");
@@ -43,12 +49,13 @@ impl Local {
             ("STM_QUEUE_URL".to_string(), queue),
             (
                 "STM_DEFINITIONS_DIR".to_string(),
-                repo().join("examples").display().to_string(),
+                definitions.display().to_string(),
             ),
             ("AWS_REGION".to_string(), "us-east-1".to_string()),
         ];
         let log = std::env::temp_dir().join(format!("stm-local-{tag}-{}.log", std::process::id()));
-        let child = stm_local(&env)
+        let child = stm_local_in(&env, definitions)
+            .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
             .expect("start stm local");
@@ -111,6 +118,11 @@ impl Local {
 /// `stm local` in `env` with quick schedules (relay and sweep every second, a 5 s
 /// visibility timeout), running `examples/`, its console not yet redirected.
 pub fn stm_local(env: &[(String, String)]) -> Command {
+    stm_local_in(env, &repo().join("examples"))
+}
+
+/// [`stm_local`] running the machines of `definitions`.
+pub fn stm_local_in(env: &[(String, String)], definitions: &std::path::Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_stm"));
     cmd.args([
         "local",
@@ -122,10 +134,10 @@ pub fn stm_local(env: &[(String, String)]) -> Command {
         "5",
     ])
     .arg("--definitions")
-    .arg(repo().join("examples"))
+    .arg(definitions)
     .current_dir(repo())
-    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
     .env_remove("STM_ACTIONS")
+    .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
     .stdin(Stdio::null())
     .stdout(Stdio::null());
     cmd

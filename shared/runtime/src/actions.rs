@@ -36,12 +36,12 @@ pub struct ActionInput<'a> {
     pub state: &'a ActionState,
 }
 
-impl ActionInput<'_> {
+impl<'a> ActionInput<'a> {
     /// The shared value of type `T` the registry was given with
     /// [`ActionRegistry::with_state`] (or that the runtime provides: the worker gives
     /// its `aws_sdk_dynamodb::Client` and `aws_sdk_sqs::Client`). A missing one is an
     /// action error naming the type, so `?` works.
-    pub fn state<T: Any + Send + Sync>(&self) -> Result<&T, ActionError> {
+    pub fn state<T: Any + Send + Sync>(&self) -> Result<&'a T, ActionError> {
         self.state.get::<T>().ok_or_else(|| {
             ActionError::new(
                 "LookupError",
@@ -172,7 +172,7 @@ impl ActionRegistry {
     ///
     /// let mut actions = ActionRegistry::with_builtins().with_state(Arc::new(Prices { euro_cents: 250 }));
     /// actions.register_async("orders.price", async |input| {
-    ///     let prices = input.state::<Arc<Prices>>()?;
+    ///     let prices = input.state::<Arc<Prices>>()?; // borrowed for the whole call
     ///     tokio::time::sleep(std::time::Duration::from_millis(1)).await; // an SDK call, say
     ///     input.context.insert("price".into(), prices.euro_cents.into());
     ///     Ok(serde_json::json!(prices.euro_cents))
