@@ -35,8 +35,10 @@ mod tests {
 
     #[test]
     fn a_driver_error_keeps_harels_exception_name() {
-        let diagnostic = Diagnostic::from(HandlerError::from(DriverError::Queue("throttled".into())));
+        let diagnostic = Diagnostic::from(HandlerError::from(DriverError::from(
+            stm_runtime::queue::QueueError::failed("SendMessage", "throttled"),
+        )));
         assert_eq!(diagnostic.error_type, "stm.TransportError");
-        assert_eq!(diagnostic.error_message, "queue error: throttled");
+        assert_eq!(diagnostic.error_message, "queue error: SendMessage: throttled");
     }
 }

@@ -15,6 +15,10 @@ use crate::actions::ActionRegistry;
 use crate::driver::{Definitions, Driver, DriverError};
 
 // what a function builds from its configuration: the AWS clients (feature `aws`)
+// the configuration's error type
+mod error;
+pub use error::ConfigError;
+
 #[cfg(feature = "aws")]
 mod clients;
 #[cfg(feature = "aws")]
@@ -71,10 +75,16 @@ impl FunctionConfig {
     /// From any name -> value lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, DriverError> {
         let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
-        let bad =
-            |name: &str, value: &str, why: &str| DriverError::Config(format!("{name}={value:?}: {why}"));
-        let queue_url = get("STM_QUEUE_URL").ok_or_else(|| {
-            DriverError::Config("STM_QUEUE_URL is required (the FIFO event queue's URL)".into())
+        let bad = |name: &'static str, value: &str, why: &'static str| {
+            DriverError::from(ConfigError::Invalid {
+                name,
+                value: value.to_string(),
+                why,
+            })
+        };
+        let queue_url = get("STM_QUEUE_URL").ok_or(ConfigError::Missing {
+            name: "STM_QUEUE_URL",
+            what: "the FIFO event queue's URL",
         })?;
         let definitions_dir = match get("STM_DEFINITIONS_DIR") {
             Some(dir) => PathBuf::from(dir),
@@ -163,11 +173,9 @@ impl FunctionConfig {
 /// harel's worker does). A broken file fails with its path, line and reason; a machine
 /// with validation errors fails with its findings.
 pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| {
-        DriverError::Config(format!(
-            "cannot read the definitions directory {}: {e}",
-            dir.display()
-        ))
+    let entries = std::fs::read_dir(dir).map_err(|source| ConfigError::DefinitionsDir {
+        dir: dir.to_path_buf(),
+        source,
     })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
@@ -182,10 +190,10 @@ pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
         }
     }
     if definitions.is_empty() {
-        return Err(DriverError::Config(format!(
-            "no machine found in {}/*.stm",
-            dir.display()
-        )));
+        return Err(ConfigError::NoMachines {
+            dir: dir.to_path_buf(),
+        }
+        .into());
     }
     Ok(definitions)
 }
@@ -199,22 +207,24 @@ pub fn load_file(file: &Path) -> Result<Vec<stm_core::Definition>, DriverError> 
         } else {
             e
         };
-        DriverError::Config(format!("invalid definition file {}:\n{e}", file.display()))
+        ConfigError::Definition {
+            file: file.to_path_buf(),
+            source: e,
+        }
     })?;
     for defn in &machines {
         let findings = stm_core::validate::validate(defn);
         if stm_core::validate::has_errors(&findings) {
-            let text: Vec<String> = findings
-                .iter()
-                .filter(|f| f.is_error())
-                .map(ToString::to_string)
-                .collect();
-            return Err(DriverError::Config(format!(
-                "{}: machine {} is not valid:\n  {}",
-                file.display(),
-                defn.id,
-                text.join("\n  ")
-            )));
+            return Err(ConfigError::InvalidMachine {
+                file: file.to_path_buf(),
+                machine: defn.id.clone(),
+                findings: findings
+                    .iter()
+                    .filter(|f| f.is_error())
+                    .map(ToString::to_string)
+                    .collect(),
+            }
+            .into());
         }
     }
     Ok(machines)
@@ -223,9 +233,7 @@ pub fn load_file(file: &Path) -> Result<Vec<stm_core::Definition>, DriverError> 
 /// Every action the definitions use must be bound: a typo fails the cold start.
 pub fn check_actions(definitions: &Definitions, actions: &ActionRegistry) -> Result<(), DriverError> {
     for defn in definitions.iter() {
-        actions
-            .check(defn)
-            .map_err(|e| DriverError::Config(e.to_string()))?;
+        actions.check(defn).map_err(ConfigError::from)?;
     }
     Ok(())
 }
@@ -256,4 +264,55 @@ pub fn init_json_logs() {
         .with_target(false)
         .with_current_span(false)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_broken_file_keeps_its_parse_error_with_line_and_column() {
+        let dir = std::env::temp_dir().join(format!("stm-config-error-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("broken.stm");
+        std::fs::write(&file, "machine M {\n  initial A\n  state A {\n}\n").expect("write");
+        let err = load_definitions_dir(&dir).err().expect("a broken file fails");
+        let DriverError::Config(ConfigError::Definition { file: named, source }) = &err else {
+            panic!("not a definition error: {err:?}");
+        };
+        assert_eq!(named, &file);
+        assert!(
+            source.line.is_some(),
+            "the parse error keeps its line: {source:?}"
+        );
+        // the chain: DriverError -> ConfigError -> DslError
+        let config = err.source().expect("the configuration error");
+        assert!(config
+            .source()
+            .is_some_and(|dsl| dsl.to_string() == source.to_string()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_bad_variable_names_itself() {
+        let err = FunctionConfig::from_lookup(|name| match name {
+            "STM_QUEUE_URL" => Some("q".into()),
+            "STM_TRACE_MAX" => Some("many".into()),
+            _ => None,
+        })
+        .err()
+        .expect("refused");
+        assert!(matches!(
+            err,
+            DriverError::Config(ConfigError::Invalid {
+                name: "STM_TRACE_MAX",
+                ..
+            })
+        ));
+        assert_eq!(
+            err.to_string(),
+            "configuration error: STM_TRACE_MAX=\"many\": expected a whole number"
+        );
+    }
 }

@@ -111,10 +111,11 @@ impl Control {
                 .first()
             {
                 None => Ok(()),
-                Some(failure) => Err(DriverError::Queue(format!(
-                    "{}: {}",
-                    failure.code, failure.message
-                ))),
+                Some(failure) => Err(crate::queue::QueueError::failed(
+                    failure.code.clone(),
+                    failure.message.clone(),
+                )
+                .into()),
             }
         })
         .await
@@ -160,7 +161,7 @@ impl Control {
                 self.flush(&outbox).await;
                 return Ok(());
             }
-            Err(DriverError::Store(stm_store::StoreError::Retryable(format!(
+            Err(DriverError::Store(stm_store::StoreError::retryable(format!(
                 "cancel {execution_id}: still conflicting after {RETRIES} attempts"
             ))))
         })
@@ -219,7 +220,7 @@ impl Control {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(DriverError::Store(stm_store::StoreError::Retryable(format!(
+        Err(DriverError::Store(stm_store::StoreError::retryable(format!(
             "{execution_id}: status change still conflicting after {RETRIES} attempts"
         ))))
     }
@@ -266,11 +267,15 @@ impl Control {
         pending.sort_by_key(|entry| entry.seq);
         let summary = relay::deliver(self.driver.store.as_ref(), self.queue.as_ref(), &[], &pending).await;
         if summary.failed > 0 {
-            return Err(DriverError::Queue(format!(
-                "execution {execution_id} is not started and its Start could not be published \
-                 ({} entries); the event was not sent",
-                summary.failed
-            )));
+            return Err(crate::queue::QueueError::failed(
+                "SendMessageBatch",
+                format!(
+                    "execution {execution_id} is not started and its Start could not be published \
+                     ({} entries); the event was not sent",
+                    summary.failed
+                ),
+            )
+            .into());
         }
         Ok(())
     }

@@ -127,10 +127,10 @@ pub enum DriverError {
     Engine(String),
     /// The event queue refused a call (publishes report failures per message instead).
     #[error("queue error: {0}")]
-    Queue(String),
+    Queue(#[from] crate::queue::QueueError),
     /// The process is misconfigured (environment, definitions, bindings).
     #[error("configuration error: {0}")]
-    Config(String),
+    Config(#[from] crate::config::ConfigError),
     /// An execution id SQS would refuse as a message group id (the message says which
     /// rule it breaks): such an execution could never receive an event.
     #[error("{0}")]

@@ -26,6 +26,10 @@ use stm_store::{OutboxEntry, SpawnEntry};
 use crate::driver::DriverError;
 
 // the SQS FIFO queue (feature `aws`)
+// the queue's error type
+mod error;
+pub use error::QueueError;
+
 #[cfg(feature = "aws")]
 mod sqs;
 #[cfg(feature = "aws")]
@@ -738,9 +742,11 @@ impl Queue for MemoryQueue {
                 m.hidden_until = if seconds <= 0 { None } else { Some(until) };
                 Ok(())
             }
-            None => Err(DriverError::Queue(format!(
-                "ChangeMessageVisibility: unknown receipt handle {receipt_handle}"
-            ))),
+            None => Err(QueueError::failed(
+                "ChangeMessageVisibility",
+                format!("unknown receipt handle {receipt_handle}"),
+            )
+            .into()),
         }
     }
 }

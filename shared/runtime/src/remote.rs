@@ -77,7 +77,12 @@ impl std::fmt::Display for RemoteTarget {
 /// Parse `STM_ACTIONS`: `name=target` pairs separated by commas or newlines, where a
 /// target is `lambda:<function>` or an `https://` URL (`http://` to a loopback host only).
 pub fn parse_bindings(spec: &str) -> Result<BTreeMap<String, RemoteTarget>, DriverError> {
-    let bad = |entry: &str, why: &str| DriverError::Config(format!("STM_ACTIONS entry {entry:?}: {why}"));
+    let bad = |entry: &str, why: &str| {
+        DriverError::from(crate::config::ConfigError::Binding {
+            entry: entry.to_string(),
+            why: why.to_string(),
+        })
+    };
     let mut bindings = BTreeMap::new();
     for entry in spec.split([',', '\n']).map(str::trim).filter(|e| !e.is_empty()) {
         let (name, target) = entry

@@ -665,7 +665,7 @@ fn lifecycle_gate(exe: &Execution, event: &Event) -> Result<Option<Handled>, Fai
 fn classify(err: DriverError) -> Failed {
     match err {
         DriverError::Store(StoreError::Conflict { .. }) => Failed::Conflict(err.to_string()),
-        DriverError::Store(StoreError::Retryable(_)) => Failed::Retryable(err.to_string()),
+        DriverError::Store(StoreError::Retryable { .. }) => Failed::Retryable(err.to_string()),
         // the same input gives the same refusal every time: retrying only ages the record
         DriverError::MessageTooLarge(_) | DriverError::Store(StoreError::TooLarge(_)) => {
             Failed::Poison(format!("{}: {err}", err.python_type()))

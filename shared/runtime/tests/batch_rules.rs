@@ -69,8 +69,8 @@ impl ExecutionStore for Faulty {
         event_id: &str,
     ) -> Result<(Option<Execution>, bool), StoreError> {
         if self.on() && self.throttled.contains(&id) {
-            return Err(StoreError::Retryable(
-                "ThrottlingException: Rate of requests exceeds the allowed throughput".into(),
+            return Err(StoreError::retryable(
+                "ThrottlingException: Rate of requests exceeds the allowed throughput",
             ));
         }
         if self.on() && self.slow.contains(&id) {

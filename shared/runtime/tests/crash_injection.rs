@@ -196,11 +196,11 @@ impl CrashPlan {
 }
 
 fn dead_store() -> StoreError {
-    StoreError::Backend("injected crash: this process is dead".into())
+    StoreError::backend("injected crash: this process is dead")
 }
 
 fn dead_queue(operation: &str) -> DriverError {
-    DriverError::Queue(format!("{operation}: injected crash: this process is dead"))
+    stm_runtime::queue::QueueError::failed(operation, "injected crash: this process is dead").into()
 }
 
 /// The store as a crashing process sees it.

@@ -339,7 +339,7 @@ impl DynamoDbStore {
     /// most 30 characters.
     pub fn with_prefix(mut self, prefix: &str) -> Result<Self, StoreError> {
         if !schema::valid_prefix(prefix) {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::backend(format!(
                 "prefix must be an identifier (a letter or _, then letters, digits or _; at most 30 \
                  characters), got {prefix:?}"
             )));
@@ -459,7 +459,7 @@ impl DynamoDbStore {
             match result {
                 Ok(()) => return Ok(store),
                 // unreachable (connection refused, timeout) or busy: wait and try again
-                Err(StoreError::Retryable(why)) => {
+                Err(StoreError::Retryable { message: why, .. }) => {
                     tracing::debug!(attempt, %why, "DynamoDB not reachable yet");
                     last = Some(why);
                     if attempt < attempts {
@@ -469,7 +469,7 @@ impl DynamoDbStore {
                 Err(other) => return Err(other),
             }
         }
-        Err(StoreError::Backend(format!(
+        Err(StoreError::backend(format!(
             "DynamoDB at {} not reachable after {attempts} attempts: {}",
             endpoint_url.unwrap_or("the default AWS endpoint"),
             last.unwrap_or_default()
@@ -586,7 +586,7 @@ impl DynamoDbStore {
         let mut answers = Vec::with_capacity(calls.len());
         while let Some(joined) = calls.join_next().await {
             let answer =
-                joined.map_err(|e| StoreError::Backend(format!("a DescribeTable task failed: {e}")))?;
+                joined.map_err(|e| StoreError::backend(format!("a DescribeTable task failed: {e}")))?;
             answers.push(answer);
         }
         answers.sort_by_key(|(index, ..)| *index);
@@ -645,7 +645,7 @@ impl DynamoDbStore {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        Err(StoreError::Backend(format!(
+        Err(StoreError::backend(format!(
             "table {table} did not become ACTIVE within 120 s"
         )))
     }
@@ -661,7 +661,7 @@ impl DynamoDbStore {
             let out = match out {
                 Ok(out) => out,
                 Err(err) if err.code() == Some("ResourceNotFoundException") => {
-                    return Err(StoreError::Backend(format!(
+                    return Err(StoreError::backend(format!(
                         "table {name} does not exist (the schema is not created with create_schema = false: \
                          deploy template.yaml)"
                     )))
@@ -936,7 +936,7 @@ impl DynamoDbStore {
                             maybe_applied: false,
                         }
                     } else {
-                        Attempt::Fail(StoreError::Backend(msg))
+                        Attempt::Fail(StoreError::backend(msg))
                     }
                 }
                 // raised by older emulators instead of a cancellation; by DynamoDB when the
@@ -1034,7 +1034,7 @@ fn classify_service(
             maybe_applied: false,
         }
     } else {
-        Attempt::Fail(StoreError::Backend(msg))
+        Attempt::Fail(StoreError::backend(msg))
     }
 }
 
@@ -1051,7 +1051,7 @@ where
                 maybe_applied: true,
             }
         }
-        _ => Attempt::Fail(StoreError::Backend(msg)),
+        _ => Attempt::Fail(StoreError::backend(msg)),
     }
 }
 
@@ -1104,7 +1104,7 @@ fn check_key_schema(spec: &TableSpec, name: &str, out: &DescribeTableOutput) -> 
             .collect::<Vec<_>>()
             .join(" + ")
     };
-    Err(StoreError::Backend(format!(
+    Err(StoreError::backend(format!(
         "table {name} exists with the key schema {} but stm and harel 0.9.0 key it by {}: \
          delete it or use another table prefix (--prefix, STM_TABLE_PREFIX)",
         show(&found),
@@ -1116,7 +1116,7 @@ fn check_key_schema(spec: &TableSpec, name: &str, out: &DescribeTableOutput) -> 
 /// 5xx) are [`StoreError::Retryable`], the rest [`StoreError::Backend`].
 fn sdk_error<E>(op: &str, err: SdkError<E, HttpResponse>) -> StoreError
 where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let msg = format!("{op}: {}", Readable(&err));
     let transient = match &err {
@@ -1127,11 +1127,12 @@ where
         }
         _ => false,
     };
-    if transient {
-        StoreError::Retryable(msg)
+    let error = if transient {
+        StoreError::retryable(msg)
     } else {
-        StoreError::Backend(msg)
-    }
+        StoreError::backend(msg)
+    };
+    error.with_source(err)
 }
 
 fn key_element(key: KeyAttr, role: DdbKeyType) -> Result<KeySchemaElement, StoreError> {
@@ -1152,7 +1153,7 @@ fn out_indexes_active(out: &aws_sdk_dynamodb::operation::describe_table::Describ
 }
 
 fn build_err(err: aws_smithy_types::error::operation::BuildError) -> StoreError {
-    StoreError::Backend(format!("building a DynamoDB request: {err}"))
+    StoreError::backend(format!("building a DynamoDB request: {err}"))
 }
 
 fn too_large(what: &str, bytes: usize, limit: usize) -> StoreError {
@@ -1463,7 +1464,7 @@ impl ExecutionStore for DynamoDbStore {
             match out.unprocessed_keys() {
                 Some(rest) if !rest.is_empty() => {
                     if attempt >= self.retry.max_attempts.max(1) {
-                        return Err(StoreError::Retryable(format!(
+                        return Err(StoreError::retryable(format!(
                             "BatchGetItem left keys unprocessed after {attempt} attempts"
                         )));
                     }
@@ -1493,7 +1494,7 @@ impl ExecutionStore for DynamoDbStore {
         let mut events = Vec::with_capacity(emits.len());
         for (target, event) in &emits {
             let json = serde_json::to_string(event)
-                .map_err(|e| StoreError::Backend(format!("serializing an emitted event: {e}")))?;
+                .map_err(|e| StoreError::backend(format!("serializing an emitted event: {e}")))?;
             events.push((target.clone(), json));
         }
         let prepared = Prepared {
@@ -1596,14 +1597,14 @@ impl ExecutionStore for DynamoDbStore {
                     )?;
                 }
                 Attempt::TraceSlotTaken => {
-                    return Err(StoreError::Backend(format!(
+                    return Err(StoreError::backend(format!(
                         "the trace slot of {} stayed taken after {slot_retries} re-reads",
                         exe.id
                     )))
                 }
                 Attempt::Retry { msg, maybe_applied } => {
                     if attempt >= self.retry.max_attempts.max(1) {
-                        return Err(StoreError::Retryable(format!("{msg} (after {attempt} attempts)")));
+                        return Err(StoreError::retryable(format!("{msg} (after {attempt} attempts)")));
                     }
                     tracing::debug!(id = %exe.id, attempt, %msg, maybe_applied, "transient commit failure, retrying");
                     tokio::time::sleep(self.retry.backoff(attempt)).await;
@@ -1649,7 +1650,7 @@ impl ExecutionStore for DynamoDbStore {
         let limit = if query.limit == 0 { 100 } else { query.limit };
         let mut start: Option<Item> = None;
         if let Some(cursor) = query.cursor.as_deref().filter(|c| !c.is_empty()) {
-            let bad = || StoreError::Backend(format!("bad list cursor {cursor:?}"));
+            let bad = || StoreError::backend(format!("bad list cursor {cursor:?}"));
             let raw = base64::engine::general_purpose::URL_SAFE
                 .decode(cursor)
                 .map_err(|_| bad())?;

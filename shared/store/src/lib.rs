@@ -162,8 +162,13 @@ pub enum StoreError {
         found: Option<i64>,
     },
     /// A transient fault (throttling, a transaction conflict) that outlived the retries.
-    #[error("retryable store failure: {0}")]
-    Retryable(String),
+    #[error("retryable store failure: {message}")]
+    Retryable {
+        message: String,
+        /// The client's error, where there is one.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The input cannot be stored as it is (over an item or transaction limit).
     #[error("{0}")]
     TooLarge(String),
@@ -171,11 +176,50 @@ pub enum StoreError {
     #[error("corrupt record {what}: {reason}")]
     Corrupt { what: String, reason: String },
     /// Any other backend failure, with the backend's message.
-    #[error("store backend error: {0}")]
-    Backend(String),
+    #[error("store backend error: {message}")]
+    Backend {
+        message: String,
+        /// The client's error, where there is one.
+        #[source]
+        source: Option<BoxError>,
+    },
 }
 
+/// The error beneath a store failure (the SDK's, say), kept as its `source`.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 impl StoreError {
+    /// A transient failure with no client error beneath it.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        StoreError::Retryable {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A backend failure with no client error beneath it.
+    pub fn backend(message: impl Into<String>) -> Self {
+        StoreError::Backend {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same failure, with `source` as the error beneath it.
+    pub fn with_source(self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        match self {
+            StoreError::Retryable { message, .. } => StoreError::Retryable {
+                message,
+                source: Some(Box::new(source)),
+            },
+            StoreError::Backend { message, .. } => StoreError::Backend {
+                message,
+                source: Some(Box::new(source)),
+            },
+            other => other,
+        }
+    }
+
     pub fn is_conflict(&self) -> bool {
         matches!(self, StoreError::Conflict { .. })
     }

@@ -195,7 +195,7 @@ impl ExecutionStore for MemoryStore {
             None => 0,
             Some(c) => c
                 .parse()
-                .map_err(|_| StoreError::Backend(format!("bad list cursor {c:?}")))?,
+                .map_err(|_| StoreError::backend(format!("bad list cursor {c:?}")))?,
         };
         let matching: Vec<ExecutionSummary> = inner
             .executions

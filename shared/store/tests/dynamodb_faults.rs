@@ -101,7 +101,7 @@ async fn throttling_outliving_the_retries_is_retryable_and_writes_nothing() {
     let mut e = stored(&store, "f-throttle").await;
     proxy.fail_next(TWI, 100, Fault::Throttling);
     match store.commit(&mut e, emit("ev-1")).await {
-        Err(StoreError::Retryable(msg)) => assert!(msg.contains("Throttling"), "{msg}"),
+        Err(StoreError::Retryable { message: msg, .. }) => assert!(msg.contains("Throttling"), "{msg}"),
         other => panic!("expected Retryable, got {other:?}"),
     }
     assert_eq!(proxy.requests(TWI), 4, "the store's policy: 4 attempts");
@@ -183,7 +183,9 @@ async fn validation_errors_are_backend_errors_without_retry() {
         },
     );
     match store.commit(&mut e, emit("ev-1")).await {
-        Err(StoreError::Backend(msg)) => assert!(msg.contains("parameter values were invalid"), "{msg}"),
+        Err(StoreError::Backend { message: msg, .. }) => {
+            assert!(msg.contains("parameter values were invalid"), "{msg}")
+        }
         other => panic!("expected Backend, got {other:?}"),
     }
     assert_eq!(proxy.requests(TWI), 1, "not retried");
@@ -195,7 +197,7 @@ async fn validation_errors_are_backend_errors_without_retry() {
         Fault::Cancelled(vec!["None".into(), "ValidationError".into()]),
     );
     match store.commit(&mut e, emit("ev-2")).await {
-        Err(StoreError::Backend(msg)) => assert!(msg.contains("ValidationError"), "{msg}"),
+        Err(StoreError::Backend { message: msg, .. }) => assert!(msg.contains("ValidationError"), "{msg}"),
         other => panic!("expected Backend for a ValidationError reason, got {other:?}"),
     }
     assert_eq!(proxy.requests(TWI), 2, "not retried");
@@ -241,7 +243,7 @@ async fn unreachable_endpoint_fails_clearly_after_bounded_tries() {
         ..CreateOptions::default()
     };
     match DynamoDbStore::create_with(Some(&endpoint), stm_testkit::REGION, options).await {
-        Err(StoreError::Backend(msg)) => {
+        Err(StoreError::Backend { message: msg, .. }) => {
             assert!(
                 msg.contains("not reachable after 3 attempts") && msg.contains(&endpoint),
                 "{msg}"
@@ -262,7 +264,7 @@ async fn create_schema_false_only_checks_the_tables() {
         ..CreateOptions::default()
     };
     match DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, check.clone()).await {
-        Err(StoreError::Backend(msg)) => {
+        Err(StoreError::Backend { message: msg, .. }) => {
             assert!(msg.contains("does not exist") && msg.contains(&prefix), "{msg}")
         }
         other => panic!("expected a missing-table error, got {other:?}"),

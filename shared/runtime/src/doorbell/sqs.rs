@@ -42,10 +42,14 @@ impl SqsDoorbell {
             .send()
             .await
             .map_err(|e| {
-                DriverError::Config(format!(
+                let message = format!(
                     "cannot create the timer doorbell queue {name}: {}",
                     stm_store::aws::Readable(&e)
-                ))
+                );
+                DriverError::from(crate::config::ConfigError::Deployment {
+                    message,
+                    source: Some(Box::new(e)),
+                })
             })?;
         Ok(out.queue_url().unwrap_or_default().to_string())
     }

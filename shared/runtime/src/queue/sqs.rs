@@ -11,10 +11,12 @@ use aws_sdk_sqs::types::{
 use serde_json::json;
 use stm_core::Value;
 
+use super::QueueError;
 use super::{
     plan_batches, OutgoingMessage, PublishFailure, Queue, ReceivedMessage, MAX_BATCH, MAX_MESSAGE_BYTES,
     MESSAGE_KIND_ATTRIBUTE, SPAWN_KIND,
 };
+use crate::config::ConfigError;
 use crate::driver::DriverError;
 
 /// The SQS FIFO queue.
@@ -39,8 +41,13 @@ pub struct QueueUrls {
     pub notes: Vec<String>,
 }
 
-fn sqs_error<E: std::fmt::Display>(operation: &str, err: E) -> DriverError {
-    DriverError::Queue(format!("{operation}: {err}"))
+/// A failed SQS call: the service's readable message, the SDK error as the source.
+fn sqs_error<E>(operation: &str, err: E) -> DriverError
+where
+    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let message = stm_store::aws::Readable(&err).to_string();
+    QueueError::from_client(operation, message, err).into()
 }
 
 /// The URL of queue `name`, `None` when there is no such queue.
@@ -54,10 +61,7 @@ async fn existing_queue_url(client: &aws_sdk_sqs::Client, name: &str) -> Result<
         {
             Ok(None)
         }
-        Err(err) => Err(sqs_error(
-            &format!("GetQueueUrl {name}"),
-            stm_store::aws::Readable(&err),
-        )),
+        Err(err) => Err(sqs_error(&format!("GetQueueUrl {name}"), err)),
     }
 }
 
@@ -79,15 +83,13 @@ async fn queue_attributes(
                 .as_service_error()
                 .is_some_and(|e| e.is_queue_does_not_exist()) =>
         {
-            Err(DriverError::Config(format!(
+            Err(ConfigError::deployment(format!(
                 "queue {url} does not exist: create it, or pass a queue name (created if missing) \
                  or another URL as --queue"
-            )))
+            ))
+            .into())
         }
-        Err(err) => Err(sqs_error(
-            &format!("GetQueueAttributes {url}"),
-            stm_store::aws::Readable(&err),
-        )),
+        Err(err) => Err(sqs_error(&format!("GetQueueAttributes {url}"), err)),
     }
 }
 
@@ -101,9 +103,10 @@ fn require_fifo(name: &str, attributes: &HashMap<QueueAttributeName, String>) ->
     if fifo.eq_ignore_ascii_case("true") {
         return Ok(());
     }
-    Err(DriverError::Config(format!(
+    Err(ConfigError::deployment(format!(
         "queue {name} exists but is not a FIFO queue (FifoQueue={fifo}): delete it or pass another --queue"
-    )))
+    ))
+    .into())
 }
 
 /// A `RedrivePolicy`'s target ARN and `maxReceiveCount` (a number, or a string of one as
@@ -202,28 +205,25 @@ impl SqsQueue {
             // any FIFO queue can be a FIFO queue's dead-letter queue
             Err(err) if err.as_service_error().is_some_and(|e| e.is_queue_name_exists()) => {
                 let url = existing_queue_url(client, &dlq_name).await?.ok_or_else(|| {
-                    DriverError::Queue(format!(
-                        "CreateQueue {dlq_name}: it exists, but GetQueueUrl does not find it"
+                    DriverError::from(QueueError::failed(
+                        format!("CreateQueue {dlq_name}"),
+                        "it exists, but GetQueueUrl does not find it",
                     ))
                 })?;
                 let attributes = queue_attributes(client, &url).await?;
                 require_fifo(&dlq_name, &attributes)?;
                 url
             }
-            Err(err) => {
-                return Err(sqs_error(
-                    &format!("CreateQueue {dlq_name}"),
-                    stm_store::aws::Readable(&err),
-                ))
-            }
+            Err(err) => return Err(sqs_error(&format!("CreateQueue {dlq_name}"), err)),
         };
         let arn = queue_attributes(client, &dead_letter_url)
             .await?
             .remove(&QueueAttributeName::QueueArn)
             .filter(|arn| !arn.is_empty())
             .ok_or_else(|| {
-                DriverError::Queue(format!(
-                    "GetQueueAttributes {dlq_name}: no QueueArn for the redrive policy"
+                DriverError::from(QueueError::failed(
+                    format!("GetQueueAttributes {dlq_name}"),
+                    "no QueueArn for the redrive policy",
                 ))
             })?;
         let redrive = json!({"deadLetterTargetArn": arn, "maxReceiveCount": max_receive_count}).to_string();
@@ -249,16 +249,14 @@ impl SqsQueue {
             // someone created it between our look and our create: join theirs
             Err(err) if err.as_service_error().is_some_and(|e| e.is_queue_name_exists()) => {
                 let url = existing_queue_url(client, &main_name).await?.ok_or_else(|| {
-                    DriverError::Queue(format!(
-                        "CreateQueue {main_name}: it exists, but GetQueueUrl does not find it"
+                    DriverError::from(QueueError::failed(
+                        format!("CreateQueue {main_name}"),
+                        "it exists, but GetQueueUrl does not find it",
                     ))
                 })?;
                 Self::join(client, &url, visibility_seconds, max_receive_count).await
             }
-            Err(err) => Err(sqs_error(
-                &format!("CreateQueue {main_name}"),
-                stm_store::aws::Readable(&err),
-            )),
+            Err(err) => Err(sqs_error(&format!("CreateQueue {main_name}"), err)),
         }
     }
 
@@ -373,7 +371,7 @@ impl SqsQueue {
             .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
             .send()
             .await
-            .map_err(|e| sqs_error("GetQueueAttributes", stm_store::aws::Readable(&e)))?;
+            .map_err(|e| sqs_error("GetQueueAttributes", e))?;
         let attrs = out.attributes();
         let get = |name: QueueAttributeName| {
             attrs
@@ -494,7 +492,7 @@ impl Queue for SqsQueue {
             ))
             .send()
             .await
-            .map_err(|e| sqs_error("ReceiveMessage", stm_store::aws::Readable(&e)))?;
+            .map_err(|e| sqs_error("ReceiveMessage", e))?;
         Ok(out
             .messages()
             .iter()
@@ -538,7 +536,7 @@ impl Queue for SqsQueue {
             .receipt_handle(receipt_handle)
             .send()
             .await
-            .map_err(|e| sqs_error("DeleteMessage", stm_store::aws::Readable(&e)))?;
+            .map_err(|e| sqs_error("DeleteMessage", e))?;
         Ok(())
     }
 
@@ -550,7 +548,7 @@ impl Queue for SqsQueue {
             .visibility_timeout(seconds)
             .send()
             .await
-            .map_err(|e| sqs_error("ChangeMessageVisibility", stm_store::aws::Readable(&e)))?;
+            .map_err(|e| sqs_error("ChangeMessageVisibility", e))?;
         Ok(())
     }
 }

@@ -11,6 +11,7 @@ use stm_core::engine::ActionError;
 
 use super::{apply_response, request_payload, RemoteSettings, RemoteTarget};
 use crate::actions::{ActionInput, ActionRegistry};
+use crate::config::ConfigError;
 use crate::driver::DriverError;
 
 type Reply = std::sync::mpsc::SyncSender<Result<Value, ActionError>>;
@@ -49,7 +50,10 @@ impl RemoteActions {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| DriverError::Config(format!("cannot start the remote-action runtime: {e}")))?;
+            .map_err(|source| ConfigError::Startup {
+                what: "the remote-action runtime",
+                source,
+            })?;
         let needs_lambda = bindings.values().any(|t| matches!(t, RemoteTarget::Lambda(_)));
         let io_settings = settings.clone();
         std::thread::Builder::new()
@@ -78,7 +82,10 @@ impl RemoteActions {
                     }
                 });
             })
-            .map_err(|e| DriverError::Config(format!("cannot start the remote-action thread: {e}")))?;
+            .map_err(|source| ConfigError::Startup {
+                what: "the remote-action thread",
+                source,
+            })?;
         Ok(RemoteActions {
             bindings,
             settings,

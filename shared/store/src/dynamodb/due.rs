@@ -247,7 +247,7 @@ async fn query_shard(
             match result {
                 Err(err) if !index_missing(&err) => {
                     let err = sdk_error("Query", err);
-                    if matches!(err, StoreError::Retryable(_)) && attempt < retry.max_attempts.max(1) {
+                    if matches!(err, StoreError::Retryable { .. }) && attempt < retry.max_attempts.max(1) {
                         tokio::time::sleep(retry.backoff(attempt)).await;
                         attempt += 1;
                         continue;
@@ -349,7 +349,7 @@ impl DynamoDbStore {
     pub async fn due_timers_indexed(&self, now: f64) -> Result<(Vec<DueTimer>, SweepStats), StoreError> {
         match self.query_due_index(now).await {
             Ok(found) => Ok(found),
-            Err(QueryError::IndexMissing(why)) => Err(StoreError::Backend(format!(
+            Err(QueryError::IndexMissing(why)) => Err(StoreError::backend(format!(
                 "Query on {}.{TIMER_DUE_INDEX}: {why}",
                 self.tables.timers
             ))),
@@ -386,7 +386,7 @@ impl DynamoDbStore {
                     }
                 }
                 Err(join) => {
-                    failure.get_or_insert(QueryError::Other(StoreError::Backend(format!(
+                    failure.get_or_insert(QueryError::Other(StoreError::backend(format!(
                         "a due-index query task failed: {join}"
                     ))));
                 }

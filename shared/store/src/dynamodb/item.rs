@@ -30,7 +30,7 @@ pub fn n_i64(v: i64) -> AttributeValue {
 /// infinities, so they are an error here rather than a 400 later).
 pub fn n_f64(what: &str, v: f64) -> Result<AttributeValue, StoreError> {
     if !v.is_finite() {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::backend(format!(
             "{what} must be a finite number, got {v}"
         )));
     }

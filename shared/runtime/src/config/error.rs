@@ -1,0 +1,78 @@
+//! What can be wrong with a process's configuration: its environment, its definitions,
+//! its action bindings, the deployment it joins. Each variant keeps what a caller may act
+//! on (the variable, the file and the parse error's line and column) and the error it came
+//! from as its `source`.
+
+use std::path::PathBuf;
+
+use crate::actions::UnboundActions;
+
+/// A configuration problem: the cold start (or `stm local`) stops with it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A required variable is unset.
+    #[error("{name} is required ({what})")]
+    Missing { name: &'static str, what: &'static str },
+    /// A variable's value is not one the process takes.
+    #[error("{name}={value:?}: {why}")]
+    Invalid {
+        name: &'static str,
+        value: String,
+        why: &'static str,
+    },
+    /// One `STM_ACTIONS` binding that does not parse.
+    #[error("STM_ACTIONS entry {entry:?}: {why}")]
+    Binding { entry: String, why: String },
+    /// The definitions directory cannot be read.
+    #[error("cannot read the definitions directory {}: {source}", dir.display())]
+    DefinitionsDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The definitions directory holds no `*.stm` machine.
+    #[error("no machine found in {}/*.stm", dir.display())]
+    NoMachines { dir: PathBuf },
+    /// A `.stm` file that does not parse: `source` has the file, line and column.
+    #[error("invalid definition file {}:\n{source}", file.display())]
+    Definition {
+        file: PathBuf,
+        #[source]
+        source: stm_core::dsl::DslError,
+    },
+    /// A machine that parses but breaks the validator's rules (each finding, one per line).
+    #[error("{}: machine {machine} is not valid:\n  {}", file.display(), findings.join("\n  "))]
+    InvalidMachine {
+        file: PathBuf,
+        machine: String,
+        findings: Vec<String>,
+    },
+    /// Actions a machine calls that nothing provides.
+    #[error(transparent)]
+    Unbound(#[from] UnboundActions),
+    /// Something the process starts could not be started (a thread, a runtime).
+    #[error("cannot start {what}: {source}")]
+    Startup {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The deployment does not fit: a queue that is not FIFO, one that does not exist.
+    #[error("{message}")]
+    Deployment {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl ConfigError {
+    /// A deployment problem with no error beneath it.
+    pub(crate) fn deployment(message: impl Into<String>) -> Self {
+        ConfigError::Deployment {
+            message: message.into(),
+            source: None,
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! The queue's errors: a call SQS refused or failed, with the SDK's error as its `source`
+//! (publishes report their failures per message instead, as `BatchFailure`s).
+
+/// A queue call that did not succeed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueueError {
+    /// `operation` (`SendMessageBatch q.fifo`, say) failed: `message` is the service's own
+    /// words (code and text), `source` the client's error where there is one.
+    #[error("{operation}: {message}")]
+    Call {
+        operation: String,
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl QueueError {
+    /// A failed `operation` with no client error beneath it (a per-message failure, an
+    /// unusable answer).
+    pub fn failed(operation: impl Into<String>, message: impl Into<String>) -> Self {
+        QueueError::Call {
+            operation: operation.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failed `operation` and the client error it came from, shown as `message`.
+    pub fn from_client(
+        operation: impl Into<String>,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        QueueError::Call {
+            operation: operation.into(),
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+}
