@@ -122,6 +122,7 @@ pub trait ActionHost {
 }
 
 /// A host for machines without actions: any call is an error.
+#[derive(Debug)]
 pub struct NoActions;
 
 impl ActionHost for NoActions {

@@ -18,6 +18,7 @@ use crate::http::{forward, Conn};
 pub use stm_testkit::iam::Recorded;
 
 /// See the module docs. Stops when dropped.
+#[derive(Debug)]
 pub struct Recorder {
     endpoint: String,
     records: Arc<Mutex<Vec<Recorded>>>,

@@ -42,6 +42,14 @@ pub struct RuntimeApi {
     task: tokio::task::JoinHandle<()>,
 }
 
+impl std::fmt::Debug for RuntimeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeApi")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
 impl RuntimeApi {
     /// Listen on a free loopback port.
     pub async fn start() -> std::io::Result<RuntimeApi> {

@@ -20,6 +20,7 @@ use stm_core::pyvalue;
 use stm_core::{Definition, Event, Map, Value};
 
 /// What an action gets.
+#[derive(Debug)]
 pub struct ActionInput<'a> {
     /// The execution's context, live: changes stick.
     pub context: &'a mut Map,

@@ -32,6 +32,14 @@ pub struct Control {
     pub queue: Arc<dyn Queue>,
 }
 
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control")
+            .field("driver", &self.driver)
+            .finish_non_exhaustive()
+    }
+}
+
 fn is_terminal(status: Status) -> bool {
     matches!(status, Status::Cancelled | Status::Done)
 }

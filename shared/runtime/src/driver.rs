@@ -27,6 +27,7 @@ pub trait Clock: Send + Sync {
 }
 
 /// The wall clock.
+#[derive(Debug)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
@@ -39,7 +40,7 @@ impl Clock for SystemClock {
 }
 
 /// A clock that only moves when told (tests, conformance, `stm run`'s replay).
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct ManualClock(Mutex<f64>);
 
 impl ManualClock {
@@ -62,7 +63,7 @@ impl Clock for ManualClock {
 
 /// The definitions a driver can run, by id; inline submachines and imported machines
 /// are registered under their synthetic ids / FQNs too.
-#[derive(Default, Clone)]
+#[derive(Debug, Default, Clone)]
 pub struct Definitions {
     by_id: HashMap<String, Arc<Definition>>,
 }
@@ -376,6 +377,17 @@ pub struct Driver {
     pub clock: Arc<dyn Clock>,
     /// Record an execution-trace step with each commit.
     pub trace: bool,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let machines: Vec<&str> = self.definitions.iter().map(|d| d.id.as_str()).collect();
+        f.debug_struct("Driver")
+            .field("machines", &machines)
+            .field("actions", &self.actions)
+            .field("trace", &self.trace)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Driver {

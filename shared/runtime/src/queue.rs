@@ -515,7 +515,7 @@ struct StoredMessage {
     receipt_handle: Option<String>,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct MemoryInner {
     messages: VecDeque<StoredMessage>,
     dead_letters: Vec<OutgoingMessage>,
@@ -536,6 +536,7 @@ struct MemoryInner {
 /// It refuses what SQS refuses of one message ([`message_problem`]: a group or
 /// deduplication id outside SQS's rule, a message over 1 MiB), so tests over memory catch
 /// what would fail on AWS.
+#[derive(Debug)]
 pub struct MemoryQueue {
     inner: Mutex<MemoryInner>,
     max_receive_count: u32,

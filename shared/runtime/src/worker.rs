@@ -247,6 +247,16 @@ pub struct Worker {
     pub doorbell: Option<Arc<dyn Doorbell>>,
 }
 
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("driver", &self.driver)
+            .field("settings", &self.settings)
+            .field("doorbell", &self.doorbell.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Worker {
     pub fn new(driver: Driver, queue: Arc<dyn Queue>, settings: WorkerSettings) -> Self {
         Worker {

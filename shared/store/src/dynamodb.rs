@@ -86,7 +86,7 @@
 //!   `ttl` (epoch seconds), the attribute the template enables TTL on.
 
 pub mod due;
-pub mod item;
+pub(crate) mod item;
 pub mod schema;
 
 use std::collections::HashMap;

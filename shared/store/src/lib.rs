@@ -19,7 +19,7 @@ pub mod contract;
 #[cfg(feature = "aws")]
 pub mod dynamodb;
 mod memory;
-pub mod pyjson;
+pub(crate) mod pyjson;
 
 use async_trait::async_trait;
 use stm_core::{Event, Execution, Map, Status};

@@ -16,7 +16,7 @@ use crate::{
     StoreError, TimerOp, DEFAULT_TRACE_MAX,
 };
 
-#[derive(Default)]
+#[derive(Default, Debug)]
 struct Inner {
     executions: BTreeMap<String, Execution>,
     outbox: BTreeMap<i64, OutboxEntry>,
@@ -32,6 +32,7 @@ struct Inner {
 }
 
 /// An in-memory [`ExecutionStore`].
+#[derive(Debug)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     trace_max: usize,

@@ -46,6 +46,7 @@ impl Request {
 }
 
 /// A buffered reader over a connection that keeps what it read past one request.
+#[derive(Debug)]
 pub struct Conn<S> {
     stream: S,
     buf: Vec<u8>,

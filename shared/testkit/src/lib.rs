@@ -56,6 +56,7 @@ pub use strict::{Principal, StrictLayer};
 pub const REGION: &str = "us-east-1";
 
 /// The moto server shared by the tests of one process, behind the [`StrictLayer`].
+#[derive(Debug)]
 pub struct Moto {
     /// moto itself, unchecked.
     raw_endpoint: String,

@@ -139,6 +139,14 @@ pub struct FaultProxy {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+impl std::fmt::Debug for FaultProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultProxy")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
 impl FaultProxy {
     /// Start a proxy forwarding to `upstream` (`http://host:port`).
     ///

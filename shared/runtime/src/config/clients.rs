@@ -59,6 +59,7 @@ impl FunctionConfig {
 }
 
 /// Which function a [`FunctionContext`] is for.
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum Function {
     /// The worker, with the Rust actions its machines call (`STM_ACTIONS` adds the remote
@@ -77,6 +78,17 @@ pub struct FunctionContext {
     pub driver: Driver,
     /// The precise-timer doorbell queue, when `STM_TIMER_QUEUE_URL` is set.
     pub doorbell: Option<Arc<crate::doorbell::SqsDoorbell>>,
+}
+
+impl std::fmt::Debug for FunctionContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FunctionContext")
+            .field("config", &self.config)
+            .field("store", &self.store)
+            .field("queue", &self.queue)
+            .field("driver", &self.driver)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FunctionContext {

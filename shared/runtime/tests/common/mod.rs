@@ -31,6 +31,7 @@ pub fn definitions() -> Definitions {
 
 /// The queue-driven system: worker (through the event-source emulation), relay, sweeper,
 /// control plane, on one manual clock.
+#[allow(missing_debug_implementations)] // a test fixture: its parts are shown one by one
 pub struct Stack {
     pub store: Arc<dyn ExecutionStore>,
     pub queue: Arc<dyn Queue>,

@@ -104,6 +104,7 @@ pub fn function_tag() -> Option<aws_smithy_runtime_api::client::interceptors::Sh
 /// `AccessDeniedException`, a `ValidationException`, ...), else the chain of causes (`dispatch
 /// failure: io: Connection refused`). Never the `Debug` dump, which is kilobytes of nested
 /// structs and says the same less clearly.
+#[derive(Debug)]
 pub struct Readable<'a, T: ?Sized>(pub &'a T);
 
 impl<T> std::fmt::Display for Readable<'_, T>

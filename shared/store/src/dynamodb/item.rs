@@ -90,60 +90,6 @@ pub fn corrupt(what: impl Into<String>, reason: impl Into<String>) -> StoreError
     }
 }
 
-/// Native JSON → attribute value (`null`→NULL, bool→BOOL, number→N, string→S, array→L,
-/// object→M), the mapping boto3's `TypeSerializer` uses.
-pub fn json_to_av(v: &Value) -> AttributeValue {
-    match v {
-        Value::Null => AttributeValue::Null(true),
-        Value::Bool(b) => AttributeValue::Bool(*b),
-        Value::Number(n) => AttributeValue::N(match n.as_f64() {
-            Some(f) if !(n.is_i64() || n.is_u64()) => float_repr(f),
-            _ => n.to_string(),
-        }),
-        Value::String(t) => AttributeValue::S(t.clone()),
-        Value::Array(items) => AttributeValue::L(items.iter().map(json_to_av).collect()),
-        Value::Object(map) => {
-            AttributeValue::M(map.iter().map(|(k, v)| (k.clone(), json_to_av(v))).collect())
-        }
-    }
-}
-
-/// Attribute value → native JSON (sets become arrays, binaries base64 strings).
-pub fn av_to_json(v: &AttributeValue) -> Value {
-    match v {
-        AttributeValue::Null(_) => Value::Null,
-        AttributeValue::Bool(b) => Value::Bool(*b),
-        AttributeValue::N(n) => number_json(n),
-        AttributeValue::S(t) => Value::String(t.clone()),
-        AttributeValue::L(items) => Value::Array(items.iter().map(av_to_json).collect()),
-        AttributeValue::M(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), av_to_json(&map[k])))
-                    .collect(),
-            )
-        }
-        AttributeValue::Ss(items) => Value::Array(items.iter().cloned().map(Value::String).collect()),
-        AttributeValue::Ns(items) => Value::Array(items.iter().map(|n| number_json(n)).collect()),
-        AttributeValue::B(b) => Value::String(b64(b)),
-        AttributeValue::Bs(items) => Value::Array(items.iter().map(|b| Value::String(b64(b))).collect()),
-        _ => Value::Null,
-    }
-}
-
-fn number_json(n: &str) -> Value {
-    if let Ok(i) = n.parse::<i64>() {
-        return Value::from(i);
-    }
-    n.parse::<f64>()
-        .ok()
-        .and_then(serde_json::Number::from_f64)
-        .map(Value::Number)
-        .unwrap_or(Value::Null)
-}
-
 fn b64(b: &Blob) -> String {
     base64::engine::general_purpose::STANDARD.encode(b.as_ref())
 }
@@ -251,12 +197,6 @@ mod tests {
         item.insert("v".into(), AttributeValue::N("7.0".into()));
         assert_eq!(get_i64(&item, "v"), Some(7));
         assert!(n_f64("x", f64::NAN).is_err());
-    }
-
-    #[test]
-    fn json_round_trip() {
-        let v = json!({"a": 1, "b": [true, null, "x", 2.5], "c": {"d": -3}});
-        assert_eq!(av_to_json(&json_to_av(&v)), v);
     }
 
     #[test]

@@ -354,6 +354,14 @@ pub struct StrictLayer {
     shared: Arc<Shared>,
 }
 
+impl std::fmt::Debug for StrictLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StrictLayer")
+            .field("endpoints", &self.endpoints)
+            .finish_non_exhaustive()
+    }
+}
+
 impl StrictLayer {
     /// Start the layer in front of `upstream` (`http://host:port`).
     ///
