@@ -68,7 +68,8 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// A deployment problem with no error beneath it.
+    /// A deployment problem with no error beneath it (the SQS setup's checks).
+    #[cfg(feature = "aws")]
     pub(crate) fn deployment(message: impl Into<String>) -> Self {
         ConfigError::Deployment {
             message: message.into(),
