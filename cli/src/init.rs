@@ -478,7 +478,7 @@ fn readme(name: &str, ident: &str) -> String {
     format!(
         r#"# {name}
 
-Durable statecharts on AWS Lambda with [stm](https://github.com/): the machine is
+Durable statecharts on AWS Lambda with stm (made by `stm init`): the machine is
 `machines/{name}.stm`, its Rust action `{ident}.greet` is in `functions/worker/src/main.rs`.
 
 ```sh
