@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{repo, stderr, stdout, stm_alone, Local};
+use stm_deploytest::function_env;
 use stm_deploytest::runtime_api::{Outcome, RuntimeApi};
 use stm_testkit::Principal;
 
@@ -208,34 +209,17 @@ fn a_scaffolded_project_builds_validates_runs_and_deploys_as_it_is() {
         .expect("runtime");
     let answer = runtime.block_on(async {
         let api = RuntimeApi::start().await.expect("a Runtime API");
-        let mut child = tokio::process::Command::new(&worker)
-            .env_clear()
-            .envs([
-                ("AWS_LAMBDA_RUNTIME_API", api.address().to_string()),
-                (
-                    "STM_ENDPOINT_URL",
-                    moto.endpoint_as(Principal::Worker).to_string(),
-                ),
-                ("STM_TABLE_PREFIX", env_of("STM_TABLE_PREFIX")),
-                ("STM_QUEUE_URL", queue_url.clone()),
-                ("STM_DEFINITIONS_DIR", machines.display().to_string()),
-                ("AWS_REGION", "us-east-1".to_string()),
-                ("AWS_ACCESS_KEY_ID", "test".to_string()),
-                ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
-                ("AWS_LAMBDA_FUNCTION_NAME", "hello-worker".to_string()),
-                ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256".to_string()),
-                ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_string()),
-                (
-                    "AWS_LAMBDA_LOG_GROUP_NAME",
-                    "/aws/lambda/hello-worker".to_string(),
-                ),
-                ("AWS_LAMBDA_LOG_STREAM_NAME", "test".to_string()),
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn the worker");
+        let mut env = vec![
+            (
+                "STM_ENDPOINT_URL".to_string(),
+                moto.endpoint_as(Principal::Worker).to_string(),
+            ),
+            ("STM_TABLE_PREFIX".to_string(), env_of("STM_TABLE_PREFIX")),
+            ("STM_QUEUE_URL".to_string(), queue_url.clone()),
+            ("STM_DEFINITIONS_DIR".to_string(), machines.display().to_string()),
+        ];
+        env.extend(function_env::lambda_variables("hello-worker"));
+        let mut child = function_env::spawn(&worker.display().to_string(), api.address(), &env);
         let id = api.invoke(&sample);
         let outcome = api.outcome(&id, Duration::from_secs(60)).await;
         let _ = child.start_kill();

@@ -2,26 +2,22 @@
 //! `invocation/next`, runs a sample SQS batch from `events/` against moto, and posts the
 //! partial-batch response. A broken definition fails its cold start with file and line.
 
-#[path = "../../../shared/runtime/tests/support/function_env.rs"]
-mod function_env;
-#[path = "../../../shared/runtime/tests/support/runtime_api.rs"]
-mod runtime_api;
-
 use std::time::Duration;
 
-use runtime_api::{Answer, RuntimeApi};
+use stm_deploytest::function_env;
+use stm_deploytest::runtime_api::RuntimeApi;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_bootstrap_answers_the_runtime_api() {
-    let env = function_env::deployment("fnworker", &function_env::repo().join("examples")).await;
-    let api = RuntimeApi::start().await;
-    let mut child = function_env::spawn(env!("CARGO_BIN_EXE_worker"), &api.address, &env);
-    api.invoke("req-poison", &function_env::sample("worker-poison.json"));
-    api.invoke("req-event", &function_env::sample("worker-domain-event.json"));
-    let poison = api.answer("req-poison", Duration::from_secs(60)).await;
-    let event = api.answer("req-event", Duration::from_secs(30)).await;
+    let env = function_env::deployment("fnworker", &stm_deploytest::repo_root().join("examples")).await;
+    let api = RuntimeApi::start().await.expect("a Runtime API");
+    let mut child = function_env::spawn(env!("CARGO_BIN_EXE_worker"), api.address(), &env);
+    let poison = api.invoke(&function_env::sample("worker-poison.json"));
+    let event = api.invoke(&function_env::sample("worker-domain-event.json"));
+    let poison = api.outcome(&poison, Duration::from_secs(60)).await;
+    let event = api.outcome(&event, Duration::from_secs(30)).await;
     let _ = child.start_kill();
-    let Some(Answer::Response(poison)) = poison else {
+    let Some(poison) = poison.as_ref().and_then(|o| o.response_json()) else {
         let out = child.wait_with_output().await.expect("output");
         panic!(
             "no response: {poison:?}\n{}",
@@ -34,8 +30,8 @@ async fn worker_bootstrap_answers_the_runtime_api() {
     );
     // order-1 does not exist in this deployment: acknowledged as a no-op
     assert_eq!(
-        event,
-        Some(Answer::Response(serde_json::json!({"batchItemFailures": []})))
+        event.as_ref().and_then(|o| o.response_json()),
+        Some(serde_json::json!({"batchItemFailures": []}))
     );
     assert!(api.next_calls() >= 2);
 }
@@ -50,8 +46,8 @@ async fn a_broken_definition_fails_the_cold_start_with_file_and_line() {
     )
     .expect("write");
     let env = function_env::deployment("fnbroken", &dir).await;
-    let api = RuntimeApi::start().await;
-    let child = function_env::spawn(env!("CARGO_BIN_EXE_worker"), &api.address, &env);
+    let api = RuntimeApi::start().await.expect("a Runtime API");
+    let child = function_env::spawn(env!("CARGO_BIN_EXE_worker"), api.address(), &env);
     let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .expect("the worker exits")

@@ -11,11 +11,14 @@
 //!   SQS request (its `X-Amz-Target` and JSON body). The functions' own code runs
 //!   unchanged with `STM_ENDPOINT_URL` pointing at it: nothing is stubbed.
 //! - [`runtime_api`]: a minimal Lambda Runtime API, to start the built bootstraps as Lambda
-//!   would and time their init (the `lambda-smoke` binary).
+//!   would and time their init (the `lambda-smoke` binary), and [`function_env`]: a fresh
+//!   deployment on moto and a function binary spawned against that API (the functions'
+//!   own tests).
 //!
 //! The tests: `tests/template.rs` (static invariants), `tests/policies.rs` (each role
 //! equals what its function's code sends, recorded against moto).
 
+pub mod function_env;
 pub mod recorder;
 pub mod runtime_api;
 

@@ -20,6 +20,16 @@ pub enum Outcome {
     Error(String),
 }
 
+impl Outcome {
+    /// The response's JSON (`None` for an error, or a body that is not JSON).
+    pub fn response_json(&self) -> Option<serde_json::Value> {
+        match self {
+            Outcome::Response(body) => serde_json::from_str(body).ok(),
+            Outcome::Error(_) => None,
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     pending: Mutex<VecDeque<(String, String)>>,
@@ -29,6 +39,7 @@ struct State {
     finished: Notify,
     init_error: Mutex<Option<String>>,
     next_id: Mutex<u64>,
+    next_calls: Mutex<usize>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -128,6 +139,11 @@ impl RuntimeApi {
     pub fn init_error(&self) -> Option<String> {
         lock(&self.state.init_error).clone()
     }
+
+    /// How many `invocation/next` polls arrived (0: the function never finished its init).
+    pub fn next_calls(&self) -> usize {
+        *lock(&self.state.next_calls)
+    }
 }
 
 impl Drop for RuntimeApi {
@@ -146,6 +162,7 @@ async fn serve(
     let body = String::from_utf8_lossy(&request.body).into_owned();
     match (request.method.as_str(), path) {
         ("GET", "invocation/next") => {
+            *lock(&state.next_calls) += 1;
             {
                 let mut first = lock(&state.first_poll);
                 if first.is_none() {

@@ -209,7 +209,7 @@ pub fn load_file(file: &Path) -> Result<Vec<stm_core::Definition>, DriverError> 
         };
         ConfigError::Definition {
             file: file.to_path_buf(),
-            source: e,
+            source: Box::new(e),
         }
     })?;
     for defn in &machines {
@@ -277,7 +277,7 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("dir");
         let file = dir.join("broken.stm");
         std::fs::write(&file, "machine M {\n  initial A\n  state A {\n}\n").expect("write");
-        let err = load_definitions_dir(&dir).err().expect("a broken file fails");
+        let err = load_definitions_dir(&dir).expect_err("a broken file fails");
         let DriverError::Config(ConfigError::Definition { file: named, source }) = &err else {
             panic!("not a definition error: {err:?}");
         };
@@ -301,8 +301,7 @@ mod tests {
             "STM_TRACE_MAX" => Some("many".into()),
             _ => None,
         })
-        .err()
-        .expect("refused");
+        .expect_err("refused");
         assert!(matches!(
             err,
             DriverError::Config(ConfigError::Invalid {

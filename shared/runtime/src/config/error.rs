@@ -39,7 +39,7 @@ pub enum ConfigError {
     Definition {
         file: PathBuf,
         #[source]
-        source: stm_core::dsl::DslError,
+        source: Box<stm_core::dsl::DslError>,
     },
     /// A machine that parses but breaks the validator's rules (each finding, one per line).
     #[error("{}: machine {machine} is not valid:\n  {}", file.display(), findings.join("\n  "))]
