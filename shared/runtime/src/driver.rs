@@ -562,14 +562,7 @@ impl Driver {
             check_event_size(first, event)?;
         }
         let now = self.clock.now();
-        let mut timers = Vec::new();
-        if let Some(delay) = engine::ttl_delay(&defn, exe) {
-            exe.expires_at = Some(now + delay);
-            timers.push(TimerOp::Schedule {
-                path: engine::TTL_PATH.into(),
-                fire_at: now + delay,
-            });
-        }
+        let timers: Vec<TimerOp> = rearm_ttl(&defn, exe, now).into_iter().collect();
         exe.stamp(now);
         let emits: Vec<(Option<String>, Event)> = region_ids
             .iter()
@@ -704,19 +697,18 @@ impl Driver {
     /// broadcast to.
     pub async fn live_regions(&self, exe: &Execution) -> Result<Vec<Execution>, DriverError> {
         let mut live = Vec::new();
-        for (cid, cs) in &exe.children {
-            if !cs.finished && !cs.submachine {
-                if let Some(child) = self.store.load(cid).await? {
-                    live.push(child);
-                }
+        for id in Driver::region_ids(exe) {
+            if let Some(child) = self.store.load(&id).await? {
+                live.push(child);
             }
         }
         Ok(live)
     }
 
-    /// Whether `event` is broadcast to regions rather than processed by `exe` itself.
-    pub fn is_broadcast(event: &Event, live_regions: &[Execution]) -> bool {
-        !CONTROL_EVENTS.contains(&event.kind.as_str()) && !live_regions.is_empty()
+    /// Whether `event`, for an execution with `regions` live regions, is broadcast to
+    /// them rather than processed by the execution itself: a domain event, and regions.
+    pub fn is_broadcast(event: &Event, regions: usize) -> bool {
+        !CONTROL_EVENTS.contains(&event.kind.as_str()) && regions > 0
     }
 
     /// A domain event broadcast to regions never runs on the parent, but it is still
@@ -728,21 +720,15 @@ impl Driver {
         event: &Event,
     ) -> Result<(), DriverError> {
         let defn = self.definition_for(exe)?;
-        let Some(delay) = engine::ttl_delay(&defn, exe) else {
-            return Ok(());
-        };
-        if self.store.is_processed(&exe.id, &event.id).await? {
+        if engine::ttl_delay(&defn, exe).is_none() || self.store.is_processed(&exe.id, &event.id).await? {
             return Ok(());
         }
         let now = self.clock.now();
-        exe.expires_at = Some(now + delay);
+        let timers = rearm_ttl(&defn, exe, now).into_iter().collect();
         exe.stamp(now);
         let commit = Commit {
             processed_event_id: Some(event.id.clone()),
-            timers: vec![TimerOp::Schedule {
-                path: engine::TTL_PATH.into(),
-                fire_at: now + delay,
-            }],
+            timers,
             ..Commit::default()
         };
         self.store.commit(exe, commit).await?;
@@ -811,7 +797,7 @@ impl Driver {
         let defn = self.definition_for(&exe)?;
         Driver::check_event(&defn, event)?;
         let live = self.live_regions(&exe).await?;
-        let broadcast = Driver::is_broadcast(event, &live);
+        let broadcast = Driver::is_broadcast(event, live.len());
         if broadcast {
             for mut region in live {
                 if !self.store.is_processed(&region.id, &event.id).await? {
@@ -860,6 +846,17 @@ impl Driver {
 }
 
 /// Pair a commit's emits with the seqs the store gave them.
+/// Restart a machine's `ttl` budget at `now` (a broadcast is activity): the new deadline
+/// on `exe` and the timer op that arms it; `None` for a machine without `ttl`.
+fn rearm_ttl(defn: &Definition, exe: &mut Execution, now: f64) -> Option<TimerOp> {
+    let delay = engine::ttl_delay(defn, exe)?;
+    exe.expires_at = Some(now + delay);
+    Some(TimerOp::Schedule {
+        path: engine::TTL_PATH.into(),
+        fire_at: now + delay,
+    })
+}
+
 fn outbox_entries(seqs: &[i64], emits: Vec<(Option<String>, Event)>) -> Vec<OutboxEntry> {
     seqs.iter()
         .zip(emits)

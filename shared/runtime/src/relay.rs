@@ -34,7 +34,8 @@ pub struct RelaySummary {
 }
 
 impl RelaySummary {
-    fn add(&mut self, other: &RelaySummary) {
+    /// Count `other`'s entries into this summary (the worker totals its inline flushes).
+    pub(crate) fn add(&mut self, other: &RelaySummary) {
         self.forwarded += other.forwarded;
         self.failed += other.failed;
         self.unacked += other.unacked;

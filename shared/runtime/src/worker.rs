@@ -416,8 +416,7 @@ impl Worker {
             return Ok(handled);
         }
         let regions = Driver::region_ids(&exe);
-        let broadcast =
-            !stm_core::definition::CONTROL_EVENTS.contains(&event.kind.as_str()) && !regions.is_empty();
+        let broadcast = Driver::is_broadcast(event, regions.len());
         let started = std::time::Instant::now();
         let from = exe.active_path.clone();
         let report = if broadcast {
@@ -491,7 +490,7 @@ impl Worker {
                     "could not read the pending entries after a redelivery ({err}); retried so they go out first"
                 ))
             })?;
-        add(flushed, &summary);
+        flushed.add(&summary);
         if summary.failed > 0 {
             return Err(Failed::Retryable(format!(
                 "{} pending entries could not be published after a redelivery; retried so they go out first",
@@ -548,7 +547,7 @@ impl Worker {
             &report.outbox,
         )
         .await;
-        add(flushed, &summary);
+        flushed.add(&summary);
         if summary.failed > 0 {
             return Err(Failed::Retryable(format!(
                 "committed, but {} of its entries could not be published; retried so they go out \
@@ -563,13 +562,6 @@ impl Worker {
         }
         Ok(())
     }
-}
-
-fn add(total: &mut RelaySummary, summary: &RelaySummary) {
-    total.forwarded += summary.forwarded;
-    total.failed += summary.failed;
-    total.unacked += summary.unacked;
-    total.remaining += summary.remaining;
 }
 
 /// How long a message parked on its `receive_count`-th receive stays hidden.
