@@ -1,0 +1,473 @@
+//! The commit path: the seq blocks, the size limits, the transaction (or single `PutItem`)
+//! with its idempotency token, one attempt of it and the classification of its failures.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use sha2::{Digest, Sha256};
+use stm_core::Execution;
+
+use super::item::{corrupt, get_i64, item_size, n_f64, n_i64, s, s_or_null, Item};
+use super::schema::{PROCESSED_TTL_ATTRIBUTE, TIMER_SHARD_ATTRIBUTE};
+use super::{
+    build_err, sdk_error, timer_shard, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_ITEM_BYTES,
+    MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, TRACE_IDX_ATTRIBUTE, TRANSIENT_CODES,
+};
+use crate::aws::Readable;
+use crate::{StoreError, TimerOp};
+
+/// Cancellation reason codes that a retry can cure.
+const TRANSIENT_REASONS: &[&str] = &[
+    "TransactionConflict",
+    "ThrottlingError",
+    "ProvisionedThroughputExceeded",
+    "RequestLimitExceeded",
+];
+
+impl DynamoDbStore {
+    /// The size DynamoDB counts for the item a commit of `exe` writes (the one checked
+    /// against the 400 KB limit).
+    pub fn execution_item_size(&self, exe: &Execution) -> usize {
+        let mut next = exe.clone();
+        next.version += 1;
+        let hint = self.hint(&exe.id, exe.version);
+        item_size(&self.exe_item(&next, &next.to_json(), next.version, hint, &"0".repeat(32)))
+    }
+
+    /// Reserve `count` ids from counter `name`; the first.
+    pub(super) async fn next_seq(&self, name: &str, count: usize) -> Result<i64, StoreError> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.tables.counters)
+            .key("id", s(name))
+            .update_expression("ADD n :k")
+            .expression_attribute_values(":k", n_i64(count as i64))
+            .return_values(ReturnValue::UpdatedNew)
+            .send()
+            .await
+            .map_err(|e| sdk_error("UpdateItem", e))?;
+        let total = out
+            .attributes()
+            .and_then(|a| get_i64(a, "n"))
+            .ok_or_else(|| corrupt(format!("counter {name}"), "no number `n` returned"))?;
+        Ok(total - count as i64 + 1)
+    }
+
+    fn processed_ttl_value(&self) -> Option<i64> {
+        let retention = self.processed_ttl?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        Some((now + retention).as_secs() as i64)
+    }
+
+    // ---- the commit -------------------------------------------------------------------
+
+    /// Send the commit once. `trace_pos` is the trace put's index in the transaction.
+    pub(super) async fn send_commit(&self, plan: &Plan) -> Attempt {
+        if let Some(put) = &plan.single_put {
+            let result = self
+                .client
+                .put_item()
+                .table_name(put.table_name())
+                .set_item(Some(put.item().clone()))
+                .set_condition_expression(put.condition_expression().map(str::to_string))
+                .set_expression_attribute_values(put.expression_attribute_values().cloned())
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .send()
+                .await;
+            return match result {
+                Ok(_) => Attempt::Done,
+                Err(SdkError::ServiceError(se)) => match se.err() {
+                    PutItemError::ConditionalCheckFailedException(e) => Attempt::Conflict(e.item().cloned()),
+                    other => classify_service("PutItem", other.code(), se.raw(), &Readable(other)),
+                },
+                Err(err) => classify_other("PutItem", &err),
+            };
+        }
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(plan.tx.clone()))
+            .client_request_token(&plan.token)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Attempt::Done,
+            Err(SdkError::ServiceError(se)) => match se.err() {
+                TransactWriteItemsError::TransactionCanceledException(tc) => {
+                    let reasons = tc.cancellation_reasons();
+                    let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
+                    let listed: Vec<&str> = (0..reasons.len()).map(code).collect();
+                    let msg = format!(
+                        "TransactWriteItems cancelled [{}]: {}",
+                        listed.join(", "),
+                        tc.message().unwrap_or_default()
+                    );
+                    if code(0) == "ConditionalCheckFailed" {
+                        Attempt::Conflict(reasons.first().and_then(|r| r.item()).cloned())
+                    } else if plan
+                        .trace_pos
+                        .is_some_and(|p| code(p) == "ConditionalCheckFailed")
+                    {
+                        Attempt::TraceSlotTaken
+                    } else if listed.iter().any(|c| *c != "None")
+                        && listed
+                            .iter()
+                            .all(|c| *c == "None" || TRANSIENT_REASONS.contains(c))
+                    {
+                        // cancelled: nothing was written, the next try is a new transaction
+                        Attempt::Retry {
+                            msg,
+                            maybe_applied: false,
+                        }
+                    } else {
+                        Attempt::Fail(StoreError::backend(msg))
+                    }
+                }
+                // raised by older emulators instead of a cancellation; by DynamoDB when the
+                // token was used for a different transaction (another writer's commit of
+                // the same version): both mean the CAS was lost
+                other
+                    if matches!(
+                        other.code(),
+                        Some("ConditionalCheckFailedException" | "IdempotentParameterMismatchException")
+                    ) =>
+                {
+                    Attempt::Conflict(None)
+                }
+                other => classify_service("TransactWriteItems", other.code(), se.raw(), &Readable(other)),
+            },
+            Err(err) => classify_other("TransactWriteItems", &err),
+        }
+    }
+
+    /// The stored version and commit token of `id` (the conflict fallback).
+    pub(super) async fn stored_version(&self, id: &str) -> Result<Option<Item>, StoreError> {
+        self.get_execution_attributes(id, &["version", COMMIT_TOKEN_ATTRIBUTE])
+            .await
+    }
+}
+
+/// One commit, ready to send.
+pub(super) struct Plan {
+    tx: Vec<TransactWriteItem>,
+    /// The execution put alone, when it is the whole commit.
+    single_put: Option<Put>,
+    trace_pos: Option<usize>,
+    pub(super) token: String,
+}
+
+pub(super) enum Attempt {
+    Done,
+    /// The CAS failed; the stored item if DynamoDB returned it.
+    Conflict(Option<Item>),
+    /// The trace put's slot was already taken (a stale trace hint).
+    TraceSlotTaken,
+    /// A transient failure. `maybe_applied`: the write may have landed (a timeout, a 5xx),
+    /// so the retry must be the identical request (same token); otherwise it was
+    /// definitely refused and the retry is a new request (new token).
+    Retry {
+        msg: String,
+        maybe_applied: bool,
+    },
+    Fail(StoreError),
+}
+
+fn classify_service(
+    op: &str,
+    code: Option<&str>,
+    raw: &HttpResponse,
+    err: &dyn std::fmt::Display,
+) -> Attempt {
+    let msg = format!("{op}: {err}");
+    if raw.status().is_server_error() || code == Some("TransactionInProgressException") {
+        // the request may have been (or is being) applied
+        Attempt::Retry {
+            msg,
+            maybe_applied: true,
+        }
+    } else if code.is_some_and(|c| TRANSIENT_CODES.contains(&c)) {
+        // throttled or conflicting: refused before any write
+        Attempt::Retry {
+            msg,
+            maybe_applied: false,
+        }
+    } else {
+        Attempt::Fail(StoreError::backend(msg))
+    }
+}
+
+fn classify_other<E>(op: &str, err: &SdkError<E, HttpResponse>) -> Attempt
+where
+    E: std::error::Error + ProvideErrorMetadata + 'static,
+{
+    let msg = format!("{op}: {}", Readable(err));
+    match err {
+        // the request may or may not have been applied: the retry is idempotent (token)
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            Attempt::Retry {
+                msg,
+                maybe_applied: true,
+            }
+        }
+        _ => Attempt::Fail(StoreError::backend(msg)),
+    }
+}
+
+fn too_large(what: &str, bytes: usize, limit: usize) -> StoreError {
+    StoreError::TooLarge(format!(
+        "{what} is {bytes} bytes, over DynamoDB's limit of {limit} bytes (shrink the context or the event data)"
+    ))
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The timer ops with only the last op per path kept, in the order of those last ops.
+pub(super) fn collapse_timers(ops: Vec<TimerOp>) -> Vec<TimerOp> {
+    let path = |op: &TimerOp| match op {
+        TimerOp::Schedule { path, .. } | TimerOp::Cancel { path } => path.clone(),
+    };
+    let mut out: Vec<TimerOp> = Vec::with_capacity(ops.len());
+    for op in ops {
+        let p = path(&op);
+        out.retain(|o| path(o) != p);
+        out.push(op);
+    }
+    out
+}
+
+/// The side items of a commit, serialized, before seqs are known.
+pub(super) struct Prepared {
+    pub(super) data: String,
+    pub(super) events: Vec<(Option<String>, String)>,
+    pub(super) spawns: Vec<(String, String, String)>,
+    pub(super) processed: Option<String>,
+    pub(super) timers: Vec<TimerOp>,
+    pub(super) trace_entry: Option<String>,
+}
+
+impl DynamoDbStore {
+    fn exe_item(&self, exe: &Execution, data: &str, new: i64, trace_idx: Option<i64>, token: &str) -> Item {
+        let mut item = HashMap::from([
+            ("id".to_string(), s(&exe.id)),
+            ("data".to_string(), s(data)),
+            ("version".to_string(), n_i64(new)),
+            ("definition_id".to_string(), s(&exe.definition_id)),
+            (COMMIT_TOKEN_ATTRIBUTE.to_string(), s(token)),
+        ]);
+        if let Some(idx) = trace_idx {
+            item.insert(TRACE_IDX_ATTRIBUTE.to_string(), n_i64(idx));
+        }
+        item
+    }
+
+    /// Reject what DynamoDB would, before spending a call.
+    pub(super) fn check_limits(&self, exe: &Execution, p: &Prepared, new: i64) -> Result<(), StoreError> {
+        let placeholder_token = "0".repeat(32);
+        let exe_bytes = item_size(&self.exe_item(exe, &p.data, new, Some(i64::MAX), &placeholder_token));
+        if exe_bytes > MAX_ITEM_BYTES {
+            return Err(too_large(
+                &format!("execution {} item", exe.id),
+                exe_bytes,
+                MAX_ITEM_BYTES,
+            ));
+        }
+        let mut total = exe_bytes;
+        let seq_bytes = 3 + 21;
+        for (target, event) in &p.events {
+            let bytes =
+                seq_bytes + "target_id".len() + target.as_ref().map_or(1, String::len) + 5 + event.len();
+            if bytes > MAX_ITEM_BYTES {
+                return Err(too_large("an emitted event's outbox item", bytes, MAX_ITEM_BYTES));
+            }
+            total += bytes;
+        }
+        for (child, root, ctx) in &p.spawns {
+            let bytes = seq_bytes + 9 + exe.id.len() + 8 + child.len() + 9 + root.len() + 7 + ctx.len();
+            if bytes > MAX_ITEM_BYTES {
+                return Err(too_large(
+                    &format!("the spawn item of child {child}"),
+                    bytes,
+                    MAX_ITEM_BYTES,
+                ));
+            }
+            total += bytes;
+        }
+        if let Some(entry) = &p.trace_entry {
+            let bytes = 12 + exe.id.len() + 3 + 21 + 5 + entry.len();
+            if bytes > MAX_ITEM_BYTES {
+                return Err(too_large("the trace step item", bytes, MAX_ITEM_BYTES));
+            }
+            total += bytes;
+        }
+        let count = 1
+            + p.events.len()
+            + p.spawns.len()
+            + usize::from(p.processed.is_some())
+            + p.timers.len()
+            + p.trace_entry
+                .as_ref()
+                .map_or(0, |_| if self.trace_max > 0 { 2 } else { 1 });
+        if count > MAX_TRANSACTION_ITEMS {
+            return Err(StoreError::TooLarge(format!(
+                "the commit of {} needs {count} transaction items, over DynamoDB's limit of \
+                 {MAX_TRANSACTION_ITEMS} (too many emits, spawns or timers in one step)",
+                exe.id
+            )));
+        }
+        if total > MAX_TRANSACTION_BYTES {
+            return Err(too_large(
+                &format!("the commit of {}", exe.id),
+                total,
+                MAX_TRANSACTION_BYTES,
+            ));
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn plan(
+        &self,
+        exe: &Execution,
+        p: &Prepared,
+        old: i64,
+        outbox_base: i64,
+        spawn_base: i64,
+        trace_idx: Option<i64>,
+        stored_idx: Option<i64>,
+        generation: u32,
+    ) -> Result<Plan, StoreError> {
+        let new = old + 1;
+        let t = &self.tables;
+        let mut hasher = Sha256::new();
+        for part in [
+            exe.id.as_str(),
+            &new.to_string(),
+            &p.data,
+            &outbox_base.to_string(),
+            &spawn_base.to_string(),
+            &format!("{trace_idx:?}"),
+            p.processed.as_deref().unwrap_or(""),
+            &format!("{:?}", p.timers),
+            &generation.to_string(),
+        ] {
+            hasher.update(part.as_bytes());
+            hasher.update([0u8]);
+        }
+        let token = to_hex(&hasher.finalize()[..16]);
+
+        let mut put = Put::builder()
+            .table_name(&t.executions)
+            .set_item(Some(self.exe_item(exe, &p.data, new, stored_idx, &token)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        put = if old == 0 {
+            put.condition_expression("attribute_not_exists(id)")
+        } else {
+            put.condition_expression("version = :ov")
+                .expression_attribute_values(":ov", n_i64(old))
+        };
+        let put = put.build().map_err(build_err)?;
+        let mut tx = vec![TransactWriteItem::builder().put(put.clone()).build()];
+        let put_of = |table: &str, item: Item| -> Result<TransactWriteItem, StoreError> {
+            let put = Put::builder()
+                .table_name(table)
+                .set_item(Some(item))
+                .build()
+                .map_err(build_err)?;
+            Ok(TransactWriteItem::builder().put(put).build())
+        };
+        for (i, (target, event)) in p.events.iter().enumerate() {
+            tx.push(put_of(
+                &t.outbox,
+                HashMap::from([
+                    ("seq".to_string(), n_i64(outbox_base + i as i64)),
+                    ("target_id".to_string(), s_or_null(target.as_deref())),
+                    ("event".to_string(), s(event)),
+                ]),
+            )?);
+        }
+        for (i, (child, root, ctx)) in p.spawns.iter().enumerate() {
+            tx.push(put_of(
+                &t.spawns,
+                HashMap::from([
+                    ("seq".to_string(), n_i64(spawn_base + i as i64)),
+                    ("parent_id".to_string(), s(&exe.id)),
+                    ("child_id".to_string(), s(child)),
+                    ("root_path".to_string(), s(root)),
+                    ("context".to_string(), s(ctx)),
+                ]),
+            )?);
+        }
+        if let Some(event_id) = &p.processed {
+            let mut mark = Self::processed_key(&exe.id, event_id);
+            if let Some(ttl) = self.processed_ttl_value() {
+                mark.insert(PROCESSED_TTL_ATTRIBUTE.to_string(), n_i64(ttl));
+            }
+            tx.push(put_of(&t.processed, mark)?);
+        }
+        for op in &p.timers {
+            match op {
+                TimerOp::Schedule { path, fire_at } => tx.push(put_of(
+                    &t.timers,
+                    HashMap::from([
+                        ("execution_id".to_string(), s(&exe.id)),
+                        ("path".to_string(), s(path)),
+                        ("fire_at".to_string(), n_f64("a timer's fire_at", *fire_at)?),
+                        // the due index's partition key (see `due`)
+                        (TIMER_SHARD_ATTRIBUTE.to_string(), s(timer_shard(&exe.id, path))),
+                    ]),
+                )?),
+                TimerOp::Cancel { path } => {
+                    let del = Delete::builder()
+                        .table_name(&t.timers)
+                        .key("execution_id", s(&exe.id))
+                        .key("path", s(path))
+                        .build()
+                        .map_err(build_err)?;
+                    tx.push(TransactWriteItem::builder().delete(del).build());
+                }
+            }
+        }
+        let mut trace_pos = None;
+        if let (Some(entry), Some(idx)) = (&p.trace_entry, trace_idx) {
+            trace_pos = Some(tx.len());
+            let put = Put::builder()
+                .table_name(&t.trace)
+                .item("execution_id", s(&exe.id))
+                .item("idx", n_i64(idx))
+                .item("entry", s(entry))
+                // the slot must be free: a stale trace_idx hint can never overwrite a step
+                .condition_expression("attribute_not_exists(idx)")
+                .build()
+                .map_err(build_err)?;
+            tx.push(TransactWriteItem::builder().put(put).build());
+            let max = self.trace_max as i64;
+            if max > 0 && idx - max >= 0 {
+                let del = Delete::builder()
+                    .table_name(&t.trace)
+                    .key("execution_id", s(&exe.id))
+                    .key("idx", n_i64(idx - max))
+                    .build()
+                    .map_err(build_err)?;
+                tx.push(TransactWriteItem::builder().delete(del).build());
+            }
+        }
+        let single_put = (tx.len() == 1).then_some(put);
+        Ok(Plan {
+            tx,
+            single_put,
+            trace_pos,
+            token,
+        })
+    }
+}
