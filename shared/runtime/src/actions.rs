@@ -382,18 +382,37 @@ pub fn reset_backoff(input: ActionInput<'_>) -> Result<Value, ActionError> {
 }
 
 /// Selector over an orthogonal join's `region_results`: `"pass"` if every (`mode:
-/// "all"`) or some (`"any"`) region's outcome is `"success"`, else `"fail"`.
+/// "all"`, the default) or some (any other `mode`, as harel compares `mode == "all"`)
+/// region's outcome is the string `"success"`, else `"fail"`; no results is `"fail"`.
+/// Results that are not a mapping of mappings raise harel's `AttributeError`, which
+/// `on error` routes.
 pub fn join_success(input: ActionInput<'_>) -> Result<Value, ActionError> {
-    let mode = str_input(input.inputs, "mode", "all");
+    let no_attribute = |v: &Value, attribute: &str| {
+        ActionError::new(
+            "AttributeError",
+            format!(
+                "'{}' object has no attribute '{attribute}'",
+                pyvalue::type_name(v)
+            ),
+        )
+    };
     let oks: Vec<bool> = match input.context.get("region_results") {
+        None => Vec::new(),
         Some(Value::Object(results)) => results
             .values()
-            .map(|r| r.get("outcome").and_then(Value::as_str) == Some("success"))
-            .collect(),
-        _ => Vec::new(),
+            .map(|r| match r {
+                Value::Object(r) => Ok(r.get("outcome").and_then(Value::as_str) == Some("success")),
+                other => Err(no_attribute(other, "get")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(no_attribute(other, "values")),
+    };
+    let all = match input.inputs.get("mode") {
+        None => true,
+        Some(mode) => mode.as_str() == Some("all"),
     };
     let passed = !oks.is_empty()
-        && if mode == "all" {
+        && if all {
             oks.iter().all(|b| *b)
         } else {
             oks.iter().any(|b| *b)

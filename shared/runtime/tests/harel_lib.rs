@@ -1,0 +1,125 @@
+//! The `harel.lib` built-ins against harel 0.9.0 itself: each case runs through harel's
+//! function (in the test venv's Python) and ours, and the value, or the exception's type
+//! and message, must be the same.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+use stm_runtime::{ActionInput, ActionRegistry, ActionState};
+
+/// Runs each `[function, context, inputs]` through harel: `{"ok": value, "context": ctx}`
+/// or `{"error": [type, message]}`.
+const HAREL_SIDE: &str = r#"
+import json, sys
+import harel.lib as lib
+
+class Stm:
+    def __init__(self, ctx):
+        self.execution_ctx = ctx
+        self.idempotency_key = "k"
+
+out = []
+for name, ctx, inputs in json.load(sys.stdin):
+    stm = Stm(ctx)
+    try:
+        value = getattr(lib, name)(stm, None, **inputs)
+        out.append({"ok": value, "context": stm.execution_ctx})
+    except Exception as e:
+        out.append({"error": [type(e).__name__, str(e)]})
+print(json.dumps(out))
+"#;
+
+fn harel(cases: &[Value]) -> Vec<Value> {
+    let mut child = Command::new(stm_testkit::python())
+        .args(["-c", HAREL_SIDE])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the venv's python");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(Value::Array(cases.to_vec()).to_string().as_bytes())
+        .expect("cases sent");
+    let out = child.wait_with_output().expect("harel ran");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("harel's JSON")
+}
+
+fn ours(case: &Value) -> Value {
+    let actions = ActionRegistry::with_builtins();
+    let name = case[0].as_str().expect("a name");
+    let f = actions.get(&format!("harel.lib.{name}")).expect("a built-in");
+    let mut context = case[1].as_object().cloned().unwrap_or_default();
+    let inputs = case[2].as_object().cloned().unwrap_or_default();
+    let result = f(ActionInput {
+        context: &mut context,
+        event: None,
+        inputs: &inputs,
+        idempotency_key: "k",
+        execution_id: "e",
+        state: &ActionState::default(),
+    });
+    match result {
+        Ok(value) => json!({"ok": value, "context": context}),
+        Err(err) => json!({"error": [err.type_name, err.message]}),
+    }
+}
+
+fn agree(cases: Vec<Value>) {
+    let theirs = harel(&cases);
+    let mut differ = Vec::new();
+    for (case, expected) in cases.iter().zip(&theirs) {
+        let got = ours(case);
+        if &got != expected {
+            differ.push(format!("{case}\n  harel: {expected}\n  stm:   {got}"));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{}/{} agree; the others:\n{}",
+        cases.len() - differ.len(),
+        cases.len(),
+        differ.join("\n")
+    );
+}
+
+#[test]
+fn join_success_is_harels() {
+    let results = |r: Value| json!({ "region_results": r });
+    let two = results(json!({"A": {"outcome": "success"}, "B": {"outcome": "failed"}}));
+    let all_ok = results(json!({"A": {"outcome": "success"}, "B": {"outcome": "success"}}));
+    let mut cases = Vec::new();
+    for ctx in [
+        json!({}),
+        results(json!({})),
+        two.clone(),
+        all_ok,
+        results(json!({"A": {"outcome": 1}, "B": {}})),
+        results(json!({"A": {"outcome": "success", "x": [1]}})),
+        // not a mapping of mappings: harel's AttributeError
+        results(json!([{"outcome": "success"}])),
+        results(json!("success")),
+        results(json!(null)),
+        results(json!(3)),
+        results(json!({"A": [1]})),
+        results(json!({"A": "success"})),
+        results(json!({"A": null})),
+    ] {
+        for inputs in [
+            json!({}),
+            json!({"mode": "all"}),
+            json!({"mode": "any"}),
+            json!({"mode": null}),
+            json!({"mode": 1}),
+            json!({"mode": "ALL"}),
+            json!({"mode": "all", "extra": true}),
+        ] {
+            cases.push(json!(["join_success", ctx, inputs]));
+        }
+    }
+    agree(cases);
+}
