@@ -10,6 +10,9 @@ use std::cmp::Ordering;
 
 use crate::{Map, Value};
 
+// which characters Python's `repr` escapes (generated)
+mod unprintable;
+
 /// A number as Python sees it (bools included), or `None` for non-numbers.
 fn as_num(v: &Value) -> Option<Num> {
     match v {
@@ -172,6 +175,23 @@ fn write_repr(v: &Value, out: &mut String) {
 }
 
 /// Python's `repr(str)`: single quotes unless the text has a single quote and no double.
+/// Python's `str.isprintable()` for one character (the table is generated from the
+/// Unicode database of the Python harel runs on).
+pub fn is_printable(c: char) -> bool {
+    let c = c as u32;
+    unprintable::UNPRINTABLE
+        .binary_search_by(|&(start, end)| {
+            if end < c {
+                Ordering::Less
+            } else if start > c {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        })
+        .is_err()
+}
+
 fn str_repr(s: &str) -> String {
     let quote = if s.contains('\'') && !s.contains('"') {
         '"'
@@ -190,8 +210,10 @@ fn str_repr(s: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
+            c if is_printable(c) => out.push(c),
+            c if (c as u32) <= 0xff => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) <= 0xffff => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
         }
     }
     out.push(quote);

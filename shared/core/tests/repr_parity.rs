@@ -1,0 +1,94 @@
+//! `pyvalue::repr` of strings against Python's own `repr` (the test venv's Python, the one
+//! harel runs on): the same quotes and the same escapes, for every character Python calls
+//! non-printable.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use stm_core::pyvalue;
+
+fn python() -> PathBuf {
+    std::env::var("STM_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
+}
+
+/// Run `script` with `input` on stdin; its stdout as JSON.
+fn run_python(script: &str, input: &str) -> Value {
+    let mut child = Command::new(python())
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e} (run .ci/setup.sh)", python().display()));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("input sent");
+    let out = child.wait_with_output().expect("python ran");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("JSON from python")
+}
+
+#[test]
+fn is_printable_is_pythons_for_every_code_point() {
+    let ranges = run_python(
+        "import json\nr=[];s=None\nfor c in range(0x110000):\n  u=not chr(c).isprintable()\n  \
+         if u and s is None: s=c\n  elif not u and s is not None: r.append((s,c-1)); s=None\n\
+         if s is not None: r.append((s,0x10FFFF))\nprint(json.dumps(r))",
+        "",
+    );
+    let ranges: Vec<(u32, u32)> = serde_json::from_value(ranges).expect("ranges");
+    let unprintable = |c: u32| ranges.iter().any(|&(a, b)| a <= c && c <= b);
+    let mut differ = Vec::new();
+    for c in (0..0x11_0000u32).filter_map(char::from_u32) {
+        if pyvalue::is_printable(c) == unprintable(c as u32) {
+            differ.push(format!("U+{:04X}", c as u32));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} code points differ (regenerate with scripts/gen-unprintable.py): {:?}",
+        differ.len(),
+        &differ[..differ.len().min(20)]
+    );
+}
+
+#[test]
+fn string_repr_is_pythons() {
+    let samples = [
+        "plain",
+        "",
+        "it's",
+        "say \"hi\"",
+        "both ' and \"",
+        "back\\slash",
+        "tab\tnew\nline\rcr",
+        "nbsp\u{a0}nel\u{85}soft\u{ad}",
+        "zero\u{200b}width\u{200d}joiner\u{feff}bom",
+        "line\u{2028}para\u{2029}",
+        "private\u{e000}use",
+        "unassigned\u{378}\u{10ffff}",
+        "ctl\u{0}\u{1f}\u{7f}\u{9f}",
+        "é ü 中文 🎉 e\u{301}",
+        "em\u{2003}space ideographic\u{3000}space",
+        "tag\u{e0041}",
+    ];
+    let input = serde_json::to_string(&samples).expect("JSON");
+    let theirs = run_python(
+        "import json,sys\nprint(json.dumps([repr(s) for s in json.load(sys.stdin)]))",
+        &input,
+    );
+    for (sample, expected) in samples.iter().zip(theirs.as_array().expect("a list")) {
+        assert_eq!(
+            pyvalue::repr(&Value::from(*sample)),
+            expected.as_str().expect("a string"),
+            "repr of {sample:?}"
+        );
+    }
+}
