@@ -301,21 +301,126 @@ fn str_input(inputs: &Map, name: &str, default: &str) -> String {
         .to_string()
 }
 
-/// `int(ctx.get(counter, 0))`.
+/// `int(ctx.get(counter, 0))`, as Python converts: a bool or an int as it is, a float
+/// truncated, a string parsed as an int literal; anything else is Python's error.
 fn attempt(ctx: &Map, counter: &str) -> Result<i64, ActionError> {
     match ctx.get(counter) {
         None => Ok(0),
-        Some(v) => v
-            .as_i64()
-            .or_else(|| v.as_f64().map(|f| f.trunc() as i64))
-            .or_else(|| v.as_bool().map(i64::from))
+        Some(v) => py_int(v),
+    }
+}
+
+/// Python's `int(v)` for the JSON values, within 64 bits.
+fn py_int(v: &Value) -> Result<i64, ActionError> {
+    let not_a_number = || {
+        ActionError::new(
+            "TypeError",
+            format!(
+                "int() argument must be a string, a bytes-like object or a real number, not '{}'",
+                pyvalue::type_name(v)
+            ),
+        )
+    };
+    match v {
+        Value::Bool(b) => Ok(i64::from(*b)),
+        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Ok(i),
+            (None, Some(f)) if f.is_nan() => Err(ActionError::new(
+                "ValueError",
+                "cannot convert float NaN to integer",
+            )),
+            (None, Some(f)) if f.is_infinite() => Err(ActionError::new(
+                "OverflowError",
+                "cannot convert float infinity to integer",
+            )),
+            // 2**63: the first float past i64
+            (None, Some(f)) if f.trunc().abs() < 9_223_372_036_854_775_808_f64 => Ok(f.trunc() as i64),
+            _ => Err(beyond_64_bits(v)),
+        },
+        Value::String(text) => {
+            let invalid = || {
+                ActionError::new(
+                    "ValueError",
+                    format!("invalid literal for int() with base 10: {}", pyvalue::repr(v)),
+                )
+            };
+            let digits = python_digits(text.trim(), false).ok_or_else(invalid)?;
+            match digits.parse::<i64>() {
+                Ok(i) => Ok(i),
+                Err(_)
+                    if digits
+                        .trim_start_matches(['+', '-'])
+                        .chars()
+                        .all(|c| c.is_ascii_digit()) =>
+                {
+                    Err(beyond_64_bits(v))
+                }
+                Err(_) => Err(invalid()),
+            }
+        }
+        _ => Err(not_a_number()),
+    }
+}
+
+/// A counter Python would hold as a big int: stm's are 64-bit (a deliberate limit).
+fn beyond_64_bits(v: &Value) -> ActionError {
+    ActionError::new(
+        "OverflowError",
+        format!("the attempt counter {} does not fit in 64 bits", pyvalue::repr(v)),
+    )
+}
+
+/// Python's `float(v)` for the JSON values.
+fn py_float(v: &Value) -> Result<f64, ActionError> {
+    match v {
+        Value::Bool(b) => Ok(f64::from(u8::from(*b))),
+        Value::Number(n) => Ok(n.as_f64().unwrap_or(f64::NAN)),
+        Value::String(text) => python_digits(text.trim(), true)
+            .and_then(|t| t.parse::<f64>().ok())
             .ok_or_else(|| {
                 ActionError::new(
                     "ValueError",
-                    format!("invalid attempt counter {}", pyvalue::repr(v)),
+                    format!("could not convert string to float: {}", pyvalue::repr(v)),
                 )
             }),
+        other => Err(ActionError::new(
+            "TypeError",
+            format!(
+                "float() argument must be a string or a real number, not '{}'",
+                pyvalue::type_name(other)
+            ),
+        )),
     }
+}
+
+/// A numeric literal as Python's `int()` (or, with `float`, `float()`) reads one, with
+/// its underscores removed (allowed only between two digits), in the form Rust parses;
+/// `None` for what Python refuses. Rust reads `inf`, `infinity` and `nan` in any case,
+/// as Python does.
+fn python_digits(text: &str, float: bool) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'_' => {
+                let digit = |j: Option<&u8>| j.is_some_and(u8::is_ascii_digit);
+                if !(i > 0 && digit(bytes.get(i - 1)) && digit(bytes.get(i + 1))) {
+                    return None;
+                }
+            }
+            b'0'..=b'9' | b'+' | b'-' => out.push(b as char),
+            _ if float => out.push(b as char),
+            _ => return None,
+        }
+    }
+    // nothing but a sign is no number for Python
+    if out.is_empty() || out == "+" || out == "-" {
+        return None;
+    }
+    if !float && out[1..].contains(['+', '-']) {
+        return None;
+    }
+    Some(out)
 }
 
 /// `min(delay, float(cap))` when a cap is given: Python's `min` keeps `delay` (and
@@ -324,8 +429,7 @@ fn capped(delay: Value, inputs: &Map) -> Result<Value, ActionError> {
     match inputs.get("cap") {
         None | Some(Value::Null) => Ok(delay),
         Some(cap) => {
-            let cap = pyvalue::as_seconds(cap)
-                .ok_or_else(|| ActionError::new("TypeError", "cap must be a number".to_string()))?;
+            let cap = py_float(cap)?;
             let d = pyvalue::as_seconds(&delay).unwrap_or(f64::INFINITY);
             Ok(if cap < d { pyvalue::float(cap) } else { delay })
         }

@@ -123,3 +123,84 @@ fn join_success_is_harels() {
     }
     agree(cases);
 }
+
+#[test]
+fn backoff_conversions_are_pythons() {
+    let mut cases = Vec::new();
+    // the attempt counter goes through int(), the cap through float()
+    for counter in [
+        json!(null),
+        json!(0),
+        json!(3),
+        json!(-2),
+        json!(2.9),
+        json!(-2.9),
+        json!(true),
+        json!(false),
+        json!("2"),
+        json!(" 4 "),
+        json!("+1"),
+        json!("-1"),
+        json!("1_0"),
+        json!("1__0"),
+        json!("_1"),
+        json!("2.0"),
+        json!("zz"),
+        json!(""),
+        json!("0x10"),
+        json!([1]),
+        json!({"a": 1}),
+    ] {
+        for name in ["exponential_backoff", "linear_backoff"] {
+            cases.push(json!([name, {"__attempt": counter}, {"base": 5, "factor": 2, "step": 3}]));
+        }
+    }
+    for cap in [
+        json!(12),
+        json!(12.5),
+        json!(0),
+        json!(true),
+        json!("7"),
+        json!(" 7.5 "),
+        json!("1e1"),
+        json!("1_0"),
+        json!("inf"),
+        json!("Infinity"),
+        json!("nan"),
+        json!("x"),
+        json!(""),
+        json!([1]),
+        json!({}),
+    ] {
+        for attempt in [0, 1, 3] {
+            cases.push(json!([
+                "exponential_backoff",
+                {"__attempt": attempt},
+                {"base": 5, "factor": 2, "cap": cap}
+            ]));
+            cases.push(json!([
+                "linear_backoff",
+                {"__attempt": attempt},
+                {"base": 1.5, "step": 2, "cap": cap}
+            ]));
+        }
+    }
+    // numbers of both kinds, where Python keeps an int an int
+    for (base, factor) in [
+        (json!(1), json!(3)),
+        (json!(0.5), json!(2)),
+        (json!(2), json!(1.5)),
+        (json!(3), json!(-1)),
+    ] {
+        for attempt in [0, 2, 5] {
+            cases.push(json!([
+                "exponential_backoff",
+                {"__attempt": attempt},
+                {"base": base, "factor": factor, "into": "wait", "counter": "__attempt"}
+            ]));
+        }
+    }
+    cases.push(json!(["reset_backoff", {"__attempt": 4, "x": 1}, {}]));
+    cases.push(json!(["reset_backoff", {"x": 1}, {"counter": "x"}]));
+    agree(cases);
+}
