@@ -67,8 +67,7 @@ pub fn report(err: &anyhow::Error, verbose: bool) -> ExitCode {
         // already "error: ..." with its file, line and caret
         eprintln!("{dsl}");
     } else {
-        // one line: the message and its causes, joined
-        eprintln!("error: {err:#}");
+        eprintln!("error: {}", one_line(err));
         if verbose {
             for cause in err.chain().skip(1) {
                 eprintln!("  caused by: {cause}");
@@ -76,6 +75,30 @@ pub fn report(err: &anyhow::Error, verbose: bool) -> ExitCode {
         }
     }
     exit_code(err)
+}
+
+/// The message and its causes, joined with `: `, down to the first of stm's own errors:
+/// their messages already say what their sources are (an SDK error's code and text, a
+/// parse error's line), which `-v` lists one by one.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for (i, cause) in err.chain().enumerate() {
+        if i > 0 {
+            line.push_str(": ");
+        }
+        line.push_str(&cause.to_string());
+        if carries_its_causes(cause) {
+            break;
+        }
+    }
+    line
+}
+
+fn carries_its_causes(err: &(dyn std::error::Error + 'static)) -> bool {
+    err.is::<DriverError>()
+        || err.is::<stm_store::StoreError>()
+        || err.is::<stm_runtime::config::ConfigError>()
+        || err.is::<stm_runtime::queue::QueueError>()
 }
 
 /// The exit code of a failure: 2 for usage (a machine name the file does not declare
