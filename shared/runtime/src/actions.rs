@@ -17,6 +17,9 @@ use std::sync::Arc;
 
 use stm_core::engine::ActionError;
 use stm_core::pyvalue;
+
+// Python's operators, as the harel.lib built-ins apply them
+mod python_ops;
 use stm_core::{Definition, Event, Map, Value};
 
 /// What an action gets.
@@ -277,20 +280,10 @@ fn block_on_action<T>(
 
 // --- harel.lib built-ins ---------------------------------------------------------
 
-/// A number input (ints stay ints, as Python keeps them).
-fn num_input(inputs: &Map, name: &str, default: Value) -> Result<Value, ActionError> {
-    match inputs.get(name) {
-        None => Ok(default),
-        Some(v @ Value::Number(_)) => Ok(v.clone()),
-        Some(other) => Err(ActionError::new(
-            "TypeError",
-            format!(
-                "{name} must be a number, got {} {}",
-                pyvalue::type_name(other),
-                pyvalue::repr(other)
-            ),
-        )),
-    }
+/// An input as given, or its default (harel's keyword defaults); the operators decide
+/// what it may be, as Python's do.
+fn input_or(inputs: &Map, name: &str, default: Value) -> Value {
+    inputs.get(name).cloned().unwrap_or(default)
 }
 
 fn str_input(inputs: &Map, name: &str, default: &str) -> String {
@@ -430,7 +423,15 @@ fn capped(delay: Value, inputs: &Map) -> Result<Value, ActionError> {
         None | Some(Value::Null) => Ok(delay),
         Some(cap) => {
             let cap = py_float(cap)?;
-            let d = pyvalue::as_seconds(&delay).unwrap_or(f64::INFINITY);
+            let Some(d) = pyvalue::as_seconds(&delay) else {
+                return Err(ActionError::new(
+                    "TypeError",
+                    format!(
+                        "'<' not supported between instances of 'float' and '{}'",
+                        pyvalue::type_name(&delay)
+                    ),
+                ));
+            };
             Ok(if cap < d { pyvalue::float(cap) } else { delay })
         }
     }
@@ -449,32 +450,19 @@ fn next_backoff(
     Ok(delay)
 }
 
-fn arith(op: stm_core::definition::ArithOp, a: &Value, b: &Value) -> Result<Value, ActionError> {
-    pyvalue::arith(op, a, b).map_err(|m| ActionError::new("TypeError", m))
-}
-
 /// `base * factor ** attempt` (capped) into `context[into]`; bumps the counter.
 pub fn exponential_backoff(input: ActionInput<'_>) -> Result<Value, ActionError> {
-    use stm_core::definition::ArithOp;
-    let base = num_input(input.inputs, "base", pyvalue::float(1.0))?;
-    let factor = num_input(input.inputs, "factor", pyvalue::float(2.0))?;
-    next_backoff(input, |n| {
-        let power = match factor.as_i64() {
-            Some(f) if (0..63).contains(&n) => f.checked_pow(n as u32).map(Value::from),
-            _ => None,
-        }
-        .unwrap_or_else(|| pyvalue::float(pyvalue::as_seconds(&factor).unwrap_or(2.0).powi(n as i32)));
-        arith(ArithOp::Mul, &base, &power)
-    })
+    let base = input_or(input.inputs, "base", pyvalue::float(1.0));
+    let factor = input_or(input.inputs, "factor", pyvalue::float(2.0));
+    next_backoff(input, |n| python_ops::mul(&base, &python_ops::pow(&factor, n)?))
 }
 
 /// `base + step * attempt` (capped) into `context[into]`; bumps the counter.
 pub fn linear_backoff(input: ActionInput<'_>) -> Result<Value, ActionError> {
-    use stm_core::definition::ArithOp;
-    let base = num_input(input.inputs, "base", pyvalue::float(1.0))?;
-    let step = num_input(input.inputs, "step", pyvalue::float(1.0))?;
+    let base = input_or(input.inputs, "base", pyvalue::float(1.0));
+    let step = input_or(input.inputs, "step", pyvalue::float(1.0));
     next_backoff(input, |n| {
-        arith(ArithOp::Add, &base, &arith(ArithOp::Mul, &step, &Value::from(n))?)
+        python_ops::add(&base, &python_ops::mul(&step, &Value::from(n))?)
     })
 }
 

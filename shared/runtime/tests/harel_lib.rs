@@ -204,3 +204,47 @@ fn backoff_conversions_are_pythons() {
     cases.push(json!(["reset_backoff", {"x": 1}, {"counter": "x"}]));
     agree(cases);
 }
+
+#[test]
+fn backoff_operands_duck_type_as_in_python() {
+    let mut cases = Vec::new();
+    let operands = [
+        json!(2),
+        json!(0.5),
+        json!(true),
+        json!(false),
+        json!(0),
+        json!(-1),
+        json!("x"),
+        json!("ab"),
+        json!([1, "a"]),
+        json!([]),
+        json!(null),
+        json!({"a": 1}),
+        json!(1.5),
+    ];
+    for a in &operands {
+        for b in &operands {
+            for attempt in [0, 2] {
+                cases.push(json!([
+                    "exponential_backoff",
+                    {"__attempt": attempt},
+                    {"base": a, "factor": b}
+                ]));
+                cases.push(json!([
+                    "linear_backoff",
+                    {"__attempt": attempt},
+                    {"base": a, "step": b}
+                ]));
+            }
+        }
+    }
+    // a capped delay that is no number, a float power that overflows, zero to a negative power
+    cases.push(json!(["exponential_backoff", {"__attempt": 1}, {"base": "x", "factor": 2, "cap": 3}]));
+    cases.push(json!(["linear_backoff", {"__attempt": 1}, {"base": [1], "step": [2], "cap": 3}]));
+    cases.push(json!(["exponential_backoff", {"__attempt": 400}, {"base": 1, "factor": 10.0}]));
+    cases.push(json!(["exponential_backoff", {"__attempt": -1}, {"base": 1, "factor": 0}]));
+    cases.push(json!(["exponential_backoff", {"__attempt": -2}, {"base": 3, "factor": 2}]));
+    cases.push(json!(["exponential_backoff", {"__attempt": 30}, {"base": 1, "factor": 3}]));
+    agree(cases);
+}
