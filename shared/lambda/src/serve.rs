@@ -20,7 +20,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Response, StatusCode};
 use serde_json::{json, Value};
-use stm_runtime::{ActionInput, ActionRegistry};
+use stm_runtime::{ActionFn, ActionInput, ActionRegistry, ActionState};
 
 /// The largest request accepted: a Lambda synchronous invocation's payload limit, which
 /// a remote action must fit on AWS too.
@@ -87,7 +87,7 @@ async fn answer(actions: &ActionRegistry, request: Request<hyper::body::Incoming
         );
     }
     let name = request.uri().path().trim_start_matches('/').to_string();
-    if actions.get(&name).is_none() {
+    let Some(action) = actions.get(&name) else {
         let known: Vec<&str> = actions.names().collect();
         return text(
             StatusCode::NOT_FOUND,
@@ -96,7 +96,7 @@ async fn answer(actions: &ActionRegistry, request: Request<hyper::body::Incoming
                 known.join(", ")
             ),
         );
-    }
+    };
     let body = match Limited::new(request.into_body(), MAX_REQUEST_BYTES)
         .collect()
         .await
@@ -109,7 +109,7 @@ async fn answer(actions: &ActionRegistry, request: Request<hyper::body::Incoming
             )
         }
     };
-    match call(actions, &name, &body) {
+    match call(action, actions.state(), &body) {
         Ok(reply) => Response::builder()
             .status(StatusCode::OK)
             .header("content-type", "application/json")
@@ -120,7 +120,7 @@ async fn answer(actions: &ActionRegistry, request: Request<hyper::body::Incoming
 }
 
 /// Decode the payload, run the action, encode the reply.
-fn call(actions: &ActionRegistry, name: &str, body: &[u8]) -> Result<Value, (StatusCode, String)> {
+fn call(action: &ActionFn, state: &ActionState, body: &[u8]) -> Result<Value, (StatusCode, String)> {
     let bad = |why: String| {
         (
             StatusCode::BAD_REQUEST,
@@ -159,19 +159,13 @@ fn call(actions: &ActionRegistry, name: &str, body: &[u8]) -> Result<Value, (Sta
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    let action = actions.get(name).ok_or_else(|| {
-        (
-            StatusCode::NOT_FOUND,
-            format!("no action {name:?} is registered here"),
-        )
-    })?;
     let result = action(ActionInput {
         context: &mut context,
         event: event.as_ref(),
         inputs: &inputs,
         idempotency_key: &idempotency_key,
         execution_id: "",
-        state: actions.state(),
+        state,
     })
     .map_err(|err| {
         (
