@@ -226,8 +226,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 /// A JSON object argument (`--seed`, `--reason`, an event's data), or a usage error
 /// naming `what`.
 pub fn json_object(raw: &str, what: &str) -> Result<Map> {
+    // Python's json.loads, as harel's CLI reads it: NaN, Infinity and big ints included
     let value: Value =
-        serde_json::from_str(raw).map_err(|e| usage(format!("{what} is not valid JSON ({e})")))?;
+        stm_core::pyjson::loads(raw).map_err(|e| usage(format!("{what} is not valid JSON ({e})")))?;
     match value {
         Value::Object(map) => Ok(map),
         other => Err(usage(format!(
@@ -317,10 +318,7 @@ async fn run_machine(defn: Definition, seed: Option<Map>, events: Vec<Event>, js
             .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
             .collect();
         let out = serde_json::json!({ "execution": last, "children": children });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).context("encode the result")?
-        );
+        println!("{}", stm_core::pyjson::to_string_pretty(&out));
     } else {
         println!(
             "status: {}  outcome: {}",

@@ -340,7 +340,7 @@ pub async fn show(dep: &Tables, id: &str, json: bool) -> Result<()> {
     let store = dep.store(false).await?;
     let exe = load(store.as_ref(), id).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&exe)?);
+        println!("{}", stm_core::pyjson::to_string_pretty(&exe));
         return Ok(());
     }
     let mut lines = Vec::new();

@@ -205,7 +205,7 @@ fn the_walkthrough_as_the_readme_prints_it_then_the_newcomers_mistakes() {
         (
             vec!["send", "o-9", "Submit:{not json"],
             2,
-            "error: the data of Submit is not valid JSON (key must be a string at line 1 column 2)",
+            "error: the data of Submit is not valid JSON (expecting a property name in double quotes at line 1 column 2)",
         ),
         (
             vec!["send", "o-9", "Submit:[1]"],

@@ -306,7 +306,7 @@ impl FieldType {
             FieldType::Any => true,
             FieldType::String => value.is_string(),
             FieldType::Bool => value.is_boolean(),
-            FieldType::Int => value.is_i64() || value.is_u64(),
+            FieldType::Int => matches!(value, Value::Number(n) if !crate::pynum::is_float_text(n.as_str())),
             FieldType::Float => value.is_number(),
         }
     }

@@ -179,6 +179,13 @@ pub enum StepError {
     /// matched no branch: a bug in the model or the data, not a modelled failure.
     #[error("{0}")]
     Invalid(String),
+    /// A Python exception harel lets escape the step, unrouted (an arithmetic
+    /// `OverflowError`): the step fails and nothing of it commits.
+    #[error("{type_name}: {message}")]
+    Raised {
+        type_name: &'static str,
+        message: String,
+    },
 }
 
 impl StepError {
@@ -188,6 +195,7 @@ impl StepError {
             StepError::Action { error, .. } => (error.type_name.clone(), error.message.clone()),
             StepError::Expression(m) => ("ExpressionError".into(), m.clone()),
             StepError::Invalid(m) => ("AssertionError".into(), m.clone()),
+            StepError::Raised { type_name, message } => ((*type_name).into(), message.clone()),
         }
     }
 }
@@ -380,9 +388,19 @@ fn resolve(
 
 /// A `Timeout`'s transition: anchored at the state that timed out and bubbling up
 /// through its ancestors, so a composite's budget isn't shadowed by an inner state.
-fn resolve_at(defn: &Definition, path: &str, pred: &dyn Fn(&Transition) -> bool) -> Option<Found> {
+///
+/// It stops at the execution's root, as every other event's resolution does: a region
+/// never takes a transition of the machine around it. (harel's bubbling goes past a
+/// region's root and then raises `ValueError: ... is not an ancestor of ...`, leaving
+/// the region with an active path outside itself; we leave the timeout unhandled.)
+fn resolve_at(
+    defn: &Definition,
+    root: NodeId,
+    path: &str,
+    pred: &dyn Fn(&Transition) -> bool,
+) -> Option<Found> {
     let mut cur = defn.get(path)?;
-    while let Some(scope) = defn.node(cur).parent {
+    while let Some(scope) = defn.node(cur).parent.filter(|_| cur != root) {
         if let Some(i) = defn
             .node(scope)
             .transitions
@@ -662,19 +680,15 @@ impl Step<'_> {
         Ok(())
     }
 
-    /// A timeout read from the context: `float(context.get(key, 0.0))` in harel.
+    /// A timeout read from the context: `float(context.get(key, 0.0))` in harel, whose
+    /// `ValueError` or `TypeError` escapes the step unrouted.
     fn context_seconds(&self, key: &str) -> StepResult<f64> {
         match self.exe.context.get(key) {
             None => Ok(0.0),
-            Some(v) => pyvalue::as_seconds(v)
-                .or_else(|| v.as_str().and_then(|s| s.trim().parse::<f64>().ok()))
-                .ok_or_else(|| {
-                    StepError::Invalid(format!(
-                        "timeout context key {key:?} holds {} {}, not a number of seconds",
-                        pyvalue::type_name(v),
-                        pyvalue::repr(v)
-                    ))
-                }),
+            Some(v) => crate::pynum::py_float(v).map_err(|e| StepError::Raised {
+                type_name: e.type_name,
+                message: e.message,
+            }),
         }
     }
 
@@ -955,7 +969,13 @@ impl Step<'_> {
             Expr::Arith { op, left, right } => {
                 let l = self.value_of(left, event_data)?;
                 let r = self.value_of(right, event_data)?;
-                pyvalue::arith(*op, &l, &r).map_err(StepError::Expression)
+                pyvalue::arith(*op, &l, &r).map_err(|e| match e {
+                    pyvalue::ArithError::Expression(m) => StepError::Expression(m),
+                    pyvalue::ArithError::Raised(e) => StepError::Raised {
+                        type_name: e.type_name,
+                        message: e.message,
+                    },
+                })
             }
         }
     }
@@ -1377,7 +1397,10 @@ impl Step<'_> {
         }
         let found = {
             let exe = &*self.exe;
-            resolve_at(self.defn, path, &|t| event_matches(t, event, &exe.context))
+            let root = self.defn.get(&exe.root_path);
+            root.and_then(|root| {
+                resolve_at(self.defn, root, path, &|t| event_matches(t, event, &exe.context))
+            })
         };
         if let Some(found) = found {
             self.fire(found, Some(event))?;

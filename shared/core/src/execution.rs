@@ -319,8 +319,11 @@ impl Execution {
         to_pydantic_json(self)
     }
 
-    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(text)
+    /// Read what [`Execution::to_json`] (or harel) wrote: pydantic reads `NaN`,
+    /// `Infinity` and ints of any size, and so does this.
+    pub fn from_json(text: &str) -> Result<Self, RecordJsonError> {
+        let value = crate::pyjson::loads(text)?;
+        Ok(serde_json::from_value(value)?)
     }
 }
 
@@ -329,16 +332,16 @@ impl Event {
     pub fn to_json(&self) -> String {
         to_pydantic_json(self)
     }
+
+    /// Read what [`Event::to_json`] (or harel) wrote, `NaN`, `Infinity` and big ints
+    /// included, as pydantic reads them.
+    pub fn from_json(text: &str) -> Result<Self, RecordJsonError> {
+        let value = crate::pyjson::loads(text)?;
+        Ok(serde_json::from_value(value)?)
+    }
 }
 
-/// Serialize like pydantic's `model_dump_json`: compact and UTF-8 as is. pydantic-core
-/// writes floats with the same shortest round-trip digits as serde_json (`1e+16`,
-/// `1e-7`, `0.00001`), so records we write are byte-identical to harel's (the golden
-/// tests in `tests/json_golden.rs` hold us to it).
-pub fn to_pydantic_json<T: Serialize + ?Sized>(value: &T) -> String {
-    // Our records hold only string-keyed maps and JSON values: serializing cannot fail.
-    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_string())
-}
+pub use crate::pyjson::to_pydantic_json;
 
 /// A random 32-hex-digit id, the shape of Python's `uuid.uuid4().hex`.
 ///
@@ -362,4 +365,14 @@ pub fn new_id() -> String {
         out.push_str(&format!("{:016x}", h.finish()));
     }
     out
+}
+
+/// Why a stored execution's or event's JSON cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordJsonError {
+    #[error("not JSON: {0}")]
+    Json(#[from] crate::pyjson::JsonError),
+    #[error("not an execution: {0}")]
+    Shape(#[from] serde_json::Error),
 }

@@ -11,6 +11,8 @@ pub mod dsl;
 pub mod engine;
 pub mod execution;
 pub mod ids;
+pub mod pyjson;
+pub mod pynum;
 pub mod pyvalue;
 pub mod render;
 pub mod validate;

@@ -8,6 +8,7 @@
 
 use std::cmp::Ordering;
 
+use crate::pynum::{self, Num, NumError};
 use crate::{Map, Value};
 
 // which characters Python's `repr` escapes (generated)
@@ -15,47 +16,13 @@ mod unprintable;
 
 /// A number as Python sees it (bools included), or `None` for non-numbers.
 fn as_num(v: &Value) -> Option<Num> {
-    match v {
-        Value::Bool(b) => Some(Num::Int(i64::from(*b))),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Some(Num::Int(i))
-            } else if let Some(u) = n.as_u64() {
-                Some(Num::Float(u as f64))
-            } else {
-                n.as_f64().map(Num::Float)
-            }
-        }
-        _ => None,
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Num {
-    Int(i64),
-    Float(f64),
-}
-
-impl Num {
-    fn as_f64(self) -> f64 {
-        match self {
-            Num::Int(i) => i as f64,
-            Num::Float(f) => f,
-        }
-    }
-}
-
-fn num_cmp(a: Num, b: Num) -> Option<Ordering> {
-    match (a, b) {
-        (Num::Int(x), Num::Int(y)) => Some(x.cmp(&y)),
-        _ => a.as_f64().partial_cmp(&b.as_f64()),
-    }
+    Num::from_value(v)
 }
 
 /// Python `a == b`.
 pub fn py_eq(a: &Value, b: &Value) -> bool {
     if let (Some(x), Some(y)) = (as_num(a), as_num(b)) {
-        return num_cmp(x, y) == Some(Ordering::Equal);
+        return x.py_cmp(&y) == Some(Ordering::Equal);
     }
     match (a, b) {
         (Value::Null, Value::Null) => true,
@@ -71,7 +38,7 @@ pub fn py_eq(a: &Value, b: &Value) -> bool {
 /// Python's ordering of `a` and `b`, or `None` where Python raises `TypeError`.
 pub fn py_cmp(a: &Value, b: &Value) -> Option<Ordering> {
     if let (Some(x), Some(y)) = (as_num(a), as_num(b)) {
-        return num_cmp(x, y);
+        return x.py_cmp(&y);
     }
     match (a, b) {
         (Value::String(x), Value::String(y)) => Some(x.as_str().cmp(y.as_str())),
@@ -111,7 +78,7 @@ pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "NoneType",
         Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(n) if pynum::is_float_text(n.as_str()) => "float",
         Value::Number(_) => "int",
         Value::String(_) => "str",
         Value::Array(_) => "list",
@@ -140,12 +107,12 @@ fn write_repr(v: &Value, out: &mut String) {
         Value::Bool(true) => out.push_str("True"),
         Value::Bool(false) => out.push_str("False"),
         Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                out.push_str(&i.to_string());
-            } else if let Some(u) = n.as_u64() {
-                out.push_str(&u.to_string());
+            let text = n.as_str();
+            if pynum::is_float_text(text) {
+                out.push_str(&float_repr(pynum::parse_float(text)));
             } else {
-                out.push_str(&float_repr(n.as_f64().unwrap_or(f64::NAN)));
+                // an int's JSON text is its Python repr, whatever its size
+                out.push_str(text);
             }
         }
         Value::String(s) => out.push_str(&str_repr(s)),
@@ -236,8 +203,17 @@ pub fn float_repr(f: f64) -> String {
             "0.0".into()
         };
     }
-    // Rust's `{:e}` gives the shortest round-trip digits: "1.2345e6", "-5e-7"
-    let sci = format!("{f:e}");
+    // Rust's `{:e}` gives the shortest round-trip digits: "1.2345e6", "-5e-7". Where two
+    // spellings of that length both round-trip, Python takes the one nearest the exact
+    // value (ties to even): the correctly rounded digits at that precision.
+    let mut sci = format!("{f:e}");
+    let precision = sci
+        .split_once('e')
+        .map_or(0, |(m, _)| m.trim_start_matches('-').len().saturating_sub(2));
+    let nearest = format!("{f:.precision$e}");
+    if nearest != sci && nearest.parse::<f64>() == Ok(f) {
+        sci = nearest;
+    }
     let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let negative = mantissa.starts_with('-');
@@ -264,56 +240,52 @@ pub fn float_repr(f: f64) -> String {
     }
 }
 
-/// Python arithmetic `left op right` on numbers (bools excluded, as harel does).
-/// `Err` carries harel's `ExpressionError` message.
-pub fn arith(op: crate::definition::ArithOp, left: &Value, right: &Value) -> Result<Value, String> {
+/// Why a `set` expression could not be evaluated.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ArithError {
+    /// harel's `ExpressionError` (a non-number, division by zero): routed to `on error`.
+    Expression(String),
+    /// A Python exception the operator itself raises (`OverflowError`, a too-large int):
+    /// harel lets it escape the step unrouted, and so do we.
+    Raised(NumError),
+}
+
+/// Python arithmetic `left op right` on numbers (bools excluded, as harel does): ints of
+/// any size, exact mixed arithmetic, `int / int` correctly rounded.
+pub fn arith(op: crate::definition::ArithOp, left: &Value, right: &Value) -> Result<Value, ArithError> {
     use crate::definition::ArithOp;
-    let num = |v: &Value| -> Result<Num, String> {
+    let num = |v: &Value| -> Result<Num, ArithError> {
         match v {
-            Value::Number(_) => as_num(v).ok_or_else(|| "bad number".to_string()),
-            other => Err(format!(
+            Value::Number(_) => as_num(v).ok_or_else(|| ArithError::Expression("bad number".to_string())),
+            other => Err(ArithError::Expression(format!(
                 "`{}` needs numbers, got {} {}",
                 op.symbol(),
                 type_name(other),
                 repr(other)
-            )),
+            ))),
         }
     };
     let (l, r) = (num(left)?, num(right)?);
-    if op == ArithOp::Div && r.as_f64() == 0.0 {
-        return Err("division by zero".into());
-    }
-    let int_result = match (op, l, r) {
-        (ArithOp::Add, Num::Int(a), Num::Int(b)) => a.checked_add(b),
-        (ArithOp::Sub, Num::Int(a), Num::Int(b)) => a.checked_sub(b),
-        (ArithOp::Mul, Num::Int(a), Num::Int(b)) => a.checked_mul(b),
-        _ => None,
+    let result = match op {
+        ArithOp::Add => l.add(&r),
+        ArithOp::Sub => l.sub(&r),
+        ArithOp::Mul => l.mul(&r),
+        ArithOp::Div if r.is_zero() => return Err(ArithError::Expression("division by zero".into())),
+        ArithOp::Div => l.true_div(&r),
     };
-    if let Some(i) = int_result {
-        return Ok(Value::from(i));
-    }
-    let (a, b) = (l.as_f64(), r.as_f64());
-    let f = match op {
-        ArithOp::Add => a + b,
-        ArithOp::Sub => a - b,
-        ArithOp::Mul => a * b,
-        ArithOp::Div => a / b,
-    };
-    Ok(serde_json::Number::from_f64(f)
-        .map(Value::Number)
-        .unwrap_or(Value::Null))
+    result.map(Num::into_value).map_err(ArithError::Raised)
 }
 
-/// A float as a JSON value (`null` for NaN/inf, which JSON cannot carry).
+/// A float as a JSON value (`Infinity`, `-Infinity` and `NaN` as Python's `json` writes
+/// them).
 pub fn float(f: f64) -> Value {
-    serde_json::Number::from_f64(f)
-        .map(Value::Number)
-        .unwrap_or(Value::Null)
+    pynum::float_value(f)
 }
 
 /// Read a number as seconds (ints and floats; bools count as Python would).
 pub fn as_seconds(v: &Value) -> Option<f64> {
-    as_num(v).map(Num::as_f64)
+    as_num(v).and_then(|n| n.to_f64().ok())
 }
 
 /// A shallow helper used by several crates: the object `v`, or an empty one.
@@ -340,6 +312,10 @@ mod tests {
         assert_eq!(float_repr(-2.5), "-2.5");
         assert_eq!(float_repr(1.5e300), "1.5e+300");
         assert_eq!(float_repr(1234567890123456.0), "1234567890123456.0");
+        // 900719925474099.25 exactly: .2 and .3 both round-trip, Python takes the even .2
+        assert_eq!(float_repr(9007199254740992.0 * 0.1), "900719925474099.2");
+        assert_eq!(float_repr(5e-324), "5e-324");
+        assert_eq!(float_repr(1.7976931348623157e308), "1.7976931348623157e+308");
     }
 
     #[test]
@@ -368,6 +344,15 @@ mod tests {
     fn arithmetic_follows_python() {
         use crate::definition::ArithOp;
         assert_eq!(arith(ArithOp::Add, &json!(1), &json!(2)), Ok(json!(3)));
+        let max = json!(i64::MAX);
+        assert_eq!(
+            arith(ArithOp::Add, &max, &json!(1)).map(|v| v.to_string()),
+            Ok("9223372036854775808".to_string())
+        );
+        assert_eq!(
+            arith(ArithOp::Mul, &json!(1e308), &json!(10)).map(|v| crate::pyjson::dumps(&v)),
+            Ok("Infinity".into())
+        );
         assert_eq!(arith(ArithOp::Div, &json!(4), &json!(2)), Ok(json!(2.0)));
         assert_eq!(arith(ArithOp::Mul, &json!(1.5), &json!(2)), Ok(json!(3.0)));
         assert!(arith(ArithOp::Div, &json!(1), &json!(0)).is_err());

@@ -273,7 +273,7 @@ fn all_assignments(t: &Transition) -> Vec<&Assign> {
 fn literal_type(value: &Value) -> &'static str {
     match value {
         Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(n) if crate::pynum::is_float_text(n.as_str()) => "float",
         Value::Number(_) => "int",
         Value::String(_) => "string",
         _ => "list",

@@ -176,11 +176,6 @@ const CASES: &[Case] = &[
     .at(1, 37),
     case("string_bad_escape", &["invalid string: truncated `\\xXX` escape"]).at(3, 36),
     case("keyword_glued", &["found `fromA`"]).at(4, 3),
-    case(
-        "integer_too_large",
-        &["the integer `123456789012345678901234567890` is too large"],
-    )
-    .at(3, 31),
 ];
 
 fn harel_outcome(name: &str) -> Value {

@@ -214,7 +214,7 @@ fn definitions_match_harel() {
     for path in &files {
         let golden_path = path.with_extension("json");
         let golden: Value =
-            serde_json::from_str(&std::fs::read_to_string(&golden_path).expect("golden json"))
+            stm_core::pyjson::loads(&std::fs::read_to_string(&golden_path).expect("golden json"))
                 .expect("golden parses");
         let text = std::fs::read_to_string(path).expect("stm");
         let program = dsl::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

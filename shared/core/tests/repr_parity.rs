@@ -92,3 +92,39 @@ fn string_repr_is_pythons() {
         );
     }
 }
+
+/// Python's `repr(float)` for floats from every range: Python draws them from the bits
+/// (and a few products that land on a tie between two shortest spellings), sends each as
+/// its 64 bits and its repr.
+#[test]
+fn float_repr_is_pythons() {
+    let cases = run_python(
+        "import json, random, struct\nrandom.seed(2026)\nout=[]\n\
+         def add(f): out.append([struct.unpack('<Q', struct.pack('<d', f))[0], repr(f)])\n\
+         for _ in range(20000):\n  f = struct.unpack('<d', struct.pack('<Q', random.getrandbits(64)))[0]\n  \
+         if f == f and f not in (float('inf'), float('-inf')): add(f)\n\
+         for _ in range(5000): add(random.randint(-2**60, 2**60) * random.choice([0.1, 0.3, 0.7, 1e-5, 1e16, 2.5]))\n\
+         for k in range(-30, 308): add(10.0 ** k); add(-(2.0 ** (3 * k)))\n\
+         add(5e-324); add(1.7976931348623157e308); add(9007199254740992 * 0.1)\n\
+         print(json.dumps(out))",
+        "",
+    );
+    let mut differ = Vec::new();
+    let cases = cases.as_array().cloned().unwrap_or_default();
+    for case in &cases {
+        let bits = case[0].as_u64().expect("bits");
+        let expected = case[1].as_str().expect("repr");
+        let got = pyvalue::float_repr(f64::from_bits(bits));
+        if got != expected {
+            differ.push(format!("{expected} (ours {got})"));
+        }
+    }
+    assert!(cases.len() > 25_000);
+    assert!(
+        differ.is_empty(),
+        "{}/{} differ: {:?}",
+        differ.len(),
+        cases.len(),
+        &differ[..differ.len().min(10)]
+    );
+}

@@ -127,7 +127,8 @@ fn call(action: &ActionFn, state: &ActionState, body: &[u8]) -> Result<Value, (S
             format!("not a harel.faas payload: {why}"),
         )
     };
-    let payload: Value = serde_json::from_slice(body).map_err(|e| bad(format!("invalid JSON ({e})")))?;
+    let text = std::str::from_utf8(body).map_err(|_| bad("the body is not UTF-8 text".into()))?;
+    let payload: Value = stm_core::pyjson::loads(text).map_err(|e| bad(format!("invalid JSON ({e})")))?;
     let object = |key: &str| -> Result<stm_core::Map, (StatusCode, String)> {
         match payload.get(key) {
             None | Some(Value::Null) => Ok(stm_core::Map::new()),

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use stm_core::engine::ActionError;
+use stm_core::pynum::{self, Num};
 use stm_core::pyvalue;
 
 // Python's operators, as the harel.lib built-ins apply them
@@ -316,19 +317,10 @@ fn py_int(v: &Value) -> Result<i64, ActionError> {
     };
     match v {
         Value::Bool(b) => Ok(i64::from(*b)),
-        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+        Value::Number(n) => match (n.as_i64(), Num::from_number(n)) {
             (Some(i), _) => Ok(i),
-            (None, Some(f)) if f.is_nan() => Err(ActionError::new(
-                "ValueError",
-                "cannot convert float NaN to integer",
-            )),
-            (None, Some(f)) if f.is_infinite() => Err(ActionError::new(
-                "OverflowError",
-                "cannot convert float infinity to integer",
-            )),
-            // 2**63: the first float past i64
-            (None, Some(f)) if f.trunc().abs() < 9_223_372_036_854_775_808_f64 => Ok(f.trunc() as i64),
-            _ => Err(beyond_64_bits(v)),
+            (None, Num::Float(f)) => float_to_int(f, v),
+            (None, _) => Err(beyond_64_bits(v)),
         },
         Value::String(text) => {
             let invalid = || {
@@ -337,7 +329,7 @@ fn py_int(v: &Value) -> Result<i64, ActionError> {
                     format!("invalid literal for int() with base 10: {}", pyvalue::repr(v)),
                 )
             };
-            let digits = python_digits(text.trim(), false).ok_or_else(invalid)?;
+            let digits = pynum::python_digits(text.trim(), false).ok_or_else(invalid)?;
             match digits.parse::<i64>() {
                 Ok(i) => Ok(i),
                 Err(_)
@@ -355,6 +347,28 @@ fn py_int(v: &Value) -> Result<i64, ActionError> {
     }
 }
 
+/// Python's `int(f)` for a float counter: truncated toward zero.
+fn float_to_int(f: f64, v: &Value) -> Result<i64, ActionError> {
+    if f.is_nan() {
+        return Err(ActionError::new(
+            "ValueError",
+            "cannot convert float NaN to integer",
+        ));
+    }
+    if f.is_infinite() {
+        return Err(ActionError::new(
+            "OverflowError",
+            "cannot convert float infinity to integer",
+        ));
+    }
+    // 2**63: the first float past i64
+    if f.trunc().abs() < 9_223_372_036_854_775_808_f64 {
+        Ok(f.trunc() as i64)
+    } else {
+        Err(beyond_64_bits(v))
+    }
+}
+
 /// A counter Python would hold as a big int: stm's are 64-bit (a deliberate limit).
 fn beyond_64_bits(v: &Value) -> ActionError {
     ActionError::new(
@@ -365,55 +379,7 @@ fn beyond_64_bits(v: &Value) -> ActionError {
 
 /// Python's `float(v)` for the JSON values.
 fn py_float(v: &Value) -> Result<f64, ActionError> {
-    match v {
-        Value::Bool(b) => Ok(f64::from(u8::from(*b))),
-        Value::Number(n) => Ok(n.as_f64().unwrap_or(f64::NAN)),
-        Value::String(text) => python_digits(text.trim(), true)
-            .and_then(|t| t.parse::<f64>().ok())
-            .ok_or_else(|| {
-                ActionError::new(
-                    "ValueError",
-                    format!("could not convert string to float: {}", pyvalue::repr(v)),
-                )
-            }),
-        other => Err(ActionError::new(
-            "TypeError",
-            format!(
-                "float() argument must be a string or a real number, not '{}'",
-                pyvalue::type_name(other)
-            ),
-        )),
-    }
-}
-
-/// A numeric literal as Python's `int()` (or, with `float`, `float()`) reads one, with
-/// its underscores removed (allowed only between two digits), in the form Rust parses;
-/// `None` for what Python refuses. Rust reads `inf`, `infinity` and `nan` in any case,
-/// as Python does.
-fn python_digits(text: &str, float: bool) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    for (i, &b) in bytes.iter().enumerate() {
-        match b {
-            b'_' => {
-                let digit = |j: Option<&u8>| j.is_some_and(u8::is_ascii_digit);
-                if !(i > 0 && digit(bytes.get(i - 1)) && digit(bytes.get(i + 1))) {
-                    return None;
-                }
-            }
-            b'0'..=b'9' | b'+' | b'-' => out.push(b as char),
-            _ if float => out.push(b as char),
-            _ => return None,
-        }
-    }
-    // nothing but a sign is no number for Python
-    if out.is_empty() || out == "+" || out == "-" {
-        return None;
-    }
-    if !float && out[1..].contains(['+', '-']) {
-        return None;
-    }
-    Some(out)
+    pynum::py_float(v).map_err(|e| ActionError::new(e.type_name, e.message))
 }
 
 /// `min(delay, float(cap))` when a cap is given: Python's `min` keeps `delay` (and
@@ -422,8 +388,8 @@ fn capped(delay: Value, inputs: &Map) -> Result<Value, ActionError> {
     match inputs.get("cap") {
         None | Some(Value::Null) => Ok(delay),
         Some(cap) => {
-            let cap = py_float(cap)?;
-            let Some(d) = pyvalue::as_seconds(&delay) else {
+            let cap = Num::Float(py_float(cap)?);
+            let Some(d) = Num::from_value(&delay) else {
                 return Err(ActionError::new(
                     "TypeError",
                     format!(
@@ -432,7 +398,12 @@ fn capped(delay: Value, inputs: &Map) -> Result<Value, ActionError> {
                     ),
                 ));
             };
-            Ok(if cap < d { pyvalue::float(cap) } else { delay })
+            // exact, as Python compares a float with an int of any size
+            Ok(if cap.py_cmp(&d) == Some(std::cmp::Ordering::Less) {
+                cap.into_value()
+            } else {
+                delay
+            })
         }
     }
 }

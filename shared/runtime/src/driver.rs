@@ -126,6 +126,13 @@ pub enum DriverError {
     /// The engine met a definition/execution mismatch (harel's `AssertionError`).
     #[error("{0}")]
     Engine(String),
+    /// A Python exception harel lets escape the step unrouted (an arithmetic
+    /// `OverflowError`): nothing of the step commits, as in harel.
+    #[error("{message}")]
+    Raised {
+        type_name: &'static str,
+        message: String,
+    },
     /// The event queue refused a call (publishes report failures per message instead).
     #[error("queue error: {0}")]
     Queue(#[from] crate::queue::QueueError),
@@ -159,6 +166,7 @@ impl DriverError {
             DriverError::Event { .. } => "EventError",
             DriverError::Resolve(_) => "ResolveError",
             DriverError::Engine(_) => "AssertionError",
+            DriverError::Raised { type_name, .. } => type_name,
             DriverError::Queue(_) => "TransportError",
             DriverError::Config(_) => "ValueError",
             DriverError::InvalidId(_) => "ValueError",
@@ -466,6 +474,9 @@ impl Driver {
         let err = match result {
             Ok(effects) => return Ok(Collected::from_effects(effects, ran)),
             Err(StepError::Invalid(msg)) => return Err(DriverError::Engine(msg)),
+            Err(StepError::Raised { type_name, message }) => {
+                return Err(DriverError::Raised { type_name, message })
+            }
             Err(err) => err,
         };
         if original.is_some() || matches!(err, StepError::Action { on_exit: true, .. }) {

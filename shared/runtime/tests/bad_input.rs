@@ -311,13 +311,17 @@ fn cases() -> Vec<Case> {
         bad_event(
             "not JSON",
             "{not json",
-            "the body is not JSON (key must be a string",
+            "the body is not JSON (expecting a property name in double quotes",
         ),
-        bad_event("empty body", "", "the body is not JSON (EOF while parsing"),
+        bad_event(
+            "empty body",
+            "",
+            "the body is not JSON (expecting a value, found the end of the text",
+        ),
         bad_event(
             "truncated",
             r#"{"kind": "Go""#,
-            "the body is not JSON (EOF while parsing an object",
+            "the body is not JSON (expecting ',' or '}' in an object",
         ),
         // JSON of the wrong shape
         bad_event("an array", "[1, 2]", "the body is not a JSON object"),

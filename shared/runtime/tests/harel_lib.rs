@@ -42,11 +42,15 @@ fn harel(cases: &[Value]) -> Vec<Value> {
         .stdin
         .take()
         .expect("stdin")
-        .write_all(Value::Array(cases.to_vec()).to_string().as_bytes())
+        .write_all(stm_core::pyjson::dumps(&Value::Array(cases.to_vec())).as_bytes())
         .expect("cases sent");
     let out = child.wait_with_output().expect("harel ran");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("harel's JSON")
+    // Python's json.dumps: Infinity, NaN and big ints as Python writes them
+    match stm_core::pyjson::loads(&String::from_utf8_lossy(&out.stdout)).expect("harel's JSON") {
+        Value::Array(results) => results,
+        other => panic!("harel answered {other}"),
+    }
 }
 
 fn ours(case: &Value) -> Value {
@@ -202,6 +206,46 @@ fn backoff_conversions_are_pythons() {
     }
     cases.push(json!(["reset_backoff", {"__attempt": 4, "x": 1}, {}]));
     cases.push(json!(["reset_backoff", {"x": 1}, {"counter": "x"}]));
+    agree(cases);
+}
+
+#[test]
+fn backoffs_keep_pythons_numbers() {
+    let big = |text: &str| stm_core::pyjson::loads(text).expect("a number");
+    let mut cases = Vec::new();
+    // ints grow past 64 bits (10 ** 30 at attempt 30); a float power overflows; a cap
+    // compares exactly with an int of any size
+    for (base, factor) in [
+        (json!(1), json!(10)),
+        (json!(3), json!(10)),
+        (big("100000000000000000000"), json!(7)),
+        (json!(1.0), json!(10)),
+        (json!(-2), json!(3)),
+        (json!(1e300), json!(10.0)),
+        (big("Infinity"), json!(2)),
+        (big("NaN"), json!(2)),
+    ] {
+        for attempt in [0, 1, 19, 20, 30, 64, 400] {
+            for cap in [json!(null), json!(1e30), json!(f64::MAX), json!("inf")] {
+                cases.push(json!([
+                    "exponential_backoff",
+                    {"__attempt": attempt},
+                    {"base": base, "factor": factor, "cap": cap}
+                ]));
+            }
+        }
+    }
+    for (base, step) in [
+        (big("9223372036854775807"), json!(1)),
+        (big("-9223372036854775808"), json!(-1)),
+        (big("9007199254740993"), json!(0.5)),
+        (big("123456789012345678901234567890"), json!(true)),
+        (big("1"), big("100000000000000000000")),
+    ] {
+        for attempt in [0, 1, 2, 7] {
+            cases.push(json!(["linear_backoff", {"__attempt": attempt}, {"base": base, "step": step}]));
+        }
+    }
     agree(cases);
 }
 

@@ -19,7 +19,7 @@
 //! | trace | `execution_id` S, `idx` N, `entry` S (`json.dumps`) |
 //!
 //! Strings harel writes with Python's `json.dumps` (`context`, `entry`) are written the same
-//! way, byte for byte (`crate::pyjson`); numbers are written as Python's `repr`.
+//! way, byte for byte (`stm_core::pyjson`); numbers are written as Python's `repr`.
 //!
 //! # The commit
 //!

@@ -19,9 +19,6 @@ pub mod contract;
 #[cfg(feature = "aws")]
 pub mod dynamodb;
 mod memory;
-// Python's json.dumps, for the items harel reads (only the DynamoDB store writes them)
-#[cfg(feature = "aws")]
-pub(crate) mod pyjson;
 
 use async_trait::async_trait;
 use stm_core::{Event, Execution, Map, Status};

@@ -313,10 +313,32 @@ pub(crate) fn decode_string(raw: &str) -> Result<String, (usize, String)> {
                 v
             }
             'N' => {
-                return Err((
-                    at + 1,
-                    "named `\\N{...}` escapes are not supported; use `\\uXXXX`".into(),
-                ))
+                // `\N{NAME}`: the name runs to the next `}`, whatever it holds (as in
+                // CPython), and resolves as Python 3.11 resolves it
+                let bad = |why: String| Err((at + 1, why));
+                if chars.peek().map(|&(_, c)| c) != Some('{') {
+                    return bad("malformed `\\N` escape: `\\N` must be followed by `{NAME}`".into());
+                }
+                let name_at = at + 3;
+                let Some(len) = inner[name_at..].find('}') else {
+                    return bad("unterminated `\\N{...}` escape: no closing `}`".into());
+                };
+                let name = &inner[name_at..name_at + len];
+                if name.is_empty() {
+                    return bad("empty `\\N{}` escape: a character name is missing".into());
+                }
+                let Some(ch) = super::unicode_names::lookup(name) else {
+                    let shown = match name.char_indices().nth(60) {
+                        Some((cut, _)) => format!("{}...", &name[..cut]),
+                        None => name.to_string(),
+                    };
+                    return bad(format!(
+                        "unknown Unicode character name `{shown}` in `\\N{{...}}` (a name or \
+                         alias of Unicode 14.0, spelled exactly)"
+                    ));
+                };
+                while chars.next().is_some_and(|(i, _)| i < name_at + len) {}
+                u32::from(ch)
             }
             other => {
                 if let Some((hat, _)) = pending_high.take() {
@@ -529,7 +551,52 @@ mod tests {
         assert_eq!(d("\"é\""), Ok("é".into()));
         assert!(d(r#""\x4""#).is_err());
         assert!(d(r#""\ud83d""#).is_err());
-        assert!(d(r#""\N{BULLET}""#).is_err());
+        assert_eq!(d(r#""\N{BULLET} x""#), Ok("\u{2022} x".into()));
         assert_eq!(d(r#""ab\x4""#).map_err(|e| e.0), Err(3));
+    }
+
+    #[test]
+    fn named_escapes_are_pythons() {
+        let d = |s: &str| decode_string(s);
+        assert_eq!(
+            d(r#""\N{bullet}\N{LF}\N{BYTE ORDER MARK}""#),
+            Ok("\u{2022}\n\u{feff}".into())
+        );
+        assert_eq!(
+            d(r#""a\N{HANGUL SYLLABLE GA}\N{CJK UNIFIED IDEOGRAPH-4E00}b""#),
+            Ok("a\u{ac00}\u{4e00}b".into())
+        );
+        // the name stops at the first `}`; what follows is plain text
+        assert_eq!(d(r#""\N{BULLET}}\N{NUL}{""#), Ok("\u{2022}}\0{".into()));
+        // a high surrogate must still be followed by a low one
+        assert!(d(r#""\ud83d\N{BULLET}""#).is_err());
+        let err = |s: &str| d(s).expect_err(s);
+        for (src, at, what) in [
+            (r#""\N""#, 1, "malformed"),
+            (r#""\Nx""#, 1, "malformed"),
+            (r#""ab\N {BULLET}""#, 3, "malformed"),
+            (r#""\N{}""#, 1, "empty"),
+            (r#""\N{abc""#, 1, "unterminated"),
+            (
+                r#""\N{BULLET \N{BULLET}""#,
+                1,
+                "unknown Unicode character name `BULLET \\N{BULLET`",
+            ),
+            (r#""x\N{BULLET }""#, 2, "unknown"),
+            (r#""\N{LATIN_SMALL_LETTER_A}""#, 1, "unknown"),
+            (
+                r#""\N{X}""#,
+                1,
+                "name `X` in `\\N{...}` (a name or alias of Unicode 14.0, spelled exactly)",
+            ),
+            (r#""\N{hangul syllable ga}""#, 1, "unknown"),
+            (r#""\N{KEYCAP NUMBER SIGN}""#, 1, "unknown"),
+        ] {
+            let (k, why) = err(src);
+            assert_eq!(k, at, "{src}: {why}");
+            assert!(why.contains(what), "{src}: {why}");
+        }
+        let long = format!("\"\\N{{{}}}\"", "A".repeat(500));
+        assert!(err(&long).1.len() < 200);
     }
 }

@@ -17,11 +17,15 @@
 //! Every failure is a [`DslError`] located (file, line, column, source line) where
 //! harel locates it.
 //!
+//! String escapes are Python's `unicode_escape`, `\N{NAME}` included (Unicode 14.0's
+//! names and aliases, as Python 3.11 has them: `unicode_names.rs`).
+//!
 //! Deliberate differences from harel, all on input harel mishandles:
 //! * a keyword must be a whole word: harel's scannerless lexer also reads `fromA to B`
 //!   as `from A to B` and `x == 1 ordinal == 2` as `... or dinal == 2`;
 //! * a string keeps its non-ASCII characters (harel decodes the UTF-8 bytes as
-//!   Latin-1); `\N{...}` escapes are refused;
+//!   Latin-1), and an escaped surrogate pair is one character (Python keeps two lone
+//!   surrogates, which no durable path of harel's can carry);
 //! * an import cycle is an error (harel silently stops at the repeated file);
 //! * a fragment using itself and a guard referring to itself are errors (harel
 //!   recurses until Python's stack overflows);
@@ -41,6 +45,7 @@ mod lexer;
 mod loader;
 mod parser;
 mod program;
+mod unicode_names;
 
 use std::path::Path;
 

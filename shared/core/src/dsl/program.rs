@@ -783,31 +783,28 @@ impl Transform<'_> {
             Lit::List(items) => Value::Array(items.iter().map(|i| self.lit(i)).collect::<TResult<_>>()?),
             Lit::Num(text, at) => {
                 if text.contains(['.', 'e', 'E']) {
+                    // Python's float(): `1e400` is inf
                     let f: f64 = text
                         .parse()
                         .map_err(|_| self.err(format!("invalid number `{text}`"), *at))?;
-                    if !f.is_finite() {
-                        return Err(self.err(format!("the number `{text}` is out of range"), *at));
-                    }
                     pyvalue::float(f)
-                } else if let Ok(i) = text.parse::<i64>() {
-                    Value::from(i)
-                } else if let Ok(u) = text.trim_start_matches('+').parse::<u64>() {
-                    Value::from(u)
                 } else {
-                    return Err(self.err(format!("the integer `{text}` is too large"), *at));
+                    crate::pynum::int_value(text).ok_or_else(|| {
+                        self.err(
+                            format!("the integer `{text}` has more than 4300 digits, more than Python reads"),
+                            *at,
+                        )
+                    })?
                 }
             }
         })
     }
 }
 
-/// An `INT` literal (digits) as harel's `int(n)`: an integer, or a float past `u64`.
+/// An `INT` literal (digits) as harel's `int(n)`: an int of any size. Past Python's 4300
+/// digits, where harel's `int()` raises, it is an infinite number of seconds.
 fn int_value(text: &str) -> Value {
-    match text.parse::<u64>() {
-        Ok(u) => Value::from(u),
-        Err(_) => pyvalue::float(text.parse::<f64>().unwrap_or(f64::INFINITY)),
-    }
+    crate::pynum::int_value(text).unwrap_or_else(|| pyvalue::float(f64::INFINITY))
 }
 
 /// harel's `_refuse_machine_only`: `ttl` and `context` belong to a machine.

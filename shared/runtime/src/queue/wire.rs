@@ -161,8 +161,7 @@ pub fn deduplication_id(parts: &[&str]) -> String {
 }
 
 fn event_body(event: &Event) -> String {
-    // Event is plain data (string keys, JSON values): serialization cannot fail.
-    serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string())
+    event.to_json()
 }
 
 /// Counts what serde writes, so a size is known without building the string.
@@ -182,7 +181,7 @@ fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
     let mut count = ByteCount(0);
     // plain data into a writer that never fails: cannot fail either (and an error would
     // only under-count what `event_body` then also could not write)
-    let _ = serde_json::to_writer(&mut count, value);
+    let _ = stm_core::pyjson::write_pydantic_json(&mut count, value);
     count.0
 }
 
@@ -196,7 +195,9 @@ pub fn event_message_bytes(event: &Event) -> usize {
 /// an intent not committed yet: its seq is counted at its widest.
 pub fn spawn_message_bytes(parent_id: &str, child_id: &str, root_path: &str, context: &Map) -> usize {
     let body = spawn_body(i64::MIN, parent_id, child_id, root_path, context);
-    sqs_message_bytes(json_len(&body), true)
+    // the body keeps a non-finite float as `Infinity`/`NaN` (`Value`'s own text), so
+    // it is measured as written
+    sqs_message_bytes(body.to_string().len(), true)
 }
 
 fn spawn_body(seq: i64, parent_id: &str, child_id: &str, root_path: &str, context: &Map) -> Value {
@@ -307,7 +308,7 @@ impl Incoming {
         message_id: &str,
     ) -> Result<Self, Poison> {
         let value: Value =
-            serde_json::from_str(body).map_err(|e| Poison(format!("the body is not JSON ({e})")))?;
+            stm_core::pyjson::loads(body).map_err(|e| Poison(format!("the body is not JSON ({e})")))?;
         let Value::Object(mut fields) = value else {
             return Err(Poison("the body is not a JSON object".into()));
         };

@@ -111,8 +111,8 @@ impl RemoteActions {
 
     /// One call: build the payload, send it, wait (bounded), apply the response.
     pub fn call(&self, target: &RemoteTarget, input: ActionInput<'_>) -> Result<Value, ActionError> {
-        let body = serde_json::to_vec(&request_payload(&input))
-            .map_err(|e| ActionError::new("RemoteActionError", format!("cannot encode the payload: {e}")))?;
+        // harel's `json.dumps(payload)`: Infinity, NaN and big ints as Python writes them
+        let body = stm_core::pyjson::dumps(&request_payload(&input)).into_bytes();
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
         self.jobs
             .send(Job {
@@ -194,7 +194,13 @@ impl Clients {
             RemoteTarget::Lambda(function) => self.invoke_lambda(function, body, max_bytes).await?,
             RemoteTarget::Http(url) => self.post(url, body, max_bytes).await?,
         };
-        serde_json::from_slice(&bytes).map_err(|e| {
+        let text = std::str::from_utf8(&bytes).map_err(|_| {
+            ActionError::new(
+                "RemoteActionError",
+                format!("{target} answered text that is not UTF-8"),
+            )
+        })?;
+        stm_core::pyjson::loads(text).map_err(|e| {
             ActionError::new(
                 "RemoteActionError",
                 format!("{target} answered invalid JSON: {e}"),

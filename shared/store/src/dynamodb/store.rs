@@ -14,10 +14,10 @@ use super::item::{
     Item,
 };
 use super::{build_err, sdk_error, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, TRACE_IDX_ATTRIBUTE};
-use crate::pyjson;
 use crate::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, OutboxEntry, SpawnEntry, StoreError,
 };
+use stm_core::pyjson;
 
 impl DynamoDbStore {
     /// Ack an outbox or spawn entry: delete it by its `seq` key.
@@ -157,9 +157,7 @@ impl ExecutionStore for DynamoDbStore {
         } = commit;
         let mut events = Vec::with_capacity(emits.len());
         for (target, event) in &emits {
-            let json = serde_json::to_string(event)
-                .map_err(|e| StoreError::backend(format!("serializing an emitted event: {e}")))?;
-            events.push((target.clone(), json));
+            events.push((target.clone(), event.to_json()));
         }
         let prepared = Prepared {
             data,
@@ -322,7 +320,7 @@ impl ExecutionStore for DynamoDbStore {
             if let Ok(offset) = text.trim().parse::<usize>() {
                 return self.list_by_offset(query, offset, limit).await; // a harel 0.9.0 cursor
             }
-            let json: Value = serde_json::from_str(&text).map_err(|_| bad())?;
+            let json: Value = pyjson::loads(&text).map_err(|_| bad())?;
             start = Some(key_from_typed_json(&json).ok_or_else(bad)?);
         }
         let encode = |key: &Item| {
@@ -361,7 +359,7 @@ impl ExecutionStore for DynamoDbStore {
         for item in self.scan_all(&self.tables.outbox, None).await? {
             let seq = req_i64(&item, "seq", "outbox item")?;
             let what = format!("outbox item {seq}");
-            let event: Event = serde_json::from_str(req_s(&item, "event", &what)?)
+            let event = Event::from_json(req_s(&item, "event", &what)?)
                 .map_err(|e| corrupt(what.clone(), e.to_string()))?;
             out.push(OutboxEntry {
                 seq,
@@ -382,7 +380,7 @@ impl ExecutionStore for DynamoDbStore {
         for item in self.scan_all(&self.tables.spawns, None).await? {
             let seq = req_i64(&item, "seq", "spawn item")?;
             let what = format!("spawn item {seq}");
-            let context: Map = serde_json::from_str(req_s(&item, "context", &what)?)
+            let context = pyjson::loads_object(req_s(&item, "context", &what)?, "a spawn's context")
                 .map_err(|e| corrupt(what.clone(), e.to_string()))?;
             out.push(SpawnEntry {
                 seq,
@@ -463,7 +461,7 @@ impl ExecutionStore for DynamoDbStore {
             for item in page.items() {
                 let idx = req_i64(item, "idx", "trace item")?;
                 let what = format!("trace step {idx} of {id}");
-                let mut entry: Map = serde_json::from_str(req_s(item, "entry", &what)?)
+                let mut entry = pyjson::loads_object(req_s(item, "entry", &what)?, "a trace entry")
                     .map_err(|e| corrupt(what.clone(), e.to_string()))?;
                 entry.insert("index".into(), Value::from(idx));
                 out.push(entry);
