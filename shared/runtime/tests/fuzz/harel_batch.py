@@ -77,7 +77,8 @@ generate._dump = _dump_with_contexts
 
 
 class _DeadlineOrderStore(generate.DictStore):
-    """DictStore returning due timers earliest deadline first (ties in arming order), as
+    """DictStore as harel's durable stores behave. Due timers come earliest deadline first
+    (ties in arming order), as
     harel's DynamoDBStore does (`sorted(..., key=fire_at)`) and our stores do. Plain
     DictStore returns them in arming order: the one deliberate difference of the
     conformance suite (`timers_fire_in_arming_order`), which random machines with a timer
@@ -85,6 +86,15 @@ class _DeadlineOrderStore(generate.DictStore):
 
     def due_timers(self, now: float):
         return sorted(super().due_timers(now), key=lambda t: t[2])
+
+    def load(self, execution_id: str):
+        """A copy, as every serializing store of harel's returns: plain DictStore hands out
+        the live object, so a step that raises half-way (an unrouted `float()` ValueError
+        on entering a `timeout context` state) leaves its uncommitted changes visible to
+        the next `process`. harel's DynamoDBStore reloads the committed item instead, and
+        so do our stores."""
+        exe = super().load(execution_id)
+        return exe.model_copy(deep=True) if exe is not None else None
 
 
 if "--arming-order" not in sys.argv:
