@@ -631,6 +631,13 @@ mod tests {
     }
 
     #[test]
+    fn pydantic_floats_tie_to_even() {
+        // 900719925474099.25 exactly: .2 and .3 both round-trip; pydantic-core writes .2
+        let v = crate::pyvalue::float(9007199254740992.0 * 0.1);
+        assert_eq!(to_pydantic_json(&v), "900719925474099.2");
+    }
+
+    #[test]
     fn errors_say_where() {
         let err = loads("{\n  \"a\": tru\n}").err();
         assert_eq!(err.map(|e| (e.line, e.column)), Some((2, 8)));
