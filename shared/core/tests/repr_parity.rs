@@ -2,38 +2,11 @@
 //! harel runs on): the same quotes and the same escapes, for every character Python calls
 //! non-printable.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
 use serde_json::Value;
 use stm_core::pyvalue;
 
-fn python() -> PathBuf {
-    std::env::var("STM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
-}
-
-/// Run `script` with `input` on stdin; its stdout as JSON.
-fn run_python(script: &str, input: &str) -> Value {
-    let mut child = Command::new(python())
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e} (run .ci/setup.sh)", python().display()));
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("input sent");
-    let out = child.wait_with_output().expect("python ran");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("JSON from python")
-}
+mod common;
+use common::run_python;
 
 #[test]
 fn is_printable_is_pythons_for_every_code_point() {

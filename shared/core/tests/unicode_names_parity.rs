@@ -5,10 +5,6 @@
 //! malformed braces) are refused. Each string goes through `dsl::parse` as
 //! `import "<string>"`, so the lexer's escape decoder is what is tested.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
 use serde_json::{json, Value};
 use stm_core::dsl;
 
@@ -17,31 +13,8 @@ use stm_core::dsl;
 #[path = "../src/dsl/unicode_names.rs"]
 mod unicode_names;
 
-fn python() -> PathBuf {
-    std::env::var("STM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
-}
-
-/// Run `script` with `input` on stdin; its stdout as JSON.
-fn run_python(script: &str, input: &str) -> Value {
-    let mut child = Command::new(python())
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e} (run .ci/setup.sh)", python().display()));
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("input sent");
-    let out = child.wait_with_output().expect("python ran");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("JSON from python")
-}
+mod common;
+use common::run_python;
 
 /// Python's side: `names`, every `[name, code]` of `unicodedata.name`, checked to decode;
 /// `decoded`, for each string literal body on stdin, the code points `unicode_escape`
