@@ -382,21 +382,10 @@ fn write(value: &Value, out: &mut String) {
         Value::Bool(false) => out.push_str("false"),
         Value::Number(n) => {
             let text = n.as_str();
-            if !is_float_text(text) {
-                out.push_str(text);
-            } else {
-                let f = parse_float(text);
-                if f.is_nan() {
-                    out.push_str(pynum::NAN);
-                } else if f.is_infinite() {
-                    out.push_str(if f > 0.0 {
-                        pynum::INFINITY
-                    } else {
-                        pynum::NEG_INFINITY
-                    });
-                } else {
-                    out.push_str(&float_repr(f));
-                }
+            match python_non_finite(text) {
+                Some(spelling) => out.push_str(spelling),
+                None if is_float_text(text) => out.push_str(&float_repr(parse_float(text))),
+                None => out.push_str(text),
             }
         }
         Value::String(s) => write_str(s, out),
