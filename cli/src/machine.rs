@@ -144,14 +144,18 @@ fn collect_stm(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// One machine's findings, then `NAME: ok` when there are none (harel's output).
+/// One machine's findings, then `NAME: ok` when there are none (harel's output), with
+/// the machine's version: `Order: ok (version 1f2e3d4c5b6a7988)`.
 fn validate_one(defn: &Definition) -> Result<ExitCode> {
     let findings = stm_core::validate::validate(defn);
     for finding in &findings {
         println!("{finding}");
     }
+    let version = stm_core::version::version_of(defn);
     if findings.is_empty() {
-        println!("{}: ok", defn.id);
+        println!("{}: ok (version {version})", defn.id);
+    } else if !stm_core::validate::has_errors(&findings) {
+        println!("{}: version {version}", defn.id);
     }
     Ok(if stm_core::validate::has_errors(&findings) {
         ExitCode::from(1)
@@ -186,6 +190,15 @@ pub fn list_file(file: &Path) -> Result<ExitCode> {
     println!("machines:  {}", join(&program.machines));
     println!("fragments: {}", join(&program.fragments));
     println!("events:    {}", join(&program.events));
+    // the versions need the machines compiled, imports and all: a file that parses but
+    // does not load (a missing import, say) still lists, without them
+    if let Ok(defns) = stm_core::dsl::load_all_file(file) {
+        let versions: Vec<String> = defns
+            .iter()
+            .map(|d| format!("{} {}", d.id, stm_core::version::version_of(d)))
+            .collect();
+        println!("versions:  {}", join(&versions));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

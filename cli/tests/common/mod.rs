@@ -170,6 +170,18 @@ pub fn stm_alone(args: &[&str]) -> Output {
     cmd.output().expect("run stm")
 }
 
+/// `stm validate`'s output without the versions it adds to harel's (`Order: ok (version
+/// 1f2e3d4c5b6a7988)` is harel's `Order: ok`).
+pub fn without_versions(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.find(" (version ") {
+            Some(at) if line.ends_with(')') => &line[..at],
+            _ => line,
+        })
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

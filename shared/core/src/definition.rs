@@ -9,11 +9,12 @@
 use std::collections::{BTreeSet, HashMap};
 
 use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
 
 use crate::{Map, Value};
 
 /// Index of a node in [`Definition::nodes`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct NodeId(pub usize);
 
 /// A 1-based line and column in a source file.
@@ -23,7 +24,7 @@ pub struct Pos {
     pub column: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NodeKind {
     /// A leaf state.
     Leaf,
@@ -36,7 +37,7 @@ pub enum NodeKind {
 }
 
 /// A reference to a user function plus its bound inputs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ActionRef {
     /// The handler name after binding: a dotted path (`pkg.mod.fn`) or a bare name.
     pub function: String,
@@ -44,7 +45,7 @@ pub struct ActionRef {
 }
 
 /// Where a predicate leaf or an expression reads from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Source {
     Event,
     Context,
@@ -59,7 +60,7 @@ impl Source {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CmpOp {
     Eq,
     Ne,
@@ -86,7 +87,7 @@ impl CmpOp {
 }
 
 /// A composable guard (harel's `Predicate`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Predicate {
     /// `source.field op value`, or `source.field op other_source.other_field`.
     Leaf {
@@ -102,14 +103,14 @@ pub enum Predicate {
 }
 
 /// The trigger of an event transition: its kinds (`A | B`) and an optional guard.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventFilter {
     pub kinds: Vec<String>,
     pub predicate: Option<Predicate>,
 }
 
 /// `select fn [returns {..}] { "x" to S ... else to T }`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Selector {
     pub action: ActionRef,
     /// `str(result)` -> target name, resolved relative to the transition's scope.
@@ -119,7 +120,7 @@ pub struct Selector {
     pub enum_values: Option<Vec<Value>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ArithOp {
     Add,
     Sub,
@@ -139,7 +140,7 @@ impl ArithOp {
 }
 
 /// The right-hand side of a `set`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Expr {
     Ref {
         source: Source,
@@ -154,14 +155,14 @@ pub enum Expr {
 }
 
 /// `set context.<field> = <expr>`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Assign {
     pub field: String,
     pub expr: Expr,
 }
 
 /// `choose { when <pred> to S [set ..] ... else to T [set ..] }`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Choice {
     pub branches: Vec<(Predicate, NodeId)>,
     pub default: Option<NodeId>,
@@ -169,7 +170,7 @@ pub struct Choice {
     pub default_assignments: Vec<Assign>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Transition {
     pub source: NodeId,
     /// Exactly one of `target`, `selector` and `choice` is set.
@@ -179,6 +180,8 @@ pub struct Transition {
     pub selector: Option<Selector>,
     pub choice: Option<Choice>,
     pub assignments: Vec<Assign>,
+    /// Where it was declared, for messages: not part of the compiled form.
+    #[serde(skip)]
     pub pos: Option<Pos>,
 }
 
@@ -189,7 +192,7 @@ impl Transition {
 }
 
 /// A state's `timeout`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Timeout {
     /// Literal seconds.
     Seconds(f64),
@@ -197,7 +200,7 @@ pub enum Timeout {
     ContextKey(String),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
     pub name: String,
     pub full_path: String,
@@ -226,6 +229,8 @@ pub struct Node {
     pub cancel_on_failure: bool,
     /// Transitions whose scope is this node.
     pub transitions: Vec<Transition>,
+    /// Where it was declared, for messages: not part of the compiled form.
+    #[serde(skip)]
     pub pos: Option<Pos>,
 }
 
@@ -268,7 +273,7 @@ impl Node {
 }
 
 /// The type of a declared event field or context field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FieldType {
     String,
     Int,
@@ -313,7 +318,7 @@ impl FieldType {
 }
 
 /// One declared field of an event's data or of the machine context.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FieldSpec {
     pub ty: FieldType,
     pub required: bool,
@@ -321,7 +326,7 @@ pub struct FieldSpec {
     pub default: Option<Value>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventType {
     pub name: String,
     pub fields: IndexMap<String, FieldSpec>,
@@ -336,11 +341,13 @@ pub const RESERVED_EVENTS: [&str; 9] = [
 pub const CONTROL_EVENTS: [&str; 6] = ["Start", "Reset", "Cancel", "SetState", "Finished", "Timeout"];
 
 /// A whole machine.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Definition {
     pub id: String,
     pub nodes: Vec<Node>,
     pub root: NodeId,
+    /// `full_path` -> node; rebuilt from `nodes` when read back.
+    #[serde(skip)]
     pub index: HashMap<String, NodeId>,
     pub events: IndexMap<String, EventType>,
     /// Inline `invoke` bodies, each its own definition under a synthetic id
@@ -349,8 +356,13 @@ pub struct Definition {
     /// Seconds a root execution may go without a domain event before `Expired`.
     pub ttl: Option<u64>,
     pub context_schema: IndexMap<String, FieldSpec>,
-    /// The file the machine came from, for messages.
+    /// The file the machine came from, for messages: not part of the compiled form.
+    #[serde(skip)]
     pub source_file: Option<String>,
+    /// Its [version](crate::version), once a registry has computed it (the runtime's
+    /// `Definitions` does when it registers a machine): not part of the compiled form.
+    #[serde(skip)]
+    pub version: Option<String>,
 }
 
 impl Definition {
@@ -370,7 +382,63 @@ impl Definition {
             ttl: None,
             context_schema: IndexMap::new(),
             source_file: None,
+            version: None,
         }
+    }
+
+    /// Rebuild the path index from `nodes` (a definition read back from its compiled
+    /// form), the inline and imported machines' too.
+    pub fn rebuild_index(&mut self) {
+        self.index = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.full_path.clone(), NodeId(i)))
+            .collect();
+        for sub in self.submachines.values_mut() {
+            sub.rebuild_index();
+        }
+    }
+
+    /// Every node id it holds points into its arena, so navigating it cannot go out of
+    /// bounds (a definition read back from a file, not built by the compiler).
+    pub fn check_arena(&self) -> Result<(), String> {
+        let len = self.nodes.len();
+        let bad = |what: &str, id: NodeId| -> Result<(), String> {
+            if id.0 < len {
+                Ok(())
+            } else {
+                Err(format!(
+                    "machine {}: {what} points at node {} of {len}",
+                    self.id, id.0
+                ))
+            }
+        };
+        bad("the root", self.root)?;
+        for node in &self.nodes {
+            let at = |what: &str| format!("{} of {:?}", what, node.full_path);
+            for &child in &node.children {
+                bad(&at("a child"), child)?;
+            }
+            if let Some(parent) = node.parent {
+                bad(&at("the parent"), parent)?;
+            }
+            for t in &node.transitions {
+                bad(&at("a transition's source"), t.source)?;
+                if let Some(target) = t.target {
+                    bad(&at("a transition's target"), target)?;
+                }
+                if let Some(choice) = &t.choice {
+                    for &(_, target) in &choice.branches {
+                        bad(&at("a choice branch"), target)?;
+                    }
+                    if let Some(default) = choice.default {
+                        bad(&at("a choice default"), default)?;
+                    }
+                }
+            }
+        }
+        self.submachines.values().try_for_each(Definition::check_arena)
     }
 
     /// Add `node` under `parent`, indexing it by its `full_path`.

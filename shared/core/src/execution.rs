@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::Map;
 
+pub(crate) mod keep_unknown;
+use keep_unknown::deserialize_keeping_unknown;
+
 /// Lifecycle status of an execution (harel's `Status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -82,23 +85,30 @@ impl std::str::FromStr for Status {
 }
 
 /// A stimulus processed by a machine (harel's `Event`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
     /// Dedupe key under at-least-once delivery.
-    #[serde(default = "new_id")]
     pub id: String,
     pub kind: String,
     /// ISO-8601 datetimes, kept as the text harel wrote.
-    #[serde(default)]
     pub created_time: Option<String>,
-    #[serde(default)]
     pub received_time: Option<String>,
-    #[serde(default)]
     pub data: Map,
     /// Fields this version does not know; written back unchanged.
     #[serde(flatten)]
     pub extra: Map,
 }
+
+deserialize_keeping_unknown!(Event,
+    required { kind: String },
+    defaulted {
+        id: String = new_id(),
+        created_time: Option<String> = None,
+        received_time: Option<String> = None,
+        data: Map = Map::new(),
+    },
+    unknown: extra,
+);
 
 impl Event {
     /// An event of `kind` with no data and a fresh random id.
@@ -125,22 +135,29 @@ impl Event {
 }
 
 /// A region or invoke child as its parent tracks it (harel's `ChildState`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChildState {
     pub root_path: String,
-    #[serde(default)]
     pub finished: bool,
-    #[serde(default)]
     pub outcome: Option<String>,
-    #[serde(default)]
     pub result: Map,
-    #[serde(default)]
     pub submachine: bool,
-    #[serde(default)]
     pub key: String,
     #[serde(flatten)]
     pub extra: Map,
 }
+
+deserialize_keeping_unknown!(ChildState,
+    required { root_path: String },
+    defaulted {
+        finished: bool = false,
+        outcome: Option<String> = None,
+        result: Map = Map::new(),
+        submachine: bool = false,
+        key: String = String::new(),
+    },
+    unknown: extra,
+);
 
 impl ChildState {
     pub fn new(root_path: impl Into<String>) -> Self {
@@ -160,58 +177,77 @@ impl ChildState {
 ///
 /// `Clone` is written out so that `clone_from` reuses the target's buffers field by
 /// field: a store overwriting its copy on every commit then allocates nothing.
-#[derive(Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Serialize)]
 pub struct Execution {
-    #[serde(default = "new_id")]
     pub id: String,
     pub definition_id: String,
     /// Set on a submachine child: the FQN of the definition it runs.
-    #[serde(default)]
     pub definition_fqn: Option<String>,
     /// The node this execution runs: `""` for a root, the branch node for a region.
-    #[serde(default)]
     pub root_path: String,
-    #[serde(default)]
     pub status: Status,
-    #[serde(default)]
     pub outcome: Option<String>,
-    #[serde(default)]
     pub error: Option<String>,
-    #[serde(default)]
     pub active_path: Option<String>,
     /// Composite path -> last active child path.
-    #[serde(default)]
     pub history: IndexMap<String, String>,
-    #[serde(default)]
     pub context: Map,
-    #[serde(default)]
     pub processed_events: i64,
-    #[serde(default)]
     pub version: i64,
-    #[serde(default)]
     pub priority: i64,
-    #[serde(default)]
     pub parent_id: Option<String>,
-    #[serde(default)]
     pub child_id: Option<String>,
-    #[serde(default)]
     pub deferred: Vec<Event>,
-    #[serde(default)]
     pub children: IndexMap<String, ChildState>,
     /// Spawn-site path -> times entered; part of the deterministic child ids.
-    #[serde(default)]
     pub invoke_seq: IndexMap<String, i64>,
-    #[serde(default)]
     pub created_at: Option<f64>,
-    #[serde(default)]
     pub updated_at: Option<f64>,
-    #[serde(default)]
     pub finished_at: Option<f64>,
-    #[serde(default)]
     pub expires_at: Option<f64>,
+    /// The pin: the [version](crate::version) of the definition this execution started
+    /// on, which steps it for as long as a deploy retains it. harel does not know the
+    /// field (pydantic ignores it, and drops it if a harel process rewrites the item:
+    /// the execution then steps on the current version, as an unpinned one does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub definition_version: Option<String>,
+    /// Events that arrived while the pinned version was not deployed, oldest first:
+    /// held here, in the execution's own item, until it is back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parked_events: Vec<Event>,
     #[serde(flatten)]
     pub extra: Map,
 }
+
+deserialize_keeping_unknown!(Execution,
+    required { definition_id: String },
+    defaulted {
+        id: String = new_id(),
+        definition_fqn: Option<String> = None,
+        root_path: String = String::new(),
+        status: Status = Status::default(),
+        outcome: Option<String> = None,
+        error: Option<String> = None,
+        active_path: Option<String> = None,
+        history: IndexMap<String, String> = IndexMap::new(),
+        context: Map = Map::new(),
+        processed_events: i64 = 0,
+        version: i64 = 0,
+        priority: i64 = 0,
+        parent_id: Option<String> = None,
+        child_id: Option<String> = None,
+        deferred: Vec<Event> = Vec::new(),
+        children: IndexMap<String, ChildState> = IndexMap::new(),
+        invoke_seq: IndexMap<String, i64> = IndexMap::new(),
+        created_at: Option<f64> = None,
+        updated_at: Option<f64> = None,
+        finished_at: Option<f64> = None,
+        expires_at: Option<f64> = None,
+        definition_version: Option<String> = None,
+        parked_events: Vec<Event> = Vec::new(),
+    },
+    unknown: extra,
+);
 
 impl Clone for Execution {
     fn clone(&self) -> Self {
@@ -238,6 +274,8 @@ impl Clone for Execution {
             updated_at: self.updated_at,
             finished_at: self.finished_at,
             expires_at: self.expires_at,
+            definition_version: self.definition_version.clone(),
+            parked_events: self.parked_events.clone(),
             extra: self.extra.clone(),
         }
     }
@@ -265,6 +303,8 @@ impl Clone for Execution {
         self.updated_at = source.updated_at;
         self.finished_at = source.finished_at;
         self.expires_at = source.expires_at;
+        self.definition_version.clone_from(&source.definition_version);
+        self.parked_events.clone_from(&source.parked_events);
         self.extra.clone_from(&source.extra);
     }
 }
@@ -295,6 +335,8 @@ impl Execution {
             updated_at: None,
             finished_at: None,
             expires_at: None,
+            definition_version: None,
+            parked_events: Vec::new(),
             extra: Map::new(),
         }
     }
@@ -340,6 +382,10 @@ impl Event {
 }
 
 pub use crate::pyjson::to_pydantic_json;
+
+/// The fields of ours an execution record may carry beyond harel's model: pydantic
+/// ignores them when harel reads the item (and drops them if harel rewrites it).
+pub const FIELDS_HAREL_IGNORES: [&str; 2] = ["definition_version", "parked_events"];
 
 /// A random 32-hex-digit id, the shape of Python's `uuid.uuid4().hex`.
 ///

@@ -16,6 +16,7 @@ pub mod pynum;
 pub mod pyvalue;
 pub mod render;
 pub mod validate;
+pub mod version;
 
 pub use definition::{Definition, Node, NodeId, NodeKind};
 pub use execution::{ChildState, Event, Execution, Status};

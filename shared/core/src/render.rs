@@ -151,6 +151,11 @@ fn predicate_text(pred: &Predicate, parent: Option<Combinator>) -> String {
     }
 }
 
+/// A guard as the diagrams write it (`amount > 0 and context.open == true`).
+pub(crate) fn predicate_label(pred: &Predicate) -> String {
+    predicate_text(pred, None)
+}
+
 fn guard_text(ef: &EventFilter) -> Option<String> {
     ef.predicate.as_ref().map(|p| predicate_text(p, None))
 }
@@ -165,7 +170,8 @@ fn expr_text(expr: &Expr) -> String {
     }
 }
 
-fn effect_text(assignments: &[Assign]) -> Option<String> {
+/// `set` assignments as the diagrams write them (`context.total = event.amount`).
+pub(crate) fn effect_text(assignments: &[Assign]) -> Option<String> {
     if assignments.is_empty() {
         return None;
     }

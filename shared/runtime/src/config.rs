@@ -12,7 +12,8 @@ use std::time::Duration;
 use stm_store::ExecutionStore;
 
 use crate::actions::ActionRegistry;
-use crate::driver::{Definitions, Driver, DriverError};
+use crate::definitions::Definitions;
+use crate::driver::{Driver, DriverError};
 
 // what a function builds from its configuration: the AWS clients (feature `aws`)
 // the configuration's error type
@@ -170,8 +171,9 @@ impl FunctionConfig {
 }
 
 /// Load and validate every machine of every `*.stm` file directly in `dir` (sorted, as
-/// harel's worker does). A broken file fails with its path, line and reason; a machine
-/// with validation errors fails with its findings.
+/// harel's worker does), and every retained version in `dir/versions/`. A broken file
+/// fails with its path, line and reason; a machine with validation errors fails with
+/// its findings.
 pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
     let entries = std::fs::read_dir(dir).map_err(|source| ConfigError::DefinitionsDir {
         dir: dir.to_path_buf(),
@@ -195,7 +197,74 @@ pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
         }
         .into());
     }
+    for frozen in load_versions_dir(&dir.join(stm_core::version::VERSIONS_DIR))? {
+        definitions.retain(frozen);
+    }
     Ok(definitions)
+}
+
+/// Every frozen version in `dir` (`*.json`, sorted; none when `dir` does not exist),
+/// each read back, checked against its name and validated.
+pub fn load_versions_dir(dir: &Path) -> Result<Vec<stm_core::version::FrozenVersion>, DriverError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(ConfigError::DefinitionsDir {
+                dir: dir.to_path_buf(),
+                source,
+            }
+            .into())
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    files.sort();
+    files.iter().map(|file| load_frozen(file)).collect()
+}
+
+/// One frozen version, read back, named as it holds and valid.
+pub fn load_frozen(file: &Path) -> Result<stm_core::version::FrozenVersion, DriverError> {
+    let text = std::fs::read_to_string(file).map_err(|source| ConfigError::DefinitionsDir {
+        dir: file.to_path_buf(),
+        source,
+    })?;
+    let frozen =
+        stm_core::version::FrozenVersion::from_text(&text).map_err(|source| ConfigError::FrozenVersion {
+            file: file.to_path_buf(),
+            source,
+        })?;
+    let expected = stm_core::version::frozen_file_name(&frozen.machine, &frozen.version);
+    if file.file_name().and_then(|n| n.to_str()) != Some(expected.as_str()) {
+        return Err(ConfigError::FrozenName {
+            file: file.to_path_buf(),
+            expected,
+        }
+        .into());
+    }
+    check_valid(file, &frozen.definition)?;
+    Ok(frozen)
+}
+
+/// A machine with validation errors fails with its findings.
+fn check_valid(file: &Path, defn: &stm_core::Definition) -> Result<(), DriverError> {
+    let findings = stm_core::validate::validate(defn);
+    if stm_core::validate::has_errors(&findings) {
+        return Err(ConfigError::InvalidMachine {
+            file: file.to_path_buf(),
+            machine: defn.id.clone(),
+            findings: findings
+                .iter()
+                .filter(|f| f.is_error())
+                .map(ToString::to_string)
+                .collect(),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// Load and validate every machine of one file.
@@ -213,26 +282,14 @@ pub fn load_file(file: &Path) -> Result<Vec<stm_core::Definition>, DriverError> 
         }
     })?;
     for defn in &machines {
-        let findings = stm_core::validate::validate(defn);
-        if stm_core::validate::has_errors(&findings) {
-            return Err(ConfigError::InvalidMachine {
-                file: file.to_path_buf(),
-                machine: defn.id.clone(),
-                findings: findings
-                    .iter()
-                    .filter(|f| f.is_error())
-                    .map(ToString::to_string)
-                    .collect(),
-            }
-            .into());
-        }
+        check_valid(file, defn)?;
     }
     Ok(machines)
 }
 
 /// Every action the definitions use must be bound: a typo fails the cold start.
 pub fn check_actions(definitions: &Definitions, actions: &ActionRegistry) -> Result<(), DriverError> {
-    for defn in definitions.iter() {
+    for defn in definitions.all_versions() {
         actions.check(defn).map_err(ConfigError::from)?;
     }
     Ok(())

@@ -10,7 +10,6 @@
 //!
 //! The flows follow harel 0.9.0's `engine/driving.py` and `engine/hosting.py`.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use stm_core::definition::CONTROL_EVENTS;
@@ -19,7 +18,10 @@ use stm_core::{Definition, Event, Execution, Map, Status, Value};
 use stm_store::{Commit, ExecutionStore, OutboxEntry, SpawnEntry, SpawnIntent, StoreError, TimerOp};
 
 use crate::actions::{ActionInput, ActionRegistry};
+use crate::definitions::Definitions;
 use crate::queue::{event_message_bytes, spawn_message_bytes, MAX_MESSAGE_BYTES};
+
+mod parking;
 
 /// Seconds since the epoch, as harel's `time.time`.
 pub trait Clock: Send + Sync {
@@ -61,47 +63,6 @@ impl Clock for ManualClock {
     }
 }
 
-/// The definitions a driver can run, by id; inline submachines and imported machines
-/// are registered under their synthetic ids / FQNs too.
-#[derive(Debug, Default, Clone)]
-pub struct Definitions {
-    by_id: HashMap<String, Arc<Definition>>,
-}
-
-impl Definitions {
-    pub fn new() -> Self {
-        Definitions::default()
-    }
-
-    /// Register `defn` and every submachine it carries.
-    pub fn register(&mut self, defn: Definition) -> Arc<Definition> {
-        for (id, sub) in &defn.submachines {
-            self.by_id
-                .entry(id.clone())
-                .or_insert_with(|| Arc::new(sub.clone()));
-        }
-        let arc = Arc::new(defn);
-        self.by_id.insert(arc.id.clone(), arc.clone());
-        arc
-    }
-
-    pub fn get(&self, id: &str) -> Option<&Arc<Definition>> {
-        self.by_id.get(id)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Definition>> {
-        self.by_id.values()
-    }
-
-    pub fn len(&self) -> usize {
-        self.by_id.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
-    }
-}
-
 /// What can go wrong driving a step (a lost CAS included, as a store error).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -114,6 +75,18 @@ pub enum DriverError {
     AlreadyExists(String),
     #[error("unknown definition {0:?}")]
     UnknownDefinition(String),
+    /// The execution is pinned to a version of its machine this deploy does not retain.
+    /// Its events are parked, not failed (see [`Driver::run_step`]).
+    #[error(
+        "execution {execution_id:?} is pinned to version {version} of {definition_id:?}, which is not \
+         deployed: put that version back (`stm versions freeze` keeps it in `versions/`) or move the \
+         execution to a deployed one (`stm migrate`)"
+    )]
+    VersionMissing {
+        execution_id: String,
+        definition_id: String,
+        version: String,
+    },
     /// harel's `ContextError`.
     #[error("context doesn't fit the machine's `context` schema: {0}")]
     Context(String),
@@ -160,7 +133,9 @@ impl DriverError {
         match self {
             DriverError::Store(e) if e.is_conflict() => "StoreConflict",
             DriverError::Store(_) => "StoreError",
-            DriverError::UnknownExecution(_) | DriverError::UnknownDefinition(_) => "KeyError",
+            DriverError::UnknownExecution(_)
+            | DriverError::UnknownDefinition(_)
+            | DriverError::VersionMissing { .. } => "KeyError",
             DriverError::AlreadyExists(_) => "ExecutionAlreadyExists",
             DriverError::Context(_) => "ContextError",
             DriverError::Event { .. } => "EventError",
@@ -347,11 +322,32 @@ pub struct StepReport {
     /// The timers this commit armed, `(path, fire_at)` (the worker rings the precise-timer
     /// doorbell for the near ones).
     pub armed_timers: Vec<(String, f64)>,
+    /// The event did not step: the execution's version is not deployed, and the event
+    /// waits on the execution until it is.
+    pub parked: bool,
+    /// The ids of the parked events this call stepped first (their version is back).
+    pub released: Vec<String>,
 }
 
 impl StepReport {
     pub fn enqueued(&self) -> bool {
         self.spawned || !self.outbox_seqs.is_empty()
+    }
+
+    /// Add what a later commit of the same call left (a released parked event's step,
+    /// then the event's own).
+    pub(crate) fn absorb(&mut self, later: StepReport) {
+        self.outbox_seqs.extend(later.outbox_seqs);
+        self.spawned |= later.spawned;
+        self.actions.extend(later.actions);
+        self.outbox.extend(later.outbox);
+        self.spawned_children.extend(later.spawned_children);
+        if later.dropped.is_some() {
+            self.dropped = later.dropped;
+        }
+        self.armed_timers.extend(later.armed_timers);
+        self.parked |= later.parked;
+        self.released.extend(later.released);
     }
 }
 
@@ -419,8 +415,20 @@ impl Driver {
         self
     }
 
-    /// The definition that drives `exe`: by id, else (a submachine child) by its FQN.
+    /// The definition that drives `exe`: the version it is pinned to; unpinned (as harel
+    /// writes it), the current one by id, else (a submachine child) by its FQN.
     pub fn definition_for(&self, exe: &Execution) -> Result<Arc<Definition>, DriverError> {
+        if let Some(version) = exe.definition_version.as_deref() {
+            return self
+                .definitions
+                .get_version(&exe.definition_id, version)
+                .cloned()
+                .ok_or_else(|| DriverError::VersionMissing {
+                    execution_id: exe.id.clone(),
+                    definition_id: exe.definition_id.clone(),
+                    version: version.to_string(),
+                });
+        }
         if let Some(d) = self.definitions.get(&exe.definition_id) {
             return Ok(d.clone());
         }
@@ -428,6 +436,22 @@ impl Driver {
             return self.resolve_machine(fqn);
         }
         Err(DriverError::UnknownDefinition(exe.definition_id.clone()))
+    }
+
+    /// The machine an invoke of `fqn` starts: the one the parent's own version carries
+    /// (a parent pinned to an earlier version invokes that version's submachine), else
+    /// the current one.
+    fn invoked_machine(&self, parent: Option<&Execution>, fqn: &str) -> Result<Arc<Definition>, DriverError> {
+        let carried = parent.and_then(|p| self.definition_for(p).ok()).and_then(|pd| {
+            let sub = pd.submachines.get(fqn)?;
+            self.definitions
+                .get_version(&sub.id, sub.version.as_deref()?)
+                .cloned()
+        });
+        match carried {
+            Some(d) => Ok(d),
+            None => self.resolve_machine(fqn),
+        }
     }
 
     fn resolve_machine(&self, fqn: &str) -> Result<Arc<Definition>, DriverError> {
@@ -497,11 +521,29 @@ impl Driver {
     }
 
     /// Drive one step for `exe` (`None`: start it) and commit it atomically.
+    ///
+    /// An execution pinned to a version this deploy does not retain cannot step: the
+    /// event is parked on the execution instead ([`StepReport::parked`]), and the events
+    /// parked there run, in order, before the next one once the version is back.
     pub async fn run_step(
         &self,
         exe: &mut Execution,
         event: Option<&Event>,
     ) -> Result<StepReport, DriverError> {
+        let Some(event) = event else {
+            return self.step_once(exe, None).await;
+        };
+        match self.parking_gate(exe, event).await? {
+            parking::Gate::Done(report) => Ok(report),
+            parking::Gate::Go(mut report) => {
+                report.absorb(self.step_once(exe, Some(event)).await?);
+                Ok(report)
+            }
+        }
+    }
+
+    /// One step and its commit, on the version `exe` is pinned to.
+    async fn step_once(&self, exe: &mut Execution, event: Option<&Event>) -> Result<StepReport, DriverError> {
         let defn = self.definition_for(exe)?;
         let from_path = exe.active_path.clone();
         // the step may have to be undone (below); a clone is cheap next to the commit's
@@ -551,6 +593,7 @@ impl Driver {
             spawned_children,
             dropped: collected.dropped,
             armed_timers,
+            ..StepReport::default()
         })
     }
 
@@ -559,6 +602,29 @@ impl Driver {
     /// parent's processed mark (and, for a machine with `ttl`, the re-armed budget: the
     /// broadcast is activity). Nothing runs on the parent itself.
     pub async fn commit_broadcast(
+        &self,
+        exe: &mut Execution,
+        event: &Event,
+        region_ids: &[String],
+    ) -> Result<StepReport, DriverError> {
+        match self.parking_gate(exe, event).await? {
+            parking::Gate::Done(report) => Ok(report),
+            parking::Gate::Go(mut report) => {
+                // what was released may have finished regions: broadcast to those still live
+                let live = Driver::region_ids(exe);
+                let region_ids = if report.released.is_empty() {
+                    region_ids
+                } else {
+                    &live
+                };
+                report.absorb(self.broadcast_once(exe, event, region_ids).await?);
+                Ok(report)
+            }
+        }
+    }
+
+    /// The broadcast commit, on the version `exe` is pinned to.
+    async fn broadcast_once(
         &self,
         exe: &mut Execution,
         event: &Event,
@@ -628,7 +694,7 @@ impl Driver {
         };
         let child_defn = match &fqn {
             Some(fqn) => {
-                let d = self.resolve_machine(fqn)?;
+                let d = self.invoked_machine(parent.as_ref(), fqn)?;
                 // an invoked machine starts with its own context defaults
                 d.with_context_defaults(&mut context);
                 d
@@ -641,6 +707,7 @@ impl Driver {
             },
         };
         let mut child = Execution::new(entry.child_id.clone(), child_defn.id.clone());
+        child.definition_version = child_defn.version.clone();
         child.definition_fqn = fqn;
         child.root_path = entry.root_path.clone();
         child.context = context;
@@ -777,6 +844,7 @@ impl Driver {
         }
         let id = execution_id.map_or_else(stm_core::execution::new_id, str::to_string);
         let mut exe = Execution::new(id, defn.id.clone());
+        exe.definition_version = defn.version.clone();
         exe.context = context;
         Ok(exe)
     }
@@ -805,7 +873,17 @@ impl Driver {
             .load(execution_id)
             .await?
             .ok_or_else(|| DriverError::UnknownExecution(execution_id.to_string()))?;
-        let defn = self.definition_for(&exe)?;
+        let defn = match self.definition_for(&exe) {
+            Ok(defn) => defn,
+            // its version is not deployed: the event is parked on it (run_step), unchecked
+            Err(DriverError::VersionMissing { .. }) => {
+                if !self.store.is_processed(&exe.id, &event.id).await? {
+                    self.run_step(&mut exe, Some(event)).await?;
+                }
+                return Ok(exe);
+            }
+            Err(other) => return Err(other),
+        };
         Driver::check_event(&defn, event)?;
         let live = self.live_regions(&exe).await?;
         let broadcast = Driver::is_broadcast(event, live.len());
@@ -841,7 +919,14 @@ impl Driver {
             if exe.as_ref().is_some_and(|e| e.status == Status::Suspended) {
                 continue;
             }
-            if exe.as_ref().is_some_and(|e| self.definition_for(e).is_ok()) {
+            // an execution whose version is not deployed takes its timers too: they park
+            let runnable = |e: &Execution| {
+                matches!(
+                    self.definition_for(e),
+                    Ok(_) | Err(DriverError::VersionMissing { .. })
+                )
+            };
+            if exe.as_ref().is_some_and(runnable) {
                 let event = engine::timeout_event(&timer.execution_id, &timer.path, timer.fire_at);
                 // deliver before delete: a crash between the two is safe (dedupe)
                 self.deliver_inline(&timer.execution_id, &event).await?;

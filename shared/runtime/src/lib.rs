@@ -2,6 +2,7 @@
 //! functions, plus the action registry, the event queue and the three functions' logic.
 //!
 //! - [`driver`]: effects -> actions -> one atomic commit -> delivery.
+//! - [`definitions`]: the machines a driver runs, current and retained versions.
 //! - [`actions`]: handler names -> Rust functions, with harel's `harel.lib.*` built-ins.
 //! - [`queue`]: the [`Queue`] trait, SQS FIFO and in-memory implementations, the message
 //!   contract (harel 0.9.0's messages; see `queue`).
@@ -27,6 +28,7 @@
 pub mod actions;
 pub mod config;
 pub mod control;
+pub mod definitions;
 pub mod doorbell;
 pub mod driver;
 #[cfg(feature = "aws")]
@@ -40,7 +42,8 @@ pub mod worker;
 
 pub use actions::{ActionFn, ActionInput, ActionRegistry, ActionState, UnboundActions};
 pub use control::Control;
-pub use driver::{Clock, Definitions, Driver, DriverError, ManualClock, StepReport, SystemClock};
+pub use definitions::Definitions;
+pub use driver::{Clock, Driver, DriverError, ManualClock, StepReport, SystemClock};
 #[cfg(feature = "aws")]
 pub use queue::SqsQueue;
 pub use queue::{MemoryQueue, OutgoingMessage, Queue};

@@ -28,6 +28,10 @@ pub const FUNCTION_DIMENSION: &str = "Function";
 pub const EVENTS_PROCESSED: &str = "EventsProcessed";
 /// Worker: records acknowledged without a step (duplicate, unknown execution, drained).
 pub const EVENTS_SKIPPED: &str = "EventsSkipped";
+/// Worker: events kept on an execution pinned to a version the deploy does not have
+/// (released when it is back; an alarm on it catches a deploy that dropped a version
+/// still in use).
+pub const EVENTS_PARKED: &str = "EventsParked";
 /// Worker: lost CAS (`StoreConflict`), redelivered.
 pub const CONFLICTS: &str = "Conflicts";
 /// Worker: records reported failed for any other reason (poison, store error, ...).

@@ -167,6 +167,9 @@ pub enum Handled {
     UnknownExecution,
     /// Dropped by the lifecycle rules (`CANCELLED`, `CANCELLING`, `PENDING`).
     Drained { status: Status },
+    /// Kept on the execution, which is pinned to a version this deploy does not have:
+    /// it steps once that version is back (the driver's parking).
+    ParkedForVersion { execution_id: String, version: String },
 }
 
 /// Why a record is reported failed.
@@ -203,27 +206,33 @@ pub struct BatchOutcome {
 
 impl BatchOutcome {
     /// The batch as CloudWatch metrics (Embedded Metric Format, no API call): events
-    /// processed, skipped as duplicates or drained, conflicts, failures, and what the
+    /// processed, skipped as duplicates or drained, parked, conflicts, failures, and what the
     /// inline flush forwarded.
     pub fn metrics(&self) -> crate::metrics::MetricSet {
         let mut m = crate::metrics::MetricSet::for_function("worker");
         let (mut processed, mut skipped, mut conflicts, mut failures) = (0.0, 0.0, 0.0, 0.0);
+        let mut parked = 0.0;
         for (_, result) in &self.records {
             match result {
                 Ok(Handled::Processed { .. } | Handled::Broadcast { .. } | Handled::Spawned { .. }) => {
                     processed += 1.0
                 }
+                Ok(Handled::ParkedForVersion { .. }) => parked += 1.0,
                 Ok(_) => skipped += 1.0,
                 Err(Failed::Conflict(_)) => conflicts += 1.0,
                 Err(Failed::Skipped | Failed::Parked | Failed::OutOfTime) => skipped += 1.0,
                 Err(_) => failures += 1.0,
             }
         }
-        m.count("EventsProcessed", processed);
-        m.count("EventsSkipped", skipped);
-        m.count("Conflicts", conflicts);
-        m.count("Failures", failures);
-        m.count("RelayForwarded", self.flushed.forwarded as f64);
+        use crate::metrics::{
+            CONFLICTS, EVENTS_PARKED, EVENTS_PROCESSED, EVENTS_SKIPPED, FAILURES, RELAY_FORWARDED,
+        };
+        m.count(EVENTS_PROCESSED, processed);
+        m.count(EVENTS_SKIPPED, skipped);
+        m.count(EVENTS_PARKED, parked);
+        m.count(CONFLICTS, conflicts);
+        m.count(FAILURES, failures);
+        m.count(RELAY_FORWARDED, self.flushed.forwarded as f64);
         m
     }
 
@@ -425,6 +434,14 @@ impl Worker {
             self.driver.run_step(&mut exe, Some(event)).await
         }
         .map_err(classify)?;
+        if report.parked {
+            // the driver logged it; the recheck timer may be near enough for a doorbell
+            self.ring(&exe.id, &report).await;
+            return Ok(Handled::ParkedForVersion {
+                execution_id: exe.id,
+                version: exe.definition_version.unwrap_or_default(),
+            });
+        }
         // one line per processed event; never the context, which may hold personal data
         tracing::info!(
             execution_id = %exe.id,

@@ -9,7 +9,8 @@ use stm_store::{CreateOptions, DynamoDbStore};
 
 use super::{driver, load_definitions_dir, FunctionConfig};
 use crate::actions::ActionRegistry;
-use crate::driver::{Definitions, Driver, DriverError};
+use crate::definitions::Definitions;
+use crate::driver::{Driver, DriverError};
 use crate::queue::SqsQueue;
 
 impl FunctionConfig {

@@ -48,6 +48,16 @@ pub enum ConfigError {
         machine: String,
         findings: Vec<String>,
     },
+    /// A retained version (`versions/*.json`) that cannot be read back as it was frozen.
+    #[error("retained version {}: {source}", file.display())]
+    FrozenVersion {
+        file: PathBuf,
+        #[source]
+        source: stm_core::version::FrozenError,
+    },
+    /// A retained version whose file name is not what it holds (renamed by hand).
+    #[error("retained version {}: it holds {expected}: name the file {expected}, as `stm versions freeze` does", file.display())]
+    FrozenName { file: PathBuf, expected: String },
     /// Actions a machine calls that nothing provides.
     #[error(transparent)]
     Unbound(#[from] UnboundActions),

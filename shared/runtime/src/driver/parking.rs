@@ -1,0 +1,135 @@
+//! Parking: an execution pinned to a version this deploy does not retain keeps its
+//! events, in order, on its own item, and steps them once the version is back.
+//!
+//! Not failed and not poison: a deploy that dropped a version still in use loses
+//! nothing, and putting the version back releases the events. Parking commits the
+//! execution (CAS, as a step does) with the event appended to `parked_events` and a
+//! recheck timer (`@parked`) armed; the event's processed mark is written only when it
+//! finally steps, so a redelivery while it waits is recognised by its id in the list.
+//! The release happens on the execution's next event or on the recheck, whichever
+//! comes first: each parked event steps in its own commit, which also takes it off the
+//! list, so a crash half-way resumes where it stopped.
+//!
+//! The list lives in the execution's item, so it counts toward DynamoDB's 400 KB item
+//! size: an event that would not fit fails as a too-large write does.
+
+use stm_core::{Event, Execution};
+use stm_store::{Commit, TimerOp};
+
+use super::{Driver, DriverError, StepReport};
+
+/// The timer path of a parked execution's recheck.
+pub const PARKED_PATH: &str = "@parked";
+
+/// Seconds from one recheck of a parked execution to the next, when no event comes.
+pub const PARKED_RECHECK_SECONDS: f64 = 300.0;
+
+/// What the gate in front of a step decided.
+pub(super) enum Gate {
+    /// Step the event; the report holds what was released before it.
+    Go(StepReport),
+    /// The call is over: the event was parked, or was the recheck, or had been parked
+    /// and just stepped among the released ones.
+    Done(StepReport),
+}
+
+/// The sweeper's `Timeout` for the `@parked` timer: never a step of the machine.
+fn is_recheck(event: &Event) -> bool {
+    event.kind == "Timeout" && event.data.get("path").and_then(|p| p.as_str()) == Some(PARKED_PATH)
+}
+
+impl Driver {
+    /// In front of every event step: park `event` if `exe`'s version is not deployed,
+    /// else first step whatever was parked.
+    pub(super) async fn parking_gate(&self, exe: &mut Execution, event: &Event) -> Result<Gate, DriverError> {
+        let recheck = is_recheck(event);
+        match self.definition_for(exe) {
+            Err(DriverError::VersionMissing { version, .. }) => {
+                self.park(exe, event, recheck, &version).await.map(Gate::Done)
+            }
+            Err(other) => Err(other),
+            Ok(_) => {
+                let report = self.release_parked(exe).await?;
+                if recheck || report.released.contains(&event.id) {
+                    Ok(Gate::Done(report))
+                } else {
+                    Ok(Gate::Go(report))
+                }
+            }
+        }
+    }
+
+    async fn park(
+        &self,
+        exe: &mut Execution,
+        event: &Event,
+        recheck: bool,
+        version: &str,
+    ) -> Result<StepReport, DriverError> {
+        let parked = StepReport {
+            parked: true,
+            ..StepReport::default()
+        };
+        if exe.parked_events.iter().any(|p| p.id == event.id) || (recheck && exe.parked_events.is_empty()) {
+            // a redelivery of a parked event, or a recheck with nothing waiting
+            return Ok(parked);
+        }
+        if !recheck {
+            exe.parked_events.push(event.clone());
+        }
+        let now = self.clock.now();
+        let fire_at = now + PARKED_RECHECK_SECONDS;
+        exe.stamp(now);
+        let commit = Commit {
+            timers: vec![TimerOp::Schedule {
+                path: PARKED_PATH.into(),
+                fire_at,
+            }],
+            ..Commit::default()
+        };
+        self.store.commit(exe, commit).await?;
+        tracing::warn!(
+            execution_id = %exe.id,
+            definition_id = %exe.definition_id,
+            version = %version,
+            event_id = %event.id,
+            kind = %event.kind,
+            parked = exe.parked_events.len(),
+            "event parked: execution {} is pinned to version {version} of {}, which this deploy \
+             does not have; it waits until that version is deployed again or the execution is migrated",
+            exe.id,
+            exe.definition_id,
+        );
+        Ok(StepReport {
+            armed_timers: vec![(PARKED_PATH.into(), fire_at)],
+            ..parked
+        })
+    }
+
+    /// Step every parked event of `exe`, oldest first, each in its own commit. (The
+    /// recheck timer is left to lapse: firing with nothing parked, it changes nothing.)
+    async fn release_parked(&self, exe: &mut Execution) -> Result<StepReport, DriverError> {
+        let mut report = StepReport::default();
+        if exe.parked_events.is_empty() {
+            return Ok(report);
+        }
+        tracing::info!(
+            execution_id = %exe.id,
+            version = exe.definition_version.as_deref().unwrap_or("-"),
+            parked = exe.parked_events.len(),
+            "releasing parked events: the execution's version is deployed again"
+        );
+        while !exe.parked_events.is_empty() {
+            let event = exe.parked_events.remove(0);
+            let regions = Driver::region_ids(exe);
+            let step = if Driver::is_broadcast(&event, regions.len()) {
+                self.broadcast_once(exe, &event, &regions).await?
+            } else {
+                self.step_once(exe, Some(&event)).await?
+            };
+            report.absorb(step);
+            report.released.push(event.id);
+        }
+        Ok(report)
+    }
+}
