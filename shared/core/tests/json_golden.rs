@@ -63,6 +63,29 @@ fn unknown_fields_survive_a_round_trip() {
         .contains(r#""extra_flag":true"#));
 }
 
+/// serde_json's typed parse reads every record (timestamps, big ints, unknown fields,
+/// a repeated key), so `Execution::from_json` never needs its slower fallback for what
+/// we or harel write; only a `NaN` or an `Infinity` does.
+#[test]
+fn records_parse_typed_without_a_value_in_between() {
+    let text = r#"{"id":"x","definition_id":"d","status":"RUNNING","created_at":1764638000.125,
+        "updated_at":1e3,"version":7,"context":{"big":123456789012345678901234567890,"f":0.1},
+        "deferred":[{"id":"e","kind":"K","data":{"n":2.5},"later":1.5}],
+        "children":{"c":{"root_path":"A","finished":false,"note":0.5}},
+        "future_field":[1.5],"version":8}"#;
+    let exe: Execution = serde_json::from_str(text).expect("a typed parse");
+    assert_eq!((exe.created_at, exe.updated_at, exe.version), (Some(1764638000.125), Some(1000.0), 8));
+    assert_eq!(exe.context["big"].to_string(), "123456789012345678901234567890");
+    assert_eq!(exe.deferred[0].extra["later"].to_string(), "1.5");
+    assert_eq!(exe.children["c"].extra["note"].to_string(), "0.5");
+    assert_eq!(exe.extra["future_field"].to_string(), "[1.5]");
+    let missing: Result<Execution, _> = serde_json::from_str(r#"{"id":"x"}"#);
+    let why = missing.expect_err("definition_id is required").to_string();
+    assert!(why.contains("missing field `definition_id`"), "{why}");
+    let nan = Execution::from_json(r#"{"definition_id":"d","context":{"x":NaN}}"#).expect("the fallback reads NaN");
+    assert_eq!(stm_core::pyjson::dumps(&nan.context["x"]), "NaN");
+}
+
 fn python() -> PathBuf {
     std::env::var("STM_PYTHON")
         .map(PathBuf::from)
