@@ -13,6 +13,7 @@ mod new;
 #[cfg(feature = "aws")]
 mod ops;
 mod shell;
+mod versions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -109,6 +110,12 @@ enum Command {
         /// Overwrite the file if it exists.
         #[arg(long)]
         force: bool,
+    },
+    /// Definition versions: freeze the ones a deploy retains, check what a new one puts
+    /// at risk, see which ones live executions are pinned to.
+    Versions {
+        #[command(subcommand)]
+        command: versions::VersionsCommand,
     },
     /// Drive a machine with events over an in-memory store (no deployment).
     Run {
@@ -255,6 +262,7 @@ fn run(command: Command) -> Result<ExitCode> {
             stm_git,
         }),
         Command::New { file, name, force } => new::new_machine(&file, name.as_deref(), force),
+        Command::Versions { command } => versions::run(command),
         Command::Run {
             file,
             name,

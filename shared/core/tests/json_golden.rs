@@ -74,7 +74,10 @@ fn records_parse_typed_without_a_value_in_between() {
         "children":{"c":{"root_path":"A","finished":false,"note":0.5}},
         "future_field":[1.5],"version":8}"#;
     let exe: Execution = serde_json::from_str(text).expect("a typed parse");
-    assert_eq!((exe.created_at, exe.updated_at, exe.version), (Some(1764638000.125), Some(1000.0), 8));
+    assert_eq!(
+        (exe.created_at, exe.updated_at, exe.version),
+        (Some(1764638000.125), Some(1000.0), 8)
+    );
     assert_eq!(exe.context["big"].to_string(), "123456789012345678901234567890");
     assert_eq!(exe.deferred[0].extra["later"].to_string(), "1.5");
     assert_eq!(exe.children["c"].extra["note"].to_string(), "0.5");
@@ -82,7 +85,8 @@ fn records_parse_typed_without_a_value_in_between() {
     let missing: Result<Execution, _> = serde_json::from_str(r#"{"id":"x"}"#);
     let why = missing.expect_err("definition_id is required").to_string();
     assert!(why.contains("missing field `definition_id`"), "{why}");
-    let nan = Execution::from_json(r#"{"definition_id":"d","context":{"x":NaN}}"#).expect("the fallback reads NaN");
+    let nan =
+        Execution::from_json(r#"{"definition_id":"d","context":{"x":NaN}}"#).expect("the fallback reads NaN");
     assert_eq!(stm_core::pyjson::dumps(&nan.context["x"]), "NaN");
 }
 

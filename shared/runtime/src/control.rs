@@ -22,6 +22,9 @@ use crate::driver::{check_event_size, Driver, DriverError};
 use crate::queue::{OutgoingMessage, Queue};
 use crate::relay;
 
+mod migrate;
+pub use migrate::{Migration, PathMap};
+
 /// How many times a status change is retried against concurrent writers (harel's).
 const RETRIES: usize = 5;
 
@@ -105,8 +108,13 @@ impl Control {
             // never follow it)
             check_event_size(execution_id, event)?;
             if let Some(exe) = self.driver.store.load(execution_id).await? {
-                let defn = self.driver.definition_for(&exe)?;
-                Driver::check_event(&defn, event)?;
+                match self.driver.definition_for(&exe) {
+                    Ok(defn) => Driver::check_event(&defn, event)?,
+                    // pinned to a version this deploy does not have: nothing to check the
+                    // event against, and the worker parks it until that version is back
+                    Err(DriverError::VersionMissing { .. }) => {}
+                    Err(other) => return Err(other),
+                }
                 if exe.status == Status::Pending {
                     self.deliver_pending(execution_id).await?;
                 }
@@ -139,8 +147,16 @@ impl Control {
                     return Ok(());
                 }
                 let cancel = Event::with_data("Cancel", reason.clone().unwrap_or_default());
-                let defn = self.driver.definition_for(&exe)?;
-                if exe.status == Status::Failed || !engine::has_cancel_handler(&defn, &exe, &cancel) {
+                // a machine version this deploy does not have cannot say whether the state
+                // models `on Cancel`: the cancel is forceful, as for a FAILED execution
+                let cooperative = match self.driver.definition_for(&exe) {
+                    Ok(defn) => {
+                        exe.status != Status::Failed && engine::has_cancel_handler(&defn, &exe, &cancel)
+                    }
+                    Err(DriverError::VersionMissing { .. }) => false,
+                    Err(other) => return Err(other),
+                };
+                if !cooperative {
                     return self.force(execution_id, Status::Cancelled).await;
                 }
                 // a reason too large for SQS: refused before the CANCELLING commit, which

@@ -106,6 +106,10 @@ pub enum DriverError {
         type_name: &'static str,
         message: String,
     },
+    /// A migration that cannot be done as asked (a version not deployed, a state the
+    /// target lacks and no map covers): nothing was written.
+    #[error("{0}")]
+    Migration(String),
     /// The event queue refused a call (publishes report failures per message instead).
     #[error("queue error: {0}")]
     Queue(#[from] crate::queue::QueueError),
@@ -142,6 +146,7 @@ impl DriverError {
             DriverError::Resolve(_) => "ResolveError",
             DriverError::Engine(_) => "AssertionError",
             DriverError::Raised { type_name, .. } => type_name,
+            DriverError::Migration(_) => "ValueError",
             DriverError::Queue(_) => "TransportError",
             DriverError::Config(_) => "ValueError",
             DriverError::InvalidId(_) => "ValueError",

@@ -112,6 +112,10 @@ pub struct ExecutionSummary {
     pub version: i64,
     pub parent_id: Option<String>,
     pub finished_at: Option<f64>,
+    /// The version of its machine it is pinned to (`None`: unpinned, as harel writes it).
+    pub definition_version: Option<String>,
+    /// How many events wait on it for that version to be deployed.
+    pub parked_events: usize,
 }
 
 impl ExecutionSummary {
@@ -125,6 +129,8 @@ impl ExecutionSummary {
             version: exe.version,
             parent_id: exe.parent_id.clone(),
             finished_at: exe.finished_at,
+            definition_version: exe.definition_version.clone(),
+            parked_events: exe.parked_events.len(),
         }
     }
 }

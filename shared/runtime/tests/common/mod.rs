@@ -57,14 +57,36 @@ impl Stack {
         )
     }
 
+    /// The same tables, queue and clock with other machines: a new deploy of the worker.
+    pub fn redeploy(&self, definitions: Definitions) -> Stack {
+        let clock = self.clock.clone();
+        Stack::with_definitions(
+            self.store.clone(),
+            self.queue.clone(),
+            clock.clone(),
+            clock,
+            definitions,
+        )
+    }
+
     fn with_clock(
         store: Arc<dyn ExecutionStore>,
         queue: Arc<dyn Queue>,
         driver_clock: Arc<dyn Clock>,
         clock: Arc<ManualClock>,
     ) -> Self {
-        let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins())
-            .with_clock(driver_clock);
+        Stack::with_definitions(store, queue, driver_clock, clock, definitions())
+    }
+
+    fn with_definitions(
+        store: Arc<dyn ExecutionStore>,
+        queue: Arc<dyn Queue>,
+        driver_clock: Arc<dyn Clock>,
+        clock: Arc<ManualClock>,
+        definitions: Definitions,
+    ) -> Self {
+        let driver =
+            Driver::new(store.clone(), definitions, ActionRegistry::with_builtins()).with_clock(driver_clock);
         let worker = Worker::new(
             driver.clone(),
             queue.clone(),

@@ -1,0 +1,282 @@
+//! `stm versions`: freeze the machines a deploy retains, check what a new version puts at
+//! risk, and (against a deployment) list the versions live executions are pinned to.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::Subcommand;
+use stm_core::version::diff::{diff, Report};
+use stm_core::version::{frozen_file_name, FrozenVersion, VERSIONS_DIR};
+use stm_core::Definition;
+
+use crate::errors::usage;
+
+#[derive(Subcommand)]
+pub enum VersionsCommand {
+    /// Keep the current version of every machine of DIR (its *.stm files) deployable:
+    /// write each, compiled, to DIR/versions/MACHINE@VERSION.json. Executions pinned to
+    /// a retained version go on stepping on it after the .stm files change.
+    Freeze {
+        /// The definitions folder (what the worker's STM_DEFINITIONS_DIR holds).
+        dir: PathBuf,
+        /// A name shown beside the versions frozen now (`v2`, a release tag).
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// What changes from OLD to NEW, per machine, each line safe or at risk for an
+    /// execution that sits where it applies. Exit 1 when anything is at risk.
+    Check {
+        /// The old version: a .stm file, a definitions folder or a frozen .json version.
+        old: PathBuf,
+        /// The new version, as OLD.
+        new: PathBuf,
+        /// Only this machine.
+        name: Option<String>,
+    },
+    /// The versions live executions are pinned to, with counts by active state, and
+    /// which of them sit in states the current version puts at risk.
+    #[cfg(feature = "aws")]
+    InUse {
+        /// The definitions folder the deployment runs (its .stm files and versions/).
+        #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
+        definitions: PathBuf,
+        #[command(flatten)]
+        tables: crate::ops::Tables,
+    },
+}
+
+pub fn run(command: VersionsCommand) -> Result<ExitCode> {
+    match command {
+        VersionsCommand::Freeze { dir, label } => freeze(&dir, label),
+        VersionsCommand::Check { old, new, name } => check(&old, &new, name.as_deref()),
+        #[cfg(feature = "aws")]
+        VersionsCommand::InUse { definitions, tables } => {
+            crate::operate(async move { in_use::report(&definitions, &tables).await })
+        }
+    }
+}
+
+/// `stm versions freeze DIR`.
+fn freeze(dir: &Path, label: Option<String>) -> Result<ExitCode> {
+    let files = stm_files_in(dir)?;
+    let target = dir.join(VERSIONS_DIR);
+    std::fs::create_dir_all(&target)
+        .map_err(|e| usage(format!("cannot create {}: {e}", target.display())))?;
+    for file in &files {
+        for defn in stm_runtime::config::load_file(file)? {
+            let mut frozen = FrozenVersion::new(&defn, label.clone());
+            // the file's name, not this machine's path to it: the same version freezes
+            // to the same bytes wherever it is frozen
+            frozen.frozen_from = file.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = frozen_file_name(&frozen.machine, &frozen.version);
+            let path = target.join(&name);
+            if path.exists() {
+                println!(
+                    "{} {}: already in {VERSIONS_DIR}/",
+                    frozen.machine, frozen.version
+                );
+                continue;
+            }
+            std::fs::write(&path, frozen.to_text())
+                .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+            println!(
+                "froze {} {}{} -> {VERSIONS_DIR}/{name}",
+                frozen.machine,
+                frozen.version,
+                frozen
+                    .label
+                    .as_deref()
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `*.stm` files directly in `dir`, sorted (what the worker loads).
+fn stm_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| usage(format!("cannot read {}: {e}", dir.display())))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "stm"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!(usage(format!("no .stm file in {}", dir.display())));
+    }
+    Ok(files)
+}
+
+/// The machines one side of a check names: a `.stm` file's, a folder's `.stm` files'
+/// (its current versions), or one frozen version.
+fn side(path: &Path) -> Result<Vec<Definition>> {
+    if path.is_dir() {
+        let mut out = Vec::new();
+        for file in stm_files_in(path)? {
+            out.extend(load_all(&file)?);
+        }
+        return Ok(out);
+    }
+    if !path.exists() {
+        bail!(usage(format!("no such file or directory: {}", path.display())));
+    }
+    if path.extension().is_some_and(|x| x == "json") {
+        return Ok(vec![stm_runtime::config::load_frozen(path)?.definition]);
+    }
+    load_all(path)
+}
+
+fn load_all(file: &Path) -> Result<Vec<Definition>> {
+    stm_core::dsl::load_all_file(file)
+        .map_err(|e| anyhow::Error::new(e.with_file(file.display().to_string())))
+}
+
+/// `stm versions check OLD NEW [NAME]`.
+fn check(old: &Path, new: &Path, name: Option<&str>) -> Result<ExitCode> {
+    let (old, new) = (side(old)?, side(new)?);
+    let by_name = |defns: Vec<Definition>| -> BTreeMap<String, Definition> {
+        defns
+            .into_iter()
+            .filter(|d| name.is_none_or(|n| d.id == n))
+            .map(|d| (d.id.clone(), d))
+            .collect()
+    };
+    let (old, new) = (by_name(old), by_name(new));
+    if old.is_empty() && new.is_empty() {
+        bail!(usage(match name {
+            Some(name) => format!("no machine named {name:?} on either side"),
+            None => "no machine on either side".to_string(),
+        }));
+    }
+    let mut at_risk = false;
+    for (id, old_defn) in &old {
+        match new.get(id) {
+            Some(new_defn) => {
+                let report: Report = diff(old_defn, new_defn);
+                at_risk |= report.at_risk();
+                print!("{report}");
+            }
+            None => {
+                at_risk = true;
+                println!("{id}: removed: its executions step on it only while a deploy retains it");
+            }
+        }
+    }
+    for id in new.keys().filter(|id| !old.contains_key(*id)) {
+        println!("{id}: new machine");
+    }
+    Ok(if at_risk {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(feature = "aws")]
+mod in_use {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use anyhow::Result;
+    use stm_core::version::diff::diff;
+    use stm_core::Status;
+    use stm_store::{ExecutionStore, ListQuery};
+
+    use crate::ops::Tables;
+
+    /// Live executions of one (machine, version): by active state, and parked events.
+    #[derive(Default)]
+    struct Usage {
+        by_state: BTreeMap<String, usize>,
+        parked: usize,
+    }
+
+    /// `stm versions in-use`.
+    pub async fn report(definitions_dir: &Path, tables: &Tables) -> Result<()> {
+        let definitions = stm_runtime::config::load_definitions_dir(definitions_dir)?;
+        let store = tables.store(false).await?;
+        let mut usage: BTreeMap<(String, Option<String>), Usage> = BTreeMap::new();
+        let mut query = ListQuery {
+            limit: 100,
+            ..ListQuery::default()
+        };
+        loop {
+            let page = store.list_executions(&query).await?;
+            let live =
+                |s: &&stm_store::ExecutionSummary| !s.status.is_finished() && s.status != Status::Failed;
+            for s in page.items.iter().filter(live) {
+                let u = usage
+                    .entry((s.definition_id.clone(), s.definition_version.clone()))
+                    .or_default();
+                *u.by_state
+                    .entry(s.active_path.clone().unwrap_or_else(|| "(not started)".into()))
+                    .or_default() += 1;
+                u.parked += s.parked_events;
+            }
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => break,
+            }
+        }
+        if usage.is_empty() {
+            println!("no live execution");
+            return Ok(());
+        }
+        for ((machine, version), u) in &usage {
+            let total: usize = u.by_state.values().sum();
+            let current = definitions.get(machine);
+            let pinned = version
+                .as_deref()
+                .and_then(|v| definitions.get_version(machine, v));
+            let is_current = current.is_some_and(|c| c.version.is_some() && c.version == *version);
+            let status = match (version, pinned) {
+                (None, _) => "unpinned: steps on the current version".to_string(),
+                (Some(_), _) if is_current => "current".to_string(),
+                (Some(v), Some(_)) => match definitions.label(v) {
+                    Some(label) => format!("retained, {label}"),
+                    None => "retained".to_string(),
+                },
+                (Some(_), None) => "NOT DEPLOYED: its events are parked".to_string(),
+            };
+            // where an execution would be at risk on the current version (a migration,
+            // or an unpinned one stepping on it)
+            let report = match (pinned.or(current), current) {
+                (Some(from), Some(to)) if !is_current => Some(diff(from, to)),
+                _ => None,
+            };
+            let risky: usize = u
+                .by_state
+                .iter()
+                .filter(|(path, _)| report.as_ref().is_some_and(|r| r.is_at_risk_path(path)))
+                .map(|(_, n)| n)
+                .sum();
+            println!(
+                "{machine} {} ({status}): {total} live execution(s){}{}",
+                version.as_deref().unwrap_or("-"),
+                if risky > 0 {
+                    format!(", {risky} in states the current version puts at risk")
+                } else {
+                    String::new()
+                },
+                if u.parked > 0 {
+                    format!(", {} parked event(s)", u.parked)
+                } else {
+                    String::new()
+                }
+            );
+            for (path, n) in &u.by_state {
+                let mark = if report.as_ref().is_some_and(|r| r.is_at_risk_path(path)) {
+                    "  at risk"
+                } else {
+                    ""
+                };
+                println!("  {n:>6}  {path}{mark}");
+            }
+        }
+        Ok(())
+    }
+}

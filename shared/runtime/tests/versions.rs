@@ -1,0 +1,234 @@
+//! Definition versions end to end, over DynamoDB and SQS FIFO (moto over HTTP, behind the
+//! strict layer), through the worker, relay and sweeper: executions started on v1 keep
+//! stepping on v1 after v2 is deployed with v1 retained, new ones run v2; a deploy that
+//! drops v1 parks the v1 executions' events (nothing failed, nothing dead-lettered), and
+//! putting v1 back releases them; a migration with a map moves one execution to v2.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::{event, moto_parts, Stack};
+use serde_json::json;
+use stm_core::version::{frozen_file_name, version_of, FrozenVersion};
+use stm_core::Status;
+use stm_runtime::config::load_definitions_dir;
+use stm_runtime::control::PathMap;
+use stm_runtime::queue::SqsQueue;
+use stm_store::ExecutionStore;
+
+const V1: &str = "event Go {}\nevent Back {}\n\nmachine Flow {\n  initial Idle\n  state Idle {}\n  state Busy {\n    timeout 600\n  }\n  final Done success\n  from Idle to Busy on Go\n  from Busy to Done on Back\n}\n";
+
+/// v2: `Busy` is renamed `Working`, and `Back` from it returns to `Idle` instead of
+/// finishing, so which version stepped an execution shows in where it lands.
+const V2: &str = "event Go {}\nevent Back {}\n\nmachine Flow {\n  initial Idle\n  state Idle {}\n  state Working {\n    timeout 600\n  }\n  final Done success\n  from Idle to Working on Go\n  from Working to Idle on Back\n}\n";
+
+/// A definitions folder as a deploy carries it: `flow.stm`, and `versions/` with each
+/// of `retained` frozen (what `stm versions freeze` writes).
+fn deploy_dir(tag: &str, current: &str, retained: &[&str]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stm-versions-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("versions")).expect("make the folder");
+    std::fs::write(dir.join("flow.stm"), current).expect("write flow.stm");
+    for text in retained {
+        let defn = stm_core::dsl::load_definition_str(text, None, None).expect("valid");
+        let frozen = FrozenVersion::new(&defn, Some("retained".into()));
+        std::fs::write(
+            dir.join("versions")
+                .join(frozen_file_name(&frozen.machine, &frozen.version)),
+            frozen.to_text(),
+        )
+        .expect("write the frozen version");
+    }
+    dir
+}
+
+fn version(text: &str) -> String {
+    version_of(&stm_core::dsl::load_definition_str(text, None, None).expect("valid"))
+}
+
+fn deploy(base: &Stack, dir: &Path) -> Stack {
+    base.redeploy(load_definitions_dir(dir).expect("the deploy's definitions load"))
+}
+
+async fn state(stack: &Stack, id: &str) -> (Option<String>, Status, Option<String>, usize) {
+    let exe = stack.load(id).await;
+    (
+        exe.active_path,
+        exe.status,
+        exe.definition_version,
+        exe.parked_events.len(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_executions_step_on_their_version_park_without_it_and_migrate() {
+    let parts = moto_parts("versions", 2, 5).await;
+    let queue = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
+    let first = Stack::new(parts.store.clone(), queue);
+    let (v1, v2) = (version(V1), version(V2));
+    let only_v1 = deploy_dir("v1", V1, &[]);
+    let v2_with_v1 = deploy_dir("v2-v1", V2, &[V1]);
+    let only_v2 = deploy_dir("v2", V2, &[]);
+
+    // 1. executions start on v1, and are pinned to it
+    let on_v1 = deploy(&first, &only_v1);
+    for id in ["a", "b", "m"] {
+        on_v1
+            .control
+            .create("Flow", None, Some(id))
+            .await
+            .expect("create");
+        on_v1.drain().await;
+        on_v1
+            .control
+            .send(id, &event("Go", json!({})))
+            .await
+            .expect("send");
+    }
+    on_v1.drain().await;
+    assert_eq!(
+        state(&on_v1, "a").await,
+        (Some("Busy".into()), Status::Running, Some(v1.clone()), 0)
+    );
+
+    // 2-3. v2 deployed with v1 retained: v1's executions follow v1, a new one follows v2
+    let both = deploy(&first, &v2_with_v1);
+    both.control
+        .create("Flow", None, Some("new"))
+        .await
+        .expect("create on v2");
+    both.drain().await;
+    both.control
+        .send("new", &event("Go", json!({})))
+        .await
+        .expect("send");
+    both.control
+        .send("a", &event("Back", json!({})))
+        .await
+        .expect("send");
+    both.drain().await;
+    both.control
+        .send("new", &event("Back", json!({})))
+        .await
+        .expect("send");
+    both.drain().await;
+    assert_eq!(
+        state(&both, "a").await,
+        (Some("Done".into()), Status::Done, Some(v1.clone()), 0),
+        "v1's transition"
+    );
+    assert_eq!(
+        state(&both, "new").await,
+        (Some("Idle".into()), Status::Running, Some(v2.clone()), 0),
+        "v2's"
+    );
+
+    // 4. v1 dropped: b's events are parked on b, in order, not failed and not lost
+    let dropped = deploy(&first, &only_v2);
+    dropped
+        .control
+        .send("b", &event("Back", json!({})))
+        .await
+        .expect("send to a parked execution");
+    dropped
+        .control
+        .send("b", &event("Go", json!({})))
+        .await
+        .expect("send");
+    dropped.drain().await;
+    let parked = dropped.load("b").await;
+    assert_eq!(
+        (parked.active_path.as_deref(), parked.status),
+        (Some("Busy"), Status::Running)
+    );
+    let kinds: Vec<&str> = parked.parked_events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["Back", "Go"]);
+    assert!(
+        parts
+            .store
+            .armed_timer("b", "@parked")
+            .await
+            .expect("timers")
+            .is_some(),
+        "a recheck is armed"
+    );
+    let dead = parts
+        .client
+        .receive_message()
+        .queue_url(&parts.urls.dead_letter_url)
+        .send()
+        .await
+        .expect("read the DLQ");
+    assert!(dead.messages().is_empty(), "nothing dead-lettered");
+    // its recheck, while v1 is still missing, re-arms and changes nothing else
+    dropped.clock.advance(301.0);
+    dropped.drain().await;
+    assert_eq!(state(&dropped, "b").await.3, 2, "still parked");
+
+    // 5. v1 back: the recheck releases the parked events, oldest first, on v1
+    let restored = deploy(&first, &v2_with_v1);
+    restored.clock.advance(301.0);
+    restored.drain().await;
+    assert_eq!(
+        state(&restored, "b").await,
+        (Some("Done".into()), Status::Done, Some(v1.clone()), 0),
+        "Back stepped on v1 (to Done), then Go found nothing to do"
+    );
+
+    // 6. migrate m (in v1's Busy) to v2: without a map it is refused, naming the state
+    let refused = restored
+        .control
+        .migrate("m", &v2, &PathMap::new(), false)
+        .await
+        .expect_err("Busy is not a state of v2");
+    assert!(refused.to_string().contains("the active state Busy"), "{refused}");
+    let map = PathMap::new().with("Busy", "Working");
+    let dry = restored
+        .control
+        .migrate("m", &v2, &map, true)
+        .await
+        .expect("dry run");
+    assert_eq!(dry[0].moved, [("Busy".to_string(), "Working".to_string())]);
+    assert_eq!(
+        state(&restored, "m").await.2,
+        Some(v1.clone()),
+        "a dry run writes nothing"
+    );
+    let timer_before = parts.store.armed_timer("m", "Busy").await.expect("timers");
+    restored
+        .control
+        .migrate("m", &v2, &map, false)
+        .await
+        .expect("migrate");
+    assert_eq!(
+        state(&restored, "m").await,
+        (Some("Working".into()), Status::Running, Some(v2.clone()), 0)
+    );
+    assert_eq!(
+        parts.store.armed_timer("m", "Working").await.expect("timers"),
+        timer_before,
+        "the timer moved"
+    );
+    assert_eq!(parts.store.armed_timer("m", "Busy").await.expect("timers"), None);
+    let trace = parts.store.read_trace("m").await.expect("trace");
+    let last = trace.last().expect("a trace step");
+    assert_eq!(last["event_kind"], "Migrate");
+    assert_eq!(
+        (last["from_path"].as_str(), last["to_path"].as_str()),
+        (Some("Busy"), Some("Working"))
+    );
+    // and it now follows v2: Back from Working returns to Idle
+    restored
+        .control
+        .send("m", &event("Back", json!({})))
+        .await
+        .expect("send");
+    restored.drain().await;
+    assert_eq!(state(&restored, "m").await.0.as_deref(), Some("Idle"));
+
+    for dir in [only_v1, v2_with_v1, only_v2] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
