@@ -224,6 +224,30 @@ enum Command {
         #[command(flatten)]
         deployment: ops::Deployment,
     },
+    /// Move an execution, with its region children, to another deployed version of its
+    /// machine (`stm versions in-use` lists them). Refused, with the reason, when a state
+    /// it holds is not in that version and no --map covers it.
+    #[cfg(feature = "aws")]
+    Migrate {
+        /// The execution (or --all-at).
+        #[arg(required_unless_present = "all_at")]
+        id: Option<String>,
+        /// The version to move to.
+        #[arg(long, value_name = "VERSION")]
+        to: String,
+        /// A state renamed between the versions (repeatable); a composite's covers the
+        /// states below it.
+        #[arg(long = "map", value_name = "OLD.PATH=NEW.PATH")]
+        map: Vec<String>,
+        /// Check and print what would move; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Every root execution pinned to this version instead of one ID.
+        #[arg(long, value_name = "VERSION", conflicts_with = "id")]
+        all_at: Option<String>,
+        #[command(flatten)]
+        deployment: ops::Deployment,
+    },
     /// Forceful cancel: CANCELLED now, no hooks.
     #[cfg(feature = "aws")]
     Terminate {
@@ -340,6 +364,24 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Resume { id, deployment } => {
             operate(async move { ops::control(&deployment, &id, ops::ControlCommand::Resume).await })
         }
+        #[cfg(feature = "aws")]
+        Command::Migrate {
+            id,
+            to,
+            map,
+            dry_run,
+            all_at,
+            deployment,
+        } => operate(async move {
+            let args = versions::MigrateArgs {
+                id,
+                to,
+                map,
+                dry_run,
+                all_at,
+            };
+            versions::migrate(&deployment, args).await
+        }),
         #[cfg(feature = "aws")]
         Command::Terminate { id, deployment } => {
             operate(async move { ops::control(&deployment, &id, ops::ControlCommand::Terminate).await })

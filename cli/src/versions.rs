@@ -176,6 +176,106 @@ fn check(old: &Path, new: &Path, name: Option<&str>) -> Result<ExitCode> {
     })
 }
 
+/// What `stm migrate` was given.
+#[cfg(feature = "aws")]
+pub struct MigrateArgs {
+    pub id: Option<String>,
+    pub to: String,
+    pub map: Vec<String>,
+    pub dry_run: bool,
+    pub all_at: Option<String>,
+}
+
+/// `stm migrate ID --to VERSION [--map OLD=NEW ...] [--dry-run]`, or `--all-at VERSION`
+/// for every root execution pinned to VERSION, a page of 100 at a time.
+#[cfg(feature = "aws")]
+pub async fn migrate(deployment: &crate::ops::Deployment, args: MigrateArgs) -> Result<()> {
+    use stm_runtime::control::PathMap;
+    use stm_store::{ExecutionStore, ListQuery};
+    if deployment.definitions.is_none() {
+        bail!(usage(
+            "--definitions DIR is required: the deployment's definitions folder, whose .stm files and \
+             versions/ hold the version to migrate to"
+        ));
+    }
+    let mut map = PathMap::new();
+    for spec in &args.map {
+        let (old, new) = PathMap::parse_entry(spec).map_err(usage)?;
+        map = map.with(old, new);
+    }
+    let connected = deployment.connect(None).await?;
+    let verb = if args.dry_run { "would migrate" } else { "migrated" };
+    let one = |id: String| {
+        let (control, map, to) = (&connected.control, &map, args.to.as_str());
+        async move {
+            let moved = control
+                .migrate(&id, to, map, args.dry_run)
+                .await
+                .map_err(crate::errors::driver)?;
+            for m in &moved {
+                let paths: Vec<String> = m.moved.iter().map(|(o, n)| format!("{o} -> {n}")).collect();
+                println!(
+                    "{verb} {}: {} -> {}{}",
+                    m.execution_id,
+                    m.from_version.as_deref().unwrap_or("unpinned"),
+                    m.to_version,
+                    if paths.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", paths.join(", "))
+                    }
+                );
+            }
+            anyhow::Ok(())
+        }
+    };
+    let (Some(from), None) = (&args.all_at, &args.id) else {
+        let Some(id) = args.id.clone() else {
+            bail!(usage(
+                "name the execution (ID), or every one pinned to a version (--all-at VERSION)"
+            ));
+        };
+        return one(id).await;
+    };
+    let (mut done, mut failed) = (0usize, Vec::new());
+    let mut query = ListQuery {
+        roots_only: true,
+        limit: 100,
+        ..ListQuery::default()
+    };
+    loop {
+        let page = connected.store.list_executions(&query).await?;
+        let batch: Vec<String> = page
+            .items
+            .iter()
+            .filter(|s| s.definition_version.as_deref() == Some(from.as_str()) && !s.status.is_finished())
+            .map(|s| s.id.clone())
+            .collect();
+        for id in batch {
+            match one(id.clone()).await {
+                Ok(()) => done += 1,
+                Err(err) => {
+                    println!("not migrated {id}: {err}");
+                    failed.push(id);
+                }
+            }
+        }
+        println!("progress: {done} {verb}, {} refused", failed.len());
+        match page.next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => break,
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "{} execution(s) pinned to {from} were not migrated: {}",
+            failed.len(),
+            failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
 #[cfg(feature = "aws")]
 mod in_use {
     use std::collections::BTreeMap;
