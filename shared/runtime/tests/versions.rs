@@ -232,3 +232,120 @@ async fn pinned_executions_step_on_their_version_park_without_it_and_migrate() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+fn flow_frozen_in(dir: &Path) -> PathBuf {
+    let defn = stm_core::dsl::load_definition_str(V1, None, None).expect("valid");
+    let frozen = FrozenVersion::new(&defn, None);
+    let path = dir
+        .join("versions")
+        .join(frozen_file_name(&frozen.machine, &frozen.version));
+    std::fs::write(&path, frozen.to_text()).expect("write");
+    path
+}
+
+#[test]
+fn a_bad_retained_version_fails_the_cold_start_with_its_file() {
+    let dir = deploy_dir("bad", V2, &[]);
+    let path = flow_frozen_in(&dir);
+    assert!(load_definitions_dir(&dir).is_ok(), "a good one loads");
+    let text = std::fs::read_to_string(&path).expect("read");
+    let refused = |why: &str| {
+        let err = load_definitions_dir(&dir).expect_err("refused").to_string();
+        assert!(err.contains(&path.display().to_string()), "names the file: {err}");
+        assert!(err.contains(why), "says {why:?}: {err}");
+    };
+    std::fs::write(&path, text.replace("\"Busy\"", "\"Bizzy\"")).expect("write");
+    refused("it was edited after freezing; freeze it again from its source");
+    std::fs::write(&path, text.replace("\"format\": 1", "\"format\": 2")).expect("write");
+    refused("frozen format 2 is not this stm's (1)");
+    std::fs::write(&path, "{\"machine\": \"Flow\"}").expect("write");
+    refused("not a frozen version");
+    std::fs::write(&path, &text).expect("write");
+    let renamed = dir.join("versions/Flow@0000000000000000.json");
+    std::fs::rename(&path, &renamed).expect("rename");
+    let err = load_definitions_dir(&dir).expect_err("refused").to_string();
+    assert!(
+        err.contains(&format!("name the file Flow@{}.json", version(V1)))
+            && err.contains("Flow@0000000000000000.json"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Regions and invoked children are pinned too: a region to its parent's version, an
+/// invoked child to the version of the machine it runs, which is the one its parent's
+/// own version carries (a parent on v1 invokes v1's inline body after v2 is deployed).
+#[tokio::test]
+async fn children_are_pinned_and_a_parent_on_v1_invokes_v1s_body() {
+    use stm_runtime::{ActionRegistry, Driver};
+    let p1 = "event Go {}\n\nmachine P {\n  initial Idle\n  state Idle {}\n  state Calling {\n    invoke {\n      initial A\n      state A {}\n    }\n  }\n  orthogonal Both {\n    state Left {\n      initial L\n      state L {}\n      final LDone success\n      from L to LDone on Go\n    }\n    state Right {\n      initial R\n      state R {}\n      final RDone success\n      from R to RDone on Go\n    }\n  }\n  from Idle to Calling on Go\n  from Calling to Both on Go\n}\n";
+    let p2 = p1.replace(
+        "      initial A\n      state A {}\n",
+        "      initial B\n      state B {}\n",
+    );
+    let (v1, v2) = (version(p1), version(&p2));
+    let store = Arc::new(stm_store::MemoryStore::new());
+    let on = |dir: &Path| {
+        Driver::new(
+            store.clone(),
+            load_definitions_dir(dir).expect("loads"),
+            ActionRegistry::with_builtins(),
+        )
+    };
+    let only_v1 = deploy_dir("p1", p1, &[]);
+    let both = deploy_dir("p2-p1", &p2, &[p1]);
+    let first = on(&only_v1);
+    first.create("P", None, Some("old")).await.expect("create on v1");
+    let second = on(&both);
+    second.create("P", None, Some("new")).await.expect("create on v2");
+    let go = stm_core::Event::new("Go");
+    for id in ["old", "new"] {
+        second
+            .process(id, &go.clone().with_id(format!("{id}-1")))
+            .await
+            .expect("Go");
+    }
+    let child_of = |exe: &stm_core::Execution| exe.children.keys().next().cloned().expect("a child");
+    let old = store.load("old").await.expect("load").expect("old");
+    let new = store.load("new").await.expect("load").expect("new");
+    let old_child = store.load(&child_of(&old)).await.expect("load").expect("child");
+    let new_child = store.load(&child_of(&new)).await.expect("load").expect("child");
+    assert_eq!(
+        (
+            old.definition_version.as_deref(),
+            new.definition_version.as_deref()
+        ),
+        (Some(v1.as_str()), Some(v2.as_str()))
+    );
+    assert_eq!(old_child.active_path.as_deref(), Some("A"), "v1's inline body");
+    assert_eq!(new_child.active_path.as_deref(), Some("B"), "v2's");
+    let sub_version = |text: &str| {
+        let mut defn = stm_core::dsl::load_definition_str(text, None, None).expect("valid");
+        stm_core::version::assign_versions(&mut defn);
+        defn.submachines.values().next().and_then(|s| s.version.clone())
+    };
+    assert_eq!(old_child.definition_version, sub_version(p1));
+    assert_eq!(new_child.definition_version, sub_version(&p2));
+    // a region runs its parent's machine, pinned to the parent's version
+    second
+        .process("old", &go.clone().with_id("old-2"))
+        .await
+        .expect("Go");
+    let old = store.load("old").await.expect("load").expect("old");
+    let regions: Vec<stm_core::Execution> = {
+        let mut out = Vec::new();
+        for (id, cs) in &old.children {
+            if !cs.submachine {
+                out.push(store.load(id).await.expect("load").expect("region"));
+            }
+        }
+        out
+    };
+    assert_eq!(regions.len(), 2, "{:?}", old.children);
+    assert!(regions
+        .iter()
+        .all(|r| r.definition_version.as_deref() == Some(v1.as_str())));
+    for dir in [only_v1, both] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
