@@ -57,6 +57,9 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
 
 /// `tests/machines/scenarios.stm` plus the `Checkout`, `Webhook` and `Shipment` examples
 /// (the example `Shipment` replaces the lifecycle machine of the same name, unused here).
+/// The test machines and three examples, each with a second version retained beside it
+/// (its `ttl` changed), as a deploy that froze the previous one carries them: every
+/// execution runs pinned, its version looked up among two.
 pub fn definitions_with_examples() -> Definitions {
     let mut defs = super::definitions();
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
@@ -64,6 +67,12 @@ pub fn definitions_with_examples() -> Definitions {
         for defn in stm_runtime::config::load_file(&examples.join(file)).expect("example loads") {
             defs.register(defn);
         }
+    }
+    let current: Vec<stm_core::Definition> = defs.iter().map(|d| d.as_ref().clone()).collect();
+    for defn in current {
+        let mut previous = defn;
+        previous.ttl = Some(previous.ttl.map_or(86_400, |t| t + 1));
+        defs.retain(stm_core::version::FrozenVersion::new(&previous, None));
     }
     defs
 }
