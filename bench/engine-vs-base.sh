@@ -2,10 +2,14 @@
 # The engine bench at two commits, side by side in one run: is this checkout slower than
 # BASE on bench/loop.stm? Two measures:
 # - instructions per event (valgrind's callgrind: counts, so a busy machine does not move
-#   them) of the worker's per-event CPU: decode the Execution JSON, step, encode (the
-#   bench's BENCH_ONLY=json-step mode, with N and 2N events, the difference divided by N);
+#   them) of each row: the pure engine step, the worker's per-event CPU (decode the
+#   Execution JSON, step, encode) and the embedded driver (load, step, commit); each is the
+#   bench's BENCH_ONLY mode run with N and 2N events, the difference divided by N;
 # - the bench's own table (events/s, best of its alternating rounds), BASE's and this
 #   checkout's run one after the other, twice.
+#
+# Both are built from this checkout's bench harness (shared/runtime/benches/engine.rs,
+# copied into BASE's worktree), so the two measure the same loop over each commit's code.
 #
 #   bash bench/engine-vs-base.sh [BASE]     # BASE: a commit (default: HEAD~1)
 #
@@ -25,10 +29,12 @@ WORKTREE="$(mktemp -d /tmp/stm-bench-base.XXXXXX)"
 cleanup() { git worktree remove --force "$WORKTREE" >/dev/null 2>&1 || rm -rf "$WORKTREE"; }
 trap cleanup EXIT
 git worktree add --detach --quiet "$WORKTREE" "$BASE"
+cp shared/runtime/benches/engine.rs "$WORKTREE/shared/runtime/benches/engine.rs"
 
 bench_binary() { # DIR [TARGET_DIR] -> the engine bench's executable
-    (cd "$1" && CARGO_TARGET_DIR="${2:-$1/target}" cargo bench -p stm-runtime --bench engine --no-run \
-        --message-format=json 2>/dev/null) | "$PY" -c 'import json,sys
+    # without the AWS SDK, which the bench does not use: a build of minutes, not a quarter hour
+    (cd "$1" && CARGO_TARGET_DIR="${2:-$1/target}/bench-light" cargo bench -p stm-runtime --no-default-features \
+        --bench engine --no-run --message-format=json 2>/dev/null) | "$PY" -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
     if m.get("reason")=="compiler-artifact" and m.get("target",{}).get("name")=="engine" and m.get("executable"):
@@ -39,28 +45,29 @@ BASE_BIN="$(bench_binary "$WORKTREE" "$REPO/target/bench-base")"
 HEAD_BIN="$(bench_binary "$REPO")"
 [ -x "$BASE_BIN" ] && [ -x "$HEAD_BIN" ] || { echo "could not build the engine bench" >&2; exit 1; }
 
-instructions() { # BIN EVENTS -> total instructions (Ir) of one json-step run
+instructions() { # BIN MODE EVENTS -> total instructions (Ir) of one run of that row
     local out; out="$(mktemp)"
-    BENCH_ONLY=json-step BENCH_EVENTS="$2" valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" \
+    BENCH_ONLY="$2" BENCH_EVENTS="$3" valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" \
         2>"$out" >/dev/null
     grep -oE 'Collected : [0-9]+' "$out" | awk '{print $3}'
     rm -f "$out"
 }
-per_event() { # BIN -> instructions per event
+per_event() { # BIN MODE -> instructions per event
     local a b
-    a=$(instructions "$1" "$N")
-    b=$(instructions "$1" $((2 * N)))
+    a=$(instructions "$1" "$2" "$N")
+    b=$(instructions "$1" "$2" $((2 * N)))
     echo $(( (b - a) / N ))
 }
-base_ir=$(per_event "$BASE_BIN")
-head_ir=$(per_event "$HEAD_BIN")
 echo
-echo "instructions per event, JSON decode + step + encode on bench/loop.stm (callgrind, N=$N):"
+echo "instructions per event on bench/loop.stm (callgrind, N=$N):"
 echo
-echo "| commit | instructions/event | vs base |"
-echo "|---|---:|---:|"
-echo "| $base_rev (base) | $base_ir | 1.00 |"
-awk -v h="$head_ir" -v b="$base_ir" -v r="$head_rev" 'BEGIN { printf "| %s | %d | %.2f |\n", r, h, h / b }'
+echo "| row | $base_rev (base) | $head_rev | vs base |"
+echo "|---|---:|---:|---:|"
+for mode in engine-step json-step driver-step; do
+    base_ir=$(per_event "$BASE_BIN" "$mode")
+    head_ir=$(per_event "$HEAD_BIN" "$mode")
+    awk -v m="$mode" -v h="$head_ir" -v b="$base_ir" 'BEGIN { printf "| %s | %d | %d | %.2f |\n", m, b, h, h / b }'
+done
 echo
 for round in 1 2; do
     echo "--- round $round: $base_rev (base)"

@@ -234,7 +234,7 @@ enum Command {
         id: Option<String>,
         /// The version to move to.
         #[arg(long, value_name = "VERSION")]
-        to: String,
+        to: stm_core::version::Version,
         /// A state renamed between the versions (repeatable); a composite's covers the
         /// states below it.
         #[arg(long = "map", value_name = "OLD.PATH=NEW.PATH")]
@@ -244,7 +244,7 @@ enum Command {
         dry_run: bool,
         /// Every root execution pinned to this version instead of one ID.
         #[arg(long, value_name = "VERSION", conflicts_with = "id")]
-        all_at: Option<String>,
+        all_at: Option<stm_core::version::Version>,
         #[command(flatten)]
         deployment: ops::Deployment,
     },

@@ -70,7 +70,7 @@ fn freeze(dir: &Path, label: Option<String>) -> Result<ExitCode> {
             // the file's name, not this machine's path to it: the same version freezes
             // to the same bytes wherever it is frozen
             frozen.frozen_from = file.file_name().map(|n| n.to_string_lossy().into_owned());
-            let name = frozen_file_name(&frozen.machine, &frozen.version);
+            let name = frozen_file_name(&frozen.machine, frozen.version);
             let path = target.join(&name);
             if path.exists() {
                 println!(
@@ -180,10 +180,10 @@ fn check(old: &Path, new: &Path, name: Option<&str>) -> Result<ExitCode> {
 #[cfg(feature = "aws")]
 pub struct MigrateArgs {
     pub id: Option<String>,
-    pub to: String,
+    pub to: stm_core::version::Version,
     pub map: Vec<String>,
     pub dry_run: bool,
-    pub all_at: Option<String>,
+    pub all_at: Option<stm_core::version::Version>,
 }
 
 /// `stm migrate ID --to VERSION [--map OLD=NEW ...] [--dry-run]`, or `--all-at VERSION`
@@ -206,7 +206,7 @@ pub async fn migrate(deployment: &crate::ops::Deployment, args: MigrateArgs) -> 
     let connected = deployment.connect(None).await?;
     let verb = if args.dry_run { "would migrate" } else { "migrated" };
     let one = |id: String| {
-        let (control, map, to) = (&connected.control, &map, args.to.as_str());
+        let (control, map, to) = (&connected.control, &map, args.to);
         async move {
             let moved = control
                 .migrate(&id, to, map, args.dry_run)
@@ -217,7 +217,7 @@ pub async fn migrate(deployment: &crate::ops::Deployment, args: MigrateArgs) -> 
                 println!(
                     "{verb} {}: {} -> {}{}",
                     m.execution_id,
-                    m.from_version.as_deref().unwrap_or("unpinned"),
+                    m.from_version.map_or("unpinned".to_string(), |v| v.to_string()),
                     m.to_version,
                     if paths.is_empty() {
                         String::new()
@@ -248,7 +248,7 @@ pub async fn migrate(deployment: &crate::ops::Deployment, args: MigrateArgs) -> 
         let batch: Vec<String> = page
             .items
             .iter()
-            .filter(|s| s.definition_version.as_deref() == Some(from.as_str()) && !s.status.is_finished())
+            .filter(|s| s.definition_version == Some(*from) && !s.status.is_finished())
             .map(|s| s.id.clone())
             .collect();
         for id in batch {
@@ -283,6 +283,7 @@ mod in_use {
 
     use anyhow::Result;
     use stm_core::version::diff::diff;
+    use stm_core::version::Version;
     use stm_core::Status;
     use stm_store::{ExecutionStore, ListQuery};
 
@@ -299,7 +300,7 @@ mod in_use {
     pub async fn report(definitions_dir: &Path, tables: &Tables) -> Result<()> {
         let definitions = stm_runtime::config::load_definitions_dir(definitions_dir)?;
         let store = tables.store(false).await?;
-        let mut usage: BTreeMap<(String, Option<String>), Usage> = BTreeMap::new();
+        let mut usage: BTreeMap<(String, Option<Version>), Usage> = BTreeMap::new();
         let mut query = ListQuery {
             limit: 100,
             ..ListQuery::default()
@@ -310,7 +311,7 @@ mod in_use {
                 |s: &&stm_store::ExecutionSummary| !s.status.is_finished() && s.status != Status::Failed;
             for s in page.items.iter().filter(live) {
                 let u = usage
-                    .entry((s.definition_id.clone(), s.definition_version.clone()))
+                    .entry((s.definition_id.clone(), s.definition_version))
                     .or_default();
                 *u.by_state
                     .entry(s.active_path.clone().unwrap_or_else(|| "(not started)".into()))
@@ -329,14 +330,12 @@ mod in_use {
         for ((machine, version), u) in &usage {
             let total: usize = u.by_state.values().sum();
             let current = definitions.get(machine);
-            let pinned = version
-                .as_deref()
-                .and_then(|v| definitions.get_version(machine, v));
+            let pinned = version.and_then(|v| definitions.get_version(machine, v));
             let is_current = current.is_some_and(|c| c.version.is_some() && c.version == *version);
             let status = match (version, pinned) {
                 (None, _) => "unpinned: steps on the current version".to_string(),
                 (Some(_), _) if is_current => "current".to_string(),
-                (Some(v), Some(_)) => match definitions.label(v) {
+                (Some(v), Some(_)) => match definitions.label(*v) {
                     Some(label) => format!("retained, {label}"),
                     None => "retained".to_string(),
                 },
@@ -356,7 +355,7 @@ mod in_use {
                 .sum();
             println!(
                 "{machine} {} ({status}): {total} live execution(s){}{}",
-                version.as_deref().unwrap_or("-"),
+                version.map_or("-".to_string(), |v| v.to_string()),
                 if risky > 0 {
                     format!(", {risky} in states the current version puts at risk")
                 } else {

@@ -4,7 +4,6 @@
 //! `--force`), a NAME that is no identifier and a missing directory are refused with one
 //! `error:` line and exit 2, and nothing is written.
 
-#[allow(dead_code)] // the helpers of the `stm local` tests, of which this uses one
 mod common;
 
 use std::path::{Path, PathBuf};

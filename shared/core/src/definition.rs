@@ -362,7 +362,7 @@ pub struct Definition {
     /// Its [version](crate::version), once a registry has computed it (the runtime's
     /// `Definitions` does when it registers a machine): not part of the compiled form.
     #[serde(skip)]
-    pub version: Option<String>,
+    pub version: Option<crate::version::Version>,
 }
 
 impl Definition {

@@ -210,7 +210,7 @@ pub struct Execution {
     /// field (pydantic ignores it, and drops it if a harel process rewrites the item:
     /// the execution then steps on the current version, as an unpinned one does).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub definition_version: Option<String>,
+    pub definition_version: Option<crate::version::Version>,
     /// Events that arrived while the pinned version was not deployed, oldest first:
     /// held here, in the execution's own item, until it is back.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -243,7 +243,7 @@ deserialize_keeping_unknown!(Execution,
         updated_at: Option<f64> = None,
         finished_at: Option<f64> = None,
         expires_at: Option<f64> = None,
-        definition_version: Option<String> = None,
+        definition_version: Option<crate::version::Version> = None,
         parked_events: Vec<Event> = Vec::new(),
     },
     unknown: extra,
@@ -274,7 +274,7 @@ impl Clone for Execution {
             updated_at: self.updated_at,
             finished_at: self.finished_at,
             expires_at: self.expires_at,
-            definition_version: self.definition_version.clone(),
+            definition_version: self.definition_version,
             parked_events: self.parked_events.clone(),
             extra: self.extra.clone(),
         }
@@ -303,7 +303,7 @@ impl Clone for Execution {
         self.updated_at = source.updated_at;
         self.finished_at = source.finished_at;
         self.expires_at = source.expires_at;
-        self.definition_version.clone_from(&source.definition_version);
+        self.definition_version = source.definition_version;
         self.parked_events.clone_from(&source.parked_events);
         self.extra.clone_from(&source.extra);
     }

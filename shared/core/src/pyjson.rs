@@ -442,7 +442,8 @@ fn write_str(s: &str, out: &mut String) {
 /// same as serde_json's), and a non-finite float as `null`. Records we write are
 /// byte-identical to harel's (the golden tests in `tests/json_golden.rs` hold us to it).
 pub fn to_pydantic_json<T: Serialize + ?Sized>(value: &T) -> String {
-    let mut out = Vec::new();
+    // room for a typical execution item (about 800 bytes) without growing more than once
+    let mut out = Vec::with_capacity(512);
     // Our records hold only string-keyed maps and JSON values: serializing cannot fail,
     // and serde_json writes UTF-8.
     if write_pydantic_json(&mut out, value).is_err() {

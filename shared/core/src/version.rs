@@ -20,7 +20,9 @@
 //! let frozen = stm_core::version::FrozenVersion::new(&v1, Some("first".into()));
 //! let text = frozen.to_text();
 //! let back = stm_core::version::FrozenVersion::from_text(&text).expect("reads back");
-//! assert_eq!((back.version.as_str(), back.definition.id.as_str()), (frozen.version.as_str(), "M"));
+//! assert_eq!((back.version, back.definition.id.as_str()), (frozen.version, "M"));
+//! assert_eq!(frozen.version.to_string().len(), 16);
+//! assert_eq!(frozen.version.to_string().parse::<stm_core::version::Version>(), Ok(frozen.version));
 //! ```
 
 pub mod diff;
@@ -36,23 +38,64 @@ pub const VERSIONS_DIR: &str = "versions";
 /// What the frozen file's `format` says; a reader refuses any other.
 pub const FROZEN_FORMAT: u32 = 1;
 
-/// Hex digits of a version: 64 bits, plenty to tell a machine's versions apart.
-const VERSION_DIGITS: usize = 16;
+/// A definition's version: 64 bits of the SHA-256 of its compiled form, written (in
+/// pins, file names, messages) as 16 lowercase hex digits. `Copy`: an execution's pin
+/// costs nothing to clone, compare or hash.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Version(u64);
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl std::fmt::Debug for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Version({self})")
+    }
+}
+
+/// Text that is not a version: what it should be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a version: a version is 16 hex digits, as `stm validate` prints them")]
+pub struct NotAVersion(pub String);
+
+impl std::str::FromStr for Version {
+    type Err = NotAVersion;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let well_formed = text.len() == 16 && text.bytes().all(|b| b.is_ascii_hexdigit());
+        match u64::from_str_radix(text, 16) {
+            Ok(bits) if well_formed => Ok(Version(bits)),
+            _ => Err(NotAVersion(text.to_string())),
+        }
+    }
+}
+
+impl Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
 
 /// `defn`'s version: a content hash of its compiled form.
-pub fn version_of(defn: &Definition) -> String {
+pub fn version_of(defn: &Definition) -> Version {
     let mut hasher = Sha256::new();
     // the format is hashed too: a change to the compiled form is a new version space
     hasher.update(format!("stm-definition/{FROZEN_FORMAT}\n").as_bytes());
     // serializing a Definition cannot fail: every map key is a string
     hasher.update(serde_json::to_vec(defn).unwrap_or_default());
     let digest = hasher.finalize();
-    digest
-        .iter()
-        .flat_map(|b| [b >> 4, b & 0xf])
-        .take(VERSION_DIGITS)
-        .map(|d| char::from_digit(u32::from(d), 16).unwrap_or('0'))
-        .collect()
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    Version(u64::from_be_bytes(first))
 }
 
 /// Compute and record the version of `defn` and of each of its submachines (an invoked
@@ -64,16 +107,8 @@ pub fn assign_versions(defn: &mut Definition) {
     defn.version = Some(version_of(defn));
 }
 
-/// Whether `text` has the shape of a version (16 lowercase hex digits).
-pub fn is_version(text: &str) -> bool {
-    text.len() == VERSION_DIGITS
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
 /// The file name of `machine`'s frozen `version`: `Order@1f2e3d4c5b6a7988.json`.
-pub fn frozen_file_name(machine: &str, version: &str) -> String {
+pub fn frozen_file_name(machine: &str, version: Version) -> String {
     format!("{machine}@{version}.json")
 }
 
@@ -83,7 +118,7 @@ pub fn frozen_file_name(machine: &str, version: &str) -> String {
 pub struct FrozenVersion {
     pub format: u32,
     pub machine: String,
-    pub version: String,
+    pub version: Version,
     /// A human name for it (`--label`), shown beside the hash.
     #[serde(default)]
     pub label: Option<String>,

@@ -33,8 +33,8 @@ fn every_pair_reports_what_its_golden_file_says() {
         // the versions are hashes: the verdicts are what is golden, not the digits
         let text = report
             .to_string()
-            .replace(&report.old_version, "OLD")
-            .replace(&report.new_version, "NEW");
+            .replace(&report.old_version.to_string(), "OLD")
+            .replace(&report.new_version.to_string(), "NEW");
         let expected_file = case.join("expected.txt");
         if bless {
             std::fs::write(&expected_file, &text).expect("write the expected report");

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use stm_core::engine::{self, NoActions};
-use stm_core::{Event, Execution};
+use stm_core::{Event, Execution, Map};
 use stm_runtime::{ActionRegistry, Definitions, Driver};
 use stm_store::MemoryStore;
 
@@ -53,9 +53,18 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The events, built field by field: `Event::new` draws a random id, whose cost would
+/// land in the per-event counts.
 fn events(count: usize) -> Vec<Event> {
     (0..count)
-        .map(|i| Event::new(if i % 2 == 0 { "Go" } else { "Back" }).with_id(format!("e{i}")))
+        .map(|i| Event {
+            id: format!("e{i}"),
+            kind: if i % 2 == 0 { "Go" } else { "Back" }.to_string(),
+            created_time: None,
+            received_time: None,
+            data: Map::new(),
+            extra: Map::new(),
+        })
         .collect()
 }
 
@@ -106,18 +115,52 @@ fn main() {
         }
     };
     let evs = events(count);
-    // `BENCH_ONLY=json-step`: only the worker's per-event CPU (decode, step, encode), once,
-    // for `bench/callgrind.sh` to count instructions
-    if std::env::var("BENCH_ONLY").as_deref() == Ok("json-step") {
-        let mut exe = Execution::new("bench", "Loop");
-        engine::start(&defn, &mut exe, 0.0, &mut NoActions).expect("start");
-        let mut json = exe.to_json();
-        for ev in &evs {
-            let mut e = Execution::from_json(&json).expect("decode");
-            engine::process(&defn, &mut e, ev, 0.0, &mut NoActions).expect("step");
-            json = e.to_json();
+    // `BENCH_ONLY=engine-step|json-step|driver-step`: one of the rows, once, and nothing
+    // else, for `bench/engine-vs-base.sh` to count its instructions under callgrind
+    if let Ok(only) = std::env::var("BENCH_ONLY") {
+        match only.as_str() {
+            "engine-step" => {
+                let mut exe = Execution::new("bench", "Loop");
+                engine::start(&defn, &mut exe, 0.0, &mut NoActions).expect("start");
+                for ev in &evs {
+                    engine::process(&defn, &mut exe, ev, 0.0, &mut NoActions).expect("step");
+                }
+                println!("{}", exe.processed_events);
+            }
+            "json-step" => {
+                let mut exe = Execution::new("bench", "Loop");
+                engine::start(&defn, &mut exe, 0.0, &mut NoActions).expect("start");
+                let mut json = exe.to_json();
+                for ev in &evs {
+                    let mut e = Execution::from_json(&json).expect("decode");
+                    engine::process(&defn, &mut e, ev, 0.0, &mut NoActions).expect("step");
+                    json = e.to_json();
+                }
+                println!("{}", json.len());
+            }
+            "driver-step" => {
+                let mut defs = Definitions::new();
+                defs.register(defn.clone());
+                let driver = Driver::new(
+                    Arc::new(MemoryStore::new()),
+                    defs,
+                    ActionRegistry::with_builtins(),
+                );
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .expect("tokio runtime");
+                runtime.block_on(async {
+                    driver.create("Loop", None, Some("bench")).await.expect("create");
+                    for ev in &evs {
+                        driver.process("bench", ev).await.expect("process");
+                    }
+                });
+            }
+            other => {
+                eprintln!("BENCH_ONLY={other:?}: use engine-step, json-step or driver-step");
+                std::process::exit(2);
+            }
         }
-        println!("{}", json.len());
         return;
     }
     let rounds: usize = std::env::var("BENCH_ROUNDS")

@@ -237,7 +237,7 @@ pub fn load_frozen(file: &Path) -> Result<stm_core::version::FrozenVersion, Driv
             file: file.to_path_buf(),
             source,
         })?;
-    let expected = stm_core::version::frozen_file_name(&frozen.machine, &frozen.version);
+    let expected = stm_core::version::frozen_file_name(&frozen.machine, frozen.version);
     if file.file_name().and_then(|n| n.to_str()) != Some(expected.as_str()) {
         return Err(ConfigError::FrozenName {
             file: file.to_path_buf(),

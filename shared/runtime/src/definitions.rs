@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use stm_core::version::{assign_versions, FrozenVersion};
+use stm_core::version::{assign_versions, version_of, FrozenVersion, Version};
 use stm_core::Definition;
 
 /// The definitions a driver can run. Inline submachines and imported machines are
@@ -25,7 +25,7 @@ use stm_core::Definition;
 /// let current = definitions.register(v2);
 /// definitions.retain(frozen_v1.clone());
 /// assert_eq!(definitions.get("M").map(|d| d.version.clone()), Some(current.version.clone()));
-/// let old = definitions.get_version("M", &frozen_v1.version).expect("retained");
+/// let old = definitions.get_version("M", frozen_v1.version).expect("retained");
 /// assert!(old.get("A").is_some());
 /// assert!(definitions.get("M").expect("current").get("A").is_none());
 /// ```
@@ -34,9 +34,9 @@ pub struct Definitions {
     current: HashMap<String, Arc<Definition>>,
     /// definition id -> version -> that version, the current ones included (nested, so a
     /// step's lookup borrows its two keys instead of building a pair).
-    versions: HashMap<String, HashMap<String, Arc<Definition>>>,
+    versions: HashMap<String, HashMap<Version, Arc<Definition>>>,
     /// version -> its frozen label
-    labels: HashMap<String, String>,
+    labels: HashMap<Version, String>,
 }
 
 impl Definitions {
@@ -62,7 +62,7 @@ impl Definitions {
     pub fn retain(&mut self, frozen: FrozenVersion) -> Arc<Definition> {
         let mut defn = frozen.definition;
         assign_versions(&mut defn);
-        if let (Some(label), Some(version)) = (frozen.label, defn.version.clone()) {
+        if let (Some(label), Some(version)) = (frozen.label, defn.version) {
             self.labels.insert(version, label);
         }
         for sub in defn.submachines.values() {
@@ -71,11 +71,13 @@ impl Definitions {
         self.add_version(defn)
     }
 
+    /// `defn`, its version assigned, among the versions of its machine.
     fn add_version(&mut self, defn: Definition) -> Arc<Definition> {
+        let version = defn.version.unwrap_or_else(|| version_of(&defn));
         self.versions
             .entry(defn.id.clone())
             .or_default()
-            .entry(defn.version.clone().unwrap_or_default())
+            .entry(version)
             .or_insert_with(|| Arc::new(defn))
             .clone()
     }
@@ -86,13 +88,17 @@ impl Definitions {
     }
 
     /// Version `version` of machine `id`, current or retained.
-    pub fn get_version(&self, id: &str, version: &str) -> Option<&Arc<Definition>> {
-        self.versions.get(id)?.get(version)
+    pub fn get_version(&self, id: &str, version: Version) -> Option<&Arc<Definition>> {
+        // most executions are on the current version: one lookup
+        match self.current.get(id) {
+            Some(current) if current.version == Some(version) => Some(current),
+            _ => self.versions.get(id)?.get(&version),
+        }
     }
 
     /// The label `stm versions freeze --label` gave `version`, if any.
-    pub fn label(&self, version: &str) -> Option<&str> {
-        self.labels.get(version).map(String::as_str)
+    pub fn label(&self, version: Version) -> Option<&str> {
+        self.labels.get(&version).map(String::as_str)
     }
 
     /// The current version of each machine.

@@ -85,7 +85,7 @@ pub enum DriverError {
     VersionMissing {
         execution_id: String,
         definition_id: String,
-        version: String,
+        version: stm_core::version::Version,
     },
     /// harel's `ContextError`.
     #[error("context doesn't fit the machine's `context` schema: {0}")]
@@ -423,7 +423,7 @@ impl Driver {
     /// The definition that drives `exe`: the version it is pinned to; unpinned (as harel
     /// writes it), the current one by id, else (a submachine child) by its FQN.
     pub fn definition_for(&self, exe: &Execution) -> Result<Arc<Definition>, DriverError> {
-        if let Some(version) = exe.definition_version.as_deref() {
+        if let Some(version) = exe.definition_version {
             return self
                 .definitions
                 .get_version(&exe.definition_id, version)
@@ -431,7 +431,7 @@ impl Driver {
                 .ok_or_else(|| DriverError::VersionMissing {
                     execution_id: exe.id.clone(),
                     definition_id: exe.definition_id.clone(),
-                    version: version.to_string(),
+                    version,
                 });
         }
         if let Some(d) = self.definitions.get(&exe.definition_id) {
@@ -449,9 +449,7 @@ impl Driver {
     fn invoked_machine(&self, parent: Option<&Execution>, fqn: &str) -> Result<Arc<Definition>, DriverError> {
         let carried = parent.and_then(|p| self.definition_for(p).ok()).and_then(|pd| {
             let sub = pd.submachines.get(fqn)?;
-            self.definitions
-                .get_version(&sub.id, sub.version.as_deref()?)
-                .cloned()
+            self.definitions.get_version(&sub.id, sub.version?).cloned()
         });
         match carried {
             Some(d) => Ok(d),
@@ -540,8 +538,13 @@ impl Driver {
         };
         match self.parking_gate(exe, event).await? {
             parking::Gate::Done(report) => Ok(report),
-            parking::Gate::Go(mut report) => {
-                report.absorb(self.step_once(exe, Some(event)).await?);
+            parking::Gate::Go(mut report, defn) => {
+                let step = self.step_on(&defn, exe, Some(event)).await?;
+                if report.released.is_empty() {
+                    // nothing was parked (every step but a release): the step's report as is
+                    return Ok(step);
+                }
+                report.absorb(step);
                 Ok(report)
             }
         }
@@ -550,12 +553,22 @@ impl Driver {
     /// One step and its commit, on the version `exe` is pinned to.
     async fn step_once(&self, exe: &mut Execution, event: Option<&Event>) -> Result<StepReport, DriverError> {
         let defn = self.definition_for(exe)?;
+        self.step_on(&defn, exe, event).await
+    }
+
+    /// One step of `exe` on `defn` (its version), and its commit.
+    async fn step_on(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+        event: Option<&Event>,
+    ) -> Result<StepReport, DriverError> {
         let from_path = exe.active_path.clone();
         // the step may have to be undone (below); a clone is cheap next to the commit's
         // serialization of the same execution
         let before = exe.clone();
         let mut keys = ActionKeys::new(&exe.id, event.map_or("start", |e| e.id.as_str()));
-        let mut collected = self.drive(&defn, exe, event, &mut keys, None)?;
+        let mut collected = self.drive(defn, exe, event, &mut keys, None)?;
         if let Err(err) = check_step_messages(&exe.id, &collected.emits, &collected.spawns) {
             // A message SQS can never take: retrying the event gives it again. As harel
             // fails an execution on an error nothing handles (its default policy: the
@@ -614,7 +627,7 @@ impl Driver {
     ) -> Result<StepReport, DriverError> {
         match self.parking_gate(exe, event).await? {
             parking::Gate::Done(report) => Ok(report),
-            parking::Gate::Go(mut report) => {
+            parking::Gate::Go(mut report, _) => {
                 // what was released may have finished regions: broadcast to those still live
                 let live = Driver::region_ids(exe);
                 let region_ids = if report.released.is_empty() {
@@ -712,7 +725,7 @@ impl Driver {
             },
         };
         let mut child = Execution::new(entry.child_id.clone(), child_defn.id.clone());
-        child.definition_version = child_defn.version.clone();
+        child.definition_version = child_defn.version;
         child.definition_fqn = fqn;
         child.root_path = entry.root_path.clone();
         child.context = context;
@@ -849,7 +862,7 @@ impl Driver {
         }
         let id = execution_id.map_or_else(stm_core::execution::new_id, str::to_string);
         let mut exe = Execution::new(id, defn.id.clone());
-        exe.definition_version = defn.version.clone();
+        exe.definition_version = defn.version;
         exe.context = context;
         Ok(exe)
     }

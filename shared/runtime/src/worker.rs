@@ -169,7 +169,10 @@ pub enum Handled {
     Drained { status: Status },
     /// Kept on the execution, which is pinned to a version this deploy does not have:
     /// it steps once that version is back (the driver's parking).
-    ParkedForVersion { execution_id: String, version: String },
+    ParkedForVersion {
+        execution_id: String,
+        version: Option<stm_core::version::Version>,
+    },
 }
 
 /// Why a record is reported failed.
@@ -439,7 +442,7 @@ impl Worker {
             self.ring(&exe.id, &report).await;
             return Ok(Handled::ParkedForVersion {
                 execution_id: exe.id,
-                version: exe.definition_version.unwrap_or_default(),
+                version: exe.definition_version,
             });
         }
         // one line per processed event; never the context, which may hold personal data

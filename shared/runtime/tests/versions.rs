@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::{event, moto_parts, Stack};
 use serde_json::json;
-use stm_core::version::{frozen_file_name, version_of, FrozenVersion};
+use stm_core::version::{frozen_file_name, version_of, FrozenVersion, Version};
 use stm_core::Status;
 use stm_runtime::config::load_definitions_dir;
 use stm_runtime::control::PathMap;
@@ -36,7 +36,7 @@ fn deploy_dir(tag: &str, current: &str, retained: &[&str]) -> PathBuf {
         let frozen = FrozenVersion::new(&defn, Some("retained".into()));
         std::fs::write(
             dir.join("versions")
-                .join(frozen_file_name(&frozen.machine, &frozen.version)),
+                .join(frozen_file_name(&frozen.machine, frozen.version)),
             frozen.to_text(),
         )
         .expect("write the frozen version");
@@ -44,7 +44,7 @@ fn deploy_dir(tag: &str, current: &str, retained: &[&str]) -> PathBuf {
     dir
 }
 
-fn version(text: &str) -> String {
+fn version(text: &str) -> Version {
     version_of(&stm_core::dsl::load_definition_str(text, None, None).expect("valid"))
 }
 
@@ -52,7 +52,7 @@ fn deploy(base: &Stack, dir: &Path) -> Stack {
     base.redeploy(load_definitions_dir(dir).expect("the deploy's definitions load"))
 }
 
-async fn state(stack: &Stack, id: &str) -> (Option<String>, Status, Option<String>, usize) {
+async fn state(stack: &Stack, id: &str) -> (Option<String>, Status, Option<Version>, usize) {
     let exe = stack.load(id).await;
     (
         exe.active_path,
@@ -90,7 +90,7 @@ async fn pinned_executions_step_on_their_version_park_without_it_and_migrate() {
     on_v1.drain().await;
     assert_eq!(
         state(&on_v1, "a").await,
-        (Some("Busy".into()), Status::Running, Some(v1.clone()), 0)
+        (Some("Busy".into()), Status::Running, Some(v1), 0)
     );
 
     // 2-3. v2 deployed with v1 retained: v1's executions follow v1, a new one follows v2
@@ -116,12 +116,12 @@ async fn pinned_executions_step_on_their_version_park_without_it_and_migrate() {
     both.drain().await;
     assert_eq!(
         state(&both, "a").await,
-        (Some("Done".into()), Status::Done, Some(v1.clone()), 0),
+        (Some("Done".into()), Status::Done, Some(v1), 0),
         "v1's transition"
     );
     assert_eq!(
         state(&both, "new").await,
-        (Some("Idle".into()), Status::Running, Some(v2.clone()), 0),
+        (Some("Idle".into()), Status::Running, Some(v2), 0),
         "v2's"
     );
 
@@ -173,38 +173,38 @@ async fn pinned_executions_step_on_their_version_park_without_it_and_migrate() {
     restored.drain().await;
     assert_eq!(
         state(&restored, "b").await,
-        (Some("Done".into()), Status::Done, Some(v1.clone()), 0),
+        (Some("Done".into()), Status::Done, Some(v1), 0),
         "Back stepped on v1 (to Done), then Go found nothing to do"
     );
 
     // 6. migrate m (in v1's Busy) to v2: without a map it is refused, naming the state
     let refused = restored
         .control
-        .migrate("m", &v2, &PathMap::new(), false)
+        .migrate("m", v2, &PathMap::new(), false)
         .await
         .expect_err("Busy is not a state of v2");
     assert!(refused.to_string().contains("the active state Busy"), "{refused}");
     let map = PathMap::new().with("Busy", "Working");
     let dry = restored
         .control
-        .migrate("m", &v2, &map, true)
+        .migrate("m", v2, &map, true)
         .await
         .expect("dry run");
     assert_eq!(dry[0].moved, [("Busy".to_string(), "Working".to_string())]);
     assert_eq!(
         state(&restored, "m").await.2,
-        Some(v1.clone()),
+        Some(v1),
         "a dry run writes nothing"
     );
     let timer_before = parts.store.armed_timer("m", "Busy").await.expect("timers");
     restored
         .control
-        .migrate("m", &v2, &map, false)
+        .migrate("m", v2, &map, false)
         .await
         .expect("migrate");
     assert_eq!(
         state(&restored, "m").await,
-        (Some("Working".into()), Status::Running, Some(v2.clone()), 0)
+        (Some("Working".into()), Status::Running, Some(v2), 0)
     );
     assert_eq!(
         parts.store.armed_timer("m", "Working").await.expect("timers"),
@@ -238,7 +238,7 @@ fn flow_frozen_in(dir: &Path) -> PathBuf {
     let frozen = FrozenVersion::new(&defn, None);
     let path = dir
         .join("versions")
-        .join(frozen_file_name(&frozen.machine, &frozen.version));
+        .join(frozen_file_name(&frozen.machine, frozen.version));
     std::fs::write(&path, frozen.to_text()).expect("write");
     path
 }
@@ -311,18 +311,15 @@ async fn children_are_pinned_and_a_parent_on_v1_invokes_v1s_body() {
     let old_child = store.load(&child_of(&old)).await.expect("load").expect("child");
     let new_child = store.load(&child_of(&new)).await.expect("load").expect("child");
     assert_eq!(
-        (
-            old.definition_version.as_deref(),
-            new.definition_version.as_deref()
-        ),
-        (Some(v1.as_str()), Some(v2.as_str()))
+        (old.definition_version, new.definition_version),
+        (Some(v1), Some(v2))
     );
     assert_eq!(old_child.active_path.as_deref(), Some("A"), "v1's inline body");
     assert_eq!(new_child.active_path.as_deref(), Some("B"), "v2's");
     let sub_version = |text: &str| {
         let mut defn = stm_core::dsl::load_definition_str(text, None, None).expect("valid");
         stm_core::version::assign_versions(&mut defn);
-        defn.submachines.values().next().and_then(|s| s.version.clone())
+        defn.submachines.values().next().and_then(|s| s.version)
     };
     assert_eq!(old_child.definition_version, sub_version(p1));
     assert_eq!(new_child.definition_version, sub_version(&p2));
@@ -342,9 +339,7 @@ async fn children_are_pinned_and_a_parent_on_v1_invokes_v1s_body() {
         out
     };
     assert_eq!(regions.len(), 2, "{:?}", old.children);
-    assert!(regions
-        .iter()
-        .all(|r| r.definition_version.as_deref() == Some(v1.as_str())));
+    assert!(regions.iter().all(|r| r.definition_version == Some(v1)));
     for dir in [only_v1, both] {
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -113,7 +113,7 @@ pub struct ExecutionSummary {
     pub parent_id: Option<String>,
     pub finished_at: Option<f64>,
     /// The version of its machine it is pinned to (`None`: unpinned, as harel writes it).
-    pub definition_version: Option<String>,
+    pub definition_version: Option<stm_core::version::Version>,
     /// How many events wait on it for that version to be deployed.
     pub parked_events: usize,
 }
@@ -129,7 +129,7 @@ impl ExecutionSummary {
             version: exe.version,
             parent_id: exe.parent_id.clone(),
             finished_at: exe.finished_at,
-            definition_version: exe.definition_version.clone(),
+            definition_version: exe.definition_version,
             parked_events: exe.parked_events.len(),
         }
     }

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::definition::{ActionRef, Definition, Node, NodeId, NodeKind, Timeout, Transition};
-use crate::version::version_of;
+use crate::version::{version_of, Version};
 
 /// Whether a change can break an execution that sits where it applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -62,8 +62,8 @@ pub struct Change {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     pub machine: String,
-    pub old_version: String,
-    pub new_version: String,
+    pub old_version: Version,
+    pub new_version: Version,
     /// At-risk changes first, then by subject.
     pub changes: Vec<Change>,
 }
@@ -123,8 +123,8 @@ pub fn diff(old: &Definition, new: &Definition) -> Report {
             .cmp(&a.severity)
             .then_with(|| a.subject.cmp(&b.subject))
     });
-    let old_version = old.version.clone().unwrap_or_else(|| version_of(old));
-    let new_version = new.version.clone().unwrap_or_else(|| version_of(new));
+    let old_version = old.version.unwrap_or_else(|| version_of(old));
+    let new_version = new.version.unwrap_or_else(|| version_of(new));
     if changes.is_empty() && old_version != new_version {
         changes.push(Change {
             severity: Severity::Safe,
@@ -581,14 +581,15 @@ fn history(d: &mut Diff<'_>) {
                 !still.is_some_and(|n| n.is_composite() && n.allow_history) || d.new.get(child).is_none()
             })
             .collect();
-        if !lost.is_empty() {
+        // one line per lost entry, about the executions sitting in that child (the ones
+        // that would record it on leaving)
+        for child in lost {
             d.push(
                 Severity::AtRisk,
                 format!("history {}", shown(&node.full_path)),
-                Some(&node.full_path),
+                Some(child),
                 format!(
-                    "an entry recorded for {} would not resolve: an execution re-entering it by history has nowhere to go",
-                    lost.join(", ")
+                    "an entry recorded for {child} would not resolve: an execution re-entering it by history has nowhere to go"
                 ),
             );
         }

@@ -6,6 +6,7 @@
 //! [`PathMap`]; otherwise nothing is written and the refusal names each path. An
 //! invoked child runs another machine and keeps its own pin.
 
+use stm_core::version::Version;
 use stm_core::{Execution, Map, Value};
 use stm_store::{Commit, TimerOp};
 
@@ -69,8 +70,8 @@ impl PathMap {
 #[non_exhaustive]
 pub struct Migration {
     pub execution_id: String,
-    pub from_version: Option<String>,
-    pub to_version: String,
+    pub from_version: Option<Version>,
+    pub to_version: Version,
     /// Every path that changed, old to new (the active state, history, regions, timers).
     pub moved: Vec<(String, String)>,
 }
@@ -90,7 +91,7 @@ impl Control {
     pub async fn migrate(
         &self,
         id: &str,
-        to_version: &str,
+        to_version: Version,
         map: &PathMap,
         dry_run: bool,
     ) -> Result<Vec<Migration>, DriverError> {
@@ -116,7 +117,7 @@ impl Control {
     async fn plan_migration(
         &self,
         id: &str,
-        to_version: &str,
+        to_version: Version,
         map: &PathMap,
     ) -> Result<Vec<Planned>, DriverError> {
         let root = self.load(id).await?;
@@ -171,7 +172,7 @@ impl Control {
         &self,
         mut exe: Execution,
         target: &stm_core::Definition,
-        to_version: &str,
+        to_version: Version,
         map: &PathMap,
     ) -> Result<Result<Planned, Vec<String>>, DriverError> {
         let mut moved = Vec::new();
@@ -245,11 +246,11 @@ impl Control {
         moved.dedup();
         let migration = Migration {
             execution_id: exe.id.clone(),
-            from_version: exe.definition_version.clone(),
-            to_version: to_version.to_string(),
+            from_version: exe.definition_version,
+            to_version,
             moved,
         };
-        exe.definition_version = Some(to_version.to_string());
+        exe.definition_version = Some(to_version);
         Ok(Ok(Planned {
             exe,
             migration,
@@ -273,9 +274,11 @@ impl Control {
             let mut data = Map::new();
             data.insert(
                 "from_version".into(),
-                migration.from_version.as_deref().map_or(Value::Null, Value::from),
+                migration
+                    .from_version
+                    .map_or(Value::Null, |v| Value::from(v.to_string())),
             );
-            data.insert("to_version".into(), Value::from(migration.to_version.as_str()));
+            data.insert("to_version".into(), Value::from(migration.to_version.to_string()));
             data.insert("map".into(), map.to_json());
             let mut step = Map::new();
             step.insert("event_kind".into(), Value::from("Migrate"));
@@ -302,7 +305,7 @@ impl Control {
             self.driver.store.commit(&mut exe, commit).await?;
             tracing::info!(
                 execution_id = %migration.execution_id,
-                from = migration.from_version.as_deref().unwrap_or("unpinned"),
+                from = %migration.from_version.map_or("unpinned".to_string(), |v| v.to_string()),
                 to = %migration.to_version,
                 moved = migration.moved.len(),
                 "execution migrated"

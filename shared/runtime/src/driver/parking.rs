@@ -13,7 +13,10 @@
 //! The list lives in the execution's item, so it counts toward DynamoDB's 400 KB item
 //! size: an event that would not fit fails as a too-large write does.
 
-use stm_core::{Event, Execution};
+use std::sync::Arc;
+
+use stm_core::version::Version;
+use stm_core::{Definition, Event, Execution};
 use stm_store::{Commit, TimerOp};
 
 use super::{Driver, DriverError, StepReport};
@@ -26,8 +29,8 @@ pub const PARKED_RECHECK_SECONDS: f64 = 300.0;
 
 /// What the gate in front of a step decided.
 pub(super) enum Gate {
-    /// Step the event; the report holds what was released before it.
-    Go(StepReport),
+    /// Step the event on this version; the report holds what was released before it.
+    Go(StepReport, Arc<Definition>),
     /// The call is over: the event was parked, or was the recheck, or had been parked
     /// and just stepped among the released ones.
     Done(StepReport),
@@ -45,15 +48,15 @@ impl Driver {
         let recheck = is_recheck(event);
         match self.definition_for(exe) {
             Err(DriverError::VersionMissing { version, .. }) => {
-                self.park(exe, event, recheck, &version).await.map(Gate::Done)
+                self.park(exe, event, recheck, version).await.map(Gate::Done)
             }
             Err(other) => Err(other),
-            Ok(_) => {
+            Ok(defn) => {
                 let report = self.release_parked(exe).await?;
                 if recheck || report.released.contains(&event.id) {
                     Ok(Gate::Done(report))
                 } else {
-                    Ok(Gate::Go(report))
+                    Ok(Gate::Go(report, defn))
                 }
             }
         }
@@ -64,7 +67,7 @@ impl Driver {
         exe: &mut Execution,
         event: &Event,
         recheck: bool,
-        version: &str,
+        version: Version,
     ) -> Result<StepReport, DriverError> {
         let parked = StepReport {
             parked: true,
@@ -115,7 +118,7 @@ impl Driver {
         }
         tracing::info!(
             execution_id = %exe.id,
-            version = exe.definition_version.as_deref().unwrap_or("-"),
+            version = %exe.definition_version.map_or("-".to_string(), |v| v.to_string()),
             parked = exe.parked_events.len(),
             "releasing parked events: the execution's version is deployed again"
         );
