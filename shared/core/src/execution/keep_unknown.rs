@@ -4,7 +4,9 @@
 //! as untyped content first, and with serde_json's `arbitrary_precision` an untyped
 //! float is a private one-entry map that a typed `f64` then refuses: every record with a
 //! timestamp took the slow path through a `Value`. This reads each known field typed,
-//! straight from the parser, and only the unknown ones as `Value`s.
+//! straight from the parser, and only the unknown ones as `Value`s. As serde's derive
+//! does, a key is matched to its field while the parser lends it, so a known key costs
+//! no allocation.
 
 /// `impl Deserialize` for `$record`: the `required` fields must be present, each
 /// `defaulted` one takes its expression when absent, and every other key goes to
@@ -18,6 +20,32 @@ macro_rules! deserialize_keeping_unknown {
     ) => {
         impl<'de> serde::Deserialize<'de> for $record {
             fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                /// A key: one of the record's fields, or one it does not know.
+                #[allow(non_camel_case_types)]
+                enum Field {
+                    $($req,)*
+                    $($opt,)*
+                    Unknown(String),
+                }
+                struct FieldVisitor;
+                impl<'de> serde::de::Visitor<'de> for FieldVisitor {
+                    type Value = Field;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str("a field name")
+                    }
+                    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Field, E> {
+                        Ok(match key {
+                            $(stringify!($req) => Field::$req,)*
+                            $(stringify!($opt) => Field::$opt,)*
+                            _ => Field::Unknown(key.to_owned()),
+                        })
+                    }
+                }
+                impl<'de> serde::Deserialize<'de> for Field {
+                    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                        deserializer.deserialize_identifier(FieldVisitor)
+                    }
+                }
                 struct RecordVisitor;
                 impl<'de> serde::de::Visitor<'de> for RecordVisitor {
                     type Value = $record;
@@ -28,13 +56,13 @@ macro_rules! deserialize_keeping_unknown {
                         $(let mut $req: Option<$req_ty> = None;)*
                         $(let mut $opt: Option<$opt_ty> = None;)*
                         let mut $extra = $crate::Map::new();
-                        while let Some($crate::execution::keep_unknown::RecordKey(key)) = map.next_key()? {
-                            match key.as_ref() {
-                                $(stringify!($req) => $req = Some(map.next_value()?),)*
-                                $(stringify!($opt) => $opt = Some(map.next_value()?),)*
-                                _ => {
+                        while let Some(field) = map.next_key::<Field>()? {
+                            match field {
+                                $(Field::$req => $req = Some(map.next_value()?),)*
+                                $(Field::$opt => $opt = Some(map.next_value()?),)*
+                                Field::Unknown(key) => {
                                     let value = map.next_value::<$crate::Value>()?;
-                                    $extra.insert(key.into_owned(), value);
+                                    $extra.insert(key, value);
                                 }
                             }
                         }
@@ -52,29 +80,3 @@ macro_rules! deserialize_keeping_unknown {
 }
 
 pub(crate) use deserialize_keeping_unknown;
-
-/// A record's key, borrowed from the input when the parser can lend it: a known key
-/// then costs no allocation.
-pub(crate) struct RecordKey<'de>(pub(crate) std::borrow::Cow<'de, str>);
-
-impl<'de> serde::Deserialize<'de> for RecordKey<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
-            type Value = RecordKey<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_borrowed_str<E: serde::de::Error>(self, key: &'de str) -> Result<Self::Value, E> {
-                Ok(RecordKey(std::borrow::Cow::Borrowed(key)))
-            }
-            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Self::Value, E> {
-                Ok(RecordKey(std::borrow::Cow::Owned(key.to_owned())))
-            }
-            fn visit_string<E: serde::de::Error>(self, key: String) -> Result<Self::Value, E> {
-                Ok(RecordKey(std::borrow::Cow::Owned(key)))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
-    }
-}
