@@ -110,15 +110,17 @@ fn in_use_and_migrate_against_a_deployment() {
     let folder = dir.to_str().expect("utf-8 path").to_string();
     let local = Local::start_with("versions", &dir, &[]);
     let v1 = version_in(&local.ok(&["list", "examples/order.stm"]), "Order");
-    local.ok(&["create", "examples/order.stm", "Order", "--id", "v-1"]);
-    local.ok(&["send", "v-1", r#"Submit:{"amount": 5}"#]);
-    local.wait_show("v-1", &["at Payment.Charging"]);
+    for id in ["v-1", "v-2"] {
+        local.ok(&["create", "examples/order.stm", "Order", "--id", id]);
+        local.ok(&["send", id, r#"Submit:{"amount": 5}"#]);
+        local.wait_show(id, &["at Payment.Charging"]);
+    }
     let used = local.ok(&["versions", "in-use", "--definitions", &folder]);
     assert!(
-        used.starts_with(&format!("Order {v1} (current): 1 live execution(s)\n")),
+        used.starts_with(&format!("Order {v1} (current): 2 live execution(s)\n")),
         "{used}"
     );
-    assert!(used.lines().any(|l| l.trim() == "1  Payment.Charging"), "{used}");
+    assert!(used.lines().any(|l| l.trim() == "2  Payment.Charging"), "{used}");
 
     // the next deploy: v1 frozen, order.stm edited
     local.ok(&["versions", "freeze", &folder]);
@@ -130,12 +132,12 @@ fn in_use_and_migrate_against_a_deployment() {
     let used = local.ok(&["versions", "in-use", "--definitions", &folder]);
     assert!(
         used.starts_with(&format!(
-            "Order {v1} (retained): 1 live execution(s), 1 in states the current version puts at risk\n"
+            "Order {v1} (retained): 2 live execution(s), 2 in states the current version puts at risk\n"
         )),
         "{used}"
     );
     assert!(
-        used.lines().any(|l| l.trim() == "1  Payment.Charging  at risk"),
+        used.lines().any(|l| l.trim() == "2  Payment.Charging  at risk"),
         "{used}"
     );
 
@@ -184,8 +186,26 @@ fn in_use_and_migrate_against_a_deployment() {
     assert_eq!(moved, format!("migrated v-1: {v1} -> {v2}\n"));
     let used = local.ok(&["versions", "in-use", "--definitions", &folder]);
     assert!(
-        used.starts_with(&format!("Order {v2} (current): 1 live execution(s)\n")),
+        used.contains(&format!("Order {v2} (current): 1 live execution(s)\n")),
         "{used}"
+    );
+    // the rest pinned to v1, in batches
+    let all = local.ok(&["migrate", "--all-at", &v1, "--to", &v2, "--definitions", &folder]);
+    assert_eq!(
+        all,
+        format!("migrated v-2: {v1} -> {v2}\nprogress: 1 migrated, 0 refused\n")
+    );
+    let used = local.ok(&["versions", "in-use", "--definitions", &folder]);
+    assert!(
+        used.starts_with(&format!("Order {v2} (current): 2 live execution(s)\n")),
+        "{used}"
+    );
+    let not_a_version = local.stm(&["migrate", "v-1", "--to", "v2", "--definitions", &folder]);
+    assert_eq!(not_a_version.status.code(), Some(2));
+    assert!(
+        stderr(&not_a_version).contains("\"v2\" is not a version: a version is 16 hex digits"),
+        "{}",
+        stderr(&not_a_version)
     );
     drop(local);
     let _ = std::fs::remove_dir_all(dir);

@@ -824,6 +824,13 @@ mod tests {
                 ("m3".into(), Err(Failed::Conflict("stale".into()))),
                 ("m4".into(), Err(Failed::Skipped)),
                 ("m5".into(), Err(Failed::OutOfTime)),
+                (
+                    "m6".into(),
+                    Ok(Handled::ParkedForVersion {
+                        execution_id: "p".into(),
+                        version: None,
+                    }),
+                ),
             ],
             flushed: RelaySummary {
                 forwarded: 2,
@@ -834,6 +841,7 @@ mod tests {
         assert_eq!(doc["Function"], "worker");
         assert_eq!(doc["EventsProcessed"], 1.0);
         assert_eq!(doc["EventsSkipped"], 3.0);
+        assert_eq!(doc["EventsParked"], 1.0);
         assert_eq!(doc["Conflicts"], 1.0);
         assert_eq!(doc["Failures"], 0.0);
         assert_eq!(doc["RelayForwarded"], 2.0);

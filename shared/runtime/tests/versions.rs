@@ -323,6 +323,30 @@ async fn children_are_pinned_and_a_parent_on_v1_invokes_v1s_body() {
     };
     assert_eq!(old_child.definition_version, sub_version(p1));
     assert_eq!(new_child.definition_version, sub_version(&p2));
+    // an execution as harel writes it, without a pin, steps on the current version
+    let mut unpinned = stm_core::Execution::new("harel", "P");
+    unpinned.status = Status::Running;
+    unpinned.active_path = Some("Idle".into());
+    store.save(&mut unpinned).await.expect("save");
+    second
+        .process("harel", &go.clone().with_id("harel-1"))
+        .await
+        .expect("Go");
+    let unpinned = store.load("harel").await.expect("load").expect("harel");
+    assert_eq!(
+        (unpinned.active_path.as_deref(), unpinned.definition_version),
+        (Some("Calling"), None)
+    );
+    let harel_child = store
+        .load(&child_of(&unpinned))
+        .await
+        .expect("load")
+        .expect("child");
+    assert_eq!(
+        harel_child.active_path.as_deref(),
+        Some("B"),
+        "the current version's body"
+    );
     // a region runs its parent's machine, pinned to the parent's version
     second
         .process("old", &go.clone().with_id("old-2"))
