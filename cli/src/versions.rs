@@ -98,13 +98,8 @@ fn freeze(dir: &Path, label: Option<String>) -> Result<ExitCode> {
 
 /// The `*.stm` files directly in `dir`, sorted (what the worker loads).
 fn stm_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
-    let entries = std::fs::read_dir(dir).map_err(|e| usage(format!("cannot read {}: {e}", dir.display())))?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "stm"))
-        .collect();
-    files.sort();
+    let files = stm_runtime::config::files_in(dir, "stm")
+        .map_err(|e| usage(format!("cannot read {}: {e}", dir.display())))?;
     if files.is_empty() {
         bail!(usage(format!("no .stm file in {}", dir.display())));
     }

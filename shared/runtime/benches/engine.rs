@@ -77,6 +77,17 @@ fn measure<F: FnMut()>(count: usize, mut f: F) -> (f64, f64) {
     (count as f64 / secs, allocs)
 }
 
+/// The embedded runner over a MemoryStore, running `defn` (what `stm run` builds).
+fn embedded_driver(defn: &stm_core::Definition) -> Driver {
+    let mut defs = Definitions::new();
+    defs.register(defn.clone());
+    Driver::new(
+        Arc::new(MemoryStore::new()),
+        defs,
+        ActionRegistry::with_builtins(),
+    )
+}
+
 fn harel_events_per_sec(machine: &Path, count: usize, mode: &str) -> Result<f64, String> {
     let python = std::env::var("STM_PYTHON")
         .map(PathBuf::from)
@@ -139,13 +150,7 @@ fn main() {
                 println!("{}", json.len());
             }
             "driver-step" => {
-                let mut defs = Definitions::new();
-                defs.register(defn.clone());
-                let driver = Driver::new(
-                    Arc::new(MemoryStore::new()),
-                    defs,
-                    ActionRegistry::with_builtins(),
-                );
+                let driver = embedded_driver(&defn);
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .build()
                     .expect("tokio runtime");
@@ -170,13 +175,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("tokio runtime");
-    let mut defs = Definitions::new();
-    defs.register(defn.clone());
-    let driver = Driver::new(
-        Arc::new(MemoryStore::new()),
-        defs,
-        ActionRegistry::with_builtins(),
-    );
+    let driver = embedded_driver(&defn);
 
     // Ours and harel's alternate, round after round, and each keeps its best round: the
     // machine is shared and noisy, and alternating exposes both to the same conditions.

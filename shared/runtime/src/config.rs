@@ -175,16 +175,10 @@ impl FunctionConfig {
 /// fails with its path, line and reason; a machine with validation errors fails with
 /// its findings.
 pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| ConfigError::DefinitionsDir {
+    let files = files_in(dir, "stm").map_err(|source| ConfigError::DefinitionsDir {
         dir: dir.to_path_buf(),
         source,
     })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|ext| ext == "stm"))
-        .collect();
-    files.sort();
     let mut definitions = Definitions::new();
     for file in &files {
         for defn in load_file(file)? {
@@ -206,8 +200,8 @@ pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
 /// Every frozen version in `dir` (`*.json`, sorted; none when `dir` does not exist),
 /// each read back, checked against its name and validated.
 pub fn load_versions_dir(dir: &Path) -> Result<Vec<stm_core::version::FrozenVersion>, DriverError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
+    let files = match files_in(dir, "json") {
+        Ok(files) => files,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
             return Err(ConfigError::DefinitionsDir {
@@ -217,13 +211,19 @@ pub fn load_versions_dir(dir: &Path) -> Result<Vec<stm_core::version::FrozenVers
             .into())
         }
     };
-    let mut files: Vec<PathBuf> = entries
+    files.iter().map(|file| load_frozen(file)).collect()
+}
+
+/// The files directly in `dir` whose name ends in `.extension`, sorted by name (the order
+/// a deploy loads them in, on every machine).
+pub fn files_in(dir: &Path, extension: &str) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|ext| ext == "json"))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|ext| ext == extension))
         .collect();
     files.sort();
-    files.iter().map(|file| load_frozen(file)).collect()
+    Ok(files)
 }
 
 /// One frozen version, read back, named as it holds and valid.
