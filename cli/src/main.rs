@@ -248,6 +248,19 @@ enum Command {
         #[command(flatten)]
         deployment: ops::Deployment,
     },
+    /// Put a FAILED execution back to RUNNING at a leaf of its own branch, once the bug
+    /// that failed it is fixed (harel's `redrive`): its context kept, its error and
+    /// history cleared. Refused while a child is unfinished.
+    #[cfg(feature = "aws")]
+    Redrive {
+        /// The execution.
+        id: String,
+        /// The leaf state to resume at (a full path: `Payment.Charging`).
+        #[arg(long, value_name = "PATH")]
+        at: String,
+        #[command(flatten)]
+        deployment: ops::Deployment,
+    },
     /// Forceful cancel: CANCELLED now, no hooks.
     #[cfg(feature = "aws")]
     Terminate {
@@ -382,6 +395,10 @@ fn run(command: Command) -> Result<ExitCode> {
             };
             versions::migrate(&deployment, args).await
         }),
+        #[cfg(feature = "aws")]
+        Command::Redrive { id, at, deployment } => {
+            operate(async move { ops::control(&deployment, &id, ops::ControlCommand::Redrive(at)).await })
+        }
         #[cfg(feature = "aws")]
         Command::Terminate { id, deployment } => {
             operate(async move { ops::control(&deployment, &id, ops::ControlCommand::Terminate).await })

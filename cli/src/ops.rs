@@ -276,6 +276,8 @@ pub enum ControlCommand {
     Suspend,
     Resume,
     Terminate,
+    /// Back to RUNNING at this leaf.
+    Redrive(String),
 }
 
 impl ControlCommand {
@@ -285,6 +287,7 @@ impl ControlCommand {
             ControlCommand::Suspend => "suspend",
             ControlCommand::Resume => "resume",
             ControlCommand::Terminate => "terminate",
+            ControlCommand::Redrive(_) => "redrive",
         }
     }
 
@@ -301,6 +304,7 @@ impl ControlCommand {
             ControlCommand::Suspend if status == Status::Suspended => Some("already SUSPENDED".to_string()),
             ControlCommand::Suspend if status != Status::Running => Some(format!("{status}, not RUNNING")),
             ControlCommand::Resume if status != Status::Suspended => Some(format!("{status}, not SUSPENDED")),
+            ControlCommand::Redrive(_) if status != Status::Failed => Some(format!("{status}, not FAILED")),
             _ => None,
         }
     }
@@ -320,6 +324,7 @@ pub async fn control(dep: &Deployment, id: &str, command: ControlCommand) -> Res
         ControlCommand::Suspend => control.suspend(id).await,
         ControlCommand::Resume => control.resume(id).await,
         ControlCommand::Terminate => control.terminate(id).await,
+        ControlCommand::Redrive(at) => control.redrive(id, at).await,
     }
     .map_err(errors::driver)?;
     let after = load(connected.store.as_ref(), id).await?;
@@ -329,6 +334,9 @@ pub async fn control(dep: &Deployment, id: &str, command: ControlCommand) -> Res
         }
         (ControlCommand::Cancel(_), Status::Cancelling) => {
             "  (cooperative: its Cancel goes to the model's `on Cancel`; `stm show` and `stm trace` show the reason)"
+        }
+        (ControlCommand::Redrive(_), Status::Running) => {
+            "  (its next event or timer moves it on; the context is as it was, the error and the history are cleared)"
         }
         _ => "",
     };

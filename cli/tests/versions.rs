@@ -207,6 +207,14 @@ fn in_use_and_migrate_against_a_deployment() {
         "{}",
         stderr(&not_a_version)
     );
+    // redrive takes only a FAILED execution (its rules are shared/runtime/tests/redrive.rs')
+    let not_failed = local.stm(&["redrive", "v-1", "--at", "Draft"]);
+    assert_eq!(not_failed.status.code(), Some(1));
+    assert!(
+        stderr(&not_failed).contains("v-1 is RUNNING, not FAILED: nothing to redrive"),
+        "{}",
+        stderr(&not_failed)
+    );
     drop(local);
     let _ = std::fs::remove_dir_all(dir);
 }

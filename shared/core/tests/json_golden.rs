@@ -125,8 +125,12 @@ fn harel_reads_what_we_write() {
     // a pinned execution with a parked event: harel reads it, and drops our two fields
     let mut pinned = built.clone();
     pinned.definition_version = Some("2f25f4c713d54788".parse().expect("a version"));
-    pinned.parked_events.push(Event::new("Parked").with_id("parked-1"));
-    assert!(pinned.to_json().contains(r#""definition_version":"2f25f4c713d54788""#));
+    pinned
+        .parked_events
+        .push(Event::new("Parked").with_id("parked-1"));
+    assert!(pinned
+        .to_json()
+        .contains(r#""definition_version":"2f25f4c713d54788""#));
     ours.push(("Execution".into(), pinned.to_json(), built.to_json()));
 
     let script = r#"

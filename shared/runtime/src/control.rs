@@ -23,7 +23,38 @@ use crate::queue::{OutgoingMessage, Queue};
 use crate::relay;
 
 mod migrate;
+mod redrive;
 pub use migrate::{Migration, PathMap};
+pub use redrive::redrive_refusal;
+
+/// The trace step of a control-plane command that moves an execution (`migrate`,
+/// `redrive`): in the shape of an event step (what `stm trace` reads), with `cause`
+/// `control` and the command's name where an event's kind would be, as harel's commit
+/// describes it (`Step(cause="control", command=...)`).
+pub(crate) fn control_step(
+    command: &str,
+    from_status: Status,
+    from_path: Option<String>,
+    exe: &Execution,
+    now: f64,
+    data: Map,
+) -> Map {
+    use stm_core::Value;
+    let path = |p: Option<String>| p.map_or(Value::Null, Value::from);
+    let mut step = Map::new();
+    step.insert("cause".into(), Value::from("control"));
+    step.insert("command".into(), Value::from(command));
+    step.insert("event_kind".into(), Value::from(command));
+    step.insert("event_data".into(), Value::Object(data));
+    step.insert("from_status".into(), Value::from(from_status.as_str()));
+    step.insert("to_status".into(), Value::from(exe.status.as_str()));
+    step.insert("from_path".into(), path(from_path));
+    step.insert("to_path".into(), path(exe.active_path.clone()));
+    step.insert("actions".into(), Value::Array(Vec::new()));
+    step.insert("context_out".into(), Value::Object(exe.context.clone()));
+    step.insert("timestamp".into(), stm_core::pyvalue::float(now));
+    step
+}
 
 /// How many times a status change is retried against concurrent writers (harel's).
 const RETRIES: usize = 5;

@@ -106,6 +106,9 @@ pub enum DriverError {
         type_name: &'static str,
         message: String,
     },
+    /// A redrive refused by one of its rules (harel's `ValueError`), with the reason.
+    #[error("{0}")]
+    Redrive(String),
     /// A migration that cannot be done as asked (a version not deployed, a state the
     /// target lacks and no map covers): nothing was written.
     #[error("{0}")]
@@ -146,7 +149,7 @@ impl DriverError {
             DriverError::Resolve(_) => "ResolveError",
             DriverError::Engine(_) => "AssertionError",
             DriverError::Raised { type_name, .. } => type_name,
-            DriverError::Migration(_) => "ValueError",
+            DriverError::Migration(_) | DriverError::Redrive(_) => "ValueError",
             DriverError::Queue(_) => "TransportError",
             DriverError::Config(_) => "ValueError",
             DriverError::InvalidId(_) => "ValueError",

@@ -214,7 +214,10 @@ async fn pinned_executions_step_on_their_version_park_without_it_and_migrate() {
     assert_eq!(parts.store.armed_timer("m", "Busy").await.expect("timers"), None);
     let trace = parts.store.read_trace("m").await.expect("trace");
     let last = trace.last().expect("a trace step");
-    assert_eq!(last["event_kind"], "Migrate");
+    assert_eq!(
+        (last["cause"].as_str(), last["event_kind"].as_str()),
+        (Some("control"), Some("migrate"))
+    );
     assert_eq!(
         (last["from_path"].as_str(), last["to_path"].as_str()),
         (Some("Busy"), Some("Working"))

@@ -10,7 +10,7 @@ use stm_core::version::Version;
 use stm_core::{Execution, Map, Value};
 use stm_store::{Commit, TimerOp};
 
-use super::{Control, RETRIES};
+use super::{control_step, Control, RETRIES};
 use crate::driver::DriverError;
 
 /// `OLD.PATH=NEW.PATH` renames between two versions. A composite's entry covers the
@@ -280,22 +280,14 @@ impl Control {
             );
             data.insert("to_version".into(), Value::from(migration.to_version.to_string()));
             data.insert("map".into(), map.to_json());
-            let mut step = Map::new();
-            step.insert("event_kind".into(), Value::from("Migrate"));
-            step.insert("event_data".into(), Value::Object(data));
-            let to_path = exe.active_path.clone();
-            let from_path = to_path.as_deref().map(|p| {
+            let from_path = exe.active_path.as_deref().map(|p| {
                 migration
                     .moved
                     .iter()
                     .find(|(_, new)| new == p)
                     .map_or(p.to_string(), |(old, _)| old.clone())
             });
-            step.insert("from_path".into(), from_path.map_or(Value::Null, Value::from));
-            step.insert("to_path".into(), to_path.map_or(Value::Null, Value::from));
-            step.insert("actions".into(), Value::Array(Vec::new()));
-            step.insert("context_out".into(), Value::Object(exe.context.clone()));
-            step.insert("timestamp".into(), stm_core::pyvalue::float(now));
+            let step = control_step("migrate", exe.status, from_path, &exe, now, data);
             exe.stamp(now);
             let commit = Commit {
                 timers,

@@ -1,0 +1,104 @@
+//! Redrive: a dead-lettered (FAILED) execution back to RUNNING at a leaf the operator
+//! chooses, once the bug that failed it is fixed (harel 0.9.0's `redrive`).
+//!
+//! The rules are harel's: the target is a leaf in the execution's own branch, never inside
+//! an orthogonal state (a single leaf cannot stand for a fork's regions); no child may be
+//! unfinished (moving the parent would orphan it); the context is kept, the `error` and
+//! the history are cleared (a cascade an `on exit` failure cut short leaves a partial
+//! history), and the machine's `ttl` restarts. Anything but a FAILED execution is left
+//! as it is. One CAS commit, checked again on every attempt against the record it writes.
+
+use stm_core::definition::NodeKind;
+use stm_core::{engine, Definition, Execution, Status};
+use stm_store::{Commit, TimerOp};
+
+use super::{control_step, Control, RETRIES};
+use crate::driver::DriverError;
+
+/// Why `target` is not a place to redrive `exe` to, in harel's words (`None`: it is).
+pub fn redrive_refusal(defn: &Definition, exe: &Execution, target: &str) -> Option<String> {
+    let quoted = stm_core::pyvalue::repr(&stm_core::Value::from(target));
+    let node = match defn.get(target) {
+        Some(node) if !defn.node(node).is_composite() => node,
+        _ => return Some(format!("redrive target must be a leaf state, got {quoted}")),
+    };
+    let root_quoted = stm_core::pyvalue::repr(&stm_core::Value::from(exe.root_path.as_str()));
+    let root = match defn.get(&exe.root_path) {
+        Some(root) if defn.is_descendant(node, root) => root,
+        _ => {
+            return Some(format!(
+                "redrive target {quoted} is outside this execution's own branch (rooted at {root_quoted})"
+            ))
+        }
+    };
+    for ancestor in defn.ancestors(node) {
+        let n = defn.node(ancestor);
+        if n.kind == NodeKind::Orthogonal {
+            let at = stm_core::pyvalue::repr(&stm_core::Value::from(n.full_path.as_str()));
+            return Some(format!(
+                "redrive target {quoted} is inside orthogonal state {at} — a single leaf can't represent a \
+                 fork's parallel regions; target a leaf before it instead, and let the model's own transition \
+                 re-fork it normally"
+            ));
+        }
+        if ancestor == root {
+            break;
+        }
+    }
+    if exe.children.values().any(|c| !c.finished) {
+        return Some(
+            "redrive refused: execution has unfinished children (cancel/terminate them first)".into(),
+        );
+    }
+    None
+}
+
+impl Control {
+    /// Put FAILED execution `id` back to RUNNING at leaf `target` ([`redrive_refusal`]
+    /// says why it cannot be). An execution in any other status is left as it is, as
+    /// harel does. The next event or timer moves it on.
+    pub async fn redrive(&self, id: &str, target: &str) -> Result<(), DriverError> {
+        stm_store::aws::as_function("operator", async {
+            for _ in 0..RETRIES {
+                let mut exe = self.load(id).await?;
+                if exe.status != Status::Failed {
+                    return Ok(());
+                }
+                let defn = self.driver.definition_for(&exe)?;
+                if let Some(why) = redrive_refusal(&defn, &exe, target) {
+                    return Err(DriverError::Redrive(why));
+                }
+                let (from_status, from_path) = (exe.status, exe.active_path.clone());
+                exe.status = Status::Running;
+                exe.active_path = Some(target.to_string());
+                exe.error = None;
+                exe.history.clear();
+                let now = self.driver.clock.now();
+                let mut timers = Vec::new();
+                if let Some(delay) = engine::ttl_delay(&defn, &exe) {
+                    exe.expires_at = Some(now + delay);
+                    timers.push(TimerOp::Schedule {
+                        path: engine::TTL_PATH.into(),
+                        fire_at: now + delay,
+                    });
+                }
+                exe.stamp(now);
+                let step = control_step("redrive", from_status, from_path, &exe, now, stm_core::Map::new());
+                let commit = Commit {
+                    timers,
+                    trace: Some(step),
+                    ..Commit::default()
+                };
+                match self.driver.store.commit(&mut exe, commit).await {
+                    Ok(_) => return Ok(()),
+                    Err(e) if e.is_conflict() => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(DriverError::Store(stm_store::StoreError::retryable(format!(
+                "redrive {id}: still conflicting after {RETRIES} attempts"
+            ))))
+        })
+        .await
+    }
+}
