@@ -413,6 +413,16 @@ async fn describe(
             let kinds: Vec<&str> = exe.deferred.iter().map(|e| e.kind.as_str()).collect();
             out.push(format!("{indent}  deferred: {}", kinds.join(", ")));
         }
+        if let Some(version) = exe.definition_version {
+            out.push(format!("{indent}  machine version: {version}"));
+        }
+        if !exe.parked_events.is_empty() {
+            let kinds: Vec<&str> = exe.parked_events.iter().map(|e| e.kind.as_str()).collect();
+            out.push(format!(
+                "{indent}  parked (its version is not deployed): {}",
+                kinds.join(", ")
+            ));
+        }
         let child_indent = format!("{indent}    ");
         let mut children = Vec::new();
         for (cid, cs) in &exe.children {

@@ -120,6 +120,11 @@ fn in_use_and_migrate_against_a_deployment() {
         used.starts_with(&format!("Order {v1} (current): 2 live execution(s)\n")),
         "{used}"
     );
+    let shown = local.ok(&["show", "v-1"]);
+    assert!(
+        shown.lines().any(|l| l == format!("  machine version: {v1}")),
+        "{shown}"
+    );
     assert!(used.lines().any(|l| l.trim() == "2  Payment.Charging"), "{used}");
 
     // the next deploy: v1 frozen, order.stm edited
