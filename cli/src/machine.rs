@@ -1,6 +1,7 @@
 //! The commands that need no deployment: `validate`, `render`, `list FILE` and `run` (the
 //! embedded runner). They build without the AWS SDK (`--no-default-features`).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -307,20 +308,45 @@ async fn run_machine(defn: Definition, seed: Option<Map>, events: Vec<Event>, js
     definitions.register(defn);
     let store = Arc::new(MemoryStore::new());
     let driver = Driver::new(store.clone(), definitions, actions);
-    let exe = driver
-        .create(&defn_id, seed, None)
-        .await
-        .map_err(errors::driver)?;
+    // one write for many lines, not a syscall per line: the steps are microseconds each
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let shown = show_run(&driver, &store, &defn_id, seed, events, json, &mut out).await;
+    // the steps that ran are shown, before the error that stopped the run if one did
+    let flushed = out.flush();
+    match shown.and(flushed.map_err(anyhow::Error::from)) {
+        // the reader went away (`stm run ... | head`): stop quietly, as Unix tools do
+        Err(err) if is_broken_pipe(&err) => Ok(()),
+        other => other,
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// Create the execution, deliver `events`, and write what `harel run` prints (or, with
+/// `json`, the final execution and its children) to `out`.
+async fn show_run(
+    driver: &Driver,
+    store: &MemoryStore,
+    defn_id: &str,
+    seed: Option<Map>,
+    events: Vec<Event>,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<()> {
+    let exe = driver.create(defn_id, seed, None).await.map_err(errors::driver)?;
     let id = exe.id.clone();
     let show = |p: &Option<String>| p.clone().unwrap_or_else(|| "None".into());
     if !json {
-        println!("{:<20} -> {}", "(start)", show(&exe.active_path));
+        writeln!(out, "{:<20} -> {}", "(start)", show(&exe.active_path))?;
     }
     let mut last = exe;
     for event in events {
         last = driver.process(&id, &event).await.map_err(errors::driver)?;
         if !json {
-            println!("{:<20} -> {}", event.kind, show(&last.active_path));
+            writeln!(out, "{:<20} -> {}", event.kind, show(&last.active_path))?;
         }
     }
     if json {
@@ -330,14 +356,15 @@ async fn run_machine(defn: Definition, seed: Option<Map>, events: Vec<Event>, js
             .filter(|e| e.id != id)
             .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
             .collect();
-        let out = serde_json::json!({ "execution": last, "children": children });
-        println!("{}", stm_core::pyjson::to_string_pretty(&out));
+        let doc = serde_json::json!({ "execution": last, "children": children });
+        writeln!(out, "{}", stm_core::pyjson::to_string_pretty(&doc))?;
     } else {
-        println!(
+        writeln!(
+            out,
             "status: {}  outcome: {}",
             last.status,
             last.outcome.as_deref().unwrap_or("None")
-        );
+        )?;
     }
     Ok(())
 }
