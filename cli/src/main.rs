@@ -5,6 +5,7 @@
 //! `stm local` come with the default `aws` feature.
 
 mod errors;
+mod fmt;
 mod init;
 #[cfg(feature = "aws")]
 mod local;
@@ -48,6 +49,20 @@ enum Command {
         /// Only the machine with this name.
         #[arg(long, value_name = "NAME")]
         machine: Option<String>,
+    },
+    /// Format .stm files in place as harel's `fmt` does: 2-space indentation by bracket
+    /// depth, trailing whitespace trimmed, blank runs collapsed; comments and line
+    /// structure kept.
+    Fmt {
+        /// The .stm files.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Write nothing; exit 2 naming the files that would change.
+        #[arg(long, conflicts_with = "diff")]
+        check: bool,
+        /// Print a unified diff instead of writing.
+        #[arg(long)]
+        diff: bool,
     },
     /// Render a machine as a Mermaid stateDiagram-v2 (the only format: harel's default,
     /// PlantUML, is not rendered).
@@ -282,6 +297,7 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Validate { targets, machine } => machine::validate(&targets, machine.as_deref()),
+        Command::Fmt { files, check, diff } => fmt::fmt(&files, check, diff),
         Command::Render { file, name, .. } => machine::render(&file, name.as_deref()),
         #[cfg(not(feature = "aws"))]
         Command::List { file } => machine::list_file(&file),

@@ -10,6 +10,7 @@ pub mod definition;
 pub mod dsl;
 pub mod engine;
 pub mod execution;
+pub mod fmt;
 pub mod ids;
 pub mod pyjson;
 pub mod pynum;
