@@ -53,7 +53,7 @@ fn scramble(text: &str, rng: &mut Rng) -> String {
         "\n", "\n", "\n", "\r\n", "\r", "\n\n\n", "\u{0b}", "\u{0c}", "\u{1c}", "\u{85}", "\u{2028}", "\n \n",
     ];
     let mut out = String::new();
-    if rng.next() % 3 == 0 {
+    if rng.next().is_multiple_of(3) {
         out.push_str("\n\n  \n");
     }
     for line in text.lines() {
