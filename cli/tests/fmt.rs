@@ -4,8 +4,12 @@
 //! gets one clear error. (The formatting itself is compared with harel's on 637 inputs in
 //! shared/core/tests/fmt_parity.rs.)
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use common::harel_in as harel;
 
 fn stm(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stm"))
@@ -13,15 +17,6 @@ fn stm(dir: &Path, args: &[&str]) -> Output {
         .current_dir(dir)
         .output()
         .expect("run stm")
-}
-
-fn harel(dir: &Path, args: &[&str]) -> Output {
-    Command::new(stm_testkit::python())
-        .args(["-c", "import sys; from harel.cli import main; sys.exit(main())"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run harel")
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::without_versions;
+use common::{harel_in as harel, without_versions};
 
 /// A fresh directory, removed when dropped.
 struct TempDir(PathBuf);
@@ -46,16 +46,6 @@ fn stm(dir: &Path, args: &[&str]) -> Output {
         }
     }
     cmd.output().expect("run stm")
-}
-
-/// `harel ARGS` in `dir`: harel 0.9.0's command line, from the test Python's venv.
-fn harel(dir: &Path, args: &[&str]) -> Output {
-    Command::new(stm_testkit::python())
-        .args(["-c", "import sys; from harel.cli import main; sys.exit(main())"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run harel")
 }
 
 fn stdout(out: &Output) -> String {

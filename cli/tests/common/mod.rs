@@ -182,6 +182,16 @@ pub fn without_versions(text: &str) -> String {
         .collect()
 }
 
+/// `harel ARGS` in `dir`: harel 0.9.0's command line, from the test Python's venv.
+pub fn harel_in(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(stm_testkit::python())
+        .args(["-c", "import sys; from harel.cli import main; sys.exit(main())"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run harel")
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -7,11 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn python() -> PathBuf {
-    std::env::var("STM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
-}
+mod common;
+use common::{python, Rng};
 
 fn stm_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -25,21 +22,6 @@ fn stm_files(dir: &Path, out: &mut Vec<PathBuf>) {
         } else if path.extension().is_some_and(|e| e == "stm") {
             out.push(path);
         }
-    }
-}
-
-/// A small deterministic generator (xorshift): the variants are the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[(self.next() % items.len() as u64) as usize]
     }
 }
 
@@ -57,10 +39,10 @@ fn scramble(text: &str, rng: &mut Rng) -> String {
         out.push_str("\n\n  \n");
     }
     for line in text.lines() {
-        out.push_str(rng.pick(&indents));
+        out.push_str(*rng.pick(&indents[..]));
         out.push_str(line.trim());
-        out.push_str(rng.pick(&trailers));
-        out.push_str(rng.pick(&endings));
+        out.push_str(*rng.pick(&trailers[..]));
+        out.push_str(*rng.pick(&endings[..]));
     }
     out
 }
@@ -84,7 +66,7 @@ fn stm_fmt_formats_as_harel_fmt_does() {
         .iter()
         .map(|f| std::fs::read_to_string(f).unwrap_or_default())
         .collect();
-    let mut rng = Rng(0x5eed_f0f0_1234_5678);
+    let mut rng = Rng::new(0x5eed_f0f0_1234_5678);
     let originals = inputs.clone();
     for text in originals.iter().chain(std::iter::once(&TRICKY.to_string())) {
         for _ in 0..2 {
