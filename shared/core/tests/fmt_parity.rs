@@ -39,10 +39,13 @@ fn scramble(text: &str, rng: &mut Rng) -> String {
         out.push_str("\n\n  \n");
     }
     for line in text.lines() {
-        out.push_str(*rng.pick(&indents[..]));
+        let indent: &&str = rng.pick(&indents);
+        out.push_str(indent);
         out.push_str(line.trim());
-        out.push_str(*rng.pick(&trailers[..]));
-        out.push_str(*rng.pick(&endings[..]));
+        let trailer: &&str = rng.pick(&trailers);
+        out.push_str(trailer);
+        let ending: &&str = rng.pick(&endings);
+        out.push_str(ending);
     }
     out
 }
