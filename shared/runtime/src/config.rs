@@ -228,8 +228,8 @@ pub fn files_in(dir: &Path, extension: &str) -> std::io::Result<Vec<PathBuf>> {
 
 /// One frozen version, read back, named as it holds and valid.
 pub fn load_frozen(file: &Path) -> Result<stm_core::version::FrozenVersion, DriverError> {
-    let text = std::fs::read_to_string(file).map_err(|source| ConfigError::DefinitionsDir {
-        dir: file.to_path_buf(),
+    let text = std::fs::read_to_string(file).map_err(|source| ConfigError::FrozenUnreadable {
+        file: file.to_path_buf(),
         source,
     })?;
     let frozen =

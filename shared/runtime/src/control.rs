@@ -139,12 +139,10 @@ impl Control {
             // never follow it)
             check_event_size(execution_id, event)?;
             if let Some(exe) = self.driver.store.load(execution_id).await? {
-                match self.driver.definition_for(&exe) {
-                    Ok(defn) => Driver::check_event(&defn, event)?,
-                    // pinned to a version this deploy does not have: nothing to check the
-                    // event against, and the worker parks it until that version is back
-                    Err(DriverError::VersionMissing { .. }) => {}
-                    Err(other) => return Err(other),
+                // pinned to a version this deploy does not have: nothing to check the
+                // event against, and the worker parks it until that version is back
+                if let Some(defn) = self.driver.definition_if_deployed(&exe)? {
+                    Driver::check_event(&defn, event)?;
                 }
                 if exe.status == Status::Pending {
                     self.deliver_pending(execution_id).await?;
@@ -180,12 +178,11 @@ impl Control {
                 let cancel = Event::with_data("Cancel", reason.clone().unwrap_or_default());
                 // a machine version this deploy does not have cannot say whether the state
                 // models `on Cancel`: the cancel is forceful, as for a FAILED execution
-                let cooperative = match self.driver.definition_for(&exe) {
-                    Ok(defn) => {
+                let cooperative = match self.driver.definition_if_deployed(&exe)? {
+                    Some(defn) => {
                         exe.status != Status::Failed && engine::has_cancel_handler(&defn, &exe, &cancel)
                     }
-                    Err(DriverError::VersionMissing { .. }) => false,
-                    Err(other) => return Err(other),
+                    None => false,
                 };
                 if !cooperative {
                     return self.force(execution_id, Status::Cancelled).await;

@@ -342,6 +342,16 @@ impl StepReport {
         self.spawned || !self.outbox_seqs.is_empty()
     }
 
+    /// This report (what a release stepped) followed by `later`'s (the event's own
+    /// commit): `later` as it is when nothing was released, the common case.
+    pub(crate) fn followed_by(mut self, later: StepReport) -> StepReport {
+        if self.released.is_empty() && !self.parked {
+            return later;
+        }
+        self.absorb(later);
+        self
+    }
+
     /// Add what a later commit of the same call left (a released parked event's step,
     /// then the event's own).
     pub(crate) fn absorb(&mut self, later: StepReport) {
@@ -446,6 +456,17 @@ impl Driver {
         Err(DriverError::UnknownDefinition(exe.definition_id.clone()))
     }
 
+    /// [`definition_for`](Self::definition_for), with `None` for an execution pinned to a
+    /// version this deploy does not have (its events park): for the callers that can go
+    /// on without the machine.
+    pub fn definition_if_deployed(&self, exe: &Execution) -> Result<Option<Arc<Definition>>, DriverError> {
+        match self.definition_for(exe) {
+            Ok(defn) => Ok(Some(defn)),
+            Err(DriverError::VersionMissing { .. }) => Ok(None),
+            Err(other) => Err(other),
+        }
+    }
+
     /// The machine an invoke of `fqn` starts: the one the parent's own version carries
     /// (a parent pinned to an earlier version invokes that version's submachine), else
     /// the current one.
@@ -537,26 +558,17 @@ impl Driver {
         event: Option<&Event>,
     ) -> Result<StepReport, DriverError> {
         let Some(event) = event else {
-            return self.step_once(exe, None).await;
+            // a start: a new execution is on the version it was just pinned to
+            let defn = self.definition_for(exe)?;
+            return self.step_on(&defn, exe, None).await;
         };
         match self.parking_gate(exe, event).await? {
             parking::Gate::Done(report) => Ok(report),
-            parking::Gate::Go(mut report, defn) => {
+            parking::Gate::Go(released, defn) => {
                 let step = self.step_on(&defn, exe, Some(event)).await?;
-                if report.released.is_empty() {
-                    // nothing was parked (every step but a release): the step's report as is
-                    return Ok(step);
-                }
-                report.absorb(step);
-                Ok(report)
+                Ok(released.followed_by(step))
             }
         }
-    }
-
-    /// One step and its commit, on the version `exe` is pinned to.
-    async fn step_once(&self, exe: &mut Execution, event: Option<&Event>) -> Result<StepReport, DriverError> {
-        let defn = self.definition_for(exe)?;
-        self.step_on(&defn, exe, event).await
     }
 
     /// One step of `exe` on `defn` (its version), and its commit.
@@ -630,28 +642,28 @@ impl Driver {
     ) -> Result<StepReport, DriverError> {
         match self.parking_gate(exe, event).await? {
             parking::Gate::Done(report) => Ok(report),
-            parking::Gate::Go(mut report, _) => {
+            parking::Gate::Go(released, defn) => {
                 // what was released may have finished regions: broadcast to those still live
                 let live = Driver::region_ids(exe);
-                let region_ids = if report.released.is_empty() {
+                let region_ids = if released.released.is_empty() {
                     region_ids
                 } else {
                     &live
                 };
-                report.absorb(self.broadcast_once(exe, event, region_ids).await?);
-                Ok(report)
+                let step = self.broadcast_on(&defn, exe, event, region_ids).await?;
+                Ok(released.followed_by(step))
             }
         }
     }
 
-    /// The broadcast commit, on the version `exe` is pinned to.
-    async fn broadcast_once(
+    /// The broadcast commit of `exe` on `defn` (its version).
+    async fn broadcast_on(
         &self,
+        defn: &Definition,
         exe: &mut Execution,
         event: &Event,
         region_ids: &[String],
     ) -> Result<StepReport, DriverError> {
-        let defn = self.definition_for(exe)?;
         // Refused before anything is written. The event reached us through SQS, so it
         // fits unless our serialization of it is larger than the sender's (a harel body
         // without the null time fields, within a few bytes of the limit): rare, and the
@@ -660,7 +672,7 @@ impl Driver {
             check_event_size(first, event)?;
         }
         let now = self.clock.now();
-        let timers: Vec<TimerOp> = rearm_ttl(&defn, exe, now).into_iter().collect();
+        let timers: Vec<TimerOp> = rearm_ttl(defn, exe, now).into_iter().collect();
         exe.stamp(now);
         let emits: Vec<(Option<String>, Event)> = region_ids
             .iter()
@@ -894,16 +906,12 @@ impl Driver {
             .load(execution_id)
             .await?
             .ok_or_else(|| DriverError::UnknownExecution(execution_id.to_string()))?;
-        let defn = match self.definition_for(&exe) {
-            Ok(defn) => defn,
+        let Some(defn) = self.definition_if_deployed(&exe)? else {
             // its version is not deployed: the event is parked on it (run_step), unchecked
-            Err(DriverError::VersionMissing { .. }) => {
-                if !self.store.is_processed(&exe.id, &event.id).await? {
-                    self.run_step(&mut exe, Some(event)).await?;
-                }
-                return Ok(exe);
+            if !self.store.is_processed(&exe.id, &event.id).await? {
+                self.run_step(&mut exe, Some(event)).await?;
             }
-            Err(other) => return Err(other),
+            return Ok(exe);
         };
         Driver::check_event(&defn, event)?;
         let live = self.live_regions(&exe).await?;
@@ -941,12 +949,7 @@ impl Driver {
                 continue;
             }
             // an execution whose version is not deployed takes its timers too: they park
-            let runnable = |e: &Execution| {
-                matches!(
-                    self.definition_for(e),
-                    Ok(_) | Err(DriverError::VersionMissing { .. })
-                )
-            };
+            let runnable = |e: &Execution| self.definition_if_deployed(e).is_ok();
             if exe.as_ref().is_some_and(runnable) {
                 let event = engine::timeout_event(&timer.execution_id, &timer.path, timer.fire_at);
                 // deliver before delete: a crash between the two is safe (dedupe)

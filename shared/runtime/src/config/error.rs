@@ -55,6 +55,13 @@ pub enum ConfigError {
         #[source]
         source: stm_core::version::FrozenError,
     },
+    /// A retained version's file that cannot be read.
+    #[error("cannot read the retained version {}: {source}", file.display())]
+    FrozenUnreadable {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// A retained version whose file name is not what it holds (renamed by hand).
     #[error("retained version {}: it holds {expected}: name the file {expected}, as `stm versions freeze` does", file.display())]
     FrozenName { file: PathBuf, expected: String },

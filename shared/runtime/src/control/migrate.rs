@@ -137,17 +137,8 @@ impl Control {
         let mut executions = vec![root];
         let mut next = 0;
         while next < executions.len() {
-            let regions: Vec<String> = executions[next]
-                .children
-                .iter()
-                .filter(|(_, cs)| !cs.submachine && !cs.finished)
-                .map(|(child_id, _)| child_id.clone())
-                .collect();
-            for child_id in regions {
-                if let Some(child) = self.driver.store.load(&child_id).await? {
-                    executions.push(child);
-                }
-            }
+            let regions = self.driver.live_regions(&executions[next]).await?;
+            executions.extend(regions);
             next += 1;
         }
         let mut plans = Vec::new();

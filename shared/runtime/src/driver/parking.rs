@@ -52,7 +52,7 @@ impl Driver {
             }
             Err(other) => Err(other),
             Ok(defn) => {
-                let report = self.release_parked(exe).await?;
+                let report = self.release_parked(&defn, exe).await?;
                 if recheck || report.released.contains(&event.id) {
                     Ok(Gate::Done(report))
                 } else {
@@ -111,7 +111,11 @@ impl Driver {
 
     /// Step every parked event of `exe`, oldest first, each in its own commit. (The
     /// recheck timer is left to lapse: firing with nothing parked, it changes nothing.)
-    async fn release_parked(&self, exe: &mut Execution) -> Result<StepReport, DriverError> {
+    async fn release_parked(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+    ) -> Result<StepReport, DriverError> {
         let mut report = StepReport::default();
         if exe.parked_events.is_empty() {
             return Ok(report);
@@ -126,9 +130,9 @@ impl Driver {
             let event = exe.parked_events.remove(0);
             let regions = Driver::region_ids(exe);
             let step = if Driver::is_broadcast(&event, regions.len()) {
-                self.broadcast_once(exe, &event, &regions).await?
+                self.broadcast_on(defn, exe, &event, &regions).await?
             } else {
-                self.step_once(exe, Some(&event)).await?
+                self.step_on(defn, exe, Some(&event)).await?
             };
             report.absorb(step);
             report.released.push(event.id);
