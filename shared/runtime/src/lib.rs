@@ -34,6 +34,7 @@ pub mod driver;
 #[cfg(feature = "aws")]
 pub mod eventsource;
 pub mod metrics;
+pub mod purge;
 pub mod queue;
 pub mod relay;
 pub mod remote;

@@ -118,6 +118,14 @@ impl ExecutionStore for Faulty {
     async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {
         self.inner.append_trace(id, entry).await
     }
+
+    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
+        self.inner.purge(id, expected_version).await
+    }
+
+    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.ids_with_prefix(prefix).await
+    }
 }
 
 // --- a queue that records the releases ---------------------------------------------

@@ -302,6 +302,16 @@ impl ExecutionStore for CrashingStore {
         self.alive()?;
         self.inner.append_trace(id, entry).await
     }
+
+    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
+        self.alive()?;
+        self.inner.purge(id, expected_version).await
+    }
+
+    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.alive()?;
+        self.inner.ids_with_prefix(prefix).await
+    }
 }
 
 /// The queue as a crashing process sees it.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
-use common::moto_parts;
+use common::{moto_parts, python};
 use serde_json::Value;
 use stm_core::{ChildState, Execution, Status};
 use stm_runtime::{ActionRegistry, Control, Definitions, Driver, ManualClock, MemoryQueue};
@@ -150,12 +150,6 @@ async fn every_rule_in_memory() {
 async fn every_rule_over_dynamodb_as_the_operator() {
     let parts = moto_parts("redrive", 2, 5).await;
     rules(parts.store.clone()).await;
-}
-
-fn python() -> PathBuf {
-    std::env::var("STM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| stm_testkit::repo_root().join(".venv/bin/python"))
 }
 
 /// What harel's `redrive` does with `item` toward `target`: the item it leaves, or its

@@ -91,6 +91,7 @@ pub mod due;
 pub(crate) mod item;
 mod listing;
 mod provision;
+mod purge;
 pub mod schema;
 mod store;
 
@@ -393,6 +394,11 @@ impl DynamoDbStore {
                 hints.remove(id);
             }
         }
+    }
+
+    /// Drop what is known of `id`'s trace (it was purged: a new execution may reuse the id).
+    fn forget_hint(&self, id: &str) {
+        self.hints().remove(id);
     }
 
     /// The last trace idx stored in the execution item at `version`, if known.

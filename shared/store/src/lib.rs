@@ -287,4 +287,35 @@ pub trait ExecutionStore: Send + Sync {
 
     /// Append one trace step outside a commit (same ring rule).
     async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError>;
+
+    /// Delete execution `id` and everything the store keys by it (its processed marks,
+    /// trace steps and timers, the outbox entries addressed to it and the spawn intents it
+    /// issued) if its version is still `expected_version` (harel 0.9.0's `purge`).
+    ///
+    /// `Ok(true)`: it was deleted. `Ok(false)`: it moved on (nothing is touched) or is
+    /// already gone; in the second case its leftover rows are still swept, so a purge that
+    /// died between the execution and its rows is finished by a retry. A stale copy can
+    /// never bring it back: its commit fails the CAS as for any absent execution.
+    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError>;
+
+    /// The ids of the stored executions that begin with `prefix`, matched literally
+    /// (no character is a wildcard): a tree's descendants are found by `"{root id}:"`.
+    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
+
+    /// The ids that begin with any of `prefixes`: [`ids_with_prefix`] for each, which a
+    /// store may answer in one pass (DynamoDB: one Scan for a whole page of purge
+    /// candidates instead of one per tree).
+    ///
+    /// [`ids_with_prefix`]: ExecutionStore::ids_with_prefix
+    async fn ids_with_any_prefix(&self, prefixes: &[String]) -> Result<Vec<String>, StoreError> {
+        let mut ids = Vec::new();
+        for prefix in prefixes {
+            for id in self.ids_with_prefix(prefix).await? {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        Ok(ids)
+    }
 }

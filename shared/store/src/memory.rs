@@ -190,24 +190,26 @@ impl ExecutionStore for MemoryStore {
     }
 
     async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
+        use std::ops::Bound;
         let inner = self.lock();
         let limit = if query.limit == 0 { 100 } else { query.limit };
-        let offset: usize = match &query.cursor {
-            None => 0,
-            Some(c) => c
-                .parse()
-                .map_err(|_| StoreError::backend(format!("bad list cursor {c:?}")))?,
+        // the cursor is the last id of the previous page, not an offset: the map is ordered
+        // by id, so a page resumes after it even when executions were deleted meanwhile (a
+        // purge deletes what it pages through), as a DynamoDB scan's key cursor does
+        let start = match &query.cursor {
+            None => Bound::Unbounded,
+            Some(last) => Bound::Excluded(last.as_str()),
         };
-        let matching: Vec<ExecutionSummary> = inner
+        let mut matching = inner
             .executions
-            .values()
+            .range::<str, _>((start, Bound::Unbounded))
+            .map(|(_, e)| e)
             .filter(|e| query.status.as_ref().is_none_or(|s| s.contains(&e.status)))
             .filter(|e| query.definition_id.as_ref().is_none_or(|d| &e.definition_id == d))
-            .filter(|e| !query.roots_only || e.parent_id.is_none())
-            .map(ExecutionSummary::of)
-            .collect();
-        let items: Vec<_> = matching.iter().skip(offset).take(limit).cloned().collect();
-        let next_cursor = (offset + limit < matching.len()).then(|| (offset + limit).to_string());
+            .filter(|e| !query.roots_only || e.parent_id.is_none());
+        let items: Vec<ExecutionSummary> = matching.by_ref().take(limit).map(ExecutionSummary::of).collect();
+        let more = matching.next().is_some();
+        let next_cursor = more.then(|| items.last().map(|s| s.id.clone())).flatten();
         Ok(ExecutionPage { items, next_cursor })
     }
 
@@ -276,5 +278,35 @@ impl ExecutionStore for MemoryStore {
         let mut inner = self.lock();
         MemoryStore::record_trace(&mut inner, self.trace_max, id, entry);
         Ok(())
+    }
+
+    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let deleted = match inner.executions.get(id) {
+            Some(exe) if exe.version != expected_version => return Ok(false),
+            Some(_) => inner.executions.remove(id).is_some(),
+            None => false,
+        };
+        inner.processed.remove(id);
+        inner.trace.remove(id);
+        inner.timers.retain(|(execution_id, _), _| execution_id != id);
+        inner
+            .outbox
+            .retain(|_, entry| entry.target_id.as_deref() != Some(id));
+        inner.spawns.retain(|_, spawn| spawn.parent_id != id);
+        Ok(deleted)
+    }
+
+    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        use std::ops::Bound;
+        // the map is ordered by id: the matches are one contiguous run from `prefix` on
+        Ok(self
+            .lock()
+            .executions
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .map(|(id, _)| id)
+            .take_while(|id| id.starts_with(prefix))
+            .cloned()
+            .collect())
     }
 }

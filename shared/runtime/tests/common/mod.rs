@@ -17,6 +17,13 @@ use stm_store::{ExecutionStore, MemoryStore};
 
 pub const START: f64 = 1_700_000_000.0;
 
+/// The interpreter with harel 0.9.0 and boto3: `STM_PYTHON`, else the repo's venv.
+pub fn python() -> PathBuf {
+    std::env::var("STM_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| stm_testkit::repo_root().join(".venv/bin/python"))
+}
+
 pub fn machines_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/machines/scenarios.stm")
 }
@@ -45,6 +52,15 @@ impl Stack {
     pub fn new(store: Arc<dyn ExecutionStore>, queue: Arc<dyn Queue>) -> Self {
         let clock = Arc::new(ManualClock::new(START));
         Stack::with_clock(store, queue, clock.clone(), clock)
+    }
+
+    /// A stack whose driver records a trace step per event (`STM_TRACE=true`).
+    pub fn traced(store: Arc<dyn ExecutionStore>, queue: Arc<dyn Queue>) -> Self {
+        let clock = Arc::new(ManualClock::new(START));
+        let mut stack = Stack::with_clock(store, queue, clock.clone(), clock);
+        stack.worker.driver = stack.worker.driver.clone().with_trace(true);
+        stack.control.driver = stack.control.driver.clone().with_trace(true);
+        stack
     }
 
     /// A stack whose driver runs on the wall clock (latency measurements).

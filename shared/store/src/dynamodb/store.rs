@@ -422,6 +422,18 @@ impl ExecutionStore for DynamoDbStore {
         }
     }
 
+    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
+        self.purge_execution(id, expected_version).await
+    }
+
+    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.scan_ids_with_prefixes(&[prefix.to_string()]).await
+    }
+
+    async fn ids_with_any_prefix(&self, prefixes: &[String]) -> Result<Vec<String>, StoreError> {
+        self.scan_ids_with_prefixes(prefixes).await
+    }
+
     async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
         let out = self
             .client

@@ -57,16 +57,19 @@ pub enum Principal {
     Sweeper,
     /// The operator CLI (`stm create/send/show/...`): the template's `OperatorPolicy`.
     Operator,
+    /// `stm purge`: the template's `PurgePolicy`.
+    Purger,
 }
 
 impl Principal {
     /// Every principal the layer serves.
-    pub const ALL: [Principal; 5] = [
+    pub const ALL: [Principal; 6] = [
         Principal::Admin,
         Principal::Worker,
         Principal::Relay,
         Principal::Sweeper,
         Principal::Operator,
+        Principal::Purger,
     ];
 
     /// The template resource whose policy applies (`None`: unchecked).
@@ -77,6 +80,7 @@ impl Principal {
             Principal::Relay => Some("RelayRole"),
             Principal::Sweeper => Some("SweeperRole"),
             Principal::Operator => Some("OperatorPolicy"),
+            Principal::Purger => Some("PurgePolicy"),
         }
     }
 
@@ -87,6 +91,7 @@ impl Principal {
             "relay" => Some(Principal::Relay),
             "sweeper" => Some(Principal::Sweeper),
             "operator" => Some(Principal::Operator),
+            "purger" => Some(Principal::Purger),
             _ => None,
         }
     }
