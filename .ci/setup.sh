@@ -46,6 +46,16 @@ if [ ! -x "$ZIG" ]; then
     chmod +x "$ZIG"
 fi
 
+# the browser `stm ui`'s test drives (cli/tests/ui.rs): Debian's chromium, headless
+if ! command -v chromium >/dev/null 2>&1; then
+    say "installing chromium (apt-get; setup runs as root here and in CI)"
+    apt-get update
+    apt-get install -y --no-install-recommends chromium
+    command -v chromium >/dev/null 2>&1 || { say "chromium is still missing after apt-get install"; exit 1; }
+else
+    say "chromium exists"
+fi
+
 say "checking the installs"
 "$PY" - <<'PYEOF'
 import importlib.metadata as md

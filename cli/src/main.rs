@@ -8,12 +8,18 @@ mod errors;
 mod fmt;
 mod init;
 #[cfg(feature = "aws")]
+mod inspect;
+#[cfg(feature = "aws")]
 mod local;
 mod machine;
 mod new;
 #[cfg(feature = "aws")]
 mod ops;
+#[cfg(feature = "aws")]
+mod purge;
 mod shell;
+#[cfg(feature = "aws")]
+mod ui;
 mod versions;
 
 use std::path::PathBuf;
@@ -284,17 +290,34 @@ enum Command {
         #[command(flatten)]
         deployment: ops::Deployment,
     },
+    /// Permanently delete finished execution trees (every member DONE or CANCELLED)
+    /// that finished more than an age ago, each archived first with --archive. Runs under
+    /// the template's PurgePolicy. `-v` lists the purged roots.
+    #[cfg(feature = "aws")]
+    Purge(purge::PurgeArgs),
+    /// A local web console over the deployment: the executions, one drawn with its
+    /// statechart, trace and children, and the control commands. Serves 127.0.0.1 and
+    /// prints its URL, with the per-run token every request needs.
+    #[cfg(feature = "aws")]
+    Ui {
+        #[command(flatten)]
+        args: ui::UiArgs,
+        #[command(flatten)]
+        deployment: ops::Deployment,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli.command) {
+    match run(cli.command, cli.verbose) {
         Ok(code) => code,
         Err(err) => errors::report(&err, cli.verbose),
     }
 }
 
-fn run(command: Command) -> Result<ExitCode> {
+fn run(command: Command, verbose: bool) -> Result<ExitCode> {
+    #[cfg(not(feature = "aws"))]
+    let _ = verbose; // only `stm purge` reads it
     match command {
         Command::Validate { targets, machine } => machine::validate(&targets, machine.as_deref()),
         Command::Fmt { files, check, diff } => fmt::fmt(&files, check, diff),
@@ -419,17 +442,42 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Terminate { id, deployment } => {
             operate(async move { ops::control(&deployment, &id, ops::ControlCommand::Terminate).await })
         }
+        #[cfg(feature = "aws")]
+        Command::Purge(args) => run_as("purger", purge::run(args, verbose)),
+        #[cfg(feature = "aws")]
+        Command::Ui { args, deployment } => {
+            // the handlers run on the server's tasks: each request takes the operator's
+            // role there (ui::routes), this scope covers the connection made first
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            runtime.block_on(stm_store::aws::as_function(
+                "operator",
+                ui::serve(&deployment, &args),
+            ))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
 /// Run one operator command to completion.
 #[cfg(feature = "aws")]
 fn operate(command: impl std::future::Future<Output = Result<()>>) -> Result<ExitCode> {
+    // every call an operator command makes needs the template's OperatorPolicy (the test
+    // kit's strict layer checks it under an emulator)
+    run_as(
+        "operator",
+        async move { command.await.map(|()| ExitCode::SUCCESS) },
+    )
+}
+
+/// Run `command` to completion as the code of `function` (`operator`: OperatorPolicy,
+/// `purger`: PurgePolicy), on a runtime of its own.
+#[cfg(feature = "aws")]
+fn run_as(
+    function: &'static str,
+    command: impl std::future::Future<Output = Result<ExitCode>>,
+) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    // every call an operator command makes needs the template's OperatorPolicy (the test
-    // kit's strict layer checks it under an emulator)
-    runtime.block_on(stm_store::aws::as_function("operator", command))?;
-    Ok(ExitCode::SUCCESS)
+    runtime.block_on(stm_store::aws::as_function(function, command))
 }

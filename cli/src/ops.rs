@@ -310,10 +310,42 @@ impl ControlCommand {
     }
 }
 
+/// What a control command did: the status before and after, and a note on how (a
+/// cooperative or forceful cancel, a redrive), for the CLI's line and the console's flash.
+#[derive(Debug, Clone)]
+pub struct ControlOutcome {
+    pub before: Status,
+    pub after: Status,
+    /// Empty, or a sentence on what happened beyond the status change.
+    pub note: &'static str,
+}
+
+impl std::fmt::Display for ControlOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} -> {}", self.before, self.after)?;
+        if !self.note.is_empty() {
+            write!(f, "  ({})", self.note)?;
+        }
+        Ok(())
+    }
+}
+
 /// `stm cancel|suspend|resume|terminate`: `ID: FROM -> TO`, or, when there is nothing to
 /// do, an error saying why.
 pub async fn control(dep: &Deployment, id: &str, command: ControlCommand) -> Result<()> {
     let connected = dep.connect(None).await?;
+    let outcome = apply_control(&connected, id, command).await?;
+    println!("{id}: {outcome}");
+    Ok(())
+}
+
+/// Run one control command on `id` through the control plane (what `stm cancel` and the
+/// console's buttons share): refused, with the reason, when it would do nothing.
+pub async fn apply_control(
+    connected: &Connected,
+    id: &str,
+    command: ControlCommand,
+) -> Result<ControlOutcome> {
     let before = load(connected.store.as_ref(), id).await?;
     if let Some(why) = command.no_op(before.status) {
         bail!("{id} is {why}: nothing to {}", command.verb());
@@ -330,18 +362,21 @@ pub async fn control(dep: &Deployment, id: &str, command: ControlCommand) -> Res
     let after = load(connected.store.as_ref(), id).await?;
     let note = match (&command, after.status) {
         (ControlCommand::Cancel(Some(_)), Status::Cancelled) => {
-            "  (forceful: nothing active models `on Cancel`, so no Cancel event carried the reason; as in harel, it is not kept)"
+            "forceful: nothing active models `on Cancel`, so no Cancel event carried the reason; as in harel, it is not kept"
         }
         (ControlCommand::Cancel(_), Status::Cancelling) => {
-            "  (cooperative: its Cancel goes to the model's `on Cancel`; `stm show` and `stm trace` show the reason)"
+            "cooperative: its Cancel goes to the model's `on Cancel`; `stm show` and `stm trace` show the reason"
         }
         (ControlCommand::Redrive(_), Status::Running) => {
-            "  (its next event or timer moves it on; the context is as it was, the error and the history are cleared)"
+            "its next event or timer moves it on; the context is as it was, the error and the history are cleared"
         }
         _ => "",
     };
-    println!("{id}: {} -> {}{note}", before.status, after.status);
-    Ok(())
+    Ok(ControlOutcome {
+        before: before.status,
+        after: after.status,
+        note,
+    })
 }
 
 pub async fn show(dep: &Tables, id: &str, json: bool) -> Result<()> {

@@ -1,0 +1,599 @@
+//! What an operator's console shows of an execution, gathered from the store and the
+//! deployment's definitions and independent of how it is drawn: `stm ui` renders it as
+//! HTML, a terminal monitor can render the same values.
+//!
+//! The gathering ([`gather`]) is the only part that does IO; the rest are pure functions
+//! over the store's records: the trace as typed steps with their context diffs
+//! ([`trace_steps`]), the children as a tree ([`ChildNode`]), and the statechart as nested
+//! boxes with the active states flagged ([`state_tree`], [`active_set`]).
+
+use std::collections::BTreeSet;
+
+use anyhow::Result;
+use serde_json::Value;
+use stm_core::definition::{Definition, NodeId, NodeKind};
+use stm_core::{Execution, Map, Status};
+use stm_store::ExecutionStore;
+
+use crate::ops::Connected;
+
+/// The most descendants [`gather`] loads for the children tree: a fan-out of thousands is
+/// summarised, not read item by item on every page view.
+pub(crate) const MAX_TREE_NODES: usize = 200;
+
+/// One execution as a console shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct ExecutionView {
+    pub execution: Execution,
+    /// The recorded trace, oldest first (empty when the worker does not record one).
+    pub steps: Vec<TraceStep>,
+    /// Its children (regions and invoked machines), each with theirs.
+    pub children: Vec<ChildNode>,
+    /// Whether the tree stopped at [`MAX_TREE_NODES`].
+    pub children_truncated: bool,
+    /// The statechart with the active states flagged, or why it cannot be drawn.
+    pub diagram: Result<StateBox, String>,
+    /// The leaves a redrive may resume at (the execution's own branch).
+    pub leaves: Vec<String>,
+}
+
+/// One step of the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TraceStep {
+    pub index: Option<i64>,
+    /// The event's kind, or the control command's name (`redrive`, `migrate`).
+    pub event: String,
+    pub event_data: Map,
+    /// A control-plane command rather than an event.
+    pub control: bool,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub actions: Vec<String>,
+    /// What the step changed in the context (against the previous step's).
+    pub changes: Vec<ContextChange>,
+    /// Seconds since the epoch.
+    pub timestamp: Option<f64>,
+}
+
+/// One context key a step added, changed or removed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ContextChange {
+    pub key: String,
+    /// `None`: the step added the key.
+    pub before: Option<Value>,
+    /// `None`: the step removed the key.
+    pub after: Option<Value>,
+}
+
+/// A child execution in the tree.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ChildNode {
+    pub id: String,
+    /// The state it runs (a region's path) or was invoked from.
+    pub root_path: String,
+    /// An invoked machine (else a region of its parent's).
+    pub submachine: bool,
+    /// What the parent records of it.
+    pub finished: bool,
+    pub outcome: Option<String>,
+    /// Its own record, when it exists yet (and the tree was not cut short before it).
+    pub record: Option<ChildRecord>,
+    pub children: Vec<ChildNode>,
+}
+
+/// The part of a child's record the tree shows.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ChildRecord {
+    pub definition_id: String,
+    pub status: Status,
+    pub active_path: Option<String>,
+}
+
+/// What a state box is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BoxKind {
+    /// The machine itself.
+    Machine,
+    /// A state with sub-states, one active at a time.
+    Composite,
+    /// An AND-state: its children are regions, all active at once.
+    Orthogonal,
+    /// A region of an orthogonal state (it runs as a child execution).
+    Region,
+    Leaf,
+    /// A leaf that records an outcome when reached.
+    Final,
+}
+
+impl BoxKind {
+    /// A short lowercase name (CSS classes, a terminal's legend).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoxKind::Machine => "machine",
+            BoxKind::Composite => "composite",
+            BoxKind::Orthogonal => "orthogonal",
+            BoxKind::Region => "region",
+            BoxKind::Leaf => "leaf",
+            BoxKind::Final => "final",
+        }
+    }
+}
+
+/// One state of the statechart, with its sub-states.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StateBox {
+    pub name: String,
+    /// Its full path (`""` for the machine).
+    pub path: String,
+    pub kind: BoxKind,
+    /// Active in the execution (or one of its regions).
+    pub active: bool,
+    /// Its parent's initial state.
+    pub initial: bool,
+    /// The outcome a final state records.
+    pub outcome: Option<String>,
+    /// The machine it invokes, if any.
+    pub invokes: Option<String>,
+    pub children: Vec<StateBox>,
+}
+
+/// Load execution `id` and everything its console page shows; `None` if there is no such
+/// execution.
+pub(crate) async fn gather(connected: &Connected, id: &str) -> Result<Option<ExecutionView>> {
+    let store = connected.store.as_ref();
+    let Some(execution) = store.load(id).await? else {
+        return Ok(None);
+    };
+    let steps = trace_steps(&store.read_trace(id).await?);
+    let mut budget = MAX_TREE_NODES;
+    let children = children_of(store, &execution, &mut budget).await?;
+    let active = active_set(
+        execution
+            .active_path
+            .iter()
+            .map(String::as_str)
+            .chain(region_paths(&children)),
+    );
+    let definition = connected
+        .control
+        .driver
+        .definition_for(&execution)
+        .map_err(|_| not_deployed(&execution));
+    let diagram = definition.as_ref().map_err(Clone::clone).and_then(|defn| {
+        state_tree(defn, &execution.root_path, &active).ok_or_else(|| {
+            format!(
+                "the machine {} has no state {:?} (the branch this execution runs)",
+                defn.id, execution.root_path
+            )
+        })
+    });
+    let leaves = definition
+        .map(|defn| leaves_under(&defn, &execution.root_path))
+        .unwrap_or_default();
+    Ok(Some(ExecutionView {
+        execution,
+        steps,
+        children,
+        children_truncated: budget == 0,
+        diagram,
+        leaves,
+    }))
+}
+
+/// Why an execution's statechart is not drawn.
+fn not_deployed(exe: &Execution) -> String {
+    match exe.definition_version {
+        Some(version) => format!(
+            "the machine {} at version {version} is not among this console's definitions \
+             (pass --definitions DIR, the folder of .stm files the deployment runs)",
+            exe.definition_id
+        ),
+        None => format!(
+            "the machine {} is not among this console's definitions (pass --definitions DIR, \
+             the folder of .stm files the deployment runs)",
+            exe.definition_id
+        ),
+    }
+}
+
+/// The children of `exe` as a tree, loading at most `budget` records in all.
+async fn children_of(
+    store: &dyn ExecutionStore,
+    exe: &Execution,
+    budget: &mut usize,
+) -> Result<Vec<ChildNode>> {
+    let mut nodes = Vec::new();
+    for (cid, cs) in &exe.children {
+        let mut node = ChildNode {
+            id: cid.clone(),
+            root_path: cs.root_path.clone(),
+            submachine: cs.submachine,
+            finished: cs.finished,
+            outcome: cs.outcome.clone(),
+            record: None,
+            children: Vec::new(),
+        };
+        if *budget > 0 {
+            *budget -= 1;
+            if let Some(child) = store.load(cid).await? {
+                node.record = Some(ChildRecord {
+                    definition_id: child.definition_id.clone(),
+                    status: child.status,
+                    active_path: child.active_path.clone(),
+                });
+                // a boxed future: the tree is recursive
+                node.children = Box::pin(children_of(store, &child, budget)).await?;
+            }
+        }
+        nodes.push(node);
+    }
+    Ok(nodes)
+}
+
+/// The active paths of the region children in `children`, and of their regions in turn:
+/// an invoked machine runs another statechart, so its subtree is left out.
+pub(crate) fn region_paths(children: &[ChildNode]) -> impl Iterator<Item = &str> {
+    let mut out = Vec::new();
+    let mut frontier: Vec<&ChildNode> = children.iter().collect();
+    while let Some(node) = frontier.pop() {
+        if node.submachine {
+            continue;
+        }
+        if let Some(path) = node.record.as_ref().and_then(|r| r.active_path.as_deref()) {
+            out.push(path);
+        }
+        frontier.extend(node.children.iter());
+    }
+    out.into_iter()
+}
+
+/// Every state active when `paths` are: each path and its ancestors (`A.B.C` makes
+/// `A`, `A.B` and `A.B.C` active).
+pub(crate) fn active_set<'a>(paths: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+    let mut set = BTreeSet::new();
+    for path in paths {
+        let mut end = 0;
+        for (at, c) in path.char_indices() {
+            if c == '.' {
+                set.insert(path[..at].to_string());
+            }
+            end = at + c.len_utf8();
+        }
+        if end > 0 {
+            set.insert(path.to_string());
+        }
+    }
+    set
+}
+
+/// The statechart below `root_path` (`""`: the whole machine) as nested boxes, the states
+/// in `active` flagged; `None` if the machine has no such state.
+pub(crate) fn state_tree(defn: &Definition, root_path: &str, active: &BTreeSet<String>) -> Option<StateBox> {
+    let root = defn.get(root_path)?;
+    Some(state_box(defn, root, active))
+}
+
+fn state_box(defn: &Definition, id: NodeId, active: &BTreeSet<String>) -> StateBox {
+    let node = defn.node(id);
+    let parent = node.parent.map(|p| defn.node(p));
+    let kind = match node.kind {
+        NodeKind::Root => BoxKind::Machine,
+        NodeKind::Orthogonal => BoxKind::Orthogonal,
+        _ if parent.is_some_and(|p| p.kind == NodeKind::Orthogonal) => BoxKind::Region,
+        NodeKind::Composite => BoxKind::Composite,
+        NodeKind::Leaf if node.outcome.is_some() => BoxKind::Final,
+        NodeKind::Leaf => BoxKind::Leaf,
+    };
+    StateBox {
+        name: if node.kind == NodeKind::Root {
+            defn.id.clone()
+        } else {
+            node.name.clone()
+        },
+        path: node.full_path.clone(),
+        kind,
+        // the machine box is active whenever anything in it is
+        active: active.contains(&node.full_path) || (node.kind == NodeKind::Root && !active.is_empty()),
+        initial: parent.is_some_and(|p| p.start_state.as_deref() == Some(node.name.as_str())),
+        outcome: node.outcome.clone(),
+        invokes: node.invoke.clone(),
+        children: node
+            .children
+            .iter()
+            .map(|&child| state_box(defn, child, active))
+            .collect(),
+    }
+}
+
+/// The leaf states under `root_path` that belong to its own execution (not to a region's
+/// child execution): where `redrive` may resume.
+pub(crate) fn leaves_under(defn: &Definition, root_path: &str) -> Vec<String> {
+    let Some(root) = defn.get(root_path) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(id) = frontier.pop() {
+        let node = defn.node(id);
+        match node.kind {
+            NodeKind::Leaf => out.push(node.full_path.clone()),
+            // its regions run as their own executions
+            NodeKind::Orthogonal => {}
+            NodeKind::Composite | NodeKind::Root => frontier.extend(node.children.iter().rev()),
+        }
+    }
+    out
+}
+
+/// The store's trace records as typed steps, each with what it changed in the context
+/// (the first against an empty context: it shows the context the execution started with).
+pub(crate) fn trace_steps(raw: &[Map]) -> Vec<TraceStep> {
+    let empty = Map::new();
+    let mut previous = &empty;
+    let mut steps = Vec::with_capacity(raw.len());
+    for record in raw {
+        let text = |key: &str| record.get(key).and_then(Value::as_str).map(str::to_string);
+        let context = match record.get("context_out") {
+            Some(Value::Object(map)) => map,
+            _ => previous,
+        };
+        steps.push(TraceStep {
+            index: record.get("index").and_then(Value::as_i64),
+            event: text("event_kind").unwrap_or_else(|| "?".to_string()),
+            event_data: match record.get("event_data") {
+                Some(Value::Object(map)) => map.clone(),
+                _ => Map::new(),
+            },
+            control: text("cause").as_deref() == Some("control"),
+            from: text("from_path"),
+            to: text("to_path"),
+            actions: match record.get("actions") {
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|a| a.as_str().map_or_else(|| a.to_string(), str::to_string))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            changes: context_diff(previous, context),
+            timestamp: record.get("timestamp").and_then(Value::as_f64),
+        });
+        previous = context;
+    }
+    steps
+}
+
+/// The keys `after` added, changed or removed relative to `before`: `after`'s keys in its
+/// order, then the removed ones.
+pub(crate) fn context_diff(before: &Map, after: &Map) -> Vec<ContextChange> {
+    let mut changes: Vec<ContextChange> = after
+        .iter()
+        .filter(|(key, value)| before.get(*key) != Some(value))
+        .map(|(key, value)| ContextChange {
+            key: key.clone(),
+            before: before.get(key).cloned(),
+            after: Some(value.clone()),
+        })
+        .collect();
+    changes.extend(
+        before
+            .iter()
+            .filter(|(key, _)| !after.contains_key(*key))
+            .map(|(key, value)| ContextChange {
+                key: key.clone(),
+                before: Some(value.clone()),
+                after: None,
+            }),
+    );
+    changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(value: Value) -> Map {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    const CHECKOUT: &str = r#"
+event Go {}
+machine Shop {
+  initial Cart
+  state Cart {}
+  orthogonal Fulfil {
+    state Payment {
+      initial Charging
+      state Charging {}
+      final Paid success
+      from Charging to Paid on Go
+    }
+    state Stock {
+      initial Reserving
+      state Reserving {}
+      final Held success
+      from Reserving to Held on Go
+    }
+  }
+  final Done success
+  from Cart to Fulfil on Go
+  from Fulfil join all to Done else to Done
+}
+"#;
+
+    fn shop() -> Definition {
+        stm_core::dsl::load_definition_str(CHECKOUT, Some("Shop"), None).expect("the test machine compiles")
+    }
+
+    #[test]
+    fn a_path_makes_its_ancestors_active() {
+        let set = active_set(["Fulfil.Payment.Charging", "Fulfil.Stock.Reserving"]);
+        let got: Vec<&str> = set.iter().map(String::as_str).collect();
+        assert_eq!(
+            got,
+            [
+                "Fulfil",
+                "Fulfil.Payment",
+                "Fulfil.Payment.Charging",
+                "Fulfil.Stock",
+                "Fulfil.Stock.Reserving"
+            ]
+        );
+        assert!(active_set([""]).is_empty());
+    }
+
+    #[test]
+    fn the_tree_nests_regions_under_their_orthogonal_state_and_flags_the_active_ones() {
+        let active = active_set(["Fulfil", "Fulfil.Payment.Charging"]);
+        let tree = state_tree(&shop(), "", &active).expect("the machine's root");
+        assert_eq!(
+            (tree.name.as_str(), tree.kind, tree.active),
+            ("Shop", BoxKind::Machine, true)
+        );
+        let names: Vec<&str> = tree.children.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["Cart", "Fulfil", "Done"]);
+        assert!(tree.children[0].initial && !tree.children[0].active);
+        let fulfil = &tree.children[1];
+        assert_eq!((fulfil.kind, fulfil.active), (BoxKind::Orthogonal, true));
+        let payment = &fulfil.children[0];
+        assert_eq!((payment.kind, payment.active), (BoxKind::Region, true));
+        let charging = &payment.children[0];
+        assert_eq!(
+            (
+                charging.path.as_str(),
+                charging.kind,
+                charging.active,
+                charging.initial
+            ),
+            ("Fulfil.Payment.Charging", BoxKind::Leaf, true, true)
+        );
+        let paid = &payment.children[1];
+        assert_eq!(
+            (paid.kind, paid.outcome.as_deref(), paid.active),
+            (BoxKind::Final, Some("success"), false)
+        );
+        assert!(!fulfil.children[1].active, "Stock has no active path given");
+        assert_eq!(tree.children[2].kind, BoxKind::Final);
+    }
+
+    #[test]
+    fn a_region_execution_draws_its_own_branch_and_an_unknown_one_nothing() {
+        let tree = state_tree(&shop(), "Fulfil.Stock", &BTreeSet::new()).expect("the region");
+        assert_eq!((tree.name.as_str(), tree.kind), ("Stock", BoxKind::Region));
+        assert!(state_tree(&shop(), "Nowhere", &BTreeSet::new()).is_none());
+    }
+
+    #[test]
+    fn redrive_leaves_stop_at_the_regions() {
+        assert_eq!(leaves_under(&shop(), ""), ["Cart", "Done"]);
+        assert_eq!(
+            leaves_under(&shop(), "Fulfil.Payment"),
+            ["Fulfil.Payment.Charging", "Fulfil.Payment.Paid"]
+        );
+    }
+
+    #[test]
+    fn the_diff_names_added_changed_and_removed_keys() {
+        let before = map(json!({"a": 1, "b": 2, "gone": true}));
+        let after = map(json!({"a": 1, "b": 3, "new": "x"}));
+        let changes = context_diff(&before, &after);
+        assert_eq!(
+            changes,
+            [
+                ContextChange {
+                    key: "b".into(),
+                    before: Some(json!(2)),
+                    after: Some(json!(3))
+                },
+                ContextChange {
+                    key: "new".into(),
+                    before: None,
+                    after: Some(json!("x"))
+                },
+                ContextChange {
+                    key: "gone".into(),
+                    before: Some(json!(true)),
+                    after: None
+                },
+            ]
+        );
+        assert!(context_diff(&after, &after).is_empty());
+    }
+
+    #[test]
+    fn trace_steps_diff_each_context_against_the_previous_one() {
+        let raw = [
+            map(
+                json!({"index": 0, "event_kind": "Start", "event_data": {}, "from_path": null,
+                "to_path": "Draft", "actions": [], "context_out": {"amount": 0.0}, "timestamp": 10.0}),
+            ),
+            map(
+                json!({"index": 1, "event_kind": "Submit", "event_data": {"amount": 4.5},
+                "from_path": "Draft", "to_path": "Payment.Charging", "actions": ["charge"],
+                "context_out": {"amount": 4.5}, "timestamp": 11.5}),
+            ),
+            map(
+                json!({"index": 2, "cause": "control", "event_kind": "redrive", "from_path": "X",
+                "to_path": "Draft", "timestamp": 12.0}),
+            ),
+        ];
+        let steps = trace_steps(&raw);
+        assert_eq!(steps.len(), 3);
+        assert_eq!(steps[0].changes.len(), 1, "the start shows the initial context");
+        assert_eq!(steps[0].from, None);
+        let submit = &steps[1];
+        assert_eq!(
+            (
+                submit.event.as_str(),
+                submit.from.as_deref(),
+                submit.to.as_deref()
+            ),
+            ("Submit", Some("Draft"), Some("Payment.Charging"))
+        );
+        assert_eq!(submit.actions, ["charge"]);
+        assert_eq!(submit.changes[0].after, Some(json!(4.5)));
+        assert_eq!(submit.timestamp, Some(11.5));
+        // a step without a context keeps the previous one: no spurious removals
+        assert!(steps[2].control && steps[2].changes.is_empty());
+    }
+
+    #[test]
+    fn region_paths_skip_invoked_machines() {
+        let record = |path: &str| {
+            Some(ChildRecord {
+                definition_id: "M".into(),
+                status: Status::Running,
+                active_path: Some(path.into()),
+            })
+        };
+        let child = |id: &str, submachine: bool, path: &str, children: Vec<ChildNode>| ChildNode {
+            id: id.into(),
+            root_path: String::new(),
+            submachine,
+            finished: false,
+            outcome: None,
+            record: record(path),
+            children,
+        };
+        let tree = vec![
+            child(
+                "r1",
+                false,
+                "A.R1.X",
+                vec![child("r1a", false, "A.R1.X.Q.Y", Vec::new())],
+            ),
+            child(
+                "sub",
+                true,
+                "Elsewhere",
+                vec![child("deep", false, "Z", Vec::new())],
+            ),
+        ];
+        let mut paths: Vec<&str> = region_paths(&tree).collect();
+        paths.sort_unstable();
+        assert_eq!(paths, ["A.R1.X", "A.R1.X.Q.Y"]);
+    }
+}
