@@ -49,6 +49,12 @@ pub struct Deployment {
     /// runs them; default there: examples).
     #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
     pub definitions: Option<PathBuf>,
+    /// Days a finished execution is kept before DynamoDB's TTL deletes it (the stack's
+    /// FinishedRetentionDays): stamped on what `cancel` and `terminate` finish, as the
+    /// worker stamps what it finishes. Unset: kept until a purge.
+    #[arg(long, env = "STM_FINISHED_TTL_DAYS", value_name = "DAYS",
+          value_parser = clap::value_parser!(u64).range(1..=stm_runtime::config::MAX_RETENTION_DAYS))]
+    pub finished_ttl_days: Option<u64>,
 }
 
 /// An open deployment.
@@ -59,6 +65,11 @@ pub struct Connected {
 
 impl Tables {
     pub async fn store(&self, create_schema: bool) -> Result<Arc<DynamoDbStore>> {
+        Ok(Arc::new(self.open(create_schema).await?))
+    }
+
+    /// The store, not yet shared (to configure it further).
+    pub async fn open(&self, create_schema: bool) -> Result<DynamoDbStore> {
         let options = CreateOptions {
             prefix: self.prefix.clone(),
             create_schema,
@@ -68,7 +79,7 @@ impl Tables {
         let store = DynamoDbStore::create_with(self.endpoint.as_deref(), &self.region, options)
             .await
             .with_context(|| format!("DynamoDB tables {}_* at {}", self.prefix, self.where_()))?;
-        Ok(Arc::new(store))
+        Ok(store)
     }
 
     fn where_(&self) -> String {
@@ -115,7 +126,11 @@ impl Deployment {
 
     pub async fn connect(&self, extra: Option<&Path>) -> Result<Connected> {
         let definitions = self.load_definitions(extra)?;
-        let store = self.tables.store(false).await?;
+        let mut store = self.tables.open(false).await?;
+        if let Some(days) = self.finished_ttl_days {
+            store = store.with_finished_ttl(std::time::Duration::from_secs(days * 86_400));
+        }
+        let store = Arc::new(store);
         let queue: Arc<dyn Queue> = Arc::new(self.queue().await?);
         let driver = Driver::new(store.clone(), definitions, ActionRegistry::with_builtins());
         Ok(Connected {
@@ -581,6 +596,7 @@ mod tests {
             },
             queue: "nowhere.fifo".into(),
             definitions: None,
+            finished_ttl_days: None,
         }
     }
 

@@ -17,8 +17,42 @@ fn purge_reports_archives_and_deletes_like_harel() {
     local.ok(&["send", "o-1", r#"PaymentOk:{"receipt": "r-1"}"#]);
     local.ok(&["send", "o-1", "Shipped"]);
     local.wait_show("o-1", &["DONE"]);
-    local.ok(&["terminate", "o-2"]);
+    // with a retention, what the operator finishes carries DynamoDB's ttl
+    local.ok(&["terminate", "o-2", "--finished-ttl-days", "7"]);
     local.wait_show("o-2", &["CANCELLED"]);
+    let env = |name: &str| {
+        local
+            .env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .expect(name)
+    };
+    let script = r#"
+import boto3, json, sys
+db = boto3.client("dynamodb", endpoint_url=sys.argv[1], region_name="us-east-1",
+                  aws_access_key_id="test", aws_secret_access_key="test")
+for id in ("o-1", "o-2"):
+    item = db.get_item(TableName=sys.argv[2] + "_executions", Key={"id": {"S": id}}, ConsistentRead=True)["Item"]
+    data = json.loads(item["data"]["S"])
+    print(id, data["status"], item["ttl"]["N"] if "ttl" in item else None, data["finished_at"])
+"#;
+    let out = std::process::Command::new(stm_testkit::python())
+        .args(["-c", script, &env("STM_ENDPOINT_URL"), &env("STM_TABLE_PREFIX")])
+        .output()
+        .expect("python");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(
+        &lines[0][..3],
+        ["o-1", "DONE", "None"],
+        "the worker here runs without a retention: {text}"
+    );
+    assert_eq!(&lines[1][..2], ["o-2", "CANCELLED"], "{text}");
+    let ttl: f64 = lines[1][2].parse().expect("a ttl");
+    let finished: f64 = lines[1][3].parse().expect("finished_at");
+    assert_eq!(ttl, (finished + 7.0 * 86_400.0).floor(), "{text}");
 
     assert_eq!(
         local.ok(&["purge", "--older-than", "30d"]),

@@ -41,7 +41,7 @@ use stm_testkit::{Fault, FaultProxy, Principal, REGION};
 static ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Every variable a function reads (ARCHITECTURE.md), cleared before each set-up.
-const VARIABLES: [&str; 13] = [
+const VARIABLES: [&str; 14] = [
     "STM_TABLE_PREFIX",
     "STM_QUEUE_URL",
     "STM_TIMER_QUEUE_URL",
@@ -50,6 +50,7 @@ const VARIABLES: [&str; 13] = [
     "STM_TRACE",
     "STM_TRACE_MAX",
     "STM_PROCESSED_TTL_DAYS",
+    "STM_FINISHED_TTL_DAYS",
     "STM_ACTIONS",
     "STM_ACTION_TIMEOUT_SECONDS",
     "STM_ACTION_MAX_RESPONSE_BYTES",
@@ -454,7 +455,7 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
         .as_secs() as f64;
     assert!(!scan.items().is_empty());
     for item in scan.items() {
-        let ttl = match item.get(stm_store::dynamodb::schema::PROCESSED_TTL_ATTRIBUTE) {
+        let ttl = match item.get(stm_store::dynamodb::schema::TTL_ATTRIBUTE) {
             Some(AttributeValue::N(n)) => n.parse::<f64>().expect("a number"),
             other => panic!("a processed mark without a numeric ttl: {other:?} in {item:?}"),
         };

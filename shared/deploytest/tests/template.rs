@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 use stm_deploytest::iam;
 use stm_deploytest::template::{referenced, Resolver, Template};
-use stm_store::dynamodb::schema::{KeyType, PROCESSED_TTL_ATTRIBUTE};
+use stm_store::dynamodb::schema::{KeyType, TTL_ATTRIBUTE};
 
 const FUNCTIONS: [&str; 3] = ["Worker", "Relay", "Sweeper"];
 
@@ -105,16 +105,18 @@ fn every_store_table_is_declared_with_the_seed_key_schema() {
             res["DeletionPolicy"], "Retain",
             "{id}: the data outlives the stack"
         );
-        if spec.name == "processed" {
+        // dedupe marks expire; so do finished executions and trace rows when a retention
+        // is set (the items say when: the TTL itself deletes nothing that lacks the attribute)
+        if ["processed", "executions", "trace"].contains(&spec.name) {
             assert_eq!(
                 p["TimeToLiveSpecification"],
-                json!({"AttributeName": PROCESSED_TTL_ATTRIBUTE, "Enabled": true}),
-                "{id}: dedupe marks expire"
+                json!({"AttributeName": TTL_ATTRIBUTE, "Enabled": true}),
+                "{id}: items with a ttl expire"
             );
         } else {
             assert!(
                 p["TimeToLiveSpecification"].is_null(),
-                "{id}: only processed has a TTL"
+                "{id}: only processed, executions and trace have a TTL"
             );
         }
         // the key types the store writes
@@ -362,6 +364,10 @@ fn functions_get_the_documented_environment() {
         Some(30),
         "dedupe marks expire by default"
     );
+    assert_eq!(
+        worker.finished_ttl_days, None,
+        "finished executions are kept by default (harel's way: purge)"
+    );
     assert!(!worker.trace);
     assert_eq!(worker.trace_max, 200);
     assert_eq!(
@@ -376,6 +382,13 @@ fn functions_get_the_documented_environment() {
         .environment("Worker")
         .expect("env")
         .contains_key("STM_PROCESSED_TTL_DAYS"));
+    // a retention set: the worker reads it, and stamps finished executions with it
+    let retain = Resolver::new(&t, &[("FinishedRetentionDays", "90")])
+        .with_ref("EventQueue", "q")
+        .with_ref("TimerQueue", "t");
+    let env = retain.environment("Worker").expect("env");
+    let config = stm_runtime::config::FunctionConfig::from_lookup(|k| env.get(k).cloned()).expect("config");
+    assert_eq!(config.finished_ttl_days, Some(90));
 }
 
 #[test]

@@ -27,8 +27,8 @@ pub use clients::{Function, FunctionContext};
 
 pub use stm_store::{DEFAULT_PREFIX, DEFAULT_REGION};
 
-/// The longest `STM_PROCESSED_TTL_DAYS` taken (a century).
-pub const MAX_PROCESSED_TTL_DAYS: u64 = 36_500;
+/// The longest `STM_PROCESSED_TTL_DAYS` or `STM_FINISHED_TTL_DAYS` taken (a century).
+pub const MAX_RETENTION_DAYS: u64 = 36_500;
 
 /// What every function reads from its environment.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +49,9 @@ pub struct FunctionConfig {
     pub trace_max: usize,
     /// `STM_PROCESSED_TTL_DAYS` (unset: dedupe marks are kept).
     pub processed_ttl_days: Option<u64>,
+    /// `STM_FINISHED_TTL_DAYS` (unset: finished executions and their trace are kept until
+    /// a purge): retention by DynamoDB's TTL, see `DynamoDbStore::with_finished_ttl`.
+    pub finished_ttl_days: Option<u64>,
     /// `STM_ACTIONS`: remote action bindings (`name=lambda:fn,name2=https://…`).
     pub action_bindings: Option<String>,
     /// `STM_ACTION_TIMEOUT_SECONDS` (default 10): the bound on one remote action call.
@@ -102,24 +105,26 @@ impl FunctionConfig {
                 .parse()
                 .map_err(|_| bad("STM_TRACE_MAX", &v, "expected a whole number"))?,
         };
-        // 0 would stamp every mark already expired (the template's "0: keep forever" leaves
+        // 0 would stamp every item already expired (the template's "0: keep forever" leaves
         // the variable unset), and days * 86 400 must not overflow
-        let processed_ttl_days = match get("STM_PROCESSED_TTL_DAYS") {
-            None => None,
-            Some(v) => Some(
-                v.trim()
-                    .parse()
-                    .ok()
-                    .filter(|days| (1..=MAX_PROCESSED_TTL_DAYS).contains(days))
-                    .ok_or_else(|| {
-                        bad(
-                            "STM_PROCESSED_TTL_DAYS",
-                            &v,
-                            "expected a whole number of days from 1 to 36500 (unset keeps the marks)",
-                        )
-                    })?,
-            ),
+        let retention_days = |name: &'static str, unset: &'static str| match get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|days| (1..=MAX_RETENTION_DAYS).contains(days))
+                .map(Some)
+                .ok_or_else(|| bad(name, &v, unset)),
         };
+        let processed_ttl_days = retention_days(
+            "STM_PROCESSED_TTL_DAYS",
+            "expected a whole number of days from 1 to 36500 (unset keeps the marks)",
+        )?;
+        let finished_ttl_days = retention_days(
+            "STM_FINISHED_TTL_DAYS",
+            "expected a whole number of days from 1 to 36500 (unset keeps finished executions until a purge)",
+        )?;
         let action_timeout = match get("STM_ACTION_TIMEOUT_SECONDS") {
             None => crate::remote::DEFAULT_TIMEOUT,
             Some(v) => v
@@ -160,6 +165,7 @@ impl FunctionConfig {
             trace,
             trace_max,
             processed_ttl_days,
+            finished_ttl_days,
             action_bindings,
             action_timeout,
             action_max_response_bytes,

@@ -38,6 +38,9 @@ const PAGE: usize = 250;
 /// speed (about 30 calls per tree of three), while memory stays one page.
 const TREES_AT_ONCE: usize = 8;
 
+/// Attempts at one tree when the store reports a transient fault.
+const TREE_ATTEMPTS: u32 = 4;
+
 /// Why a purge did not happen or stopped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -410,17 +413,30 @@ pub async fn purge_finished(
             let descendants = &descendants;
             let archive = &archive;
             async move {
-                let Some(root) = store.load(&root_id).await? else {
-                    return Ok((root_id, None)); // purged meanwhile by someone else
-                };
                 let prefix = format!("{root_id}:");
                 let by_prefix: Vec<String> = descendants
                     .iter()
                     .filter(|d| d.starts_with(&prefix))
                     .cloned()
                     .collect();
-                let outcome = purge_tree(store, root, &by_prefix, archive, options.dry_run).await;
-                Ok::<_, PurgeError>((root_id, Some(outcome)))
+                // a transient fault (throttling, a timeout) is retried here: a tree's purge
+                // is safe to run again from the start at any point
+                let mut attempt = 0;
+                loop {
+                    attempt += 1;
+                    let outcome = match store.load(&root_id).await {
+                        // purged meanwhile by someone else
+                        Ok(None) => return Ok((root_id, None)),
+                        Ok(Some(root)) => purge_tree(store, root, &by_prefix, archive, options.dry_run).await,
+                        Err(e) => Err(e.into()),
+                    };
+                    match outcome {
+                        Err(PurgeError::Store(StoreError::Retryable { .. })) if attempt < TREE_ATTEMPTS => {
+                            tokio::time::sleep(std::time::Duration::from_millis(200 << attempt)).await;
+                        }
+                        outcome => return Ok::<_, PurgeError>((root_id, Some(outcome))),
+                    }
+                }
             }
         };
         // several trees at once (their calls overlap), reported in listing order

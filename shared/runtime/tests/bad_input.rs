@@ -1527,10 +1527,14 @@ fn each_bad_variable_is_named_in_the_error() {
     for days in ["1", "30", "36500"] {
         let ok = from_env(&[QUEUE, ("STM_PROCESSED_TTL_DAYS", days)]).expect(days);
         assert_eq!(ok.processed_ttl_days, days.parse().ok());
+        let ok = from_env(&[QUEUE, ("STM_FINISHED_TTL_DAYS", days)]).expect(days);
+        assert_eq!(ok.finished_ttl_days, days.parse().ok());
     }
 
     // (variable, value, why): the error names the variable and the value, and says why
     let days = "expected a whole number of days from 1 to 36500 (unset keeps the marks)";
+    let finished_days =
+        "expected a whole number of days from 1 to 36500 (unset keeps finished executions until a purge)";
     let cases: &[(&str, &str, &str)] = &[
         ("STM_TRACE", "maybe", "expected true or false"),
         ("STM_TRACE_MAX", "-1", "expected a whole number"),
@@ -1542,6 +1546,9 @@ fn each_bad_variable_is_named_in_the_error() {
         // "keep forever"); a huge count overflowed `days * 86_400` in `store()`
         ("STM_PROCESSED_TTL_DAYS", "0", days),
         ("STM_PROCESSED_TTL_DAYS", "300000000000000", days),
+        ("STM_FINISHED_TTL_DAYS", "0", finished_days),
+        ("STM_FINISHED_TTL_DAYS", "ninety", finished_days),
+        ("STM_FINISHED_TTL_DAYS", "36501", finished_days),
         (
             "STM_ACTION_TIMEOUT_SECONDS",
             "0",

@@ -10,13 +10,13 @@
 //!
 //! | table | item |
 //! |---|---|
-//! | executions | `id` S, `data` S (the Execution JSON), `version` N, `definition_id` S, plus our `trace_idx` N and `commit_token` S (below) |
+//! | executions | `id` S, `data` S (the Execution JSON), `version` N, `definition_id` S, plus our `trace_idx` N and `commit_token` S (below), and `ttl` N on a finished one with [`DynamoDbStore::with_finished_ttl`] |
 //! | outbox | `seq` N, `target_id` S or NULL, `event` S (the Event JSON) |
 //! | spawns | `seq` N, `parent_id` S, `child_id` S, `root_path` S, `context` S (`json.dumps`) |
 //! | timers | `execution_id` S, `path` S, `fire_at` N, plus our `due_shard` S (below) |
 //! | processed | `execution_id` S, `event_id` S, plus `ttl` N with [`DynamoDbStore::with_processed_ttl`] |
 //! | counters | `id` S (`outbox`, `spawn`), `n` N |
-//! | trace | `execution_id` S, `idx` N, `entry` S (`json.dumps`) |
+//! | trace | `execution_id` S, `idx` N, `entry` S (`json.dumps`), plus `ttl` N with [`DynamoDbStore::with_finished_ttl`] |
 //!
 //! Strings harel writes with Python's `json.dumps` (`context`, `entry`) are written the same
 //! way, byte for byte (`stm_core::pyjson`); numbers are written as Python's `repr`.
@@ -108,8 +108,8 @@ use crate::{StoreError, DEFAULT_TRACE_MAX};
 pub use due::{timer_shard, SweepStats, DEFAULT_TIMER_FULL_SCAN_INTERVAL};
 use item::{get_i64, s, Item};
 pub use schema::{
-    table_specs, IndexSpec, KeyAttr, KeyType, Projection, TableSpec, PROCESSED_TTL_ATTRIBUTE,
-    TIMER_DUE_INDEX, TIMER_SHARDS, TIMER_SHARD_ATTRIBUTE,
+    table_specs, IndexSpec, KeyAttr, KeyType, Projection, TableSpec, TIMER_DUE_INDEX, TIMER_SHARDS,
+    TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE,
 };
 
 pub use crate::{DEFAULT_PREFIX, DEFAULT_REGION};
@@ -261,6 +261,7 @@ pub struct DynamoDbStore {
     tables: Tables,
     trace_max: usize,
     processed_ttl: Option<Duration>,
+    finished_ttl: Option<Duration>,
     retry: RetryPolicy,
     counter: Option<CallCounter>,
     /// execution id -> (version, last trace idx stored in that version's item).
@@ -275,6 +276,7 @@ impl std::fmt::Debug for DynamoDbStore {
             .field("prefix", &self.prefix)
             .field("trace_max", &self.trace_max)
             .field("processed_ttl", &self.processed_ttl)
+            .field("finished_ttl", &self.finished_ttl)
             .field("retry", &self.retry)
             .field("timer_full_scan_interval", &self.timer_full_scan_interval)
             .finish_non_exhaustive()
@@ -292,6 +294,7 @@ impl DynamoDbStore {
             tables: Tables::new(DEFAULT_PREFIX),
             trace_max: DEFAULT_TRACE_MAX,
             processed_ttl: None,
+            finished_ttl: None,
             retry: RetryPolicy::default(),
             counter: None,
             trace_hints: Mutex::new(HashMap::new()),
@@ -324,6 +327,19 @@ impl DynamoDbStore {
     /// TTL to delete them. Off by default (the marks are kept).
     pub fn with_processed_ttl(mut self, retention: Duration) -> Self {
         self.processed_ttl = Some(retention);
+        self
+    }
+
+    /// Retention without a purge job: stamp a `ttl` attribute (epoch seconds) on an
+    /// execution item when a commit finishes it (DONE or CANCELLED: `finished_at` plus
+    /// `retention`), and on every trace row (its write time plus `retention`), for
+    /// DynamoDB's TTL to delete them at no write cost. A FAILED execution gets none: it is
+    /// a dead letter awaiting redrive. A later commit that revives an execution writes the
+    /// item without it. A trace row expires `retention` after it was written, so it never
+    /// outlives its finished execution, but a run longer than `retention` loses its oldest
+    /// steps while it runs. Off by default (harel keeps everything until a purge).
+    pub fn with_finished_ttl(mut self, retention: Duration) -> Self {
+        self.finished_ttl = Some(retention);
         self
     }
 

@@ -5,9 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use stm_core::Execution;
-use stm_store::dynamodb::{
-    table_specs, KeyType, COMMIT_TOKEN_ATTRIBUTE, PROCESSED_TTL_ATTRIBUTE, TRACE_IDX_ATTRIBUTE,
-};
+use stm_store::dynamodb::{table_specs, KeyType, COMMIT_TOKEN_ATTRIBUTE, TRACE_IDX_ATTRIBUTE, TTL_ATTRIBUTE};
 use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore};
 
 async fn store(tag: &str) -> DynamoDbStore {
@@ -101,7 +99,7 @@ async fn processed_marks_carry_a_ttl_when_configured() {
         &[("execution_id", "ttl-1"), ("event_id", "ev")],
     )
     .await;
-    assert!(!item.contains_key(PROCESSED_TTL_ATTRIBUTE), "no ttl by default");
+    assert!(!item.contains_key(TTL_ATTRIBUTE), "no ttl by default");
 
     let retention = Duration::from_secs(7 * 24 * 3600);
     let with_ttl = store("ttl_on").await.with_processed_ttl(retention);
@@ -122,7 +120,7 @@ async fn processed_marks_carry_a_ttl_when_configured() {
         &[("execution_id", "ttl-2"), ("event_id", "ev")],
     )
     .await;
-    let Some(AttributeValue::N(ttl)) = item.get(PROCESSED_TTL_ATTRIBUTE) else {
+    let Some(AttributeValue::N(ttl)) = item.get(TTL_ATTRIBUTE) else {
         panic!("a numeric ttl: {item:?}")
     };
     let ttl: u64 = ttl.parse().expect("epoch seconds");
@@ -133,6 +131,84 @@ async fn processed_marks_carry_a_ttl_when_configured() {
         + retention.as_secs();
     assert!(ttl.abs_diff(expect) < 60, "ttl {ttl} ≈ now + retention {expect}");
     assert!(with_ttl.is_processed("ttl-2", "ev").await.expect("is_processed"));
+}
+
+/// The finished-execution retention: a `ttl` on the item exactly when a commit leaves it
+/// DONE or CANCELLED (`finished_at` + retention), on every trace row (write time +
+/// retention), none on a FAILED one, and gone again when a commit revives it.
+#[tokio::test]
+async fn finished_executions_and_trace_rows_carry_a_ttl_when_configured() {
+    let retention = Duration::from_secs(90 * 86_400);
+    let store = store("finttl").await.with_finished_ttl(retention);
+    let ttl_of = |item: &std::collections::HashMap<String, AttributeValue>| match item.get(TTL_ATTRIBUTE) {
+        Some(AttributeValue::N(n)) => Some(n.parse::<f64>().expect("epoch seconds")),
+        None => None,
+        Some(other) => panic!("a numeric ttl: {other:?}"),
+    };
+    let traced = |kind: &str| {
+        let mut step = stm_core::Map::new();
+        step.insert("event_kind".into(), stm_core::Value::from(kind));
+        Commit {
+            trace: Some(step),
+            ..Commit::default()
+        }
+    };
+    let mut e = Execution::new("fin-1", "def");
+    store.commit(&mut e, traced("Start")).await.expect("running");
+    assert_eq!(
+        ttl_of(&raw_item(&store, "executions", &[("id", "fin-1")]).await),
+        None,
+        "running: kept"
+    );
+
+    for (status, expires) in [
+        (stm_core::Status::Failed, false),
+        (stm_core::Status::Done, true),
+        (stm_core::Status::Running, false),
+        (stm_core::Status::Cancelled, true),
+    ] {
+        e.status = status;
+        e.stamp(1_764_000_000.0);
+        store
+            .commit(&mut e, traced(status.as_str()))
+            .await
+            .expect("commit");
+        let ttl = ttl_of(&raw_item(&store, "executions", &[("id", "fin-1")]).await);
+        if expires {
+            let finished = e.finished_at.expect("finished_at stamped");
+            assert_eq!(
+                ttl,
+                Some((finished + retention.as_secs_f64()).floor()),
+                "{status:?}"
+            );
+        } else {
+            assert_eq!(ttl, None, "{status:?}: no ttl");
+        }
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    let rows = store
+        .client()
+        .query()
+        .table_name(store.table_name("trace"))
+        .key_condition_expression("execution_id = :e")
+        .expression_attribute_values(":e", AttributeValue::S("fin-1".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("query");
+    assert_eq!(rows.items().len(), 5);
+    for row in rows.items() {
+        let ttl = ttl_of(row).expect("every trace row expires");
+        assert!((ttl - (now + retention.as_secs_f64())).abs() < 60.0, "{ttl}");
+    }
+    // harel reads the item as its own: the attribute is outside `data`
+    assert_eq!(
+        store.load("fin-1").await.expect("load").expect("stored").status,
+        stm_core::Status::Cancelled
+    );
 }
 
 #[tokio::test]

@@ -30,6 +30,9 @@ impl FunctionConfig {
         if let Some(days) = self.processed_ttl_days {
             store = store.with_processed_ttl(Duration::from_secs(days * 86_400));
         }
+        if let Some(days) = self.finished_ttl_days {
+            store = store.with_finished_ttl(Duration::from_secs(days * 86_400));
+        }
         Ok(Arc::new(store))
     }
 

@@ -2,6 +2,7 @@
 //! with its idempotency token, one attempt of it and the classification of its failures.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -11,10 +12,10 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use sha2::{Digest, Sha256};
-use stm_core::Execution;
+use stm_core::{Execution, Status};
 
 use super::item::{corrupt, get_i64, item_size, n_f64, n_i64, s, s_or_null, Item};
-use super::schema::{PROCESSED_TTL_ATTRIBUTE, TIMER_SHARD_ATTRIBUTE};
+use super::schema::{TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE};
 use super::{
     build_err, sdk_error, timer_shard, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_ITEM_BYTES,
     MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, TRACE_IDX_ATTRIBUTE, TRANSIENT_CODES,
@@ -61,11 +62,22 @@ impl DynamoDbStore {
     }
 
     fn processed_ttl_value(&self) -> Option<i64> {
-        let retention = self.processed_ttl?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()?;
-        Some((now + retention).as_secs() as i64)
+        expiry(now_seconds()?, self.processed_ttl?)
+    }
+
+    /// The `ttl` of `exe`'s item: `finished_at` plus the retention, for a DONE or
+    /// CANCELLED execution when one is configured (see `with_finished_ttl`).
+    fn finished_ttl_value(&self, exe: &Execution) -> Option<i64> {
+        let retention = self.finished_ttl?;
+        if !matches!(exe.status, Status::Done | Status::Cancelled) {
+            return None;
+        }
+        expiry(exe.finished_at.or_else(now_seconds)?, retention)
+    }
+
+    /// The `ttl` of a trace row written now.
+    pub(super) fn trace_ttl_value(&self) -> Option<i64> {
+        expiry(now_seconds()?, self.finished_ttl?)
     }
 
     // ---- the commit -------------------------------------------------------------------
@@ -246,6 +258,20 @@ pub(super) fn collapse_timers(ops: Vec<TimerOp>) -> Vec<TimerOp> {
     out
 }
 
+/// The wall clock, epoch seconds.
+fn now_seconds() -> Option<f64> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(now.as_secs_f64())
+}
+
+/// `from` plus `retention`, whole epoch seconds (what DynamoDB's TTL reads).
+fn expiry(from: f64, retention: Duration) -> Option<i64> {
+    let at = from + retention.as_secs_f64();
+    at.is_finite().then_some(at as i64)
+}
+
 /// The side items of a commit, serialized, before seqs are known.
 pub(super) struct Prepared {
     pub(super) data: String,
@@ -267,6 +293,9 @@ impl DynamoDbStore {
         ]);
         if let Some(idx) = trace_idx {
             item.insert(TRACE_IDX_ATTRIBUTE.to_string(), n_i64(idx));
+        }
+        if let Some(ttl) = self.finished_ttl_value(exe) {
+            item.insert(TTL_ATTRIBUTE.to_string(), n_i64(ttl));
         }
         item
     }
@@ -411,7 +440,7 @@ impl DynamoDbStore {
         if let Some(event_id) = &p.processed {
             let mut mark = Self::processed_key(&exe.id, event_id);
             if let Some(ttl) = self.processed_ttl_value() {
-                mark.insert(PROCESSED_TTL_ATTRIBUTE.to_string(), n_i64(ttl));
+                mark.insert(TTL_ATTRIBUTE.to_string(), n_i64(ttl));
             }
             tx.push(put_of(&t.processed, mark)?);
         }
@@ -441,11 +470,15 @@ impl DynamoDbStore {
         let mut trace_pos = None;
         if let (Some(entry), Some(idx)) = (&p.trace_entry, trace_idx) {
             trace_pos = Some(tx.len());
-            let put = Put::builder()
+            let mut put = Put::builder()
                 .table_name(&t.trace)
                 .item("execution_id", s(&exe.id))
                 .item("idx", n_i64(idx))
-                .item("entry", s(entry))
+                .item("entry", s(entry));
+            if let Some(ttl) = self.trace_ttl_value() {
+                put = put.item(TTL_ATTRIBUTE, n_i64(ttl));
+            }
+            let put = put
                 // the slot must be free: a stale trace_idx hint can never overwrite a step
                 .condition_expression("attribute_not_exists(idx)")
                 .build()

@@ -166,9 +166,10 @@ pub fn table_specs() -> Vec<TableSpec> {
     ]
 }
 
-/// The attribute holding a processed mark's expiry (epoch seconds) when a retention is
-/// configured: the name `template.yaml` gives the `processed` table's TTL.
-pub const PROCESSED_TTL_ATTRIBUTE: &str = "ttl";
+/// The attribute holding an item's expiry (epoch seconds) when a retention is configured:
+/// a processed mark's, a finished execution's, a trace row's. The name `template.yaml`
+/// gives the TTL of the `processed`, `executions` and `trace` tables.
+pub const TTL_ATTRIBUTE: &str = "ttl";
 
 /// Whether `prefix` is a valid table prefix: harel's rule (an identifier of at most 30
 /// characters: a letter or `_`, then letters, digits or `_`).

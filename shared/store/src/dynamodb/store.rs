@@ -490,15 +490,17 @@ impl ExecutionStore for DynamoDbStore {
             Some(idx) => idx,
             None => self.max_trace_idx(id).await? + 1,
         };
-        self.client
+        let mut put = self
+            .client
             .put_item()
             .table_name(&self.tables.trace)
             .item("execution_id", s(id))
             .item("idx", n_i64(idx))
-            .item("entry", s(pyjson::dumps(&Value::Object(entry))))
-            .send()
-            .await
-            .map_err(|e| sdk_error("PutItem", e))?;
+            .item("entry", s(pyjson::dumps(&Value::Object(entry))));
+        if let Some(ttl) = self.trace_ttl_value() {
+            put = put.item(super::schema::TTL_ATTRIBUTE, n_i64(ttl));
+        }
+        put.send().await.map_err(|e| sdk_error("PutItem", e))?;
         // the execution item's trace_idx no longer says where the trace ends: drop it, so the
         // next traced commit reads the max (harel's appender cannot do this; the guarded
         // trace put covers it)
