@@ -165,11 +165,14 @@ fn validate_one(defn: &Definition) -> Result<ExitCode> {
     })
 }
 
-/// `stm render`: Mermaid `stateDiagram-v2`, the only format (harel's default, PlantUML,
-/// is not rendered: `--mermaid` is accepted so harel's command line works as it is).
-pub fn render(file: &Path, name: Option<&str>) -> Result<ExitCode> {
+/// `stm render`: PlantUML, harel's default, or with `mermaid` a Mermaid `stateDiagram-v2`.
+pub fn render(file: &Path, name: Option<&str>, mermaid: bool) -> Result<ExitCode> {
     let defn = load(file, name)?;
-    println!("{}", stm_core::render::mermaid(&defn));
+    if mermaid {
+        println!("{}", stm_core::render::mermaid(&defn));
+    } else {
+        println!("{}", stm_core::render::plantuml(&defn));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -325,6 +328,21 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
         .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
+/// One line of `harel run`'s output, `f"{kind:<20} -> {path}"` (`None` for no path),
+/// written piece by piece: the formatting machinery cost more than the step itself.
+fn write_step(out: &mut impl Write, kind: &str, path: &Option<String>) -> std::io::Result<()> {
+    const SPACES: &[u8; 20] = b"                    ";
+    out.write_all(kind.as_bytes())?;
+    // Python pads by characters, not bytes
+    let width = kind.chars().count();
+    if width < SPACES.len() {
+        out.write_all(&SPACES[..SPACES.len() - width])?;
+    }
+    out.write_all(b" -> ")?;
+    out.write_all(path.as_deref().unwrap_or("None").as_bytes())?;
+    out.write_all(b"\n")
+}
+
 /// Create the execution, deliver `events`, and write what `harel run` prints (or, with
 /// `json`, the final execution and its children) to `out`.
 async fn show_run(
@@ -338,15 +356,14 @@ async fn show_run(
 ) -> Result<()> {
     let exe = driver.create(defn_id, seed, None).await.map_err(errors::driver)?;
     let id = exe.id.clone();
-    let show = |p: &Option<String>| p.clone().unwrap_or_else(|| "None".into());
     if !json {
-        writeln!(out, "{:<20} -> {}", "(start)", show(&exe.active_path))?;
+        write_step(out, "(start)", &exe.active_path)?;
     }
     let mut last = exe;
     for event in events {
         last = driver.process(&id, &event).await.map_err(errors::driver)?;
         if !json {
-            writeln!(out, "{:<20} -> {}", event.kind, show(&last.active_path))?;
+            write_step(out, &event.kind, &last.active_path)?;
         }
     }
     if json {

@@ -11,12 +11,16 @@ mod init;
 mod inspect;
 #[cfg(feature = "aws")]
 mod local;
+mod lsp;
 mod machine;
+#[cfg(feature = "aws")]
+mod monitor;
 mod new;
 #[cfg(feature = "aws")]
 mod ops;
 #[cfg(feature = "aws")]
 mod purge;
+mod run_args;
 mod shell;
 #[cfg(feature = "aws")]
 mod ui;
@@ -70,17 +74,21 @@ enum Command {
         #[arg(long)]
         diff: bool,
     },
-    /// Render a machine as a Mermaid stateDiagram-v2 (the only format: harel's default,
-    /// PlantUML, is not rendered).
+    /// Serve the language server protocol over stdio for editors: diagnostics, hover,
+    /// go-to-definition, completion, references, rename and harel's `harel/render` preview.
+    Lsp,
+    /// Render a machine as PlantUML (the default, as harel's) or a Mermaid stateDiagram-v2.
     Render {
         /// The .stm file.
         file: PathBuf,
         /// The machine, if the file declares more than one.
         name: Option<String>,
-        /// Accepted so that harel's command line works as it is; the output is Mermaid
-        /// either way.
-        #[arg(long)]
+        /// Emit a Mermaid stateDiagram-v2 instead.
+        #[arg(long, conflicts_with = "plantuml")]
         mermaid: bool,
+        /// Emit PlantUML, the default (accepted to say so explicitly).
+        #[arg(long)]
+        plantuml: bool,
     },
     /// The machines, fragments and events a .stm file declares.
     #[cfg(not(feature = "aws"))]
@@ -305,10 +313,25 @@ enum Command {
         #[command(flatten)]
         deployment: ops::Deployment,
     },
+    /// A terminal console over the deployment (harel's `monitor`): the executions,
+    /// filtered and refreshed; one with its children, statechart and trace; and the
+    /// control commands (s suspend, R resume, c cancel, t terminate), each confirmed.
+    #[cfg(feature = "aws")]
+    Monitor {
+        #[command(flatten)]
+        args: monitor::MonitorArgs,
+        #[command(flatten)]
+        deployment: ops::Deployment,
+    },
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (args, mut run_events) = run_args::split_run_events(std::env::args_os().collect());
+    let mut cli = Cli::parse_from(args);
+    if let Command::Run { events, .. } = &mut cli.command {
+        run_events.append(events);
+        *events = run_events;
+    }
     match run(cli.command, cli.verbose) {
         Ok(code) => code,
         Err(err) => errors::report(&err, cli.verbose),
@@ -321,7 +344,10 @@ fn run(command: Command, verbose: bool) -> Result<ExitCode> {
     match command {
         Command::Validate { targets, machine } => machine::validate(&targets, machine.as_deref()),
         Command::Fmt { files, check, diff } => fmt::fmt(&files, check, diff),
-        Command::Render { file, name, .. } => machine::render(&file, name.as_deref()),
+        Command::Lsp => lsp::serve(),
+        Command::Render {
+            file, name, mermaid, ..
+        } => machine::render(&file, name.as_deref(), mermaid),
         #[cfg(not(feature = "aws"))]
         Command::List { file } => machine::list_file(&file),
         #[cfg(feature = "aws")]
@@ -455,6 +481,10 @@ fn run(command: Command, verbose: bool) -> Result<ExitCode> {
             ))?;
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "aws")]
+        Command::Monitor { args, deployment } => run_as("operator", async move {
+            monitor::run(&deployment, &args).await.map(|()| ExitCode::SUCCESS)
+        }),
     }
 }
 

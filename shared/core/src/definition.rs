@@ -6,7 +6,7 @@
 //! belong to the composite that is their *scope* and apply to their `source` node
 //! and its descendants. The shape mirrors harel 0.9.0's `definition/model.py`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -348,7 +348,7 @@ pub struct Definition {
     pub root: NodeId,
     /// `full_path` -> node; rebuilt from `nodes` when read back.
     #[serde(skip)]
-    pub index: HashMap<String, NodeId>,
+    pub index: crate::FastMap<String, NodeId>,
     pub events: IndexMap<String, EventType>,
     /// Inline `invoke` bodies, each its own definition under a synthetic id
     /// (`Machine#path`), flattened (nested inline machines included).
@@ -370,7 +370,7 @@ impl Definition {
     pub fn new(id: impl Into<String>) -> Self {
         let id = id.into();
         let root = Node::new(id.clone(), "", NodeKind::Root);
-        let mut index = HashMap::new();
+        let mut index = crate::FastMap::default();
         index.insert(String::new(), NodeId(0));
         Definition {
             id,

@@ -395,7 +395,12 @@ pub fn new_id() -> String {
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    // one set of random keys per process: the counter makes each id differ within it, the
+    // keys across processes (`stm run` makes one id per event: this is on its hot path)
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
+    let keys = KEYS.get_or_init(RandomState::new);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -403,10 +408,15 @@ pub fn new_id() -> String {
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
     let mut out = String::with_capacity(32);
     for salt in [0x9e37_79b9_7f4a_7c15_u64, 0xc2b2_ae3d_27d4_eb4f] {
-        let mut h = RandomState::new().build_hasher();
+        let mut h = keys.build_hasher();
         h.write_u64(nanos ^ salt);
         h.write_u64(count);
-        out.push_str(&format!("{:016x}", h.finish()));
+        let bits = h.finish();
+        for shift in (0..16).rev() {
+            out.push(char::from(
+                b"0123456789abcdef"[((bits >> (shift * 4)) & 0xf) as usize],
+            ));
+        }
     }
     out
 }

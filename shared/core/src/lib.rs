@@ -20,6 +20,11 @@ pub mod validate;
 pub mod version;
 
 pub use definition::{Definition, Node, NodeId, NodeKind};
+
+/// A `HashMap` with the fast hasher: for the maps every step looks up by path or id.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// A `HashSet` with the fast hasher.
+pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 pub use execution::{ChildState, Event, Execution, Status};
 
 /// A JSON object, insertion-ordered like a Python dict.

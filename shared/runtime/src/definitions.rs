@@ -6,8 +6,8 @@
 //! long as it is retained here, and an unpinned one (as harel writes it) on the current
 //! version of its `definition_id`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
+use stm_core::FastMap;
 
 use stm_core::version::{assign_versions, version_of, FrozenVersion, Version};
 use stm_core::Definition;
@@ -31,12 +31,12 @@ use stm_core::Definition;
 /// ```
 #[derive(Debug, Default, Clone)]
 pub struct Definitions {
-    current: HashMap<String, Arc<Definition>>,
+    current: FastMap<String, Arc<Definition>>,
     /// definition id -> version -> that version, the current ones included (nested, so a
     /// step's lookup borrows its two keys instead of building a pair).
-    versions: HashMap<String, HashMap<Version, Arc<Definition>>>,
+    versions: FastMap<String, FastMap<Version, Arc<Definition>>>,
     /// version -> its frozen label
-    labels: HashMap<Version, String>,
+    labels: FastMap<Version, String>,
 }
 
 impl Definitions {
@@ -108,12 +108,12 @@ impl Definitions {
 
     /// Every version, current and retained (what a cold start validates).
     pub fn all_versions(&self) -> impl Iterator<Item = &Arc<Definition>> {
-        self.versions.values().flat_map(HashMap::values)
+        self.versions.values().flat_map(FastMap::values)
     }
 
     /// The versions of machine `id` this holds (current and retained), in no order.
     pub fn versions_of(&self, id: &str) -> impl Iterator<Item = &Arc<Definition>> {
-        self.versions.get(id).into_iter().flat_map(HashMap::values)
+        self.versions.get(id).into_iter().flat_map(FastMap::values)
     }
 
     /// How many machines have a current version.

@@ -4,12 +4,12 @@
 //! caller's later mutation of an execution never leaks into the store without a
 //! commit. The CAS therefore bites exactly as it does on DynamoDB.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 use indexmap::IndexMap;
-use stm_core::{Execution, Map, Value};
+use stm_core::{Execution, FastMap, FastSet, Map, Value};
 
 use crate::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, ListQuery, OutboxEntry, SpawnEntry,
@@ -22,7 +22,7 @@ struct Inner {
     outbox: BTreeMap<i64, OutboxEntry>,
     spawns: BTreeMap<i64, SpawnEntry>,
     /// execution id -> processed event ids (nested so a lookup needs no allocation).
-    processed: HashMap<String, HashSet<String>>,
+    processed: FastMap<String, FastSet<String>>,
     /// (execution id, path) -> fire_at, in arming order.
     timers: IndexMap<(String, String), f64>,
     /// execution id -> (next index, steps).
@@ -147,7 +147,9 @@ impl ExecutionStore for MemoryStore {
                     ids.insert(event_id);
                 }
                 None => {
-                    inner.processed.insert(exe.id.clone(), HashSet::from([event_id]));
+                    inner
+                        .processed
+                        .insert(exe.id.clone(), FastSet::from_iter([event_id]));
                 }
             }
         }

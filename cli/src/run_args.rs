@@ -1,0 +1,119 @@
+//! A fast path for `stm run`'s events on the command line. clap spends thousands of
+//! instructions per value, so 20,000 `-e` flags cost more than running the 20,000 steps;
+//! here the `-e KIND` / `--event KIND` / `-eKIND` / `--event=KIND` pairs are taken out of
+//! the arguments before clap sees the rest, in order.
+//!
+//! All or nothing: if any event flag is not plainly one of those shapes (its value missing
+//! or starting with `-`, which clap refuses or reads otherwise), nothing is taken out and
+//! clap parses everything as before, errors and all. Arguments after `--` are never touched.
+
+use std::ffi::OsString;
+
+/// `args` (the program name first) without `run`'s event flags, and those events, in
+/// order. Only when the subcommand is `run`; otherwise `args` as they are and no events.
+pub fn split_run_events(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
+    let Some(command_at) = args
+        .iter()
+        .skip(1)
+        .position(|a| !is_global_flag(a))
+        .map(|i| i + 1)
+    else {
+        return (args, Vec::new());
+    };
+    if args[command_at] != "run" {
+        return (args, Vec::new());
+    }
+    let mut kept = Vec::with_capacity(args.len());
+    let mut events = Vec::new();
+    let mut rest = args.iter().enumerate();
+    while let Some((i, arg)) = rest.next() {
+        if i <= command_at {
+            kept.push(arg.clone());
+            continue;
+        }
+        let Some(text) = arg.to_str() else {
+            kept.push(arg.clone());
+            continue;
+        };
+        if text == "--" {
+            kept.extend(args[i..].iter().cloned());
+            break;
+        }
+        let value = if text == "-e" || text == "--event" {
+            match rest.next().and_then(|(_, v)| v.to_str()) {
+                Some(v) if !v.starts_with('-') => v.to_string(),
+                _ => return (args, Vec::new()),
+            }
+        } else if let Some(v) = text.strip_prefix("--event=") {
+            v.to_string()
+        } else if let Some(v) = text.strip_prefix("-e").filter(|_| !text.starts_with("--")) {
+            if v.is_empty() || v.starts_with('=') {
+                return (args, Vec::new()); // `-e=KIND`: clap's own reading
+            }
+            v.to_string()
+        } else {
+            kept.push(arg.clone());
+            continue;
+        };
+        events.push(value);
+    }
+    (kept, events)
+}
+
+/// The flags `stm` takes before its subcommand.
+fn is_global_flag(arg: &OsString) -> bool {
+    arg == "-v" || arg == "--verbose"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_run_events;
+    use std::ffi::OsString;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn run_events_are_taken_out_in_order() {
+        let (kept, events) = split_run_events(args(&[
+            "stm",
+            "run",
+            "m.stm",
+            "-e",
+            "Go",
+            "--event",
+            "Back",
+            "-eA:{}",
+            "--seed",
+            "{}",
+            "--event=B",
+            "M",
+        ]));
+        assert_eq!(kept, args(&["stm", "run", "m.stm", "--seed", "{}", "M"]));
+        assert_eq!(events, ["Go", "Back", "A:{}", "B"]);
+        let (kept, events) = split_run_events(args(&["stm", "-v", "run", "m.stm", "-e", "Go"]));
+        assert_eq!(
+            (kept, events),
+            (args(&["stm", "-v", "run", "m.stm"]), vec!["Go".to_string()])
+        );
+    }
+
+    #[test]
+    fn anything_unusual_is_left_to_clap() {
+        for list in [
+            &["stm", "run", "m.stm", "-e"][..],
+            &["stm", "run", "m.stm", "-e", "Go", "-e", "--json"],
+            &["stm", "run", "m.stm", "-e=Go"],
+            &["stm", "validate", "m.stm", "-e", "Go"],
+            &["stm"],
+        ] {
+            let (kept, events) = split_run_events(args(list));
+            assert_eq!(kept, args(list), "{list:?}");
+            assert!(events.is_empty(), "{list:?}");
+        }
+        let (kept, events) = split_run_events(args(&["stm", "run", "m.stm", "-e", "Go", "--", "-e", "X"]));
+        assert_eq!(kept, args(&["stm", "run", "m.stm", "--", "-e", "X"]));
+        assert_eq!(events, ["Go"]);
+    }
+}
