@@ -4,26 +4,11 @@
 //! strings and comments) go through harel 0.9.0's `format_text` in the venv and through
 //! ours; the outputs must be equal, and formatting ours again must change nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{python, Rng};
-
-fn stm_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if path.is_dir() && !name.starts_with('.') && name != "target" {
-            stm_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "stm") {
-            out.push(path);
-        }
-    }
-}
+use common::{python, stm_files, Rng};
 
 /// `text` with its layout scrambled: what a formatter has to undo.
 fn scramble(text: &str, rng: &mut Rng) -> String {

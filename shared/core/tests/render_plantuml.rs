@@ -11,22 +11,7 @@ use serde_json::Value;
 use stm_core::Definition;
 
 mod common;
-use common::{python, Rng};
-
-fn stm_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if path.is_dir() && !name.starts_with('.') && name != "target" {
-            stm_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "stm") {
-            out.push(path);
-        }
-    }
-}
+use common::{python, stm_files, Rng};
 
 /// For each path read from stdin, one JSON line: `[[machine, plantuml or null], ...]`
 /// (null where harel cannot build the machine; an empty list where it cannot parse).

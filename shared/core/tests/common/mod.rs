@@ -9,6 +9,22 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+/// Every `.stm` file under `dir`, recursively, skipping hidden folders and `target`.
+pub fn stm_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() && !name.starts_with('.') && name != "target" {
+            stm_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "stm") {
+            out.push(path);
+        }
+    }
+}
+
 pub fn python() -> PathBuf {
     std::env::var("STM_PYTHON")
         .map(PathBuf::from)

@@ -109,28 +109,18 @@ impl DynamoDbStore {
         attribute: &str,
         value: &str,
     ) -> Result<Vec<Item>, StoreError> {
-        let mut keys = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .scan()
-                .table_name(table)
-                .filter_expression("#a = :v")
-                .expression_attribute_names("#a", attribute)
-                .expression_attribute_values(":v", s(value))
-                .projection_expression("seq")
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| sdk_error("Scan", e))?;
-            keys.extend(out.items().iter().cloned());
-            match out.last_evaluated_key() {
-                Some(key) if !key.is_empty() => start = Some(key.clone()),
-                _ => return Ok(keys),
-            }
-        }
+        let filter = format!("{attribute} = :v");
+        let items = self
+            .scan_all(table, Some((filter.as_str(), ":v", s(value))))
+            .await?;
+        Ok(items
+            .into_iter()
+            .filter_map(|item| {
+                item.get("seq")
+                    .cloned()
+                    .map(|seq| HashMap::from([("seq".to_string(), seq)]))
+            })
+            .collect())
     }
 
     /// Delete `keys` from `table`, 25 per `BatchWriteItem`; unprocessed items are re-sent

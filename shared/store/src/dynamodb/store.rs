@@ -33,7 +33,7 @@ impl DynamoDbStore {
     }
 
     /// Every item of `table` (all pages), consistent, optionally filtered.
-    async fn scan_all(
+    pub(super) async fn scan_all(
         &self,
         table: &str,
         filter: Option<(&str, &str, aws_sdk_dynamodb::types::AttributeValue)>,
