@@ -125,6 +125,22 @@ for id in ("o-1", "o-2"):
     }
     local.wait_show("o-2", &["CANCELLED"]);
 
+    // on a terminal, a progress line (redrawn in place, then cleared) goes to stderr
+    let command = format!("{} purge --older-than 0 --dry-run", env!("CARGO_BIN_EXE_stm"));
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .envs(local.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(common::repo())
+        .output()
+        .expect("script (util-linux) runs stm on a pseudo-terminal");
+    let shown = stdout(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("\rwould purge 1 trees; 1 finished roots examined")
+            && shown.contains("would purge: 1"),
+        "{shown:?}"
+    );
+
     assert_eq!(
         local.ok(&["purge", "--older-than", "0", "--limit", "5"]),
         "purged: 1\n"
