@@ -35,6 +35,42 @@ pub(crate) struct ExecutionView {
     pub diagram: Result<StateBox, String>,
     /// The leaves a redrive may resume at (the execution's own branch).
     pub leaves: Vec<String>,
+    /// The machine's `.stm` source, where its file is readable here.
+    pub source: Option<SourceView>,
+}
+
+/// A machine's `.stm` source, each line with whether an active state is declared on it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SourceView {
+    pub file: String,
+    pub lines: Vec<(String, bool)>,
+}
+
+impl SourceView {
+    /// `text`, from `file`, with the lines in `marked` (1-based) marked.
+    pub(crate) fn new(file: String, text: &str, marked: &BTreeSet<usize>) -> SourceView {
+        let lines = text
+            .lines()
+            .enumerate()
+            .map(|(i, line)| (line.to_string(), marked.contains(&(i + 1))))
+            .collect();
+        SourceView { file, lines }
+    }
+}
+
+/// The source of `defn` with the declarations of its `active` states marked: `None` when
+/// it has no file (a version read back from its frozen form) or the file is not readable
+/// from here.
+pub(crate) fn source_view(defn: &Definition, active: &BTreeSet<String>) -> Option<SourceView> {
+    let file = defn.source_file.clone()?;
+    let text = std::fs::read_to_string(&file).ok()?;
+    let marked = defn
+        .nodes
+        .iter()
+        .filter(|node| !node.full_path.is_empty() && active.contains(&node.full_path))
+        .filter_map(|node| node.pos.as_ref().map(|pos| pos.line))
+        .collect();
+    Some(SourceView::new(file, &text, &marked))
 }
 
 /// One step of the trace.
@@ -168,8 +204,10 @@ pub(crate) async fn gather(connected: &Connected, id: &str) -> Result<Option<Exe
         })
     });
     let leaves = definition
-        .map(|defn| leaves_under(&defn, &execution.root_path))
+        .as_ref()
+        .map(|defn| leaves_under(defn, &execution.root_path))
         .unwrap_or_default();
+    let source = definition.ok().and_then(|defn| source_view(&defn, &active));
     Ok(Some(ExecutionView {
         execution,
         steps,
@@ -177,6 +215,7 @@ pub(crate) async fn gather(connected: &Connected, id: &str) -> Result<Option<Exe
         children_truncated: budget == 0,
         diagram,
         leaves,
+        source,
     }))
 }
 

@@ -34,6 +34,15 @@ fn the_monitor_opens_an_execution_and_suspends_it_in_a_terminal() {
         "the active state is marked:\n{detail}"
     );
     assert!(detail.contains("Start"), "the trace shows the start:\n{detail}");
+    // the source of examples/order.stm, the active state's declaration marked
+    pane.keys(&["v"]);
+    let source = pane.wait_for(&["order.stm (v: outline)"]);
+    assert!(
+        source.lines().any(|l| l.contains("● ") && l.contains("state Draft")),
+        "the declaration of Draft is marked:\n{source}"
+    );
+    pane.keys(&["v"]);
+    pane.wait_for(&["statechart (v: source)"]);
 
     // declined: nothing is sent
     pane.keys(&["s"]);

@@ -158,6 +158,8 @@ pub(crate) struct App {
     pub detail: Option<ExecutionView>,
     /// How far the trace is scrolled (steps from the top).
     pub trace_scroll: usize,
+    /// The statechart pane shows the `.stm` source instead of the outline (`v`).
+    pub show_source: bool,
     /// The control command awaiting y/n.
     pub confirming: Option<Action>,
     /// The status bar: the last outcome or failure, one line.
@@ -358,6 +360,7 @@ impl App {
                 self.message = None;
                 return Some(Command::List(self.list_query()));
             }
+            Key::Char('v') => self.show_source = !self.show_source,
             Key::Up | Key::Char('k') => self.trace_scroll = self.trace_scroll.saturating_sub(1),
             Key::Down | Key::Char('j') => {
                 let steps = self.detail.as_ref().map_or(0, |view| view.steps.len());

@@ -11,7 +11,7 @@ use serde_json::Value;
 use stm_core::Status;
 
 use super::app::{App, Screen};
-use crate::inspect::{BoxKind, ChildNode, ExecutionView, StateBox, TraceStep};
+use crate::inspect::{BoxKind, ChildNode, ExecutionView, SourceView, StateBox, TraceStep};
 
 /// The mark of an active state in the outline (and of nothing else).
 pub(crate) const ACTIVE_MARK: &str = "●";
@@ -96,10 +96,16 @@ impl App {
             Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(rest);
         let [chart, children] =
             Layout::vertical([Constraint::Percentage(65), Constraint::Percentage(35)]).areas(left);
-        frame.render_widget(
-            Paragraph::new(outline_lines(view)).block(Block::bordered().title(" statechart ")),
-            chart,
-        );
+        let pane = match (&view.source, self.show_source) {
+            (Some(source), true) => Paragraph::new(source_lines(source))
+                .block(Block::bordered().title(format!(" {} (v: outline) ", source.file))),
+            (None, true) => Paragraph::new("(the machine's .stm file is not readable here)")
+                .block(Block::bordered().title(" source (v: outline) ")),
+            (_, false) => {
+                Paragraph::new(outline_lines(view)).block(Block::bordered().title(" statechart (v: source) "))
+            }
+        };
+        frame.render_widget(pane, chart);
         frame.render_widget(
             Paragraph::new(children_lines(view)).block(Block::bordered().title(" children ")),
             children,
@@ -128,7 +134,7 @@ impl App {
         } else {
             let keys = match self.screen {
                 Screen::List => "Enter open  / filter  n/p page  r refresh  s suspend  R resume  c cancel  t terminate  q quit",
-                Screen::Detail => "Esc back  j/k trace  r refresh  s suspend  R resume  c cancel  t terminate  q quit",
+                Screen::Detail => "Esc back  j/k trace  v source  r refresh  s suspend  R resume  c cancel  t terminate  q quit",
             };
             Line::from(Span::styled(keys, Style::new().fg(Color::DarkGray)))
         };
@@ -212,6 +218,26 @@ fn header_lines(view: &ExecutionView) -> Vec<Line<'static>> {
         )));
     }
     lines
+}
+
+/// The source, from a few lines before the first active declaration, those lines marked.
+pub(crate) fn source_lines(source: &SourceView) -> Vec<Line<'static>> {
+    let first = source.lines.iter().position(|(_, marked)| *marked).unwrap_or(0);
+    source
+        .lines
+        .iter()
+        .skip(first.saturating_sub(3))
+        .map(|(text, marked)| {
+            if *marked {
+                Line::from(Span::styled(
+                    format!("{ACTIVE_MARK} {text}"),
+                    Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+                ))
+            } else {
+                Line::from(format!("  {text}"))
+            }
+        })
+        .collect()
 }
 
 /// The statechart as an indented outline, the active states marked.

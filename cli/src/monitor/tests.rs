@@ -77,6 +77,12 @@ fn view() -> ExecutionView {
         children_truncated: false,
         diagram: inspect::state_tree(&defn, "", &active).ok_or_else(|| "no root".to_string()),
         leaves: Vec::new(),
+        // the declarations of Payment (line 6) and Charging (line 8) of ORDER
+        source: Some(inspect::SourceView::new(
+            "order.stm".into(),
+            ORDER,
+            &[6, 8].into_iter().collect(),
+        )),
     }
 }
 
@@ -244,4 +250,21 @@ fn a_bad_filter_and_a_failed_call_show_one_line() {
     app.list_loaded(ExecutionPage::default());
     assert_eq!(app.message, None);
     assert!(line_with(&draw(&app), "(no executions)").contains("no executions"));
+}
+
+#[test]
+fn v_shows_the_source_with_the_active_declarations_marked() {
+    let mut app = opened();
+    assert!(line_with(&draw(&app), "statechart (v: source)").contains("statechart"));
+    assert_eq!(app.on_key(Key::Char('v')), None);
+    let screen = draw(&app);
+    assert!(line_with(&screen, "order.stm (v: outline)").contains("order.stm"));
+    assert!(line_with(&screen, "state Payment {").contains("●   state Payment {"));
+    assert!(line_with(&screen, "state Charging {}").contains("●"));
+    assert!(!line_with(&screen, "state Draft {}").contains('●'));
+    app.on_key(Key::Char('v'));
+    assert!(
+        line_with(&draw(&app), "● Charging").contains("(initial)"),
+        "back to the outline"
+    );
 }
