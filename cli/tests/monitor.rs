@@ -38,7 +38,9 @@ fn the_monitor_opens_an_execution_and_suspends_it_in_a_terminal() {
     pane.keys(&["v"]);
     let source = pane.wait_for(&["order.stm (v: outline)"]);
     assert!(
-        source.lines().any(|l| l.contains("● ") && l.contains("state Draft")),
+        source
+            .lines()
+            .any(|l| l.contains("● ") && l.contains("state Draft")),
         "the declaration of Draft is marked:\n{source}"
     );
     pane.keys(&["v"]);
