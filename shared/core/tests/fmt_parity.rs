@@ -4,11 +4,10 @@
 //! strings and comments) go through harel 0.9.0's `format_text` in the venv and through
 //! ours; the outputs must be equal, and formatting ours again must change nothing.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{python, stm_files, Rng};
+use common::{python, repo_stm_files, Rng};
 
 /// `text` with its layout scrambled: what a formatter has to undo.
 fn scramble(text: &str, rng: &mut Rng) -> String {
@@ -41,15 +40,7 @@ const TRICKY: &str = "machine T {\n  # a comment with { braces }\n  // and one w
 
 #[test]
 fn stm_fmt_formats_as_harel_fmt_does() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = Vec::new();
-    stm_files(&repo, &mut files);
-    files.sort();
-    assert!(
-        files.len() >= 100,
-        "expected the repository's .stm files, found {}",
-        files.len()
-    );
+    let files = repo_stm_files();
     let mut inputs: Vec<String> = files
         .iter()
         .map(|f| std::fs::read_to_string(f).unwrap_or_default())

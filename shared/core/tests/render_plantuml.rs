@@ -11,7 +11,7 @@ use serde_json::Value;
 use stm_core::Definition;
 
 mod common;
-use common::{python, stm_files, Rng};
+use common::{python, repo_stm_files, Rng};
 
 /// For each path read from stdin, one JSON line: `[[machine, plantuml or null], ...]`
 /// (null where harel cannot build the machine; an empty list where it cannot parse).
@@ -278,15 +278,7 @@ fn with_unspaced_choice_names(defn: &Definition, harel: &str) -> String {
 
 #[test]
 fn plantuml_matches_harel_on_every_repo_file_and_generated_machines() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = Vec::new();
-    stm_files(&repo, &mut files);
-    files.sort();
-    assert!(
-        files.len() >= 100,
-        "expected the repository's .stm files, found {}",
-        files.len()
-    );
+    let mut files = repo_stm_files();
     let generated_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("render_plantuml");
     std::fs::create_dir_all(&generated_dir).expect("a directory for the generated machines");
     let mut rng = Rng::new(0x91a7_0e11_c0de_2026);

@@ -25,6 +25,20 @@ pub fn stm_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every `.stm` file of the repository, sorted (at least the hundred it has).
+pub fn repo_stm_files() -> Vec<PathBuf> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    stm_files(&repo, &mut files);
+    files.sort();
+    assert!(
+        files.len() >= 100,
+        "expected the repository's .stm files, found {}",
+        files.len()
+    );
+    files
+}
+
 pub fn python() -> PathBuf {
     std::env::var("STM_PYTHON")
         .map(PathBuf::from)
