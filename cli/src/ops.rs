@@ -28,6 +28,12 @@ pub struct Tables {
     /// The AWS region.
     #[arg(long, env = "AWS_REGION", default_value = stm_store::DEFAULT_REGION)]
     pub region: String,
+    /// Where the deployment keeps its dedupe marks (the stack's DedupeMarks): `table` or
+    /// `item`. It must match the worker's: `send --wait` reads the marks, and a commit on
+    /// the item layout carries them.
+    #[arg(long, env = "STM_DEDUPE_MARKS", default_value = "table", value_name = "table|item",
+          value_parser = |v: &str| v.parse::<stm_store::DedupeMarks>().map_err(|e| e.to_string()))]
+    pub dedupe_marks: stm_store::DedupeMarks,
 }
 
 /// The whole deployment (what the commands that send or change something use): its
@@ -74,6 +80,7 @@ impl Tables {
             prefix: self.prefix.clone(),
             create_schema,
             connect_attempts: if create_schema { 30 } else { 3 },
+            dedupe_marks: self.dedupe_marks,
             ..CreateOptions::default()
         };
         let store = DynamoDbStore::create_with(self.endpoint.as_deref(), &self.region, options)
@@ -593,6 +600,7 @@ mod tests {
                 endpoint: Some("http://127.0.0.1:9".into()),
                 prefix: "nowhere".into(),
                 region: "us-east-1".into(),
+                dedupe_marks: stm_store::DedupeMarks::Table,
             },
             queue: "nowhere.fifo".into(),
             definitions: None,

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
-use stm_runtime::config::{Function, FunctionContext};
+use stm_runtime::config::{DeploymentCheck, Function, FunctionContext};
 use stm_runtime::ActionRegistry;
 
 use crate::HandlerError;
@@ -25,11 +25,12 @@ pub async fn run_worker(actions: ActionRegistry) -> ExitCode {
     if let Some(command) = args.next() {
         return serve_actions_command(actions, &command, args.next()).await;
     }
-    serve("worker", Function::Worker(actions), |context| {
+    serve("worker", Function::Worker(actions), |context, check| {
         let worker = context.worker();
         async move {
-            let worker = &worker;
+            let (worker, check) = (&worker, &check);
             lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+                check.passed().await?;
                 Ok::<SqsBatchResponse, Diagnostic>(worker_handler(worker, event).await)
             }))
             .await
@@ -74,10 +75,11 @@ pub async fn worker_handler(worker: &stm_runtime::Worker, event: LambdaEvent<Sqs
 /// The relay (scheduled): every pending outbox event and spawn intent, in seq order, to
 /// the FIFO queue; the safety net behind the worker's inline flush.
 pub async fn run_relay() -> ExitCode {
-    serve("relay", Function::Relay, |context| async move {
-        let context = &context;
+    serve("relay", Function::Relay, |context, check| async move {
+        let (context, check) = (&context, &check);
         lambda_runtime::run(service_fn(
             move |event: LambdaEvent<EventBridgeEvent<serde_json::Value>>| async move {
+                check.passed().await?;
                 relay_handler(context, event).await.map_err(Diagnostic::from)
             },
         ))
@@ -110,9 +112,10 @@ pub enum SweeperTrigger {
 /// group and is deleted if its `fire_at` is unchanged; on a doorbell, that one timer, if
 /// it is still armed with that `fire_at`.
 pub async fn run_sweeper() -> ExitCode {
-    serve("sweeper", Function::Sweeper, |context| async move {
-        let context = &context;
+    serve("sweeper", Function::Sweeper, |context, check| async move {
+        let (context, check) = (&context, &check);
         lambda_runtime::run(service_fn(move |event: LambdaEvent<SweeperTrigger>| async move {
+            check.passed().await?;
             sweeper_handler(context, event).await.map_err(Diagnostic::from)
         }))
         .await
@@ -155,25 +158,74 @@ pub async fn sweeper_handler(
 /// A function's life: JSON logs, its context from the environment (a failure ends the
 /// cold start with the reason, on stderr and in the log), then `run` until the Lambda
 /// runtime loop ends.
-async fn serve<R, F>(name: &str, function: Function, run: R) -> ExitCode
+///
+/// The table check is the one part of the init that waits on the network (seven
+/// `DescribeTable` round trips), so it runs while the function polls for its first
+/// invocation, and every invocation waits for it ([`InitCheck::passed`]) before it
+/// touches the store: a missing table fails that invocation, naming the table, with the
+/// message a failed cold start had. It cannot go to the Runtime API's `init/error`, which
+/// belongs to the Init phase: that phase ends with the first `invocation/next` request.
+async fn serve<R, F>(name: &'static str, function: Function, run: R) -> ExitCode
 where
-    R: FnOnce(FunctionContext) -> F,
+    R: FnOnce(FunctionContext, InitCheck) -> F,
     F: Future<Output = Result<(), lambda_runtime::Error>>,
 {
+    let entered = std::time::SystemTime::now();
     stm_runtime::config::init_json_logs();
-    let context = match FunctionContext::from_env(function).await {
-        Ok(context) => context,
+    let (context, check) = match FunctionContext::from_env_checking(function).await {
+        Ok(built) => built,
         Err(err) => {
             tracing::error!(error = %err, "{name} init failed");
             eprintln!("{name} init failed: {err}");
             return ExitCode::FAILURE;
         }
     };
-    match run(context).await {
+    // the ends of the init this process measures itself (`lambda-smoke --breakdown` puts
+    // them beside its own clock: the exec before, the first poll after)
+    tracing::debug!(
+        entered_epoch_us = epoch_us(entered),
+        polling_epoch_us = epoch_us(std::time::SystemTime::now()),
+        "{name} init done; polling"
+    );
+    match run(context, InitCheck { name, check }).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!(error = %err, "the Lambda runtime loop ended");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn epoch_us(at: std::time::SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// A function's [`DeploymentCheck`], as its invocations wait for it.
+struct InitCheck {
+    name: &'static str,
+    check: DeploymentCheck,
+}
+
+impl InitCheck {
+    /// `Ok` once the tables passed their check; else the invocation's error, logged as a
+    /// failed init is: `{name} init failed: ...`, with the table named.
+    async fn passed(&self) -> Result<(), Diagnostic> {
+        let started = std::time::Instant::now();
+        let result = self.check.passed().await;
+        tracing::debug!(
+            waited_us = started.elapsed().as_micros() as u64,
+            "the invocation waited for the deployment check"
+        );
+        result.map_err(|err| {
+            let name = self.name;
+            tracing::error!(error = %err, "{name} init failed");
+            eprintln!("{name} init failed: {err}");
+            let (error_type, message) = stm_runtime::config::error_parts(&err);
+            Diagnostic {
+                error_type,
+                error_message: format!("{name} init failed: {message}"),
+            }
+        })
     }
 }

@@ -7,7 +7,9 @@
 //! once, and, for the worker, every `.stm` machine of `STM_DEFINITIONS_DIR` loaded and
 //! validated with its actions bound. A broken definition or a missing variable fails the
 //! cold start with the file, line or variable named. Then it serves invocations through
-//! `lambda_runtime::run` until the runtime stops it.
+//! `lambda_runtime::run` until the runtime stops it. The check that the seven tables
+//! exist runs meanwhile, while the function waits for its first invocation; every
+//! invocation waits for it, and a missing table fails it, the table named.
 //!
 //! ```no_run
 //! use stm_runtime::ActionRegistry;

@@ -12,16 +12,171 @@
 //! arm one timeout each, 1 to 20 s, created at spread-out moments of the sweep period (a
 //! real schedule's phase is arbitrary). Lateness = the commit of the `Timeout` step minus
 //! the timer's due time (the `Start` step's commit + delay), both from the trace.
+//!
+//! For the precise design it also says where each millisecond goes: the doorbell and the
+//! two queues are wrapped to stamp (on the wall clock) when the doorbell was sent, when
+//! the sweeper's poller received it, when the handler published the `Timeout`, when the
+//! worker's poller received that, and when the worker's step was traced.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use serde_json::json;
 use stm_core::Status;
-use stm_runtime::doorbell::SqsDoorbell;
+use stm_runtime::doorbell::{delay_seconds, parse_doorbell, Doorbell, SqsDoorbell};
 use stm_runtime::eventsource::{self, EventSourceSettings, Schedules};
-use stm_runtime::{ActionRegistry, Control, Definitions, Driver, Queue, SqsQueue, Worker, WorkerSettings};
-use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore};
+use stm_runtime::queue::{PublishFailure, ReceivedMessage};
+use stm_runtime::{
+    ActionRegistry, Clock, Control, Definitions, Driver, DriverError, OutgoingMessage, Queue, SqsQueue,
+    SystemClock, Worker, WorkerSettings,
+};
+use stm_store::{CreateOptions, DueTimer, DynamoDbStore, ExecutionStore};
+
+fn wall() -> f64 {
+    SystemClock.now()
+}
+
+/// The moments of one precise timer, per execution id (one timer each), wall clock.
+#[derive(Debug, Default, Clone)]
+struct Moments {
+    fire_at: f64,
+    /// `fire_at - now` when the worker rang, and the `DelaySeconds` it rang with.
+    ahead: f64,
+    delay: i32,
+    /// the doorbell's `SendMessageBatch` returned (SQS counts the delay from about then)
+    rung: f64,
+    /// the sweeper's poller got the doorbell
+    bell_received: f64,
+    /// the handler's `Timeout` publish started and returned
+    publish_started: f64,
+    published: f64,
+    /// the worker's poller got the `Timeout`
+    timeout_received: f64,
+    /// the worker's handler returned on it (the settle's delete starts)
+    handled: f64,
+}
+
+type Marks = Arc<Mutex<HashMap<String, Moments>>>;
+
+fn mark(marks: &Marks, id: &str, f: impl FnOnce(&mut Moments)) {
+    let mut all = marks.lock().unwrap_or_else(|e| e.into_inner());
+    f(all.entry(id.to_string()).or_default());
+}
+
+struct MarkedBell {
+    inner: SqsDoorbell,
+    marks: Marks,
+}
+
+#[async_trait]
+impl Doorbell for MarkedBell {
+    async fn ring(&self, timers: &[DueTimer], now: f64) -> usize {
+        let failed = self.inner.ring(timers, now).await;
+        let rung = wall();
+        for t in timers {
+            mark(&self.marks, &t.execution_id, |m| {
+                m.fire_at = t.fire_at;
+                m.ahead = t.fire_at - now;
+                m.delay = delay_seconds(t.fire_at, now);
+                m.rung = rung;
+            });
+        }
+        failed
+    }
+}
+
+/// A queue that stamps the doorbells it delivers (`bells`) or the `Timeout`s it carries.
+struct MarkedQueue {
+    inner: Arc<dyn Queue>,
+    marks: Marks,
+    bells: bool,
+    /// receipt handle -> execution id, for the `Timeout`s received
+    receipts: Mutex<HashMap<String, String>>,
+}
+
+fn is_timeout(body: &str) -> bool {
+    body.contains("\"Timeout\"")
+}
+
+#[async_trait]
+impl Queue for MarkedQueue {
+    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
+        let started = wall();
+        let failures = self.inner.publish_batch(messages).await;
+        let done = wall();
+        for m in messages.iter().filter(|m| is_timeout(&m.body)) {
+            mark(&self.marks, &m.group_id, |t| {
+                if t.published == 0.0 {
+                    t.publish_started = started;
+                    t.published = done;
+                }
+            });
+        }
+        failures
+    }
+
+    async fn receive(
+        &self,
+        max: usize,
+        visibility_seconds: i32,
+        wait_seconds: i32,
+    ) -> Result<Vec<ReceivedMessage>, DriverError> {
+        let got = self.inner.receive(max, visibility_seconds, wait_seconds).await?;
+        let at = wall();
+        for m in &got {
+            if self.bells {
+                if let Ok(timer) = parse_doorbell(&m.body) {
+                    mark(&self.marks, &timer.execution_id, |t| {
+                        if t.bell_received == 0.0 {
+                            t.bell_received = at;
+                        }
+                    });
+                }
+            } else if let (true, Some(id)) = (is_timeout(&m.body), &m.group_id) {
+                mark(&self.marks, id, |t| {
+                    if t.timeout_received == 0.0 {
+                        t.timeout_received = at;
+                    }
+                });
+                self.receipts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(m.receipt_handle.clone(), id.clone());
+            }
+        }
+        Ok(got)
+    }
+
+    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError> {
+        let id = self
+            .receipts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(receipt_handle);
+        if let Some(id) = id {
+            let at = wall();
+            mark(&self.marks, &id, |t| {
+                if t.handled == 0.0 {
+                    t.handled = at;
+                }
+            });
+        }
+        self.inner.delete(receipt_handle).await
+    }
+
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+        self.inner.change_visibility(receipt_handle, seconds).await
+    }
+}
+
+/// What one design's run measured: lateness per timer, and the precise timers' moments
+/// with the traced `Timeout` step time.
+struct Run {
+    lateness: Vec<f64>,
+    moments: Vec<(Moments, f64)>,
+}
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -39,7 +194,7 @@ fn definitions() -> Definitions {
     defs
 }
 
-async fn run_design(precise: bool, timers: usize, period: u64) -> Vec<f64> {
+async fn run_design(precise: bool, timers: usize, period: u64) -> Run {
     let moto = stm_testkit::moto().await;
     let tag = if precise { "late_precise" } else { "late_sweep" };
     let prefix = stm_testkit::unique_prefix(tag);
@@ -59,7 +214,13 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Vec<f64> {
     let urls = SqsQueue::ensure(&sqs, &format!("{prefix}-events"), 30, 100)
         .await
         .expect("queue");
-    let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(sqs.clone(), urls.queue_url.clone()));
+    let marks: Marks = Arc::default();
+    let queue: Arc<dyn Queue> = Arc::new(MarkedQueue {
+        inner: Arc::new(SqsQueue::new(sqs.clone(), urls.queue_url.clone())),
+        marks: marks.clone(),
+        bells: false,
+        receipts: Mutex::default(),
+    });
     // traced: the Start step's commit time is when the timer was armed
     let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins()).with_trace(true);
     let mut worker = Worker::new(driver.clone(), queue.clone(), WorkerSettings::default());
@@ -68,8 +229,16 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Vec<f64> {
         let url = SqsDoorbell::ensure(&sqs, &format!("{prefix}-timers"))
             .await
             .expect("doorbells");
-        worker = worker.with_doorbell(Arc::new(SqsDoorbell::new(sqs.clone(), url.clone())));
-        doorbells = Some(Arc::new(SqsQueue::new(sqs.clone(), url)));
+        worker = worker.with_doorbell(Arc::new(MarkedBell {
+            inner: SqsDoorbell::new(sqs.clone(), url.clone()),
+            marks: marks.clone(),
+        }));
+        doorbells = Some(Arc::new(MarkedQueue {
+            inner: Arc::new(SqsQueue::new(sqs.clone(), url)),
+            marks: marks.clone(),
+            bells: true,
+            receipts: Mutex::default(),
+        }));
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stack = tokio::spawn(eventsource::run_with_doorbells(
@@ -106,8 +275,10 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Vec<f64> {
     }
     let deadline = Instant::now() + Duration::from_secs(period * 2 + 60);
     let mut lateness = Vec::new();
+    let mut traced = Vec::new();
     loop {
         lateness.clear();
+        traced.clear();
         for (i, delay) in delays.iter().enumerate() {
             let exe = store
                 .load(&format!("{tag}-{i}"))
@@ -125,6 +296,7 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Vec<f64> {
                 // the Start step armed the timer; the Timeout step is when it took effect
                 if let (Some(armed), Some(fired)) = (at("Start"), at("Timeout")) {
                     lateness.push(fired - (armed + delay));
+                    traced.push((exe.id.clone(), fired));
                 }
             }
         }
@@ -162,7 +334,81 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Vec<f64> {
         }
     }
     assert_eq!(lateness.len(), timers, "{tag}: every timer fired");
-    lateness
+    let marks = marks.lock().unwrap_or_else(|e| e.into_inner());
+    let moments = traced
+        .iter()
+        .filter_map(|(id, fired)| {
+            marks
+                .get(id)
+                .filter(|m| m.rung > 0.0)
+                .map(|m| (m.clone(), *fired))
+        })
+        .collect();
+    Run { lateness, moments }
+}
+
+/// Where the precise timers' lateness goes, stage by stage (ms): p50, p99, max of each.
+fn breakdown(moments: &[(Moments, f64)]) {
+    let ms = |v: f64| v * 1000.0;
+    let stages: Vec<(&str, Vec<f64>)> = vec![
+        (
+            "ring: `fire_at - now` minus the whole-second `DelaySeconds` (the handler's wait to come)",
+            moments.iter().map(|(m, _)| ms(m.ahead - f64::from(m.delay))).collect(),
+        ),
+        (
+            "doorbell visible -> sweeper's poller has it (`rung + DelaySeconds` to the receive's return)",
+            moments
+                .iter()
+                .map(|(m, _)| ms(m.bell_received - (m.rung + f64::from(m.delay))))
+                .collect(),
+        ),
+        (
+            "doorbell received before `fire_at` (the handler waits this; negative: late)",
+            moments.iter().map(|(m, _)| ms(m.fire_at - m.bell_received)).collect(),
+        ),
+        (
+            "`fire_at` (or the receive, if later) -> `Timeout` publish starts (wait's overshoot, `GetItem` timer, `GetItem` execution)",
+            moments
+                .iter()
+                .map(|(m, _)| ms(m.publish_started - m.fire_at.max(m.bell_received)))
+                .collect(),
+        ),
+        (
+            "`Timeout` `SendMessageBatch` (FIFO)",
+            moments.iter().map(|(m, _)| ms(m.published - m.publish_started)).collect(),
+        ),
+        (
+            "published -> worker's poller has it (idle pause + `ReceiveMessage`)",
+            moments.iter().map(|(m, _)| ms(m.timeout_received - m.published)).collect(),
+        ),
+        (
+            "received -> the step traced (load, step; the trace stamp is taken just before the commit)",
+            moments.iter().map(|(m, fired)| ms(fired - m.timeout_received)).collect(),
+        ),
+        (
+            "traced -> handler returned (the commit, then the batch's bookkeeping)",
+            moments.iter().map(|(m, fired)| ms(m.handled - fired)).collect(),
+        ),
+        (
+            "lateness: the traced step - `fire_at`",
+            moments.iter().map(|(m, fired)| ms(fired - m.fire_at)).collect(),
+        ),
+    ];
+    println!(
+        "\nprecise timers, where the time goes ({} timers, wall clock, ms):\n",
+        moments.len()
+    );
+    println!("| stage | p50 | p99 | max |");
+    println!("|---|---:|---:|---:|");
+    for (name, mut values) in stages {
+        values.sort_by(f64::total_cmp);
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.0} |",
+            percentile(&values, 50.0),
+            percentile(&values, 99.0),
+            values.last().copied().unwrap_or(f64::NAN)
+        );
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -180,10 +426,11 @@ async fn main() {
     eprintln!(
         "timer lateness: {timers} timers per design, sweeper every {period} s, both designs at once on moto"
     );
-    let (mut precise, mut sweep) = tokio::join!(
+    let (precise_run, sweep_run) = tokio::join!(
         run_design(true, timers, period),
         run_design(false, timers, period)
     );
+    let (mut precise, mut sweep) = (precise_run.lateness, sweep_run.lateness);
     precise.sort_by(f64::total_cmp);
     sweep.sort_by(f64::total_cmp);
     println!("| design | timers | lateness p50 | p99 | max |");
@@ -208,4 +455,5 @@ async fn main() {
         percentile(&sweep, 50.0) / percentile(&precise, 50.0).max(1e-3),
         percentile(&sweep, 99.0) / percentile(&precise, 99.0).max(1e-3)
     );
+    breakdown(&precise_run.moments);
 }

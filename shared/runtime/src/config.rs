@@ -23,7 +23,7 @@ pub use error::ConfigError;
 #[cfg(feature = "aws")]
 mod clients;
 #[cfg(feature = "aws")]
-pub use clients::{Function, FunctionContext};
+pub use clients::{DeploymentCheck, Function, FunctionContext};
 
 pub use stm_store::{DEFAULT_PREFIX, DEFAULT_REGION};
 
@@ -52,6 +52,12 @@ pub struct FunctionConfig {
     /// `STM_FINISHED_TTL_DAYS` (unset: finished executions and their trace are kept until
     /// a purge): retention by DynamoDB's TTL, see `DynamoDbStore::with_finished_ttl`.
     pub finished_ttl_days: Option<u64>,
+    /// `STM_DEDUPE_MARKS` (`table`, the default, or `item`): where the dedupe marks live,
+    /// see `stm_store::DedupeMarks`.
+    pub dedupe_marks: stm_store::DedupeMarks,
+    /// `STM_COALESCE` (default on): the worker steps a burst of one execution's records
+    /// in one commit (`WorkerSettings::coalesce`); off, one commit per record.
+    pub coalesce: bool,
     /// `STM_ACTIONS`: remote action bindings (`name=lambda:fn,name2=https://…`).
     pub action_bindings: Option<String>,
     /// `STM_ACTION_TIMEOUT_SECONDS` (default 10): the bound on one remote action call.
@@ -98,6 +104,10 @@ impl FunctionConfig {
             None => false,
             Some(v) => flag(&v).ok_or_else(|| bad("STM_TRACE", &v, "expected true or false"))?,
         };
+        let coalesce = match get("STM_COALESCE") {
+            None => true,
+            Some(v) => flag(&v).ok_or_else(|| bad("STM_COALESCE", &v, "expected on or off"))?,
+        };
         let trace_max = match get("STM_TRACE_MAX") {
             None => stm_store::DEFAULT_TRACE_MAX,
             Some(v) => v
@@ -125,6 +135,16 @@ impl FunctionConfig {
             "STM_FINISHED_TTL_DAYS",
             "expected a whole number of days from 1 to 36500 (unset keeps finished executions until a purge)",
         )?;
+        let dedupe_marks = match get("STM_DEDUPE_MARKS") {
+            None => stm_store::DedupeMarks::Table,
+            Some(v) => v.parse().map_err(|_| {
+                bad(
+                    "STM_DEDUPE_MARKS",
+                    &v,
+                    "expected `table` (harel's processed table) or `item` (the last 10 on the execution item)",
+                )
+            })?,
+        };
         let action_timeout = match get("STM_ACTION_TIMEOUT_SECONDS") {
             None => crate::remote::DEFAULT_TIMEOUT,
             Some(v) => v
@@ -166,6 +186,8 @@ impl FunctionConfig {
             trace_max,
             processed_ttl_days,
             finished_ttl_days,
+            dedupe_marks,
+            coalesce,
             action_bindings,
             action_timeout,
             action_max_response_bytes,

@@ -4,15 +4,19 @@
 //!
 //! When a commit arms a timer due within [`HORIZON_SECONDS`] (SQS's longest message
 //! delay, 15 minutes), the worker sends a *doorbell*, `{"execution_id", "path",
-//! "fire_at"}`, to a standard SQS queue with `DelaySeconds = ceil(fire_at - now)`. That
-//! queue triggers the sweeper, which for each doorbell:
+//! "fire_at"}`, to a standard SQS queue with `DelaySeconds = floor(fire_at - now)`: SQS
+//! delays are whole seconds, and rounding down makes the doorbell arrive up to a second
+//! *early* rather than up to a second late. That queue triggers the sweeper, which for
+//! each doorbell (a batch's in `fire_at` order, each on its own):
 //!
-//! 1. reads the armed timer (one consistent `GetItem`): gone or re-armed to another
-//!    `fire_at` means the doorbell is stale (the state was left, or re-entered), and it is
-//!    dropped: firing it would time out the new visit early;
-//! 2. waits out any sub-second rounding, then fires it exactly as a sweep does: the
-//!    `Timeout` event (same event id and deduplication id as the sweep would use, so a
-//!    sweep racing it is deduplicated) and the `fire_at`-guarded delete.
+//! 1. waits out the sub-second remainder, until `fire_at` (never fires before it);
+//! 2. reads the armed timer (one consistent `GetItem`, together with the execution's),
+//!    after the wait so that a timer cancelled during it is seen: gone or re-armed to
+//!    another `fire_at` means the doorbell is stale (the state was left, or re-entered),
+//!    and it is dropped: firing it would time out the new visit early;
+//! 3. fires it exactly as a sweep does: the `Timeout` event (same event id and
+//!    deduplication id as the sweep would use, so a sweep racing it is deduplicated) and
+//!    the `fire_at`-guarded delete.
 //!
 //! Doorbells are best effort: one that is lost, late or fails is covered by the scheduled
 //! sweep, which still runs. Far timers (past the horizon) get no doorbell and stay with the
@@ -31,7 +35,7 @@ use stm_store::{DueTimer, ExecutionStore};
 
 use crate::driver::DriverError;
 use crate::queue::Queue;
-use crate::sweeper::{fire_one, SweepSummary};
+use crate::sweeper::{fire_loaded, SweepSummary};
 
 // the SQS side (feature `aws`): the doorbell queue and the sweeper's SQS-trigger handler
 #[cfg(feature = "aws")]
@@ -42,9 +46,9 @@ pub use sqs::{handle_doorbells, SqsDoorbell};
 /// SQS's longest per-message delay: timers due later than this are left to the sweep.
 pub const HORIZON_SECONDS: f64 = 900.0;
 
-/// The longest a doorbell handler waits for a timer that is not quite due yet (a delay
-/// rounded to whole seconds, or a clock a little behind); further off, it is left to the
-/// sweep.
+/// The longest a doorbell handler waits for a timer that is not quite due yet: the
+/// sub-second remainder of a delay rounded down to whole seconds, plus some slack for a
+/// clock a little behind; further off, the doorbell is retried (or left to the sweep).
 pub const MAX_EARLY_WAIT: Duration = Duration::from_secs(2);
 
 /// Where doorbells are sent.
@@ -85,13 +89,30 @@ pub fn parse_doorbell(body: &str) -> Result<DueTimer, String> {
 }
 
 /// The whole seconds to delay a doorbell for a timer due at `fire_at`, seen from `now`:
-/// rounded up (never early), within SQS's 0..=900.
+/// rounded down, within SQS's 0..=900. Rounding down means the doorbell is never late by
+/// the rounding; the handler waits the remainder ([`early_wait`]).
 pub fn delay_seconds(fire_at: f64, now: f64) -> i32 {
-    let wait = (fire_at - now).ceil();
+    let wait = (fire_at - now).floor();
     if wait.is_nan() || wait <= 0.0 {
         0
     } else {
         wait.min(HORIZON_SECONDS) as i32
+    }
+}
+
+/// How long a doorbell handler answering at `now` waits before firing a timer due at
+/// `fire_at`: nothing if it is due, the time left if that is within [`MAX_EARLY_WAIT`],
+/// `None` (not due: retry later) if further off.
+pub fn early_wait(fire_at: f64, now: f64) -> Option<Duration> {
+    let early = fire_at - now;
+    if early.is_nan() || early <= 0.0 {
+        Some(Duration::ZERO)
+    } else if early > MAX_EARLY_WAIT.as_secs_f64() {
+        None
+    } else {
+        // rounded up to the microsecond (and tokio's timer rounds up to its millisecond
+        // tick), so the wait never ends before `fire_at`
+        Some(Duration::from_micros((early * 1e6).ceil() as u64))
     }
 }
 
@@ -161,7 +182,8 @@ pub enum Answered {
     NotDue,
 }
 
-/// Answer one doorbell: check the armed timer, wait out rounding, fire it as a sweep would.
+/// Answer one doorbell: wait until its `fire_at`, check the armed timer, fire it as a sweep
+/// would.
 pub async fn answer(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
@@ -170,19 +192,24 @@ pub async fn answer(
     summary: &mut SweepSummary,
 ) -> Result<Answered, DriverError> {
     stm_store::aws::as_function("sweeper", async {
-        match store.armed_timer(&timer.execution_id, &timer.path).await? {
+        let Some(wait) = early_wait(timer.fire_at, now()) else {
+            return Ok(Answered::NotDue);
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        // the armed timer and its execution, read together: one round trip after
+        // `fire_at`, not two (the execution is only used if the timer is still armed)
+        let (armed, loaded) = tokio::join!(
+            store.armed_timer(&timer.execution_id, &timer.path),
+            store.load(&timer.execution_id)
+        );
+        match armed? {
             Some(fire_at) if fire_at == timer.fire_at => {}
             _ => return Ok(Answered::Stale),
         }
-        let early = timer.fire_at - now();
-        if early > MAX_EARLY_WAIT.as_secs_f64() {
-            return Ok(Answered::NotDue);
-        }
-        if early > 0.0 {
-            tokio::time::sleep(Duration::from_secs_f64(early)).await;
-        }
         summary.due += 1;
-        fire_one(store, queue, timer, summary).await;
+        fire_loaded(store, queue, timer, loaded, summary).await;
         Ok(Answered::Handled)
     })
     .await
@@ -193,12 +220,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn delays_round_up_within_sqs_limits() {
-        assert_eq!(delay_seconds(100.2, 95.0), 6);
+    fn delays_round_down_within_sqs_limits() {
+        assert_eq!(delay_seconds(100.2, 95.0), 5, "never late by the rounding");
         assert_eq!(delay_seconds(100.0, 95.0), 5);
+        assert_eq!(
+            delay_seconds(95.9, 95.0),
+            0,
+            "under a second: at once, then the wait"
+        );
         assert_eq!(delay_seconds(90.0, 95.0), 0, "overdue: at once");
         assert_eq!(delay_seconds(5000.0, 0.0), 900);
         assert_eq!(delay_seconds(f64::NAN, 0.0), 0);
+    }
+
+    #[test]
+    fn a_doorbell_4_3_s_out_is_delayed_4_s_and_the_handler_waits_the_remainder() {
+        let (now, fire_at) = (1_700_000_000.0, 1_700_000_004.3);
+        let delay = delay_seconds(fire_at, now);
+        assert_eq!(delay, 4);
+        // SQS shows it 4 s later: the handler waits the 0.3 s left
+        let wait = early_wait(fire_at, now + f64::from(delay)).expect("within the early wait");
+        assert!((wait.as_secs_f64() - 0.3).abs() < 2e-6, "{wait:?}");
+        // shown a little late (a slow poll): no wait at all
+        assert_eq!(early_wait(fire_at, fire_at + 0.05), Some(Duration::ZERO));
+        // far too early (a clock well behind): not due, retried
+        assert_eq!(early_wait(fire_at, now), None);
+        assert_eq!(early_wait(f64::NAN, now), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn an_early_wait_never_ends_before_fire_at() {
+        // whatever the fraction, the wait covers all of `fire_at - now` (rounded up)
+        let now = 1_700_000_000.0_f64;
+        for tenth_ms in 0..20_000 {
+            let fire_at = now + f64::from(tenth_ms) * 1e-4 + 3.7e-7;
+            let wait = early_wait(fire_at, now).expect("within the early wait");
+            assert!(
+                wait.as_secs_f64() + 1e-9 >= fire_at - now,
+                "{fire_at}: a wait of {wait:?} ends early"
+            );
+        }
     }
 
     #[test]

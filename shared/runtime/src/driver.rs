@@ -21,7 +21,10 @@ use crate::actions::{ActionInput, ActionRegistry};
 use crate::definitions::Definitions;
 use crate::queue::{event_message_bytes, spawn_message_bytes, MAX_MESSAGE_BYTES};
 
+mod burst;
 mod parking;
+
+pub use burst::{Burst, BurstStepError};
 
 /// Seconds since the epoch, as harel's `time.time`.
 pub trait Clock: Send + Sync {
@@ -311,6 +314,13 @@ fn armed(ops: &[TimerOp]) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// One step applied in memory and not yet written: its commit and its report (without
+/// the outbox seqs, which the store gives at the commit).
+pub(crate) struct PreparedStep {
+    pub(crate) commit: Commit,
+    pub(crate) report: StepReport,
+}
+
 /// What a committed step left for delivery.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepReport {
@@ -578,10 +588,23 @@ impl Driver {
         exe: &mut Execution,
         event: Option<&Event>,
     ) -> Result<StepReport, DriverError> {
-        let from_path = exe.active_path.clone();
-        // the step may have to be undone (below); a clone is cheap next to the commit's
-        // serialization of the same execution
+        // the step may have to be undone (see `prepare_step`); a clone is cheap next to
+        // the commit's serialization of the same execution
         let before = exe.clone();
+        let step = self.prepare_step(defn, exe, event, &before)?;
+        self.commit_prepared(exe, step).await
+    }
+
+    /// One step of `exe` on `defn`, applied to `exe` in memory: what its commit writes
+    /// and what it reports, nothing written yet. `before` is `exe` as it was, for the undo.
+    pub(crate) fn prepare_step(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+        event: Option<&Event>,
+        before: &Execution,
+    ) -> Result<PreparedStep, DriverError> {
+        let from_path = exe.active_path.clone();
         let mut keys = ActionKeys::new(&exe.id, event.map_or("start", |e| e.id.as_str()));
         let mut collected = self.drive(defn, exe, event, &mut keys, None)?;
         if let Err(err) = check_step_messages(&exe.id, &collected.emits, &collected.spawns) {
@@ -592,7 +615,7 @@ impl Driver {
             // the execution fails where it was, with the event marked processed.
             let text = format!("{}: {err}", err.python_type());
             tracing::warn!(execution_id = %exe.id, error = %text, "a step's message is too large for SQS; failing execution");
-            *exe = before;
+            exe.clone_from(before);
             exe.status = Status::Failed;
             exe.error = Some(text);
             collected = Collected {
@@ -601,33 +624,42 @@ impl Driver {
             };
         }
         let now = self.clock.now();
-        let trace = self
-            .trace
-            .then(|| trace_step(event, from_path, exe, &collected, now));
+        let traces = if self.trace {
+            vec![trace_step(event, from_path, exe, &collected, now)]
+        } else {
+            Vec::new()
+        };
         exe.stamp(now);
-        let spawned = !collected.spawns.is_empty();
-        let spawned_children = collected.spawns.iter().map(|s| s.child_id.clone()).collect();
-        let emits = collected.emits.clone();
-        let armed_timers = armed(&collected.timers);
+        let report = StepReport {
+            spawned: !collected.spawns.is_empty(),
+            spawned_children: collected.spawns.iter().map(|s| s.child_id.clone()).collect(),
+            armed_timers: armed(&collected.timers),
+            actions: collected.actions,
+            dropped: collected.dropped,
+            ..StepReport::default()
+        };
         let commit = Commit {
             emits: collected.emits,
-            processed_event_id: event.map(|e| e.id.clone()),
+            processed_event_ids: event.map(|e| e.id.clone()).into_iter().collect(),
             timers: collected.timers,
             spawns: collected.spawns,
-            trace,
+            traces,
         };
+        Ok(PreparedStep { commit, report })
+    }
+
+    /// Write a prepared step: its report, with the outbox seqs the store gave its emits.
+    async fn commit_prepared(
+        &self,
+        exe: &mut Execution,
+        step: PreparedStep,
+    ) -> Result<StepReport, DriverError> {
+        let PreparedStep { commit, mut report } = step;
+        let emits = commit.emits.clone();
         let outbox_seqs = self.store.commit(exe, commit).await?;
-        let outbox = outbox_entries(&outbox_seqs, emits);
-        Ok(StepReport {
-            outbox_seqs,
-            spawned,
-            actions: collected.actions,
-            outbox,
-            spawned_children,
-            dropped: collected.dropped,
-            armed_timers,
-            ..StepReport::default()
-        })
+        report.outbox = outbox_entries(&outbox_seqs, emits);
+        report.outbox_seqs = outbox_seqs;
+        Ok(report)
     }
 
     /// The queue-delivered broadcast (the worker's): a domain event for a parent whose
@@ -681,7 +713,7 @@ impl Driver {
         let armed_timers = armed(&timers);
         let commit = Commit {
             emits: emits.clone(),
-            processed_event_id: Some(event.id.clone()),
+            processed_event_ids: vec![event.id.clone()],
             timers,
             ..Commit::default()
         };
@@ -838,7 +870,7 @@ impl Driver {
         let timers = rearm_ttl(&defn, exe, now).into_iter().collect();
         exe.stamp(now);
         let commit = Commit {
-            processed_event_id: Some(event.id.clone()),
+            processed_event_ids: vec![event.id.clone()],
             timers,
             ..Commit::default()
         };

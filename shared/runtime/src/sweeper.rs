@@ -68,7 +68,20 @@ pub async fn fire_one(
     timer: &DueTimer,
     summary: &mut SweepSummary,
 ) {
-    let exe = match store.load(&timer.execution_id).await {
+    let loaded = store.load(&timer.execution_id).await;
+    fire_loaded(store, queue, timer, loaded, summary).await;
+}
+
+/// [`fire_one`] with the timer's execution already read (the doorbell handler reads it
+/// together with the armed timer, saving a round trip).
+pub(crate) async fn fire_loaded(
+    store: &dyn ExecutionStore,
+    queue: &dyn Queue,
+    timer: &DueTimer,
+    loaded: Result<Option<stm_core::Execution>, stm_store::StoreError>,
+    summary: &mut SweepSummary,
+) {
+    let exe = match loaded {
         Ok(exe) => exe,
         Err(err) => {
             tracing::warn!(execution_id = %timer.execution_id, error = %err, "could not load a timer's execution");

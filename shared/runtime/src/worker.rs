@@ -17,6 +17,14 @@
 //! FAILED execution, a `Start` for a started one, a domain event nothing in the active
 //! configuration takes); that step still commits, as harel's does.
 //!
+//! **Coalescing** (`WorkerSettings::coalesce`, on by default; module `burst`): the records
+//! of one message group in a batch that are events for the same execution are loaded
+//! once ([`stm_store::ExecutionStore::load_for_events`]: the execution and every record's
+//! mark) and stepped in memory, in order, each under every rule above, into one commit
+//! (several where the store's limits cut it). The execution's `version` then counts
+//! commits, not events; each event still gets its own processed mark and trace step, and
+//! the inline flush publishes the commit's entries in order.
+//!
 //! After each commit the **inline flush** publishes that commit's outbox and spawn
 //! entries and acks them; a publish failure there is logged, not a record failure (the
 //! commit is durable and the scheduled relay delivers it).
@@ -68,6 +76,8 @@ use crate::driver::{Driver, DriverError, StepReport};
 use crate::queue::{Incoming, Queue, ReceivedMessage, MESSAGE_KIND_ATTRIBUTE};
 use crate::relay::{self, RelaySummary};
 
+// coalescing a run of records for one execution into few commits
+mod burst;
 // the Lambda entry point, an SQS event in and the partial-batch response out (feature `aws`)
 #[cfg(feature = "aws")]
 mod lambda;
@@ -77,6 +87,9 @@ mod lambda;
 pub struct WorkerSettings {
     /// Publish each commit's outbox/spawns right after it (else only the relay does).
     pub inline_flush: bool,
+    /// Coalesce a burst: consecutive records of one execution in a batch are stepped in
+    /// memory, in order, with one load and one commit (module docs).
+    pub coalesce: bool,
     /// How long a message for a `SUSPENDED` execution is first hidden before it is
     /// re-checked; each further receive doubles it, up to `suspend_recheck_max_seconds`.
     pub suspend_recheck_seconds: i32,
@@ -99,6 +112,7 @@ impl Default for WorkerSettings {
     fn default() -> Self {
         WorkerSettings {
             inline_flush: true,
+            coalesce: true,
             suspend_recheck_seconds: 5,
             suspend_recheck_max_seconds: 900,
             poison_retry_seconds: 10,
@@ -318,13 +332,21 @@ impl Worker {
             // and held back the next invocation's records of a once-failed group)
             let mut failed_groups: HashMap<&str, i32> = HashMap::new();
             let mut out_of_time = false;
+            // what a burst decided for its later records, each reported at its own turn
+            let mut decided: Vec<Option<Result<Handled, Failed>>> = records.iter().map(|_| None).collect();
             for (index, record) in records.iter().enumerate() {
+                if let Some(result) = decided[index].take() {
+                    outcome.records.push((record.message_id.clone(), result));
+                    continue;
+                }
                 let group = record.group_id.as_deref().unwrap_or("");
-                let result = if let Some(&seconds) = failed_groups.get(group) {
+                if let Some(&seconds) = failed_groups.get(group) {
                     tracing::debug!(message_id = %record.message_id, group_id = %group, "an earlier record of its group failed; skipped");
                     self.release(record, seconds).await;
-                    Err(Failed::Skipped)
-                } else if out_of_time || (index > 0 && self.too_late(deadline)) {
+                    outcome.records.push((record.message_id.clone(), Err(Failed::Skipped)));
+                    continue;
+                }
+                if out_of_time || (index > 0 && self.too_late(deadline)) {
                     if !out_of_time {
                         out_of_time = true;
                         let left =
@@ -337,17 +359,32 @@ impl Worker {
                         );
                     }
                     self.release(record, 0).await;
-                    Err(Failed::OutOfTime)
-                } else {
-                    let result = self.handle_record(record, &mut outcome.flushed).await;
+                    outcome.records.push((record.message_id.clone(), Err(Failed::OutOfTime)));
+                    continue;
+                }
+                // a burst's results are for a prefix of its records, ending at its first
+                // failure (or where the deadline stopped it): the records after it come
+                // round at their turn, and are skipped (or reported out of time)
+                let (indices, results) = match self.burst_at(records, index) {
+                    Some(run) => {
+                        let results = self.handle_burst(&run, deadline, &mut outcome.flushed).await;
+                        (run.indices, results)
+                    }
+                    None => (vec![index], vec![self.handle_record(record, &mut outcome.flushed).await]),
+                };
+                for (at, result) in indices.into_iter().zip(results) {
+                    let record = &records[at];
                     if let Err(why) = &result {
                         log_failure(record, why);
                         let seconds = release_seconds(&self.settings, why, record.receive_count);
-                        failed_groups.insert(group, seconds);
+                        failed_groups.insert(record.group_id.as_deref().unwrap_or(""), seconds);
                         self.release(record, seconds).await;
                     }
-                    result
-                };
+                    decided[at] = Some(result);
+                }
+                let result = decided[index]
+                    .take()
+                    .unwrap_or_else(|| Err(Failed::Error("the record was not handled".into())));
                 outcome.records.push((record.message_id.clone(), result));
             }
             outcome
@@ -380,6 +417,14 @@ impl Worker {
             &record.message_id,
         )
         .map_err(|p| Failed::Poison(p.0))?;
+        self.handle_incoming(incoming, flushed).await
+    }
+
+    async fn handle_incoming(
+        &self,
+        incoming: Incoming,
+        flushed: &mut RelaySummary,
+    ) -> Result<Handled, Failed> {
         match incoming {
             Incoming::Spawn(entry) => {
                 let report = self
@@ -417,7 +462,7 @@ impl Worker {
             .await
             .map_err(|e| classify(e.into()))?;
         let Some(mut exe) = exe else {
-            tracing::info!(execution_id = %target_id, kind = %event.kind, "no such execution; acknowledged as a no-op");
+            log_unknown(target_id, event);
             return Ok(Handled::UnknownExecution);
         };
         if processed {
@@ -427,67 +472,76 @@ impl Worker {
         if let Some(handled) = lifecycle_gate(&exe, event)? {
             return Ok(handled);
         }
-        let regions = Driver::region_ids(&exe);
+        self.step_loaded(&mut exe, event, flushed).await
+    }
+
+    /// Step `event` on the loaded `exe` (new to it, past the lifecycle gate) in its own
+    /// commit: a broadcast to its live regions, or the engine's step; then the doorbells
+    /// and the inline flush.
+    async fn step_loaded(
+        &self,
+        exe: &mut Execution,
+        event: &Event,
+        flushed: &mut RelaySummary,
+    ) -> Result<Handled, Failed> {
+        let regions = Driver::region_ids(exe);
         let broadcast = Driver::is_broadcast(event, regions.len());
         let started = std::time::Instant::now();
         let from = exe.active_path.clone();
         let report = if broadcast {
-            self.driver.commit_broadcast(&mut exe, event, &regions).await
+            self.driver.commit_broadcast(exe, event, &regions).await
         } else {
-            self.driver.run_step(&mut exe, Some(event)).await
+            self.driver.run_step(exe, Some(event)).await
         }
         .map_err(classify)?;
         if report.parked {
             // the driver logged it; the recheck timer may be near enough for a doorbell
             self.ring(&exe.id, &report).await;
             return Ok(Handled::ParkedForVersion {
-                execution_id: exe.id,
+                execution_id: exe.id.clone(),
                 version: exe.definition_version,
             });
         }
-        // one line per processed event; never the context, which may hold personal data
-        tracing::info!(
-            execution_id = %exe.id,
-            event_id = %event.id,
-            kind = %event.kind,
-            from = from.as_deref().unwrap_or("-"),
-            to = exe.active_path.as_deref().unwrap_or("-"),
-            status = %exe.status,
-            outcome = exe.outcome.as_deref().unwrap_or("-"),
-            version = exe.version,
-            broadcast_to = regions.len() * usize::from(broadcast),
-            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-            "event processed"
+        let step = StepLog::after(from, exe);
+        step.log(
+            exe,
+            event,
+            regions.len() * usize::from(broadcast),
+            started.elapsed(),
         );
         if let Some(reason) = &report.dropped {
-            let undeclared = self
-                .driver
-                .definition_for(&exe)
-                .is_ok_and(|defn| !defn.event_kinds().contains(&event.kind));
-            tracing::info!(
-                execution_id = %exe.id,
-                event_id = %event.id,
-                kind = %event.kind,
-                %reason,
-                "event dropped: {} took nothing from {}{}",
-                exe.id,
-                event.kind,
-                if undeclared { " (its machine declares no such event)" } else { "" }
-            );
+            self.log_dropped(exe, event, reason);
         }
         self.ring(&exe.id, &report).await;
-        self.flush(target_id, &report, flushed).await?;
+        self.flush(&exe.id, &report, flushed).await?;
         Ok(if broadcast {
             Handled::Broadcast {
-                execution_id: exe.id,
+                execution_id: exe.id.clone(),
                 regions: regions.len(),
             }
         } else {
             Handled::Processed {
-                execution_id: exe.id,
+                execution_id: exe.id.clone(),
                 status: exe.status,
             }
         })
+    }
+
+    fn log_dropped(&self, exe: &Execution, event: &Event, reason: &str) {
+        let undeclared = self
+            .driver
+            .definition_for(exe)
+            .is_ok_and(|defn| !defn.event_kinds().contains(&event.kind));
+        tracing::info!(
+            execution_id = %exe.id,
+            event_id = %event.id,
+            kind = %event.kind,
+            %reason,
+            "event dropped: {} took nothing from {}{}",
+            exe.id,
+            event.kind,
+            if undeclared { " (its machine declares no such event)" } else { "" }
+        );
     }
 
     /// A redelivery of what was applied already: the instance that committed it may have
@@ -682,6 +736,50 @@ fn lifecycle_gate(exe: &Execution, event: &Event) -> Result<Option<Handled>, Fai
         exe.status
     );
     drained
+}
+
+fn log_unknown(target_id: &str, event: &Event) {
+    tracing::info!(execution_id = %target_id, kind = %event.kind, "no such execution; acknowledged as a no-op");
+}
+
+/// What the log line of a processed event says of its step.
+#[derive(Clone)]
+pub(crate) struct StepLog {
+    from: Option<String>,
+    to: Option<String>,
+    status: Status,
+    outcome: Option<String>,
+    version: i64,
+}
+
+impl StepLog {
+    /// The step from `from` that left `exe` as it is.
+    pub(crate) fn after(from: Option<String>, exe: &Execution) -> Self {
+        StepLog {
+            from,
+            to: exe.active_path.clone(),
+            status: exe.status,
+            outcome: exe.outcome.clone(),
+            version: exe.version,
+        }
+    }
+
+    /// One line per processed event; never the context, which may hold personal data.
+    pub(crate) fn log(&self, exe: &Execution, event: &Event, broadcast_to: usize, took: Duration) {
+        tracing::info!(
+            execution_id = %exe.id,
+            event_id = %event.id,
+            kind = %event.kind,
+            from = self.from.as_deref().unwrap_or("-"),
+            to = self.to.as_deref().unwrap_or("-"),
+            status = %self.status,
+            outcome = self.outcome.as_deref().unwrap_or("-"),
+            version = self.version,
+            broadcast_to,
+            duration_ms = took.as_secs_f64() * 1000.0,
+            "event processed"
+        );
+    }
 }
 
 fn classify(err: DriverError) -> Failed {

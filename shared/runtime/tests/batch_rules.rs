@@ -78,6 +78,9 @@ impl ExecutionStore for Faulty {
         }
         self.inner.load_for_event(id, event_id).await
     }
+    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
+        self.inner.check_commit(exe, commit)
+    }
     async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
         if self.on() && self.conflicting.contains(&exe.id.as_str()) {
             return Err(StoreError::Conflict {

@@ -197,6 +197,77 @@ async fn a_doorbell_answered_early_waits_or_is_retried() {
     assert!(response.batch_item_failures.is_empty());
 }
 
+/// A queue that notes, on `now`, when each message was published.
+struct Stamping {
+    inner: Arc<MemoryQueue>,
+    now: Box<dyn Fn() -> f64 + Send + Sync>,
+    at: std::sync::Mutex<Vec<f64>>,
+}
+
+#[async_trait::async_trait]
+impl stm_runtime::Queue for Stamping {
+    async fn publish_batch(
+        &self,
+        messages: &[stm_runtime::OutgoingMessage],
+    ) -> Vec<stm_runtime::queue::PublishFailure> {
+        let at = (self.now)();
+        self.at.lock().unwrap_or_else(|e| e.into_inner()).push(at);
+        self.inner.publish_batch(messages).await
+    }
+    async fn receive(
+        &self,
+        max: usize,
+        visibility_seconds: i32,
+        wait_seconds: i32,
+    ) -> Result<Vec<stm_runtime::queue::ReceivedMessage>, stm_runtime::DriverError> {
+        self.inner.receive(max, visibility_seconds, wait_seconds).await
+    }
+    async fn delete(&self, receipt_handle: &str) -> Result<(), stm_runtime::DriverError> {
+        self.inner.delete(receipt_handle).await
+    }
+    async fn change_visibility(
+        &self,
+        receipt_handle: &str,
+        seconds: i32,
+    ) -> Result<(), stm_runtime::DriverError> {
+        self.inner.change_visibility(receipt_handle, seconds).await
+    }
+}
+
+#[tokio::test]
+async fn a_doorbell_is_delayed_whole_seconds_rounded_down_and_fires_at_fire_at_never_before() {
+    let rig = Rig::new();
+    rig.create("d5", 4.3).await; // due at T0 + 4.3: rung with DelaySeconds 4
+    assert!(rig.bell.take_visible(T0 + 3.9).is_empty(), "still delayed");
+    let visible = rig.bell.take_visible(T0 + 4.0);
+    assert_eq!(visible.len(), 1, "visible after 4 s, 0.3 s before it is due");
+    let mut event = SqsEvent::default();
+    let mut m = SqsMessage::default();
+    m.message_id = Some("bell".into());
+    m.body = Some(doorbell::doorbell_body(&visible[0]));
+    event.records.push(m);
+    // the handler's clock runs from T0 + 4 in real time: it has to wait the remainder
+    let started = std::time::Instant::now();
+    let now = move || T0 + 4.0 + started.elapsed().as_secs_f64();
+    let stamping = Stamping {
+        inner: rig.queue.clone(),
+        now: Box::new(now),
+        at: std::sync::Mutex::default(),
+    };
+    let (response, summary) = doorbell::handle_doorbells(rig.store.as_ref(), &stamping, &event, &now).await;
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert_eq!(summary.fired, 1);
+    let published = stamping.at.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert_eq!(published.len(), 1, "one Timeout");
+    assert!(
+        published[0] >= T0 + 4.3,
+        "published {:.3} s before it was due",
+        T0 + 4.3 - published[0]
+    );
+    rig.deliver().await;
+    assert_eq!(rig.path("d5").await, (Some("Expired".into()), Status::Done));
+}
+
 #[tokio::test]
 async fn far_timers_get_no_doorbell_and_the_sweep_still_fires_them() {
     let rig = Rig::new();

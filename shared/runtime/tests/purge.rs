@@ -370,6 +370,17 @@ impl ExecutionStore for Dying {
         self.gate()?;
         self.inner.load_for_event(id, event_id).await
     }
+    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
+        self.inner.check_commit(exe, commit)
+    }
+    async fn load_for_events(
+        &self,
+        id: &str,
+        event_ids: &[&str],
+    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
+        self.gate()?;
+        self.inner.load_for_events(id, event_ids).await
+    }
     async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
         self.gate()?;
         self.inner.commit(exe, commit).await

@@ -119,6 +119,19 @@ impl ExecutionStore for Jitter {
         self.pause().await;
         out
     }
+    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
+        self.inner.check_commit(exe, commit)
+    }
+    async fn load_for_events(
+        &self,
+        id: &str,
+        event_ids: &[&str],
+    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
+        self.pause().await;
+        let out = self.inner.load_for_events(id, event_ids).await;
+        self.pause().await;
+        out
+    }
     async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
         self.pause().await;
         let out = self.inner.commit(exe, commit).await;
@@ -308,7 +321,9 @@ impl Run {
         let clock = Arc::new(ManualClock::new(START));
         let queue = Arc::new(MemoryQueue::new(50));
         let driver = |store: &Arc<dyn ExecutionStore>, clock: Arc<dyn Clock>| {
-            Driver::new(store.clone(), defs.clone(), ActionRegistry::with_builtins()).with_clock(clock)
+            Driver::new(store.clone(), defs.clone(), ActionRegistry::with_builtins())
+                .with_clock(clock)
+                .with_trace(true)
         };
         let settings = WorkerSettings {
             inline_flush,
@@ -345,11 +360,20 @@ impl Run {
         }
     }
 
-    async fn versions(&self, ids: &[String]) -> BTreeMap<String, i64> {
+    /// How many steps each execution has applied (its trace's next index) and its version.
+    /// A coalesced burst is one commit for several events, so the version moves by at
+    /// most one per event; the steps move by exactly one.
+    async fn steps(&self, ids: &[String]) -> BTreeMap<String, (i64, i64)> {
         let mut out = BTreeMap::new();
         for id in ids {
+            let trace = self.store.read_trace(id).await.expect("trace");
+            let next = trace
+                .last()
+                .and_then(|t| t.get("index"))
+                .and_then(serde_json::Value::as_i64)
+                .map_or(0, |i| i + 1);
             let version = self.store.load(id).await.expect("load").map_or(0, |e| e.version);
-            out.insert(id.clone(), version);
+            out.insert(id.clone(), (next, version));
         }
         out
     }
@@ -362,7 +386,7 @@ impl Run {
         }
         let records: Vec<Record> = received.iter().map(Record::from_received).collect();
         let targets: Vec<String> = records.iter().map(target_of).collect();
-        let before = self.versions(&targets).await;
+        let before = self.steps(&targets).await;
         let barrier = Arc::new(tokio::sync::Barrier::new(self.workers.len()));
         let tasks: Vec<_> = self
             .workers
@@ -382,7 +406,7 @@ impl Run {
             outcomes.push(task.await.expect("a worker task"));
         }
 
-        let mut commits_on: BTreeMap<String, i64> = BTreeMap::new();
+        let mut commits_on: BTreeMap<String, (i64, i64)> = BTreeMap::new();
         for i in 0..records.len() {
             let results: Vec<&Result<Handled, Failed>> = outcomes.iter().map(|o| &o.records[i].1).collect();
             let what = format!("{}: record {i} of {records:?}: {results:?}", self.root);
@@ -421,7 +445,14 @@ impl Run {
             }
             self.tally.records += 1;
             self.tally.commits += commits;
-            *commits_on.entry(targets[i].clone()).or_default() += commits as i64;
+            // a broadcast records no step on the parent, only its own commit
+            let broadcast = results.iter().any(|r| matches!(r, Ok(Handled::Broadcast { .. })));
+            let counts = commits_on.entry(targets[i].clone()).or_default();
+            if broadcast {
+                counts.1 += commits as i64;
+            } else {
+                counts.0 += commits as i64;
+            }
             // the event source deletes what a worker handled; a record every worker
             // reported was released by them and comes back
             if results.iter().any(|r| r.is_ok()) {
@@ -431,12 +462,19 @@ impl Run {
                     .expect("delete");
             }
         }
-        let after = self.versions(&targets).await;
-        for (id, commits) in &commits_on {
+        let after = self.steps(&targets).await;
+        for (id, (stepped, broadcasts)) in &commits_on {
+            let ((steps_after, version_after), (steps_before, version_before)) = (after[id], before[id]);
             assert_eq!(
-                after[id] - before[id],
-                *commits,
-                "{}: {id} moved by exactly its winning commits",
+                steps_after - steps_before,
+                *stepped,
+                "{}: {id} took exactly one step per winning record",
+                self.root
+            );
+            let moved = version_after - version_before;
+            assert!(
+                moved >= broadcasts + i64::from(*stepped > 0) && moved <= broadcasts + stepped,
+                "{}: {id} moved by {moved} commits for {stepped} steps and {broadcasts} broadcasts",
                 self.root
             );
         }

@@ -9,6 +9,7 @@
 //! async fn make(trace_max: usize) -> MemoryStore { MemoryStore::with_trace_max(trace_max) }
 //! stm_store::store_contract_tests!(make);
 //! stm_store::store_limit_tests!(make); // stores that enforce DynamoDB's size limits
+//! stm_store::store_dedupe_tests!(make, None); // how far back duplicates are recognised
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,6 +39,7 @@ macro_rules! store_contract_tests {
             timer_cancel_and_collapse_in_one_commit,
             guarded_delete_survives_reschedule,
             load_for_event_with_and_without_mark,
+            burst_commit_records_every_mark,
             purge_contract,
             ids_with_prefix_contract,
             purge_sweeps_partitions_past_one_batch,
@@ -51,6 +53,19 @@ macro_rules! store_contract_tests {
                 $crate::contract::$check($make).await;
             }
         )*
+    };
+}
+
+/// The dedupe window check, for a store that surely recognises the last `$window`
+/// processed events of an execution as duplicates (`None`: every one, as harel's
+/// `processed` table does; `Some(10)`: `DedupeMarks::OnItem`).
+#[macro_export]
+macro_rules! store_dedupe_tests {
+    ($make:path, $window:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn dedupe_remembers_its_window() {
+            $crate::contract::dedupe_remembers_its_window($make, $window).await;
+        }
     };
 }
 
@@ -163,12 +178,12 @@ pub async fn racing_creates_one_wins<S: ExecutionStore>(make: impl AsyncFn(usize
         b.context.insert("by".into(), json!("b"));
         let ca = Commit {
             emits: vec![(Some("t".into()), event("Go", &format!("a-{round}"), json!({})))],
-            processed_event_id: Some(format!("ev-a-{round}")),
+            processed_event_ids: vec![format!("ev-a-{round}")],
             ..Commit::default()
         };
         let cb = Commit {
             emits: vec![(Some("t".into()), event("Go", &format!("b-{round}"), json!({})))],
-            processed_event_id: Some(format!("ev-b-{round}")),
+            processed_event_ids: vec![format!("ev-b-{round}")],
             ..Commit::default()
         };
         let (ra, rb) = tokio::join!(store.commit(&mut a, ca), store.commit(&mut b, cb));
@@ -239,7 +254,7 @@ pub async fn failed_cas_writes_nothing<S: ExecutionStore>(make: impl AsyncFn(usi
             path: "root.keep".into(),
             fire_at: 100.0,
         }],
-        trace: Some(map(json!({"step": "first"}))),
+        traces: vec![map(json!({"step": "first"}))],
         ..Commit::default()
     };
     store.commit(&mut e, setup).await.expect("setup");
@@ -248,7 +263,7 @@ pub async fn failed_cas_writes_nothing<S: ExecutionStore>(make: impl AsyncFn(usi
 
     let doomed = Commit {
         emits: vec![(Some("other".into()), event("Leak", "leak-1", json!({"x": 1})))],
-        processed_event_id: Some("ev-doomed".into()),
+        processed_event_ids: vec!["ev-doomed".into()],
         timers: vec![
             TimerOp::Schedule {
                 path: "root.new".into(),
@@ -263,7 +278,7 @@ pub async fn failed_cas_writes_nothing<S: ExecutionStore>(make: impl AsyncFn(usi
             root_path: "root.region".into(),
             context: map(json!({"a": 1})),
         }],
-        trace: Some(map(json!({"step": "doomed"}))),
+        traces: vec![map(json!({"step": "doomed"}))],
     };
     assert_conflict(store.commit(&mut stale, doomed).await, "atomic-1", 1, Some(2));
     assert!(
@@ -436,7 +451,7 @@ pub async fn trace_ring_keeps_last_n<S: ExecutionStore>(make: impl AsyncFn(usize
             .commit(
                 &mut e,
                 Commit {
-                    trace: Some(step),
+                    traces: vec![step],
                     ..Commit::default()
                 },
             )
@@ -470,7 +485,7 @@ pub async fn append_trace_and_read_back<S: ExecutionStore>(make: impl AsyncFn(us
         .commit(
             &mut e,
             Commit {
-                trace: Some(map(json!({"k": "commit-0"}))),
+                traces: vec![map(json!({"k": "commit-0"}))],
                 ..Commit::default()
             },
         )
@@ -488,7 +503,7 @@ pub async fn append_trace_and_read_back<S: ExecutionStore>(make: impl AsyncFn(us
         .commit(
             &mut e,
             Commit {
-                trace: Some(map(json!({"k": "commit-3"}))),
+                traces: vec![map(json!({"k": "commit-3"}))],
                 ..Commit::default()
             },
         )
@@ -792,7 +807,7 @@ pub async fn load_for_event_with_and_without_mark<S: ExecutionStore>(make: impl 
         .commit(
             &mut e,
             Commit {
-                processed_event_id: Some("ev-1".into()),
+                processed_event_ids: vec!["ev-1".into()],
                 ..Commit::default()
             },
         )
@@ -811,6 +826,118 @@ pub async fn load_for_event_with_and_without_mark<S: ExecutionStore>(make: impl 
         store.load_for_event("other", "ev-1").await.expect("lfe"),
         (None, false)
     );
+}
+
+/// A coalesced burst commits several marks at once: each is recorded, and one
+/// `load_for_events` answers them all in order (a repeated id, an unknown one) with the
+/// execution. A later commit without marks forgets none of them.
+pub async fn burst_commit_records_every_mark<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut e = exe("burst-1", "def");
+    store.save(&mut e).await.expect("create");
+    let burst = Commit {
+        processed_event_ids: vec!["b-1".into(), "b-2".into(), "b-3".into()],
+        timers: vec![TimerOp::Schedule {
+            path: "T".into(),
+            fire_at: 5.0,
+        }],
+        ..Commit::default()
+    };
+    store.commit(&mut e, burst).await.expect("burst commit");
+    let (loaded, marks) = store
+        .load_for_events("burst-1", &["b-1", "b-2", "nope", "b-3", "b-1"])
+        .await
+        .expect("load_for_events");
+    assert_eq!(loaded.map(|x| x.version), Some(2));
+    assert_eq!(marks, vec![true, true, false, true, true]);
+    // only marks, nothing else: the cheapest commit
+    let marks_only = Commit {
+        processed_event_ids: vec!["b-4".into(), "b-5".into()],
+        ..Commit::default()
+    };
+    store.commit(&mut e, marks_only).await.expect("marks only");
+    store.save(&mut e).await.expect("a commit without marks");
+    let (loaded, marks) = store
+        .load_for_events("burst-1", &["b-1", "b-2", "b-3", "b-4", "b-5", "b-6"])
+        .await
+        .expect("load_for_events");
+    assert_eq!(loaded.map(|x| x.version), Some(4));
+    assert_eq!(marks, vec![true, true, true, true, true, false]);
+    for (event_id, expected) in [("b-1", true), ("b-5", true), ("b-6", false)] {
+        assert_eq!(
+            store
+                .is_processed("burst-1", event_id)
+                .await
+                .expect("is_processed"),
+            expected,
+            "{event_id}"
+        );
+    }
+    let (none, marks) = store
+        .load_for_events("burst-none", &["b-1", "b-2"])
+        .await
+        .expect("load_for_events");
+    assert_eq!((none, marks), (None, vec![false, false]));
+}
+
+/// Duplicates are recognised as far back as the store promises: with `window` `None`
+/// every processed event (25 here), with `Some(n)` exactly the last `n`: the `n + 1`-th
+/// newest is no longer recognised, whether the events came one per commit or in bursts
+/// (a burst's marks count one each, newest last).
+pub async fn dedupe_remembers_its_window<S: ExecutionStore>(
+    make: impl AsyncFn(usize) -> S,
+    window: Option<usize>,
+) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let total = window.map_or(25, |n| n + 5);
+    let ids: Vec<String> = (0..total).map(|i| format!("w-{i:02}")).collect();
+    let mut e = exe("window-1", "def");
+    store.save(&mut e).await.expect("create");
+    // one per commit, then the rest in bursts of three
+    let singles = total / 2;
+    for id in &ids[..singles] {
+        let c = Commit {
+            processed_event_ids: vec![id.clone()],
+            ..Commit::default()
+        };
+        store.commit(&mut e, c).await.expect("commit");
+    }
+    for chunk in ids[singles..].chunks(3) {
+        let c = Commit {
+            processed_event_ids: chunk.to_vec(),
+            ..Commit::default()
+        };
+        store.commit(&mut e, c).await.expect("burst commit");
+    }
+    let expected = |age: usize| window.is_none_or(|n| age < n);
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let (loaded, marks) = store
+        .load_for_events("window-1", &refs)
+        .await
+        .expect("load_for_events");
+    assert!(loaded.is_some());
+    for (i, (id, marked)) in ids.iter().zip(&marks).enumerate() {
+        let age = total - 1 - i; // 0: the newest
+        assert_eq!(*marked, expected(age), "{id}, {age} events behind the newest");
+        assert_eq!(
+            store.load_for_event("window-1", id).await.expect("lfe").1,
+            expected(age),
+            "load_for_event {id}"
+        );
+        assert_eq!(
+            store.is_processed("window-1", id).await.expect("is_processed"),
+            expected(age),
+            "is_processed {id}"
+        );
+    }
+    if let Some(n) = window {
+        // the boundary, named: the n-th newest is a duplicate, the (n+1)-th is not
+        let (_, edge) = store
+            .load_for_events("window-1", &[refs[total - n], refs[total - n - 1]])
+            .await
+            .expect("load_for_events");
+        assert_eq!(edge, vec![true, false]);
+    }
 }
 
 /// An execution over DynamoDB's 400 KB item limit is refused before any write.
@@ -872,7 +999,7 @@ fn purge_seed_commit(id: &str) -> Commit {
             Some(id.to_string()),
             event("Tick", &format!("{id}-tick"), json!({})),
         )],
-        processed_event_id: Some(format!("{id}-ev")),
+        processed_event_ids: vec![format!("{id}-ev")],
         timers: vec![TimerOp::Schedule {
             path: "P".into(),
             fire_at: 1.0,
@@ -882,7 +1009,7 @@ fn purge_seed_commit(id: &str) -> Commit {
             root_path: String::new(),
             context: Map::new(),
         }],
-        trace: Some(map(json!({"event": "Tick"}))),
+        traces: vec![map(json!({"event": "Tick"}))],
     }
 }
 
@@ -1036,12 +1163,12 @@ pub async fn purge_sweeps_partitions_past_one_batch<S: ExecutionStore>(make: imp
     let mut e = finished("wide");
     for i in 0..60 {
         let commit = Commit {
-            processed_event_id: Some(format!("ev-{i}")),
+            processed_event_ids: vec![format!("ev-{i}")],
             timers: vec![TimerOp::Schedule {
                 path: format!("T{i}"),
                 fire_at: 1.0,
             }],
-            trace: Some(map(json!({"event": "Tick", "i": i}))),
+            traces: vec![map(json!({"event": "Tick", "i": i}))],
             ..Commit::default()
         };
         store.commit(&mut e, commit).await.expect("commit");

@@ -10,7 +10,7 @@
 //!
 //! | table | item |
 //! |---|---|
-//! | executions | `id` S, `data` S (the Execution JSON), `version` N, `definition_id` S, plus our `trace_idx` N and `commit_token` S (below), and `ttl` N on a finished one with [`DynamoDbStore::with_finished_ttl`] |
+//! | executions | `id` S, `data` S (the Execution JSON), `version` N, `definition_id` S, plus our `trace_idx` N and `commit_token` S (below), `ttl` N on a finished one with [`DynamoDbStore::with_finished_ttl`], and `recent` B with [`DedupeMarks::OnItem`] |
 //! | outbox | `seq` N, `target_id` S or NULL, `event` S (the Event JSON) |
 //! | spawns | `seq` N, `parent_id` S, `child_id` S, `root_path` S, `context` S (`json.dumps`) |
 //! | timers | `execution_id` S, `path` S, `fire_at` N, plus our `due_shard` S (below) |
@@ -85,6 +85,10 @@
 //!   instances), for timers harel wrote. harel's scan reads our items as its own.
 //! - **Processed marks can expire**: with a retention configured, processed items carry a
 //!   `ttl` (epoch seconds), the attribute the template enables TTL on.
+//! - **Processed marks can live on the execution item** ([`DedupeMarks::OnItem`], not the
+//!   default): no `processed` puts; the execution put carries the last 10 marks, so a
+//!   commit of a step with no other effect is a single conditional `PutItem` and a load
+//!   for an event one consistent `GetItem`. A weaker dedupe guarantee; see there.
 
 mod commit;
 pub mod due;
@@ -92,6 +96,7 @@ pub(crate) mod item;
 mod listing;
 mod provision;
 mod purge;
+mod recent;
 pub mod schema;
 mod store;
 
@@ -107,6 +112,7 @@ use crate::aws::{CallCounter, Readable};
 use crate::{StoreError, DEFAULT_TRACE_MAX};
 pub use due::{timer_shard, SweepStats, DEFAULT_TIMER_FULL_SCAN_INTERVAL};
 use item::{get_i64, s, Item};
+use recent::Recent;
 pub use schema::{
     table_specs, IndexSpec, KeyAttr, KeyType, Projection, TableSpec, TIMER_DUE_INDEX, TIMER_SHARDS,
     TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE,
@@ -119,11 +125,17 @@ pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 pub const MAX_TRANSACTION_ITEMS: usize = 100;
 /// DynamoDB's limit on the size of one `TransactWriteItems`.
 pub const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
+/// DynamoDB's limit on the keys of one `BatchGetItem` ("as many as 100 items").
+pub const MAX_BATCH_GET_KEYS: usize = 100;
 
 /// The extra execution-item attribute holding the last trace index (see the module docs).
 pub const TRACE_IDX_ATTRIBUTE: &str = "trace_idx";
 /// The extra execution-item attribute holding the token of the commit that wrote it.
 pub const COMMIT_TOKEN_ATTRIBUTE: &str = "commit_token";
+/// The extra execution-item attribute holding the last processed events with
+/// [`DedupeMarks::OnItem`] (see there).
+pub const RECENT_ATTRIBUTE: &str = "recent";
+pub use crate::dedupe::{DedupeMarks, RECENT_MARKS};
 
 /// Error codes of transient service faults, worth another try.
 const TRANSIENT_CODES: &[&str] = &[
@@ -137,8 +149,18 @@ const TRANSIENT_CODES: &[&str] = &[
     "LimitExceededException",
 ];
 
-/// How many (execution, version) → trace index hints a store remembers.
+/// How many executions' hints a store remembers.
 const TRACE_HINTS_CAP: usize = 10_000;
+
+/// What is known of one execution item at `version` without reading it.
+#[derive(Debug, Clone)]
+struct Hint {
+    version: i64,
+    /// The last trace idx stored in the item.
+    trace_idx: Option<i64>,
+    /// The processed window a commit from this version continues ([`DedupeMarks::OnItem`]).
+    recent: Option<Recent>,
+}
 
 /// How a commit (and a batch read's unprocessed keys) retries transient faults, on top of
 /// the SDK's own retries.
@@ -211,6 +233,8 @@ pub struct CreateOptions {
     /// written by harel, which are not in the index), shared across instances: default 10
     /// minutes; `None` never (index only); zero every sweep (the seed). See [`due`].
     pub timer_full_scan_interval: Option<Duration>,
+    /// Where the processed marks are kept (default: harel's `processed` table).
+    pub dedupe_marks: DedupeMarks,
 }
 
 impl Default for CreateOptions {
@@ -225,6 +249,7 @@ impl Default for CreateOptions {
             sdk_retry: None,
             retry: RetryPolicy::default(),
             timer_full_scan_interval: Some(DEFAULT_TIMER_FULL_SCAN_INTERVAL),
+            dedupe_marks: DedupeMarks::Table,
         }
     }
 }
@@ -264,9 +289,10 @@ pub struct DynamoDbStore {
     finished_ttl: Option<Duration>,
     retry: RetryPolicy,
     counter: Option<CallCounter>,
-    /// execution id -> (version, last trace idx stored in that version's item).
-    trace_hints: Mutex<HashMap<String, (i64, i64)>>,
+    /// What the store knows of an execution item's version without reading it.
+    hints: Mutex<HashMap<String, Hint>>,
     timer_full_scan_interval: Option<Duration>,
+    dedupe_marks: DedupeMarks,
     full_scan: Mutex<due::FullScanState>,
 }
 
@@ -279,6 +305,7 @@ impl std::fmt::Debug for DynamoDbStore {
             .field("finished_ttl", &self.finished_ttl)
             .field("retry", &self.retry)
             .field("timer_full_scan_interval", &self.timer_full_scan_interval)
+            .field("dedupe_marks", &self.dedupe_marks)
             .finish_non_exhaustive()
     }
 }
@@ -297,8 +324,9 @@ impl DynamoDbStore {
             finished_ttl: None,
             retry: RetryPolicy::default(),
             counter: None,
-            trace_hints: Mutex::new(HashMap::new()),
+            hints: Mutex::new(HashMap::new()),
             timer_full_scan_interval: Some(DEFAULT_TIMER_FULL_SCAN_INTERVAL),
+            dedupe_marks: DedupeMarks::Table,
             full_scan: Mutex::new(due::FullScanState::default()),
         }
     }
@@ -349,6 +377,38 @@ impl DynamoDbStore {
         self
     }
 
+    /// Where the processed marks are kept (see [`DedupeMarks`]; default `Table`).
+    ///
+    /// ```
+    /// use stm_store::{DedupeMarks, DynamoDbStore, RECENT_MARKS};
+    /// let conf = aws_sdk_dynamodb::Config::builder()
+    ///     .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+    ///     .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+    ///     .build();
+    /// let store = DynamoDbStore::new(aws_sdk_dynamodb::Client::from_conf(conf))
+    ///     .with_dedupe_marks(DedupeMarks::OnItem);
+    /// assert_eq!(store.dedupe_marks(), DedupeMarks::OnItem);
+    /// assert_eq!(store.dedupe_window(), Some(RECENT_MARKS));
+    /// ```
+    pub fn with_dedupe_marks(mut self, marks: DedupeMarks) -> Self {
+        self.dedupe_marks = marks;
+        self
+    }
+
+    pub fn dedupe_marks(&self) -> DedupeMarks {
+        self.dedupe_marks
+    }
+
+    /// How many of an execution's last processed events are surely recognised as
+    /// duplicates: `None` for all of them (the `Table` layout, until the marks' TTL),
+    /// [`RECENT_MARKS`] for [`DedupeMarks::OnItem`].
+    pub fn dedupe_window(&self) -> Option<usize> {
+        match self.dedupe_marks {
+            DedupeMarks::Table => None,
+            DedupeMarks::OnItem => Some(RECENT_MARKS),
+        }
+    }
+
     /// The store's own retries of transient commit failures.
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
@@ -391,37 +451,65 @@ impl DynamoDbStore {
         format!("{}_{name}", self.prefix)
     }
 
-    // ---- trace hints ------------------------------------------------------------------
+    // ---- hints ------------------------------------------------------------------------
 
-    fn hints(&self) -> std::sync::MutexGuard<'_, HashMap<String, (i64, i64)>> {
-        self.trace_hints.lock().unwrap_or_else(|e| e.into_inner())
+    fn hints(&self) -> std::sync::MutexGuard<'_, HashMap<String, Hint>> {
+        self.hints.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn remember_hint(&self, id: &str, version: i64, idx: Option<i64>) {
+    /// Remember what the item of `id` at `version` holds: its last trace idx and the
+    /// processed window a commit from it continues (either may be unknown).
+    fn remember_hint(&self, id: &str, version: i64, trace_idx: Option<i64>, recent: Option<Recent>) {
         let mut hints = self.hints();
-        match idx {
-            Some(idx) => {
-                if hints.len() >= TRACE_HINTS_CAP && !hints.contains_key(id) {
-                    hints.clear();
-                }
-                hints.insert(id.to_string(), (version, idx));
-            }
-            None => {
+        if trace_idx.is_none() && recent.is_none() {
+            hints.remove(id);
+            return;
+        }
+        if hints.len() >= TRACE_HINTS_CAP && !hints.contains_key(id) {
+            hints.clear();
+        }
+        hints.insert(
+            id.to_string(),
+            Hint {
+                version,
+                trace_idx,
+                recent,
+            },
+        );
+    }
+
+    /// Drop what is known of `id`'s item (it was purged: a new execution may reuse the id;
+    /// or a commit lost its CAS: the item is newer than anything known).
+    fn forget_hint(&self, id: &str) {
+        self.hints().remove(id);
+    }
+
+    /// Forget only where `id`'s trace ends (a trace step was appended outside a commit,
+    /// which does not change the item's version).
+    fn forget_trace_hint(&self, id: &str) {
+        let mut hints = self.hints();
+        if let Some(hint) = hints.get_mut(id) {
+            hint.trace_idx = None;
+            if hint.recent.is_none() {
                 hints.remove(id);
             }
         }
-    }
-
-    /// Drop what is known of `id`'s trace (it was purged: a new execution may reuse the id).
-    fn forget_hint(&self, id: &str) {
-        self.hints().remove(id);
     }
 
     /// The last trace idx stored in the execution item at `version`, if known.
     fn hint(&self, id: &str, version: i64) -> Option<i64> {
         self.hints()
             .get(id)
-            .and_then(|(v, idx)| (*v == version).then_some(*idx))
+            .filter(|h| h.version == version)
+            .and_then(|h| h.trace_idx)
+    }
+
+    /// The processed window a commit from `id`'s item at `version` continues, if known.
+    fn recent_hint(&self, id: &str, version: i64) -> Option<Recent> {
+        self.hints()
+            .get(id)
+            .filter(|h| h.version == version)
+            .and_then(|h| h.recent.clone())
     }
 
     // ---- small operations -------------------------------------------------------------

@@ -16,6 +16,7 @@
 pub mod aws;
 #[cfg(feature = "contract")]
 pub mod contract;
+mod dedupe;
 #[cfg(feature = "aws")]
 pub mod dynamodb;
 mod memory;
@@ -24,6 +25,7 @@ use async_trait::async_trait;
 use stm_core::{Event, Execution, Map, Status};
 
 pub use aws::CallCounter;
+pub use dedupe::{DedupeMarks, RECENT_MARKS};
 #[cfg(feature = "aws")]
 pub use dynamodb::{table_specs, CreateOptions, DynamoDbStore, RetryPolicy, TableSpec};
 pub use memory::MemoryStore;
@@ -36,24 +38,39 @@ pub const DEFAULT_PREFIX: &str = "harel";
 /// The region used when neither a flag nor `AWS_REGION` names one.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-/// Everything a step commits besides the execution itself.
+/// Everything a commit writes besides the execution itself: one step's effects, or those
+/// of a coalesced burst of steps of one execution (each step's part in order, see
+/// [`Commit::absorb`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Commit {
     /// Events to deliver after the commit: `(target execution id, event)`.
     pub emits: Vec<(Option<String>, Event)>,
-    /// The event this step processed, recorded for dedupe.
-    pub processed_event_id: Option<String>,
+    /// The events this commit processed, recorded for dedupe: none for a start, one for a
+    /// step, one per step for a burst (never the same id twice).
+    pub processed_event_ids: Vec<String>,
+    /// Applied in order; the last op on a path wins.
     pub timers: Vec<TimerOp>,
     /// Child executions to create after the commit (orthogonal regions, invokes).
     pub spawns: Vec<SpawnIntent>,
-    /// One opt-in trace step (harel's `_trace_step` dict).
-    pub trace: Option<Map>,
+    /// The opt-in trace steps (harel's `_trace_step` dict), one per step, oldest first.
+    pub traces: Vec<Map>,
 }
 
 impl Commit {
     /// Whether the commit enqueues work for the relay.
     pub fn enqueues(&self) -> bool {
         !self.emits.is_empty() || !self.spawns.is_empty()
+    }
+
+    /// Append what a later step of the same execution commits: the burst's commit is then
+    /// the steps' parts in order (emits and spawns keep their order, timer ops apply in
+    /// order so the later step's op on a path wins, marks and trace steps follow).
+    pub fn absorb(&mut self, later: Commit) {
+        self.emits.extend(later.emits);
+        self.processed_event_ids.extend(later.processed_event_ids);
+        self.timers.extend(later.timers);
+        self.spawns.extend(later.spawns);
+        self.traces.extend(later.traces);
     }
 }
 
@@ -240,6 +257,32 @@ pub trait ExecutionStore: Send + Sync {
     /// where the backend allows.
     async fn load_for_event(&self, id: &str, event_id: &str)
         -> Result<(Option<Execution>, bool), StoreError>;
+
+    /// The execution and, for each of `event_ids` in order, whether it already processed
+    /// it: what a burst of events for one execution needs, in one round trip where the
+    /// backend allows (DynamoDB: one `BatchGetItem`). The default asks for each.
+    async fn load_for_events(
+        &self,
+        id: &str,
+        event_ids: &[&str],
+    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
+        let Some((first, rest)) = event_ids.split_first() else {
+            return Ok((self.load(id).await?, Vec::new()));
+        };
+        let (exe, processed) = self.load_for_event(id, first).await?;
+        let mut marks = vec![processed];
+        for event_id in rest {
+            marks.push(exe.is_some() && self.is_processed(id, event_id).await?);
+        }
+        Ok((exe, marks))
+    }
+
+    /// Whether `commit` of `exe` fits in one atomic write of this backend (DynamoDB: a
+    /// transaction's 100 items and 4 MB, an item's 400 KB), checked without a call: a
+    /// burst is cut where the next step would not fit. `Err(StoreError::TooLarge)` says
+    /// what is over. No default: a store that wraps another must forward it, or a burst
+    /// would grow past the wrapped store's limits.
+    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError>;
 
     /// Atomically write `exe` (CAS on `exe.version`, which is bumped on success and
     /// left as it was on failure) with everything in `commit`. Returns the outbox seq

@@ -105,6 +105,26 @@ impl ExecutionStore for MemoryStore {
         Ok((exe, processed))
     }
 
+    async fn load_for_events(
+        &self,
+        id: &str,
+        event_ids: &[&str],
+    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
+        let inner = self.lock();
+        let exe = inner.executions.get(id).cloned();
+        let marks = inner.processed.get(id);
+        let processed = event_ids
+            .iter()
+            .map(|e| marks.is_some_and(|ids| ids.contains(*e)))
+            .collect();
+        Ok((exe, processed))
+    }
+
+    /// No limit on what one commit holds.
+    fn check_commit(&self, _exe: &Execution, _commit: &Commit) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
         let mut inner = self.lock();
         let stored = inner.executions.get(&exe.id).map(|e| e.version);
@@ -141,15 +161,13 @@ impl ExecutionStore for MemoryStore {
             );
             seqs.push(seq);
         }
-        if let Some(event_id) = commit.processed_event_id {
+        if !commit.processed_event_ids.is_empty() {
             match inner.processed.get_mut(&exe.id) {
-                Some(ids) => {
-                    ids.insert(event_id);
-                }
+                Some(ids) => ids.extend(commit.processed_event_ids),
                 None => {
                     inner
                         .processed
-                        .insert(exe.id.clone(), FastSet::from_iter([event_id]));
+                        .insert(exe.id.clone(), FastSet::from_iter(commit.processed_event_ids));
                 }
             }
         }
@@ -177,7 +195,7 @@ impl ExecutionStore for MemoryStore {
                 },
             );
         }
-        if let Some(step) = commit.trace {
+        for step in commit.traces {
             MemoryStore::record_trace(&mut inner, self.trace_max, &exe.id, step);
         }
         Ok(seqs)

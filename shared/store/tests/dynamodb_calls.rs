@@ -51,7 +51,7 @@ async fn calls_per_operation() {
     assert_eq!(n, calls(&[("BatchGetItem", 1)]), "load_for_event");
 
     let worker_step = Commit {
-        processed_event_id: Some("ev-1".into()),
+        processed_event_ids: vec!["ev-1".into()],
         ..Commit::default()
     };
     let (r, n) = counter.measure(store.commit(&mut e, worker_step)).await;
@@ -64,7 +64,7 @@ async fn calls_per_operation() {
 
     let emits = Commit {
         emits: vec![(Some("x".into()), Event::new("A")), (None, Event::new("B"))],
-        processed_event_id: Some("ev-2".into()),
+        processed_event_ids: vec!["ev-2".into()],
         timers: vec![TimerOp::Schedule {
             path: "root.t".into(),
             fire_at: 5.0,
@@ -102,7 +102,7 @@ async fn calls_per_operation() {
             .measure(store.commit(
                 &mut e,
                 Commit {
-                    trace: step(i),
+                    traces: step(i).into_iter().collect(),
                     ..Commit::default()
                 },
             ))
@@ -120,7 +120,7 @@ async fn calls_per_operation() {
         .measure(store.commit(
             &mut e,
             Commit {
-                trace: step(3),
+                traces: step(3).into_iter().collect(),
                 ..Commit::default()
             },
         ))
@@ -139,7 +139,7 @@ async fn calls_per_operation() {
         .measure(other.commit(
             &mut stale_view,
             Commit {
-                trace: step(4),
+                traces: step(4).into_iter().collect(),
                 ..Commit::default()
             },
         ))
@@ -165,7 +165,7 @@ async fn calls_per_operation() {
         .measure(store.commit(
             &mut e,
             Commit {
-                processed_event_id: Some("x".into()),
+                processed_event_ids: vec!["x".into()],
                 ..Commit::default()
             },
         ))
@@ -195,7 +195,7 @@ async fn trace_hint_goes_stale_safely() {
         .commit(
             &mut e,
             Commit {
-                trace: step(0),
+                traces: step(0).into_iter().collect(),
                 ..Commit::default()
             },
         )
@@ -222,7 +222,7 @@ async fn trace_hint_goes_stale_safely() {
         .measure(store.commit(
             &mut e,
             Commit {
-                trace: step(2),
+                traces: step(2).into_iter().collect(),
                 ..Commit::default()
             },
         ))
@@ -248,4 +248,185 @@ async fn trace_hint_goes_stale_safely() {
         vec![(0, None), (1, Some("harel".into())), (2, None)],
         "nothing overwritten"
     );
+}
+
+async fn counted_store_with(
+    prefix: &str,
+    marks: stm_store::dynamodb::DedupeMarks,
+) -> (DynamoDbStore, CallCounter) {
+    let (store, counter) = counted_store(prefix).await;
+    (store.with_dedupe_marks(marks), counter)
+}
+
+/// `DedupeMarks::OnItem`: a plain event is one `GetItem` and one `PutItem`.
+#[tokio::test]
+async fn calls_per_operation_on_item() {
+    use stm_store::dynamodb::DedupeMarks;
+    let prefix = stm_testkit::unique_prefix("onitem");
+    let (store, counter) = counted_store_with(&prefix, DedupeMarks::OnItem).await;
+    let mut e = Execution::new("item-1", "def");
+    let (r, n) = counter.measure(store.save(&mut e)).await;
+    r.expect("insert");
+    assert_eq!(n, calls(&[("PutItem", 1)]), "insert");
+
+    let (r, n) = counter.measure(store.load_for_event("item-1", "ev-1")).await;
+    let (loaded, processed) = r.expect("load_for_event");
+    e = loaded.expect("stored");
+    assert!(!processed);
+    assert_eq!(
+        n,
+        calls(&[("GetItem", 1)]),
+        "load_for_event: one consistent GetItem"
+    );
+
+    let step = Commit {
+        processed_event_ids: vec!["ev-1".into()],
+        ..Commit::default()
+    };
+    let (r, n) = counter.measure(store.commit(&mut e, step)).await;
+    r.expect("commit");
+    assert_eq!(
+        n,
+        calls(&[("PutItem", 1)]),
+        "commit with a processed mark: the single conditional PutItem"
+    );
+
+    let (r, n) = counter
+        .measure(store.load_for_events("item-1", &["ev-1", "ev-2", "ev-3"]))
+        .await;
+    let (loaded, marks) = r.expect("load_for_events");
+    e = loaded.expect("stored");
+    assert_eq!(marks, vec![true, false, false]);
+    assert_eq!(n, calls(&[("GetItem", 1)]), "a burst's load: still one GetItem");
+
+    let burst = Commit {
+        processed_event_ids: vec!["ev-2".into(), "ev-3".into()],
+        ..Commit::default()
+    };
+    let (r, n) = counter.measure(store.commit(&mut e, burst)).await;
+    r.expect("burst commit");
+    assert_eq!(n, calls(&[("PutItem", 1)]), "a burst of marks: one PutItem");
+
+    let emits = Commit {
+        emits: vec![(None, Event::new("A"))],
+        processed_event_ids: vec!["ev-4".into()],
+        timers: vec![TimerOp::Schedule {
+            path: "root.t".into(),
+            fire_at: 5.0,
+        }],
+        ..Commit::default()
+    };
+    let (r, n) = counter.measure(store.commit(&mut e, emits)).await;
+    r.expect("commit");
+    assert_eq!(
+        n,
+        calls(&[("TransactWriteItems", 1), ("UpdateItem", 1)]),
+        "with side effects: seq block + txn (without a mark put)"
+    );
+
+    // another store instance that did not load it: it reads the window first
+    let (other, other_counter) = counted_store_with(&prefix, DedupeMarks::OnItem).await;
+    let mut view = e.clone();
+    let c = Commit {
+        processed_event_ids: vec!["ev-5".into()],
+        ..Commit::default()
+    };
+    let (r, n) = other_counter.measure(other.commit(&mut view, c)).await;
+    r.expect("commit without a hint");
+    assert_eq!(
+        n,
+        calls(&[("GetItem", 1), ("PutItem", 1)]),
+        "no hint: read the window"
+    );
+
+    let (r, n) = counter.measure(store.is_processed("item-1", "ev-5")).await;
+    assert!(
+        r.expect("is_processed"),
+        "the other instance's mark is on the item"
+    );
+    assert_eq!(n, calls(&[("GetItem", 1)]));
+    let (r, _) = counter
+        .measure(store.load_for_events("item-1", &["ev-1", "ev-2", "ev-3", "ev-4", "ev-5", "ev-6"]))
+        .await;
+    assert_eq!(r.expect("load").1, vec![true, true, true, true, true, false]);
+
+    // nothing in the processed table
+    let marks = store
+        .client()
+        .scan()
+        .table_name(store.table_name("processed"))
+        .send()
+        .await
+        .expect("scan");
+    assert_eq!(marks.count(), 0, "no mark items on the item layout");
+}
+
+/// Switching a deployment from the table to the item layout forgets nothing the table
+/// holds: an item without a window is answered from the table, and so is one whose window
+/// is not yet full of events processed since the switch.
+#[tokio::test]
+async fn switching_to_on_item_keeps_the_table_marks() {
+    use stm_store::dynamodb::{DedupeMarks, RECENT_MARKS};
+    let prefix = stm_testkit::unique_prefix("switch");
+    let (table, _) = counted_store_with(&prefix, DedupeMarks::Table).await;
+    let mut e = Execution::new("sw-1", "def");
+    table.save(&mut e).await.expect("create");
+    for id in ["old-1", "old-2"] {
+        let c = Commit {
+            processed_event_ids: vec![id.into()],
+            ..Commit::default()
+        };
+        table.commit(&mut e, c).await.expect("table commit");
+    }
+
+    let (item, counter) = counted_store_with(&prefix, DedupeMarks::OnItem).await;
+    let (r, n) = counter
+        .measure(item.load_for_events("sw-1", &["old-1", "old-2", "new-0"]))
+        .await;
+    let (loaded, marks) = r.expect("load");
+    let mut e = loaded.expect("stored");
+    assert_eq!(marks, vec![true, true, false]);
+    assert_eq!(
+        n,
+        calls(&[("GetItem", 1), ("BatchGetItem", 1)]),
+        "an item without a window: the marks from the table"
+    );
+    assert!(item.is_processed("sw-1", "old-1").await.expect("is_processed"));
+
+    for i in 0..RECENT_MARKS {
+        let c = Commit {
+            processed_event_ids: vec![format!("new-{i}")],
+            ..Commit::default()
+        };
+        let (r, n) = counter.measure(item.commit(&mut e, c)).await;
+        r.expect("item commit");
+        assert_eq!(n, calls(&[("PutItem", 1)]), "commit {i} after the switch");
+        let (r, n) = counter.measure(item.load_for_events("sw-1", &["old-2"])).await;
+        let (loaded, marks) = r.expect("load");
+        e = loaded.expect("stored");
+        if i + 1 < RECENT_MARKS {
+            assert_eq!(
+                marks,
+                vec![true],
+                "{} events since the switch: the table still answers",
+                i + 1
+            );
+            assert_eq!(n, calls(&[("GetItem", 1), ("BatchGetItem", 1)]));
+        } else {
+            // ten events since the switch: the table's marks are older than the window
+            assert_eq!(marks, vec![false]);
+            assert_eq!(n, calls(&[("GetItem", 1)]), "a full window: no table read");
+        }
+    }
+    let (r, n) = counter.measure(item.load_for_event("sw-1", "new-0")).await;
+    assert!(r.expect("load").1);
+    assert_eq!(n, calls(&[("GetItem", 1)]));
+
+    // and back: the table layout reads the table only (documented: drain the queue first)
+    let (loaded, marks) = table
+        .load_for_events("sw-1", &["old-1", "new-9"])
+        .await
+        .expect("table load");
+    assert!(loaded.is_some());
+    assert_eq!(marks, vec![true, false]);
 }

@@ -50,7 +50,7 @@ async fn stored(store: &DynamoDbStore, id: &str) -> Execution {
 fn emit(id: &str) -> Commit {
     Commit {
         emits: vec![(Some("target".into()), Event::new("Ping").with_id(id))],
-        processed_event_id: Some(format!("processed-{id}")),
+        processed_event_ids: vec![format!("processed-{id}")],
         ..Commit::default()
     }
 }
@@ -353,4 +353,38 @@ async fn a_throttled_due_index_shard_is_retried_not_the_whole_sweep_failed() {
     assert!(timers.is_empty());
     assert_eq!(proxy.injected("Query"), 3);
     assert_eq!(stats.requests, 16, "one answered query per shard");
+}
+
+/// `DedupeMarks::OnItem`: a commit of marks only is the single `PutItem`; its response lost
+/// after the write applied, the retry recognises its own write (the commit token on the
+/// item), and the marks are there once, with the window intact.
+#[tokio::test]
+async fn on_item_lost_put_response_is_not_a_conflict_and_keeps_the_marks() {
+    let (store, proxy) = store_behind_proxy(1).await;
+    let store = store.with_dedupe_marks(stm_store::DedupeMarks::OnItem);
+    let mut e = stored(&store, "f-item").await;
+    let first = Commit {
+        processed_event_ids: vec!["ev-1".into(), "ev-2".into()],
+        ..Commit::default()
+    };
+    store.commit(&mut e, first).await.expect("commit");
+    let puts = proxy.requests("PutItem");
+    proxy.fail_next("PutItem", 1, Fault::DropResponse);
+    let second = Commit {
+        processed_event_ids: vec!["ev-3".into()],
+        ..Commit::default()
+    };
+    store
+        .commit(&mut e, second)
+        .await
+        .expect("the retried put recognises its own write");
+    assert_eq!(e.version, 3);
+    assert_eq!(proxy.requests("PutItem"), puts + 2, "the lost put and its retry");
+    assert_eq!(proxy.requests(TWI), 0, "no transaction on the item layout");
+    let (loaded, marks) = store
+        .load_for_events("f-item", &["ev-1", "ev-2", "ev-3", "ev-4"])
+        .await
+        .expect("load");
+    assert_eq!(loaded.map(|x| x.version), Some(3));
+    assert_eq!(marks, vec![true, true, true, false]);
 }

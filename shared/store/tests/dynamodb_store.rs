@@ -87,7 +87,7 @@ async fn processed_marks_carry_a_ttl_when_configured() {
         .commit(
             &mut e,
             Commit {
-                processed_event_id: Some("ev".into()),
+                processed_event_ids: vec!["ev".into()],
                 ..Commit::default()
             },
         )
@@ -108,7 +108,7 @@ async fn processed_marks_carry_a_ttl_when_configured() {
         .commit(
             &mut e,
             Commit {
-                processed_event_id: Some("ev".into()),
+                processed_event_ids: vec!["ev".into()],
                 ..Commit::default()
             },
         )
@@ -149,7 +149,7 @@ async fn finished_executions_and_trace_rows_carry_a_ttl_when_configured() {
         let mut step = stm_core::Map::new();
         step.insert("event_kind".into(), stm_core::Value::from(kind));
         Commit {
-            trace: Some(step),
+            traces: vec![step],
             ..Commit::default()
         }
     };
@@ -219,7 +219,7 @@ async fn the_execution_item_is_harels_plus_two_attributes() {
         .commit(
             &mut e,
             Commit {
-                trace: Some(stm_core::Map::new()),
+                traces: vec![stm_core::Map::new()],
                 ..Commit::default()
             },
         )

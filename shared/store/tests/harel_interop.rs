@@ -78,7 +78,7 @@ async fn what_we_write_harel_reads() {
     let bcast = Event::new("Broadcast").with_id("ev-bcast");
     let commit = Commit {
         emits: vec![(Some("w-2".into()), ping.clone()), (None, bcast.clone())],
-        processed_event_id: Some("ev-in".into()),
+        processed_event_ids: vec!["ev-in".into()],
         timers: vec![
             TimerOp::Schedule {
                 path: "root.waiting".into(),
@@ -94,14 +94,14 @@ async fn what_we_write_harel_reads() {
             root_path: "root.par.r1".into(),
             context: obj(json!({"seed": 7, "tags": ["a", "é"]})),
         }],
-        trace: Some(obj(json!({"event": "Start", "to": "root.waiting", "t": 1.5}))),
+        traces: vec![obj(json!({"event": "Start", "to": "root.waiting", "t": 1.5}))],
     };
     let seqs = store.commit(&mut parent, commit).await.expect("commit");
     store
         .commit(
             &mut parent,
             Commit {
-                trace: Some(obj(json!({"event": "Tick"}))),
+                traces: vec![obj(json!({"event": "Tick"}))],
                 ..Commit::default()
             },
         )
@@ -216,11 +216,11 @@ out({"version": exe.version})
             &mut exe,
             Commit {
                 emits: vec![(Some("h-2".into()), Event::new("Next").with_id("ours-1"))],
-                processed_event_id: Some("in-2".into()),
+                processed_event_ids: vec!["in-2".into()],
                 timers: vec![TimerOp::Cancel {
                     path: "root.a".into(),
                 }],
-                trace: Some(obj(json!({"event": "Next", "by": "ours"}))),
+                traces: vec![obj(json!({"event": "Next", "by": "ours"}))],
                 ..Commit::default()
             },
         )
@@ -386,7 +386,7 @@ async fn harels_trace_reader_works_with_trace_idx() {
             .commit(
                 &mut e,
                 Commit {
-                    trace: Some(obj(json!({"step": i, "by": "ours"}))),
+                    traces: vec![obj(json!({"step": i, "by": "ours"}))],
                     ..Commit::default()
                 },
             )
@@ -434,7 +434,7 @@ out({"attrs": sorted(raw), "trace_idx": raw["trace_idx"]["N"],
         .commit(
             &mut e,
             Commit {
-                trace: Some(obj(json!({"step": 5, "by": "ours"}))),
+                traces: vec![obj(json!({"step": 5, "by": "ours"}))],
                 ..Commit::default()
             },
         )
@@ -514,7 +514,7 @@ out({"exe": before, "emits": [[t, json.loads(e.model_dump_json())] for t, e in e
             &mut exe,
             Commit {
                 emits,
-                processed_event_id: Some("in-1".into()),
+                processed_event_ids: vec!["in-1".into()],
                 timers: vec![
                     TimerOp::Schedule {
                         path: "root.a".into(),
@@ -526,7 +526,7 @@ out({"exe": before, "emits": [[t, json.loads(e.model_dump_json())] for t, e in e
                     },
                 ],
                 spawns,
-                trace: Some(obj(input["trace"].clone())),
+                traces: vec![obj(input["trace"].clone())],
             },
         )
         .await

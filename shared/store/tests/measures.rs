@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 use stm_core::{Event, Execution, Map, Status};
-use stm_store::{CallCounter, Commit, CreateOptions, DynamoDbStore, ExecutionStore, SpawnIntent, TimerOp};
+use stm_store::{
+    CallCounter, Commit, CreateOptions, DedupeMarks, DynamoDbStore, ExecutionStore, SpawnIntent, TimerOp,
+};
 
 fn obj(v: serde_json::Value) -> Map {
     match v {
@@ -90,7 +92,7 @@ async fn print_calls_and_bytes() {
     rows.push(("commit, no side effects".into(), n, "1 (TransactWriteItems)"));
 
     let c = Commit {
-        processed_event_id: Some("ev-1".into()),
+        processed_event_ids: vec!["ev-1".into()],
         ..Commit::default()
     };
     let (r, n) = counter.measure(store.commit(&mut e, c)).await;
@@ -102,7 +104,7 @@ async fn print_calls_and_bytes() {
             (Some("m-2".into()), Event::new("PaymentRequested")),
             (None, Event::new("Audit")),
         ],
-        processed_event_id: Some("ev-2".into()),
+        processed_event_ids: vec!["ev-2".into()],
         timers: vec![TimerOp::Schedule {
             path: "root.fulfilment.awaiting_payment".into(),
             fire_at: 1.7e9,
@@ -128,8 +130,8 @@ async fn print_calls_and_bytes() {
 
     let step = obj(json!({"event": "Paid", "from": "root.a", "to": "root.b", "actions": ["charge"]}));
     let c = Commit {
-        processed_event_id: Some("ev-3".into()),
-        trace: Some(step.clone()),
+        processed_event_ids: vec!["ev-3".into()],
+        traces: vec![step.clone()],
         ..Commit::default()
     };
     let (r, n) = counter.measure(store.commit(&mut e, c)).await;
@@ -153,7 +155,7 @@ async fn print_calls_and_bytes() {
         .measure(other.commit(
             &mut fresh,
             Commit {
-                trace: Some(step),
+                traces: vec![step],
                 ..Commit::default()
             },
         ))
@@ -165,7 +167,7 @@ async fn print_calls_and_bytes() {
     assert!(r.is_err_and(|err| err.is_conflict()));
     rows.push(("lost CAS, single put (found version)".into(), n, "2 (+ GetItem)"));
     let c = Commit {
-        processed_event_id: Some("ev-4".into()),
+        processed_event_ids: vec!["ev-4".into()],
         ..Commit::default()
     };
     let (r, n) = counter.measure(store.commit(&mut e, c)).await;
@@ -206,6 +208,79 @@ async fn print_calls_and_bytes() {
         "worker, per processed event: load_for_event + commit = 2 calls; with emits 3; with trace 2 (seed 3)"
     );
 
+    // the same worker path with the marks on the execution item
+    let counter = CallCounter::new();
+    let options = CreateOptions {
+        prefix: stm_testkit::unique_prefix("measure_item"),
+        call_counter: Some(counter.clone()),
+        dedupe_marks: DedupeMarks::OnItem,
+        ..CreateOptions::default()
+    };
+    let item_store = DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
+        .await
+        .expect("store");
+    let mut rows: Vec<(String, BTreeMap<String, u64>, &str)> = Vec::new();
+    let mut e = typical_execution("i-1");
+    item_store.save(&mut e).await.expect("insert");
+    let (r, n) = counter.measure(item_store.load_for_event("i-1", "ev-1")).await;
+    e = r.expect("load_for_event").0.expect("stored");
+    rows.push(("load_for_event".into(), n, "BatchGetItem (exe + mark)"));
+    let c = Commit {
+        processed_event_ids: vec!["ev-1".into()],
+        ..Commit::default()
+    };
+    let (r, n) = counter.measure(item_store.commit(&mut e, c)).await;
+    r.expect("commit");
+    rows.push((
+        "commit + processed mark (worker common path)".into(),
+        n,
+        "TransactWriteItems (2 items)",
+    ));
+    let (r, n) = counter
+        .measure(item_store.load_for_events("i-1", &["ev-2", "ev-3", "ev-4"]))
+        .await;
+    e = r.expect("load_for_events").0.expect("stored");
+    rows.push((
+        "load_for_events (burst of 3)".into(),
+        n,
+        "BatchGetItem (exe + 3 marks)",
+    ));
+    let c = Commit {
+        processed_event_ids: vec!["ev-2".into(), "ev-3".into(), "ev-4".into()],
+        ..Commit::default()
+    };
+    let (r, n) = counter.measure(item_store.commit(&mut e, c)).await;
+    r.expect("commit");
+    rows.push((
+        "commit + 3 marks (burst)".into(),
+        n,
+        "TransactWriteItems (4 items)",
+    ));
+    let c = Commit {
+        emits: vec![(Some("i-2".into()), Event::new("PaymentRequested"))],
+        processed_event_ids: vec!["ev-5".into()],
+        ..Commit::default()
+    };
+    let (r, n) = counter.measure(item_store.commit(&mut e, c)).await;
+    r.expect("commit");
+    rows.push((
+        "commit + emit + mark".into(),
+        n,
+        "UpdateItem + TransactWriteItems (3 items)",
+    ));
+    let (r, n) = counter.measure(item_store.is_processed("i-1", "ev-5")).await;
+    r.expect("is_processed");
+    rows.push(("is_processed".into(), n, "GetItem (processed)"));
+
+    println!();
+    println!("the same with DedupeMarks::OnItem (marks on the execution item); table = the default layout");
+    println!("{:<48} {:>5}  {:<44} table", "operation", "calls", "detail");
+    println!("{}", "-".repeat(120));
+    for (name, calls, table) in &rows {
+        let total: u64 = calls.values().sum();
+        println!("{name:<48} {total:>5}  {:<44} {table}", fmt(calls));
+    }
+
     let typical = typical_execution("m-typ");
     let data = typical.to_json();
     println!();
@@ -218,6 +293,22 @@ async fn print_calls_and_bytes() {
     println!(
         "  write units          {:>6}        (PutItem: 1 WCU per KB; a transaction bills 2 per KB per item)",
         store.execution_item_size(&typical).div_ceil(1024)
+    );
+    // capacity by AWS's rules
+    // (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html): a strongly consistent read is 1
+    // unit per 4 KB, a standard write 1 per KB, a transactional write 2 per KB per item
+    let item_bytes = item_store.execution_item_size(&typical);
+    let table_bytes = store.execution_item_size(&typical);
+    let (rru_item, wru_item) = (item_bytes.div_ceil(4096), item_bytes.div_ceil(1024));
+    let (rru_table, wru_table) = (
+        table_bytes.div_ceil(4096) + 1,
+        2 * (table_bytes.div_ceil(1024) + 1),
+    );
+    println!(
+        "  plain event, table layout: {rru_table} RRU + {wru_table} WRU (BatchGetItem of exe + mark, 2-item transaction)"
+    );
+    println!(
+        "  plain event, item layout:  {rru_item} RRU + {wru_item} WRU (one GetItem, one PutItem; item {item_bytes} bytes with `recent`)"
     );
     let ev = serde_json::to_string(&Event::with_data(
         "PaymentRequested",

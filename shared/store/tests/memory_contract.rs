@@ -7,3 +7,4 @@ async fn make(trace_max: usize) -> MemoryStore {
 }
 
 stm_store::store_contract_tests!(make);
+stm_store::store_dedupe_tests!(make, None);

@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run -p stm-deploytest --bin lambda-smoke -- \
 //!     --lambda-dir target/lambda [--zips dist] [--definitions examples] [--runs 5] \
-//!     [--python .venv/bin/python]
+//!     [--python .venv/bin/python] [--breakdown]
 //! ```
 //!
 //! With `--python`, a last row starts `bench/harel_bootstrap.py` the same way: the Python
@@ -15,11 +15,19 @@
 //! API and moto, and prints the worker's init as a ratio of it.
 //!
 //! `--lambda-dir` holds `worker/bootstrap`, `relay/bootstrap`, `sweeper/bootstrap` built for
-//! this machine (`cargo lambda build --release` on x86_64; the arm64 deployment build does
-//! not run here). Init is the time from `exec` to the function's first
+//! this machine (`cargo lambda build --release` on x86_64, or `bench/coldstart.sh`, which
+//! links `cargo build --release`'s binaries into that layout; the arm64 deployment build
+//! does not run here). Init is the time from `exec` to the function's first
 //! `GET /runtime/invocation/next`: it includes reading the configuration, loading and
-//! validating the definitions (the worker), building the SDK clients and checking the seven
-//! tables (`DescribeTable` each) against moto.
+//! validating the definitions (the worker) and building the SDK clients. The check of the
+//! seven tables (`DescribeTable` each, against moto) starts during the init and runs while
+//! the function waits for its invocation, which waits for it: it shows in the first
+//! invocation's time, not in the init's.
+//!
+//! With `--breakdown`, the functions log their init's phases at debug level and a second
+//! table splits each function's init (medians): the `exec` up to `main`, reading the
+//! configuration, building the clients, loading the definitions, building the driver,
+//! and from the end of all that to the first poll; then the table check beside it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -41,6 +49,7 @@ struct Args {
     definitions: Option<PathBuf>,
     runs: usize,
     python: Option<PathBuf>,
+    breakdown: bool,
 }
 
 fn args() -> Result<Args> {
@@ -53,6 +62,7 @@ fn args() -> Result<Args> {
         definitions: None,
         runs: 5,
         python: None,
+        breakdown: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -63,9 +73,10 @@ fn args() -> Result<Args> {
             "--definitions" => out.definitions = Some(PathBuf::from(value()?)),
             "--runs" => out.runs = value()?.parse().context("--runs")?,
             "--python" => out.python = Some(PathBuf::from(value()?)),
+            "--breakdown" => out.breakdown = true,
             "-h" | "--help" => {
                 println!(
-                    "lambda-smoke --lambda-dir DIR [--zips DIR] [--definitions DIR] [--runs N] [--python PY]"
+                    "lambda-smoke --lambda-dir DIR [--zips DIR] [--definitions DIR] [--runs N] [--python PY] [--breakdown]"
                 );
                 std::process::exit(0);
             }
@@ -78,6 +89,10 @@ fn args() -> Result<Args> {
 /// One cold start and one invocation.
 struct Run {
     started: Instant,
+    /// `started` on the wall clock, which the function's own timestamps are on.
+    spawned_epoch_us: u64,
+    /// What the function logged during this run (its JSON lines).
+    logged: String,
     init: Duration,
     invoke: Duration,
     peak_rss_kib: u64,
@@ -105,6 +120,7 @@ async fn cold_start(
 ) -> Result<Run> {
     let api = RuntimeApi::start().await?;
     let log_file = std::fs::File::options().create(true).append(true).open(log)?;
+    let log_offset = log_file.metadata()?.len();
     let mut cmd = tokio::process::Command::new(bootstrap);
     cmd.args(bootstrap_args)
         .env_clear()
@@ -115,6 +131,7 @@ async fn cold_start(
         .stdout(log_file.try_clone()?)
         .stderr(log_file)
         .kill_on_drop(true);
+    let spawned_epoch_us = epoch_us(std::time::SystemTime::now());
     let started = Instant::now();
     let mut child = cmd
         .spawn()
@@ -143,13 +160,82 @@ async fn cold_start(
     let peak_rss_kib = peak_rss_kib(pid);
     let _ = child.start_kill();
     let _ = child.wait().await;
+    let logged = std::fs::read(log)
+        .map(|bytes| {
+            String::from_utf8_lossy(bytes.get(log_offset as usize..).unwrap_or_default()).into_owned()
+        })
+        .unwrap_or_default();
     Ok(Run {
         started,
+        spawned_epoch_us,
+        logged,
         init,
         invoke,
         peak_rss_kib,
         outcome,
     })
+}
+
+fn epoch_us(at: std::time::SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The `fields` of the first JSON log line that has the field `key`.
+fn logged_fields(logged: &str, key: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    logged.lines().find_map(|line| {
+        let value: serde_json::Value = serde_json::from_str(line).ok()?;
+        let fields = value.get("fields")?.as_object()?;
+        fields.contains_key(key).then(|| fields.clone())
+    })
+}
+
+/// One run's init, split by the function's own debug lines (microseconds each), in the
+/// order of [`PHASES`]; `None` when a line is missing (a function without them).
+fn phases(run: &Run) -> Option<Vec<u64>> {
+    let us = |fields: &serde_json::Map<String, serde_json::Value>, key: &str| fields.get(key)?.as_u64();
+    let built = logged_fields(&run.logged, "config_us")?;
+    let done = logged_fields(&run.logged, "polling_epoch_us")?;
+    let checked = logged_fields(&run.logged, "check_us");
+    let waited = logged_fields(&run.logged, "waited_us");
+    let entered = us(&done, "entered_epoch_us")?;
+    let polling = us(&done, "polling_epoch_us")?;
+    let polled = run.spawned_epoch_us + run.init.as_micros() as u64;
+    let parts = [
+        us(&built, "config_us")?,
+        us(&built, "clients_us")?,
+        us(&built, "definitions_us")?,
+        us(&built, "driver_us")?,
+    ];
+    let in_context: u64 = parts.iter().sum();
+    let mut out = vec![entered.saturating_sub(run.spawned_epoch_us)];
+    // from `main` to the context: the JSON log set-up, and the clock reads themselves
+    out.push(polling.saturating_sub(entered).saturating_sub(in_context));
+    out.extend(parts);
+    out.push(polled.saturating_sub(polling));
+    out.push(run.init.as_micros() as u64);
+    out.push(checked.as_ref().and_then(|f| us(f, "check_us")).unwrap_or(0));
+    out.push(waited.as_ref().and_then(|f| us(f, "waited_us")).unwrap_or(0));
+    Some(out)
+}
+
+/// The rows of the breakdown table, in the order [`phases`] measures them.
+const PHASES: [&str; 10] = [
+    "exec to `main` (kernel exec, loader, tokio runtime, the action registry)",
+    "JSON log set-up",
+    "configuration from the environment",
+    "SDK config and the DynamoDB and SQS clients (no request)",
+    "definitions: read, parse, validate (worker only)",
+    "driver: actions checked, driver built",
+    "lambda_runtime start to the first `invocation/next`",
+    "= init to the first poll",
+    "table check, off the critical path (7 `DescribeTable` at once)",
+    "first invocation's wait for the table check",
+];
+
+fn median_u64(mut xs: Vec<u64>) -> u64 {
+    xs.sort_unstable();
+    xs.get(xs.len() / 2).copied().unwrap_or_default()
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -233,6 +319,7 @@ async fn run() -> Result<()> {
     let mut problems = Vec::new();
     let mut worker_init = None;
     let mut worker_env = BTreeMap::new();
+    let mut breakdowns: Vec<(&str, Vec<Vec<u64>>)> = Vec::new();
     for (function, binary) in [("Worker", "worker"), ("Relay", "relay"), ("Sweeper", "sweeper")] {
         let bootstrap = args.lambda_dir.join(binary).join("bootstrap");
         if !bootstrap.exists() {
@@ -264,6 +351,14 @@ async fn run() -> Result<()> {
             ("_HANDLER", "bootstrap".to_string()),
         ] {
             env.insert(k.to_string(), v);
+        }
+        if args.breakdown {
+            // only the functions' own phase lines: the SDK's debug logging would slow
+            // the init it measures
+            env.insert(
+                "RUST_LOG".into(),
+                "info,stm_lambda=debug,stm_runtime::config=debug".into(),
+            );
         }
         let log = logs.join(format!("{binary}.log"));
         let mut runs = Vec::new();
@@ -324,6 +419,23 @@ async fn run() -> Result<()> {
         if binary == "worker" {
             worker_init = Some(median(runs.iter().map(|r| r.init).collect()));
             worker_env = env.clone();
+            // harel's bootstrap runs at the level the template gives
+            worker_env.remove("RUST_LOG");
+            if let Some(level) = resolver.environment(function)?.get("RUST_LOG") {
+                worker_env.insert("RUST_LOG".into(), level.clone());
+            }
+        }
+        if args.breakdown {
+            let split: Vec<Vec<u64>> = runs.iter().filter_map(phases).collect();
+            if split.len() < runs.len() {
+                problems.push(format!(
+                    "{function}: {} of {} runs logged no init phases (see {})",
+                    runs.len() - split.len(),
+                    runs.len(),
+                    log.display()
+                ));
+            }
+            breakdowns.push((binary, split));
         }
         let zip = args
             .zips
@@ -378,6 +490,25 @@ async fn run() -> Result<()> {
             worker_init.as_secs_f64() / harel_init.as_secs_f64().max(1e-9),
             harel_init.as_secs_f64() / worker_init.as_secs_f64().max(1e-9)
         );
+    }
+    if args.breakdown && !breakdowns.is_empty() {
+        println!(
+            "\n| where the init goes (median of {} runs, ms) | {} |",
+            args.runs,
+            breakdowns.iter().map(|(b, _)| *b).collect::<Vec<_>>().join(" | ")
+        );
+        println!("|---|{}", "---:|".repeat(breakdowns.len()));
+        for (i, phase) in PHASES.iter().enumerate() {
+            let cells: Vec<String> = breakdowns
+                .iter()
+                .map(|(_, runs)| {
+                    let xs: Vec<u64> = runs.iter().filter_map(|r| r.get(i).copied()).collect();
+                    format!("{:.1}", median_u64(xs) as f64 / 1e3)
+                })
+                .collect();
+            println!("| {phase} | {} |", cells.join(" | "));
+        }
+        println!("\n(each row is its own median: the rows need not add up to the init's)");
     }
     if !problems.is_empty() {
         bail!("{}\n(logs in {})", problems.join("\n"), logs.display());

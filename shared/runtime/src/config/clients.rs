@@ -1,27 +1,28 @@
 //! What a function builds from its [`FunctionConfig`] (feature `aws`): the DynamoDB store,
 //! the SQS queue, the remote actions `STM_ACTIONS` binds, and the whole
-//! [`FunctionContext`] a Lambda function keeps from its init.
+//! [`FunctionContext`] a Lambda function keeps from its init, and the [`DeploymentCheck`]
+//! of its tables that runs while it waits for its first invocation.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use stm_store::{CreateOptions, DynamoDbStore};
 
-use super::{driver, load_definitions_dir, FunctionConfig};
+use super::{driver, load_definitions_dir, ConfigError, FunctionConfig};
 use crate::actions::ActionRegistry;
 use crate::definitions::Definitions;
 use crate::driver::{Driver, DriverError};
 use crate::queue::SqsQueue;
 
 impl FunctionConfig {
-    /// The DynamoDB store. The tables must exist (they come from `template.yaml`, or
-    /// `stm local` creates them): a function never creates schema.
+    /// The DynamoDB store, its tables checked. The tables must exist (they come from
+    /// `template.yaml`, or `stm local` creates them): a function never creates schema.
     pub async fn store(&self) -> Result<Arc<DynamoDbStore>, DriverError> {
         let options = CreateOptions {
             prefix: self.table_prefix.clone(),
             create_schema: false,
-            connect_attempts: 3,
-            connect_delay: Duration::from_millis(500),
+            connect_attempts: CHECK_ATTEMPTS,
+            connect_delay: CHECK_DELAY,
             trace_max: self.trace_max,
             ..CreateOptions::default()
         };
@@ -33,7 +34,45 @@ impl FunctionConfig {
         if let Some(days) = self.finished_ttl_days {
             store = store.with_finished_ttl(Duration::from_secs(days * 86_400));
         }
+        store = store.with_dedupe_marks(self.dedupe_marks);
         Ok(Arc::new(store))
+    }
+
+    /// The DynamoDB and SQS clients, built from one SDK config: one credential chain and
+    /// one HTTP client for both, where building each from its own config loaded the
+    /// defaults twice at every cold start. Nothing is sent.
+    async fn clients(&self) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
+        let sdk = stm_store::aws::sdk_config(self.endpoint_url.as_deref(), &self.region).await;
+        // what `DynamoDbStore::create_with` and `SqsQueue::client` add to the shared config
+        let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
+        let mut sqs = aws_sdk_sqs::config::Builder::from(&sdk);
+        if let Some(tag) = stm_store::aws::function_tag() {
+            dynamodb.push_interceptor(tag.clone());
+            sqs.push_interceptor(tag);
+        }
+        (
+            aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
+            aws_sdk_sqs::Client::from_conf(sqs.build()),
+        )
+    }
+
+    /// The store over `client` with this configuration's prefix, trace ring and
+    /// retention, its tables not checked yet ([`check_tables`]).
+    fn store_over(&self, client: aws_sdk_dynamodb::Client) -> Result<DynamoDbStore, DriverError> {
+        let defaults = CreateOptions::default();
+        let mut store = DynamoDbStore::new(client)
+            .with_prefix(&self.table_prefix)?
+            .with_trace_max(self.trace_max)
+            .with_retry_policy(defaults.retry)
+            .with_timer_full_scan_interval(defaults.timer_full_scan_interval);
+        if let Some(days) = self.processed_ttl_days {
+            store = store.with_processed_ttl(Duration::from_secs(days * 86_400));
+        }
+        if let Some(days) = self.finished_ttl_days {
+            store = store.with_finished_ttl(Duration::from_secs(days * 86_400));
+        }
+        store = store.with_dedupe_marks(self.dedupe_marks);
+        Ok(store)
     }
 
     /// The remote actions `STM_ACTIONS` binds, started (`None` when it is unset).
@@ -59,6 +98,107 @@ impl FunctionConfig {
             SqsQueue::client(self.endpoint_url.as_deref(), &self.region).await,
             self.queue_url.clone(),
         )
+    }
+}
+
+/// How many times a function tries to reach DynamoDB for its table check, and the pause
+/// between tries: a moment's unreachability (an emulator still starting) is not a broken
+/// deployment, but a function must not spend its invocation waiting for one.
+const CHECK_ATTEMPTS: u32 = 3;
+const CHECK_DELAY: Duration = Duration::from_millis(500);
+
+/// Check that the seven tables exist with the keys the store needs (`DescribeTable` each,
+/// at once), trying [`CHECK_ATTEMPTS`] times while DynamoDB is unreachable, as
+/// `DynamoDbStore::create_with` does for [`FunctionConfig::store`]. A missing or wrongly
+/// keyed table fails at once, with its name.
+async fn check_tables(store: &DynamoDbStore, endpoint_url: Option<&str>) -> Result<(), DriverError> {
+    let mut last = None;
+    for attempt in 1..=CHECK_ATTEMPTS {
+        match store.check_tables().await {
+            Ok(()) => return Ok(()),
+            Err(stm_store::StoreError::Retryable { message: why, .. }) => {
+                tracing::debug!(attempt, %why, "DynamoDB not reachable yet");
+                last = Some(why);
+                if attempt < CHECK_ATTEMPTS {
+                    tokio::time::sleep(CHECK_DELAY).await;
+                }
+            }
+            Err(other) => return Err(other.into()),
+        }
+    }
+    Err(stm_store::StoreError::backend(format!(
+        "DynamoDB at {} not reachable after {CHECK_ATTEMPTS} attempts: {}",
+        endpoint_url.unwrap_or("the default AWS endpoint"),
+        last.unwrap_or_default()
+    ))
+    .into())
+}
+
+/// A function's check of its deployment (the tables), started at init and run while the
+/// function waits for its first invocation: the check's round trips are most of a cold
+/// start, and nothing before the first invocation needs its answer.
+///
+/// [`passed`](Self::passed) waits for it. A passed check is remembered; a failed one is
+/// returned to that caller and run again by the next (a table created since, and the same
+/// warm function works).
+pub struct DeploymentCheck {
+    store: Arc<DynamoDbStore>,
+    endpoint_url: Option<String>,
+    state: tokio::sync::Mutex<CheckState>,
+}
+
+enum CheckState {
+    Running(tokio::task::JoinHandle<Result<(), DriverError>>),
+    Passed,
+    Failed,
+}
+
+impl std::fmt::Debug for DeploymentCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeploymentCheck")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeploymentCheck {
+    /// Start checking `store`'s tables in the background (on the current tokio runtime).
+    pub fn start(store: Arc<DynamoDbStore>, endpoint_url: Option<String>) -> Self {
+        let task = {
+            let store = store.clone();
+            let endpoint_url = endpoint_url.clone();
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let result = check_tables(&store, endpoint_url.as_deref()).await;
+                tracing::debug!(
+                    check_us = started.elapsed().as_micros() as u64,
+                    passed = result.is_ok(),
+                    "deployment check finished"
+                );
+                result
+            })
+        };
+        DeploymentCheck {
+            store,
+            endpoint_url,
+            state: tokio::sync::Mutex::new(CheckState::Running(task)),
+        }
+    }
+
+    /// Wait for the check: `Ok` once it passed, else why it failed.
+    pub async fn passed(&self) -> Result<(), DriverError> {
+        let mut state = self.state.lock().await;
+        let result = match std::mem::replace(&mut *state, CheckState::Failed) {
+            CheckState::Passed => Ok(()),
+            CheckState::Running(task) => task.await.unwrap_or_else(|e| {
+                Err(ConfigError::deployment(format!("the table check did not finish: {e}")).into())
+            }),
+            CheckState::Failed => check_tables(&self.store, self.endpoint_url.as_deref()).await,
+        };
+        if result.is_ok() {
+            *state = CheckState::Passed;
+        }
+        result
     }
 }
 
@@ -96,14 +236,32 @@ impl std::fmt::Debug for FunctionContext {
 }
 
 impl FunctionContext {
-    /// Read the environment, load and validate the definitions, build the clients. Any
-    /// problem fails the cold start with a message naming the variable, file or machine.
+    /// Read the environment, load and validate the definitions, build the clients and
+    /// check the tables. Any problem fails with a message naming the variable, file,
+    /// machine or table.
     ///
     /// The relay and the sweeper run no machine: they skip the definitions.
     pub async fn from_env(function: Function) -> Result<Self, DriverError> {
+        let (context, check) = FunctionContext::from_env_checking(function).await?;
+        check.passed().await?;
+        Ok(context)
+    }
+
+    /// [`from_env`](Self::from_env) without waiting for the table check: it runs in the
+    /// background from the moment the clients exist, while the definitions load and the
+    /// function starts polling for its first invocation, which must wait for
+    /// [`DeploymentCheck::passed`] before it touches the store. Everything else (the
+    /// environment, the definitions, the actions) is checked before this returns. No
+    /// request is sent before the check's.
+    pub async fn from_env_checking(function: Function) -> Result<(Self, DeploymentCheck), DriverError> {
+        let started = std::time::Instant::now();
         let config = FunctionConfig::from_env()?;
-        let store = config.store().await?;
-        let queue = Arc::new(config.queue().await);
+        let configured = started.elapsed();
+        let (dynamodb, sqs) = config.clients().await;
+        let store = Arc::new(config.store_over(dynamodb)?);
+        let check = DeploymentCheck::start(store.clone(), config.endpoint_url.clone());
+        let queue = Arc::new(SqsQueue::new(sqs, config.queue_url.clone()));
+        let clients = started.elapsed();
         let (definitions, actions) = match function {
             Function::Worker(mut actions) => {
                 if let Some(remote) = config.remote_actions()? {
@@ -118,6 +276,7 @@ impl FunctionContext {
             }
             Function::Relay | Function::Sweeper => (Definitions::new(), ActionRegistry::new()),
         };
+        let loaded = started.elapsed();
         let doorbell = config.timer_queue_url.as_ref().map(|url| {
             Arc::new(crate::doorbell::SqsDoorbell::new(
                 queue.sqs().clone(),
@@ -125,19 +284,30 @@ impl FunctionContext {
             ))
         });
         let driver = driver(&config, store.clone(), definitions, actions)?;
-        Ok(FunctionContext {
+        let built = started.elapsed();
+        // where a cold start's time goes, for `lambda-smoke --breakdown`
+        tracing::debug!(
+            config_us = configured.as_micros() as u64,
+            clients_us = (clients - configured).as_micros() as u64,
+            definitions_us = (loaded - clients).as_micros() as u64,
+            driver_us = (built - loaded).as_micros() as u64,
+            "function context built"
+        );
+        let context = FunctionContext {
             config,
             store,
             queue,
             driver,
             doorbell,
-        })
+        };
+        Ok((context, check))
     }
 
     /// The worker over this context's driver and queue.
     pub fn worker(&self) -> crate::worker::Worker {
         let settings = crate::worker::WorkerSettings {
             record_reserve: crate::worker::record_reserve(self.config.action_timeout),
+            coalesce: self.config.coalesce,
             ..crate::worker::WorkerSettings::default()
         };
         let worker = crate::worker::Worker::new(self.driver.clone(), self.queue.clone(), settings);

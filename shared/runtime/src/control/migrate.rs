@@ -282,7 +282,7 @@ impl Control {
             exe.stamp(now);
             let commit = Commit {
                 timers,
-                trace: Some(step),
+                traces: vec![step],
                 ..Commit::default()
             };
             self.driver.store.commit(&mut exe, commit).await?;

@@ -86,7 +86,7 @@ impl Control {
                 let step = control_step("redrive", from_status, from_path, &exe, now, stm_core::Map::new());
                 let commit = Commit {
                     timers,
-                    trace: Some(step),
+                    traces: vec![step],
                     ..Commit::default()
                 };
                 match self.driver.store.commit(&mut exe, commit).await {

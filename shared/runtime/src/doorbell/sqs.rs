@@ -123,6 +123,10 @@ impl Doorbell for SqsDoorbell {
 /// The sweeper's handler for a batch of doorbells (its SQS trigger). A record that could
 /// not be handled (a store error, not due yet) is reported in `batchItemFailures` and
 /// retried; a malformed one is logged and dropped: the sweep fires every armed timer anyway.
+///
+/// The records are answered at once, not one after another: each waits out its own
+/// sub-second remainder, so one record's wait (up to a second) or calls never make a
+/// record due earlier in the same batch late.
 pub async fn handle_doorbells(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
@@ -130,28 +134,43 @@ pub async fn handle_doorbells(
     now: &(dyn Fn() -> f64 + Send + Sync),
 ) -> (SqsBatchResponse, SweepSummary) {
     stm_store::aws::as_function("sweeper", async {
+        let mut timers = Vec::new();
+        for record in &event.records {
+            let id = record.message_id.clone().unwrap_or_default();
+            match parse_doorbell(record.body.as_deref().unwrap_or_default()) {
+                Ok(timer) => timers.push((id, timer)),
+                Err(why) => {
+                    tracing::error!(message_id = %id, reason = %why, "malformed timer doorbell dropped (the sweep fires armed timers)");
+                }
+            }
+        }
+        // earliest first: with the waits running together this only orders their calls
+        // when several are due at the same moment
+        timers.sort_by(|a, b| a.1.fire_at.total_cmp(&b.1.fire_at));
+        let answers = futures_util::future::join_all(timers.iter().map(|(id, timer)| async move {
+            let mut summary = SweepSummary::default();
+            let answered = answer(store, queue, timer, now, &mut summary).await;
+            (id, answered, summary)
+        }))
+        .await;
         let mut response = SqsBatchResponse::default();
         let mut summary = SweepSummary::default();
         let mut stale = 0usize;
-        for record in &event.records {
-            let id = record.message_id.clone().unwrap_or_default();
-            let timer = match parse_doorbell(record.body.as_deref().unwrap_or_default()) {
-                Ok(timer) => timer,
-                Err(why) => {
-                    tracing::error!(message_id = %id, reason = %why, "malformed timer doorbell dropped (the sweep fires armed timers)");
-                    continue;
-                }
-            };
-            let failed_before = summary.failed;
-            match answer(store, queue, &timer, now, &mut summary).await {
-                Ok(Answered::Handled) if summary.failed == failed_before => {}
+        for (id, answered, one) in answers {
+            match answered {
+                Ok(Answered::Handled) if one.failed == 0 => {}
                 Ok(Answered::Stale) => stale += 1,
                 Ok(_) | Err(_) => {
                     let mut failure = BatchItemFailure::default();
-                    failure.item_identifier = id;
+                    failure.item_identifier = id.clone();
                     response.batch_item_failures.push(failure);
                 }
             }
+            summary.due += one.due;
+            summary.fired += one.fired;
+            summary.suspended += one.suspended;
+            summary.orphaned += one.orphaned;
+            summary.failed += one.failed;
         }
         tracing::info!(
             doorbells = event.records.len(),

@@ -37,7 +37,7 @@ pub(super) enum Gate {
 }
 
 /// The sweeper's `Timeout` for the `@parked` timer: never a step of the machine.
-fn is_recheck(event: &Event) -> bool {
+pub(super) fn is_recheck(event: &Event) -> bool {
     event.kind == "Timeout" && event.data.get("path").and_then(|p| p.as_str()) == Some(PARKED_PATH)
 }
 

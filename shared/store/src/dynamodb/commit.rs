@@ -15,13 +15,15 @@ use sha2::{Digest, Sha256};
 use stm_core::{Execution, Status};
 
 use super::item::{corrupt, get_i64, item_size, n_f64, n_i64, s, s_or_null, Item};
+use super::recent::Recent;
 use super::schema::{TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE};
 use super::{
-    build_err, sdk_error, timer_shard, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_ITEM_BYTES,
-    MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, TRACE_IDX_ATTRIBUTE, TRANSIENT_CODES,
+    build_err, sdk_error, timer_shard, DedupeMarks, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_ITEM_BYTES,
+    MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, RECENT_ATTRIBUTE, TRACE_IDX_ATTRIBUTE, TRANSIENT_CODES,
 };
 use crate::aws::Readable;
-use crate::{StoreError, TimerOp};
+use crate::{Commit, StoreError, TimerOp};
+use stm_core::{pyjson, Value};
 
 /// Cancellation reason codes that a retry can cure.
 const TRANSIENT_REASONS: &[&str] = &[
@@ -38,7 +40,13 @@ impl DynamoDbStore {
         let mut next = exe.clone();
         next.version += 1;
         let hint = self.hint(&exe.id, exe.version);
-        item_size(&self.exe_item(&next, &next.to_json(), next.version, hint, &"0".repeat(32)))
+        let bytes =
+            item_size(&self.exe_item(&next, &next.to_json(), next.version, hint, &"0".repeat(32), None));
+        if !self.on_item() {
+            return bytes;
+        }
+        // the processed window at its largest, as `check_limits` counts it
+        bytes + RECENT_ATTRIBUTE.len() + Recent::max_attribute_bytes()
     }
 
     /// Reserve `count` ids from counter `name`; the first.
@@ -82,7 +90,7 @@ impl DynamoDbStore {
 
     // ---- the commit -------------------------------------------------------------------
 
-    /// Send the commit once. `trace_pos` is the trace put's index in the transaction.
+    /// Send the commit once.
     pub(super) async fn send_commit(&self, plan: &Plan) -> Attempt {
         if let Some(put) = &plan.single_put {
             let result = self
@@ -126,8 +134,9 @@ impl DynamoDbStore {
                     if code(0) == "ConditionalCheckFailed" {
                         Attempt::Conflict(reasons.first().and_then(|r| r.item()).cloned())
                     } else if plan
-                        .trace_pos
-                        .is_some_and(|p| code(p) == "ConditionalCheckFailed")
+                        .trace_positions
+                        .iter()
+                        .any(|p| code(*p) == "ConditionalCheckFailed")
                     {
                         Attempt::TraceSlotTaken
                     } else if listed.iter().any(|c| *c != "None")
@@ -173,7 +182,8 @@ pub(super) struct Plan {
     tx: Vec<TransactWriteItem>,
     /// The execution put alone, when it is the whole commit.
     single_put: Option<Put>,
-    trace_pos: Option<usize>,
+    /// Where the trace puts are in the transaction.
+    trace_positions: Vec<usize>,
     pub(super) token: String,
 }
 
@@ -277,13 +287,69 @@ pub(super) struct Prepared {
     pub(super) data: String,
     pub(super) events: Vec<(Option<String>, String)>,
     pub(super) spawns: Vec<(String, String, String)>,
-    pub(super) processed: Option<String>,
+    pub(super) processed: Vec<String>,
     pub(super) timers: Vec<TimerOp>,
-    pub(super) trace_entry: Option<String>,
+    pub(super) trace_entries: Vec<String>,
+    /// [`DedupeMarks::OnItem`]: the processed window the execution item is written with
+    /// (the previous one plus `processed`), set once the previous one is known.
+    pub(super) recent: Option<Recent>,
+}
+
+impl Prepared {
+    /// The index of the commit's last trace step, given its first's.
+    pub(super) fn last_trace_idx(&self, first: Option<i64>) -> Option<i64> {
+        first.map(|idx| idx + self.trace_entries.len().saturating_sub(1) as i64)
+    }
 }
 
 impl DynamoDbStore {
-    fn exe_item(&self, exe: &Execution, data: &str, new: i64, trace_idx: Option<i64>, token: &str) -> Item {
+    /// Serialize `commit`'s side items for `data` (the execution's JSON at its new version).
+    /// Timer ops are collapsed to the last per path: one transaction may not touch an item
+    /// twice.
+    pub(super) fn prepare(&self, data: String, commit: &Commit) -> Prepared {
+        Prepared {
+            data,
+            events: commit
+                .emits
+                .iter()
+                .map(|(target, event)| (target.clone(), event.to_json()))
+                .collect(),
+            spawns: commit
+                .spawns
+                .iter()
+                .map(|sp| {
+                    (
+                        sp.child_id.clone(),
+                        sp.root_path.clone(),
+                        pyjson::dumps(&Value::Object(sp.context.clone())),
+                    )
+                })
+                .collect(),
+            processed: commit.processed_event_ids.clone(),
+            timers: collapse_timers(commit.timers.clone()),
+            trace_entries: commit
+                .traces
+                .iter()
+                .map(|t| pyjson::dumps(&Value::Object(t.clone())))
+                .collect(),
+            recent: None,
+        }
+    }
+
+    /// Whether the marks live on the execution item ([`DedupeMarks::OnItem`]).
+    pub(super) fn on_item(&self) -> bool {
+        self.dedupe_marks == DedupeMarks::OnItem
+    }
+
+    fn exe_item(
+        &self,
+        exe: &Execution,
+        data: &str,
+        new: i64,
+        trace_idx: Option<i64>,
+        token: &str,
+        recent: Option<&Recent>,
+    ) -> Item {
         let mut item = HashMap::from([
             ("id".to_string(), s(&exe.id)),
             ("data".to_string(), s(data)),
@@ -297,13 +363,22 @@ impl DynamoDbStore {
         if let Some(ttl) = self.finished_ttl_value(exe) {
             item.insert(TTL_ATTRIBUTE.to_string(), n_i64(ttl));
         }
+        if let Some(recent) = recent {
+            item.insert(RECENT_ATTRIBUTE.to_string(), recent.to_attribute());
+        }
         item
     }
 
     /// Reject what DynamoDB would, before spending a call.
     pub(super) fn check_limits(&self, exe: &Execution, p: &Prepared, new: i64) -> Result<(), StoreError> {
         let placeholder_token = "0".repeat(32);
-        let exe_bytes = item_size(&self.exe_item(exe, &p.data, new, Some(i64::MAX), &placeholder_token));
+        let mut exe_bytes =
+            item_size(&self.exe_item(exe, &p.data, new, Some(i64::MAX), &placeholder_token, None));
+        // on the item: the window at its largest (a binary counts its length)
+        let on_item = self.on_item();
+        if on_item {
+            exe_bytes += RECENT_ATTRIBUTE.len() + Recent::max_attribute_bytes();
+        }
         if exe_bytes > MAX_ITEM_BYTES {
             return Err(too_large(
                 &format!("execution {} item", exe.id),
@@ -332,21 +407,32 @@ impl DynamoDbStore {
             }
             total += bytes;
         }
-        if let Some(entry) = &p.trace_entry {
+        for entry in &p.trace_entries {
             let bytes = 12 + exe.id.len() + 3 + 21 + 5 + entry.len();
             if bytes > MAX_ITEM_BYTES {
                 return Err(too_large("the trace step item", bytes, MAX_ITEM_BYTES));
             }
             total += bytes;
         }
+        let mark_items = if on_item { 0 } else { p.processed.len() };
+        for event_id in p.processed.iter().take(mark_items) {
+            total += 12 + exe.id.len() + 8 + event_id.len() + TTL_ATTRIBUTE.len() + 21;
+        }
+        if self.trace_max > 0 && p.trace_entries.len() > self.trace_max {
+            // the ring delete of one of them would hit another's put in the same transaction
+            return Err(StoreError::TooLarge(format!(
+                "the commit of {} holds {} trace steps, more than the trace ring's {}",
+                exe.id,
+                p.trace_entries.len(),
+                self.trace_max
+            )));
+        }
         let count = 1
             + p.events.len()
             + p.spawns.len()
-            + usize::from(p.processed.is_some())
+            + mark_items
             + p.timers.len()
-            + p.trace_entry
-                .as_ref()
-                .map_or(0, |_| if self.trace_max > 0 { 2 } else { 1 });
+            + p.trace_entries.len() * if self.trace_max > 0 { 2 } else { 1 };
         if count > MAX_TRANSACTION_ITEMS {
             return Err(StoreError::TooLarge(format!(
                 "the commit of {} needs {count} transaction items, over DynamoDB's limit of \
@@ -386,7 +472,8 @@ impl DynamoDbStore {
             &outbox_base.to_string(),
             &spawn_base.to_string(),
             &format!("{trace_idx:?}"),
-            p.processed.as_deref().unwrap_or(""),
+            &p.processed.join("\u{0}"),
+            &p.trace_entries.len().to_string(),
             &format!("{:?}", p.timers),
             &generation.to_string(),
         ] {
@@ -397,7 +484,14 @@ impl DynamoDbStore {
 
         let mut put = Put::builder()
             .table_name(&t.executions)
-            .set_item(Some(self.exe_item(exe, &p.data, new, stored_idx, &token)))
+            .set_item(Some(self.exe_item(
+                exe,
+                &p.data,
+                new,
+                stored_idx,
+                &token,
+                p.recent.as_ref(),
+            )))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         put = if old == 0 {
             put.condition_expression("attribute_not_exists(id)")
@@ -437,7 +531,9 @@ impl DynamoDbStore {
                 ]),
             )?);
         }
-        if let Some(event_id) = &p.processed {
+        // on the item, the marks are in the execution put's window
+        let marks: &[String] = if self.on_item() { &[] } else { &p.processed };
+        for event_id in marks {
             let mut mark = Self::processed_key(&exe.id, event_id);
             if let Some(ttl) = self.processed_ttl_value() {
                 mark.insert(TTL_ATTRIBUTE.to_string(), n_i64(ttl));
@@ -467,9 +563,11 @@ impl DynamoDbStore {
                 }
             }
         }
-        let mut trace_pos = None;
-        if let (Some(entry), Some(idx)) = (&p.trace_entry, trace_idx) {
-            trace_pos = Some(tx.len());
+        let mut trace_positions = Vec::new();
+        for (i, entry) in p.trace_entries.iter().enumerate() {
+            let Some(first) = trace_idx else { break };
+            let idx = first + i as i64;
+            trace_positions.push(tx.len());
             let mut put = Put::builder()
                 .table_name(&t.trace)
                 .item("execution_id", s(&exe.id))
@@ -499,7 +597,7 @@ impl DynamoDbStore {
         Ok(Plan {
             tx,
             single_put,
-            trace_pos,
+            trace_positions,
             token,
         })
     }

@@ -43,7 +43,8 @@ impl DynamoDbStore {
             .with_prefix(&options.prefix)?
             .with_trace_max(options.trace_max)
             .with_retry_policy(options.retry)
-            .with_timer_full_scan_interval(options.timer_full_scan_interval);
+            .with_timer_full_scan_interval(options.timer_full_scan_interval)
+            .with_dedupe_marks(options.dedupe_marks);
         if let Some(counter) = options.call_counter {
             store = store.with_call_counter(counter);
         }

@@ -8,12 +8,16 @@ use aws_sdk_dynamodb::types::KeysAndAttributes;
 use base64::Engine as _;
 use stm_core::{Event, Execution, Map, Value};
 
-use super::commit::{collapse_timers, Attempt, Prepared};
+use super::commit::Attempt;
 use super::item::{
     self, corrupt, get_i64, get_s, key_from_typed_json, key_to_typed_json, n_f64, n_i64, req_i64, req_s, s,
     Item,
 };
-use super::{build_err, sdk_error, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, TRACE_IDX_ATTRIBUTE};
+use super::recent::Recent;
+use super::{
+    build_err, sdk_error, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_BATCH_GET_KEYS, RECENT_ATTRIBUTE,
+    TRACE_IDX_ATTRIBUTE,
+};
 use crate::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, OutboxEntry, SpawnEntry, StoreError,
 };
@@ -61,49 +65,41 @@ impl DynamoDbStore {
         }
     }
 
-    fn parse_execution(&self, item: &Item, id: &str) -> Result<Execution, StoreError> {
+    /// The execution in `item`, and (on the item layout) its processed window, both
+    /// remembered as the hint for a commit from this version.
+    fn parse_execution(&self, item: &Item, id: &str) -> Result<(Execution, Option<Recent>), StoreError> {
         let data = req_s(item, "data", &format!("execution {id}"))?;
         let exe =
             Execution::from_json(data).map_err(|e| corrupt(format!("execution {id}"), e.to_string()))?;
-        self.remember_hint(id, exe.version, get_i64(item, TRACE_IDX_ATTRIBUTE));
-        Ok(exe)
+        // the Table layout ignores the attribute: it is the item layout's alone
+        let window = if self.on_item() {
+            Recent::of_item(item, id)?
+        } else {
+            None
+        };
+        let continued = self
+            .on_item()
+            .then(|| window.clone().unwrap_or_else(Recent::carried_over));
+        self.remember_hint(id, exe.version, get_i64(item, TRACE_IDX_ATTRIBUTE), continued);
+        Ok((exe, window))
     }
-}
 
-#[async_trait]
-impl ExecutionStore for DynamoDbStore {
-    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
-        let item = self
-            .get_execution_attributes(id, &["data", TRACE_IDX_ATTRIBUTE])
-            .await?;
-        item.map(|item| self.parse_execution(&item, id)).transpose()
+    /// What a load projects from the execution item.
+    fn load_attributes(&self) -> &'static [&'static str] {
+        if self.on_item() {
+            &["data", TRACE_IDX_ATTRIBUTE, RECENT_ATTRIBUTE]
+        } else {
+            &["data", TRACE_IDX_ATTRIBUTE]
+        }
     }
 
-    async fn load_for_event(
+    /// One `BatchGetItem` of `request` (strongly consistent keys), its unprocessed keys
+    /// re-sent with the store's backoff: the items found, by table.
+    async fn batch_get(
         &self,
-        id: &str,
-        event_id: &str,
-    ) -> Result<(Option<Execution>, bool), StoreError> {
-        let exe_keys = KeysAndAttributes::builder()
-            .keys(HashMap::from([("id".to_string(), s(id))]))
-            .projection_expression("#d, #ti")
-            .expression_attribute_names("#d", "data")
-            .expression_attribute_names("#ti", TRACE_IDX_ATTRIBUTE)
-            .consistent_read(true)
-            .build()
-            .map_err(build_err)?;
-        let mark_keys = KeysAndAttributes::builder()
-            .keys(Self::processed_key(id, event_id))
-            .projection_expression("execution_id")
-            .consistent_read(true)
-            .build()
-            .map_err(build_err)?;
-        let mut request = HashMap::from([
-            (self.tables.executions.clone(), exe_keys),
-            (self.tables.processed.clone(), mark_keys),
-        ]);
-        let mut exe_item: Option<Item> = None;
-        let mut processed = false;
+        mut request: HashMap<String, KeysAndAttributes>,
+    ) -> Result<HashMap<String, Vec<Item>>, StoreError> {
+        let mut found: HashMap<String, Vec<Item>> = HashMap::new();
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -115,15 +111,12 @@ impl ExecutionStore for DynamoDbStore {
                 .await
                 .map_err(|e| sdk_error("BatchGetItem", e))?;
             if let Some(responses) = out.responses() {
-                if let Some(item) = responses
-                    .get(&self.tables.executions)
-                    .and_then(|items| items.first())
-                {
-                    exe_item = Some(item.clone());
+                for (table, items) in responses {
+                    found
+                        .entry(table.clone())
+                        .or_default()
+                        .extend(items.iter().cloned());
                 }
-                processed |= responses
-                    .get(&self.tables.processed)
-                    .is_some_and(|items| !items.is_empty());
             }
             match out.unprocessed_keys() {
                 Some(rest) if !rest.is_empty() => {
@@ -135,11 +128,177 @@ impl ExecutionStore for DynamoDbStore {
                     tokio::time::sleep(self.retry.backoff(attempt)).await;
                     request = rest.clone();
                 }
-                _ => break,
+                _ => return Ok(found),
             }
         }
-        let exe = exe_item.map(|item| self.parse_execution(&item, id)).transpose()?;
+    }
+
+    /// The `processed` table's keys of `event_ids` (distinct) for execution `id`.
+    fn marks_request(&self, id: &str, event_ids: &[&str]) -> Result<Option<KeysAndAttributes>, StoreError> {
+        // BatchGetItem refuses the same key twice in one request
+        let mut distinct: Vec<&str> = Vec::with_capacity(event_ids.len());
+        for event_id in event_ids {
+            if !distinct.contains(event_id) {
+                distinct.push(event_id);
+            }
+        }
+        if distinct.is_empty() {
+            return Ok(None);
+        }
+        let mut marks = KeysAndAttributes::builder()
+            .projection_expression("event_id")
+            .consistent_read(true);
+        for event_id in &distinct {
+            marks = marks.keys(Self::processed_key(id, event_id));
+        }
+        marks.build().map(Some).map_err(build_err)
+    }
+
+    /// The event ids of the marks found in `found` (a [`batch_get`](Self::batch_get)).
+    fn found_marks(&self, found: &HashMap<String, Vec<Item>>) -> Vec<String> {
+        found
+            .get(&self.tables.processed)
+            .into_iter()
+            .flatten()
+            .filter_map(|m| get_s(m, "event_id").map(str::to_string))
+            .collect()
+    }
+
+    /// [`DedupeMarks::OnItem`](super::DedupeMarks::OnItem)'s load: one strongly
+    /// consistent `GetItem`; the table is asked only for the events the item's window
+    /// cannot answer (an item without a window, or one carried over from the table
+    /// layout that is not full yet, see `recent`).
+    async fn load_on_item(
+        &self,
+        id: &str,
+        event_ids: &[&str],
+    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
+        let Some(item) = self.get_execution_attributes(id, self.load_attributes()).await? else {
+            // no execution: its events are dropped whatever was processed
+            return Ok((None, vec![false; event_ids.len()]));
+        };
+        let (exe, window) = self.parse_execution(&item, id)?;
+        let mut processed: Vec<bool> = event_ids
+            .iter()
+            .map(|e| window.as_ref().is_some_and(|w| w.contains(e)))
+            .collect();
+        if window.as_ref().is_none_or(|w| w.table) {
+            let unknown: Vec<&str> = event_ids
+                .iter()
+                .zip(&processed)
+                .filter(|(_, p)| !**p)
+                .map(|(e, _)| *e)
+                .collect();
+            if let Some(marks) = self.marks_request(id, &unknown)? {
+                let found = self
+                    .batch_get(HashMap::from([(self.tables.processed.clone(), marks)]))
+                    .await?;
+                let found = self.found_marks(&found);
+                for (e, p) in event_ids.iter().zip(processed.iter_mut()) {
+                    *p = *p || found.iter().any(|f| f == e);
+                }
+            }
+        }
+        Ok((Some(exe), processed))
+    }
+
+    /// The processed window a commit from version `old` of `id` continues, read (one
+    /// `GetItem`) when no load of this store left it as a hint. A missing item or one at
+    /// another version gives a window the commit's CAS will refuse anyway.
+    async fn previous_window(&self, id: &str, old: i64) -> Result<Recent, StoreError> {
+        if old == 0 {
+            return Ok(Recent::default());
+        }
+        if let Some(recent) = self.recent_hint(id, old) {
+            return Ok(recent);
+        }
+        let item = self.get_execution_attributes(id, &[RECENT_ATTRIBUTE]).await?;
+        Ok(match item {
+            Some(item) => Recent::of_item(&item, id)?.unwrap_or_else(Recent::carried_over),
+            None => Recent::default(),
+        })
+    }
+
+    /// The `processed` table's answer for one event (a consistent `GetItem`).
+    async fn marked_in_table(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.tables.processed)
+            .set_key(Some(Self::processed_key(id, event_id)))
+            .projection_expression("execution_id")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem", e))?;
+        Ok(out.item().is_some())
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for DynamoDbStore {
+    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
+        let item = self.get_execution_attributes(id, self.load_attributes()).await?;
+        Ok(item
+            .map(|item| self.parse_execution(&item, id))
+            .transpose()?
+            .map(|(exe, _)| exe))
+    }
+
+    async fn load_for_event(
+        &self,
+        id: &str,
+        event_id: &str,
+    ) -> Result<(Option<Execution>, bool), StoreError> {
+        let (exe, marks) = self.load_for_events(id, &[event_id]).await?;
+        Ok((exe, marks.first().copied().unwrap_or(false)))
+    }
+
+    async fn load_for_events(
+        &self,
+        id: &str,
+        event_ids: &[&str],
+    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
+        // one BatchGetItem reads at most 100 keys: the execution and 99 marks; a longer
+        // burst is not formed (the worker's batches hold at most 10 records)
+        if event_ids.len() >= MAX_BATCH_GET_KEYS {
+            return Err(StoreError::backend(format!(
+                "load_for_events: {} event ids for {id}, over the {} marks one BatchGetItem reads",
+                event_ids.len(),
+                MAX_BATCH_GET_KEYS - 1
+            )));
+        }
+        if self.on_item() {
+            return self.load_on_item(id, event_ids).await;
+        }
+        let exe_keys = KeysAndAttributes::builder()
+            .keys(HashMap::from([("id".to_string(), s(id))]))
+            .projection_expression("#d, #ti")
+            .expression_attribute_names("#d", "data")
+            .expression_attribute_names("#ti", TRACE_IDX_ATTRIBUTE)
+            .consistent_read(true)
+            .build()
+            .map_err(build_err)?;
+        let mut request = HashMap::from([(self.tables.executions.clone(), exe_keys)]);
+        if let Some(marks) = self.marks_request(id, event_ids)? {
+            request.insert(self.tables.processed.clone(), marks);
+        }
+        let found = self.batch_get(request).await?;
+        let exe_item = found.get(&self.tables.executions).and_then(|items| items.first());
+        let exe = exe_item
+            .map(|item| self.parse_execution(item, id))
+            .transpose()?
+            .map(|(exe, _)| exe);
+        let found = self.found_marks(&found);
+        let processed = event_ids.iter().map(|e| found.iter().any(|f| f == e)).collect();
         Ok((exe, processed))
+    }
+
+    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
+        let mut next = exe.clone();
+        next.version += 1;
+        let prepared = self.prepare(next.to_json(), commit);
+        self.check_limits(exe, &prepared, next.version)
     }
 
     async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
@@ -148,35 +307,13 @@ impl ExecutionStore for DynamoDbStore {
         exe.version = new;
         let data = exe.to_json();
         exe.version = old;
-        let Commit {
-            emits,
-            processed_event_id,
-            timers,
-            spawns,
-            trace,
-        } = commit;
-        let mut events = Vec::with_capacity(emits.len());
-        for (target, event) in &emits {
-            events.push((target.clone(), event.to_json()));
-        }
-        let prepared = Prepared {
-            data,
-            events,
-            spawns: spawns
-                .into_iter()
-                .map(|sp| {
-                    (
-                        sp.child_id,
-                        sp.root_path,
-                        pyjson::dumps(&Value::Object(sp.context)),
-                    )
-                })
-                .collect(),
-            processed: processed_event_id,
-            timers: collapse_timers(timers),
-            trace_entry: trace.map(|t| pyjson::dumps(&Value::Object(t))),
-        };
+        let mut prepared = self.prepare(data, &commit);
         self.check_limits(exe, &prepared, new)?;
+        if self.on_item() {
+            // the marks ride in the execution put: the window it held, plus this commit's
+            let previous = self.previous_window(&exe.id, old).await?;
+            prepared.recent = Some(previous.with(&prepared.processed));
+        }
 
         // seq blocks first (a block wasted by a cancelled transaction is harmless)
         let outbox_base = if prepared.events.is_empty() {
@@ -191,17 +328,18 @@ impl ExecutionStore for DynamoDbStore {
         };
 
         let hint = self.hint(&exe.id, old).or(if old == 0 { Some(-1) } else { None });
-        let mut trace_idx = match (&prepared.trace_entry, hint) {
-            (None, _) => None,
-            (Some(_), Some(last)) => Some(last + 1),
-            (Some(_), None) => Some(self.max_trace_idx(&exe.id).await? + 1),
+        // the index of the commit's first trace step; the others follow it
+        let mut trace_idx = match (prepared.trace_entries.is_empty(), hint) {
+            (true, _) => None,
+            (false, Some(last)) => Some(last + 1),
+            (false, None) => Some(self.max_trace_idx(&exe.id).await? + 1),
         };
         // A new token (generation) for every request after one that was definitely refused;
         // the same request and token again after one that may have landed. Every token
         // sent is remembered: finding one of them on the stored item means that attempt
         // landed.
         let mut generation = 0u32;
-        let mut stored_idx = trace_idx.or(hint);
+        let mut stored_idx = prepared.last_trace_idx(trace_idx).or(hint);
         let mut plan = self.plan(
             exe,
             &prepared,
@@ -233,7 +371,7 @@ impl ExecutionStore for DynamoDbStore {
                         // an earlier attempt of this very commit landed (its answer was lost)
                         break;
                     }
-                    self.remember_hint(&exe.id, 0, None);
+                    self.forget_hint(&exe.id);
                     return Err(StoreError::Conflict {
                         id: exe.id.clone(),
                         expected: old,
@@ -245,7 +383,7 @@ impl ExecutionStore for DynamoDbStore {
                     slot_retries += 1;
                     attempt -= 1;
                     trace_idx = Some(self.max_trace_idx(&exe.id).await? + 1);
-                    stored_idx = trace_idx;
+                    stored_idx = prepared.last_trace_idx(trace_idx);
                     generation += 1;
                     plan = self.plan(
                         exe,
@@ -288,24 +426,28 @@ impl ExecutionStore for DynamoDbStore {
             }
         }
         exe.version = new;
-        self.remember_hint(&exe.id, new, stored_idx);
+        self.remember_hint(&exe.id, new, stored_idx, prepared.recent);
         Ok((0..prepared.events.len() as i64)
             .map(|i| outbox_base + i)
             .collect())
     }
 
     async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.tables.processed)
-            .set_key(Some(Self::processed_key(id, event_id)))
-            .projection_expression("execution_id")
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", e))?;
-        Ok(out.item().is_some())
+        if !self.on_item() {
+            return self.marked_in_table(id, event_id).await;
+        }
+        let Some(item) = self
+            .get_execution_attributes(id, &["id", RECENT_ATTRIBUTE])
+            .await?
+        else {
+            return Ok(false);
+        };
+        match Recent::of_item(&item, id)? {
+            Some(window) if window.contains(event_id) => Ok(true),
+            Some(window) if !window.table => Ok(false),
+            // no window, or one that may not reach back to what the table remembers
+            _ => self.marked_in_table(id, event_id).await,
+        }
     }
 
     async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
@@ -504,7 +646,7 @@ impl ExecutionStore for DynamoDbStore {
         // the execution item's trace_idx no longer says where the trace ends: drop it, so the
         // next traced commit reads the max (harel's appender cannot do this; the guarded
         // trace put covers it)
-        self.remember_hint(id, 0, None);
+        self.forget_trace_hint(id);
         let dropped = self
             .client
             .update_item()

@@ -1,0 +1,170 @@
+//! Coalescing: consecutive events of one execution stepped in memory, in order, and
+//! written in one commit, so a burst costs one load and one commit instead of one of each
+//! per event.
+//!
+//! Each step is the step it would be alone (the same engine run, actions, idempotency
+//! keys, trace step and processed mark); only the writes are merged: the marks and trace
+//! steps one per event, every step's outbox entries and spawn intents in order, the timer
+//! ops in order (the store keeps the last per path). The execution's `version` therefore
+//! counts commits, not events. Where the next step would take the commit over the
+//! backend's limits ([`ExecutionStore::check_commit`]: on DynamoDB a transaction's 100
+//! items and 4 MB), the steps before it are written first and the burst goes on from it.
+//!
+//! [`ExecutionStore::check_commit`]: stm_store::ExecutionStore::check_commit
+
+use std::sync::Arc;
+
+use stm_core::{Definition, Event, Execution};
+use stm_store::Commit;
+
+use super::{outbox_entries, parking, Driver, DriverError, StepReport};
+
+/// Steps of one execution applied in memory and not yet written.
+#[derive(Debug, Default)]
+pub struct Burst {
+    commit: Commit,
+    /// Each step's report and how many of the commit's emits are its own.
+    steps: Vec<(StepReport, usize)>,
+}
+
+impl Burst {
+    pub fn new() -> Self {
+        Burst::default()
+    }
+
+    /// How many steps wait to be written.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+}
+
+/// Why [`Driver::burst_step`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BurstStepError {
+    /// The event's own step failed (an engine or action-host error that fails the
+    /// record): the execution is as it was before it and the burst is untouched.
+    #[error(transparent)]
+    Step(DriverError),
+    /// Writing the earlier steps to make room failed: none of them is written, the burst
+    /// is empty, and the execution must be reloaded before it is stepped again.
+    #[error(transparent)]
+    Commit(DriverError),
+}
+
+/// How far each part of a commit reaches, to split it again.
+struct Lengths {
+    emits: usize,
+    marks: usize,
+    timers: usize,
+    spawns: usize,
+    traces: usize,
+}
+
+fn lengths(c: &Commit) -> Lengths {
+    Lengths {
+        emits: c.emits.len(),
+        marks: c.processed_event_ids.len(),
+        timers: c.timers.len(),
+        spawns: c.spawns.len(),
+        traces: c.traces.len(),
+    }
+}
+
+/// The parts of `c` past `at` (what was absorbed after it), taken out of `c`.
+fn split_off(c: &mut Commit, at: &Lengths) -> Commit {
+    Commit {
+        emits: c.emits.split_off(at.emits),
+        processed_event_ids: c.processed_event_ids.split_off(at.marks),
+        timers: c.timers.split_off(at.timers),
+        spawns: c.spawns.split_off(at.spawns),
+        traces: c.traces.split_off(at.traces),
+    }
+}
+
+impl Driver {
+    /// The machine to step `event` of `exe` on in a burst; `None` when the event needs the
+    /// one-event path: a domain event for live regions (a broadcast), or anything the
+    /// parking gate handles (a version not deployed, events parked on the execution, the
+    /// parked recheck). The caller applies the lifecycle rules and dedupe before.
+    pub fn burstable(&self, exe: &Execution, event: &Event) -> Option<Arc<Definition>> {
+        if !exe.parked_events.is_empty() || parking::is_recheck(event) {
+            return None;
+        }
+        if Driver::is_broadcast(event, Driver::region_ids(exe).len()) {
+            return None;
+        }
+        self.definition_for(exe).ok()
+    }
+
+    /// Step `event` on `exe` (on `defn`, from [`burstable`](Self::burstable)) into
+    /// `burst`, written later by [`commit_burst`](Self::commit_burst). Returns the
+    /// reports of the steps it had to write first, when this one would have taken the
+    /// commit over the store's limits (usually none).
+    pub async fn burst_step(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+        event: &Event,
+        burst: &mut Burst,
+    ) -> Result<Vec<StepReport>, BurstStepError> {
+        let before = exe.clone();
+        let step = match self.prepare_step(defn, exe, Some(event), &before) {
+            Ok(step) => step,
+            Err(err) => {
+                *exe = before;
+                return Err(BurstStepError::Step(err));
+            }
+        };
+        let mark = lengths(&burst.commit);
+        let emits = step.commit.emits.len();
+        burst.commit.absorb(step.commit);
+        if burst.steps.is_empty() || self.store.check_commit(exe, &burst.commit).is_ok() {
+            burst.steps.push((step.report, emits));
+            return Ok(Vec::new());
+        }
+        // over the limit with this step: write the steps before it, on the execution as
+        // it was before it, and go on from this one (alone, it is checked at its commit)
+        let this = split_off(&mut burst.commit, &mark);
+        let mut earlier = before;
+        let written = self
+            .commit_burst(&mut earlier, burst)
+            .await
+            .map_err(BurstStepError::Commit)?;
+        exe.version = earlier.version;
+        burst.commit = this;
+        burst.steps.push((step.report, emits));
+        Ok(written)
+    }
+
+    /// Write the burst's steps in one commit (CAS on `exe.version`, bumped once) and
+    /// empty it; one report per step, in order, each with its own outbox entries. On an
+    /// error nothing of the burst is written, and it is empty all the same.
+    pub async fn commit_burst(
+        &self,
+        exe: &mut Execution,
+        burst: &mut Burst,
+    ) -> Result<Vec<StepReport>, DriverError> {
+        if burst.steps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let commit = std::mem::take(&mut burst.commit);
+        let steps = std::mem::take(&mut burst.steps);
+        let emits = commit.emits.clone();
+        let seqs = self.store.commit(exe, commit).await?;
+        let mut entries = outbox_entries(&seqs, emits).into_iter();
+        let mut seqs = seqs.into_iter();
+        Ok(steps
+            .into_iter()
+            .map(|(mut report, emits)| {
+                report.outbox_seqs = seqs.by_ref().take(emits).collect();
+                report.outbox = entries.by_ref().take(emits).collect();
+                report
+            })
+            .collect())
+    }
+}

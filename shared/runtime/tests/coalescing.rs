@@ -1,0 +1,520 @@
+//! Coalescing: consecutive records of one execution in a batch are stepped in memory, in
+//! order, with one load and one commit. What must hold, each checked against the same
+//! records handled one at a time (`WorkerSettings::coalesce` off):
+//!
+//! - the same end state, the same traced steps in the same order, a processed mark per
+//!   event, the same timers; only the version differs (it counts commits);
+//! - a burst over DynamoDB's transaction limit (100 actions) is cut into several commits,
+//!   over moto through the strict layer, which refuses a transaction of 101;
+//! - a step that fails (an `OverflowError` harel lets escape) ends the burst there: the
+//!   steps before it commit, it fails, the rest of its group is skipped, and the next
+//!   delivery applies them once;
+//! - a lost CAS fails the burst's first record and skips the rest: the whole burst comes
+//!   back and is applied once;
+//! - the lifecycle gates apply per event: a `Cancel` in the middle drains what follows it,
+//!   a `SUSPENDED` execution parks the first record and holds back the rest;
+//! - another group's records in between change nothing.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use common::Stack;
+use serde_json::{json, Value};
+use stm_core::{Event, Execution, Map, Status};
+use stm_runtime::worker::{Failed, Handled, Record};
+use stm_runtime::{Definitions, MemoryQueue, OutgoingMessage, Queue};
+use stm_store::{
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, SpawnEntry,
+    StoreError,
+};
+
+const MACHINES: &str = r#"
+event Tick { amount: any }
+event Go {}
+event Stop {}
+event Finish {}
+
+# a counter that flips between two timed states on every Tick
+machine Counter {
+  context {
+    total: float = 0.5
+  }
+  initial A
+  state A { timeout 30 }
+  state B { timeout 60 }
+  final Stopped done
+  from A to B on Tick set context.total = context.total + event.amount
+  from B to A on Tick set context.total = context.total + event.amount
+  from A to Stopped on Stop
+  from B to Stopped on Stop
+}
+
+# twelve regions: entering Work spawns twelve children and a Reset (a control event, not
+# broadcast to the regions) leaves it, cancelling them, so ten such events need more than
+# a transaction's 100 actions
+machine Wide {
+  initial Idle
+  state Idle {}
+  orthogonal Work {
+    state R1 { initial W state W {} final F success from W to F on Finish }
+    state R2 { initial W state W {} final F success from W to F on Finish }
+    state R3 { initial W state W {} final F success from W to F on Finish }
+    state R4 { initial W state W {} final F success from W to F on Finish }
+    state R5 { initial W state W {} final F success from W to F on Finish }
+    state R6 { initial W state W {} final F success from W to F on Finish }
+    state R7 { initial W state W {} final F success from W to F on Finish }
+    state R8 { initial W state W {} final F success from W to F on Finish }
+    state R9 { initial W state W {} final F success from W to F on Finish }
+    state R10 { initial W state W {} final F success from W to F on Finish }
+    state R11 { initial W state W {} final F success from W to F on Finish }
+    state R12 { initial W state W {} final F success from W to F on Finish }
+  }
+  from Idle to Work on Go
+}
+"#;
+
+fn definitions() -> Definitions {
+    let mut defs = Definitions::new();
+    let dir = std::env::temp_dir().join(format!("stm-coalescing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("coalescing.stm");
+    std::fs::write(&file, MACHINES).expect("machines written");
+    for defn in stm_runtime::config::load_file(&file).expect("the test machines load") {
+        defs.register(defn);
+    }
+    defs
+}
+
+fn stack(store: Arc<dyn ExecutionStore>, queue: Arc<dyn Queue>, coalesce: bool) -> Stack {
+    let mut stack = Stack::traced(store, queue).redeploy(definitions());
+    stack.worker.driver = stack.worker.driver.clone().with_trace(true);
+    stack.control.driver = stack.control.driver.clone().with_trace(true);
+    stack.worker.settings.coalesce = coalesce;
+    stack
+}
+
+fn tick(id: &str, amount: Value) -> Event {
+    let mut data = Map::new();
+    data.insert("amount".into(), amount);
+    Event::with_data("Tick", data).with_id(id)
+}
+
+async fn create(stack: &Stack, machine: &str, id: &str) {
+    let mut exe = stack
+        .worker
+        .driver
+        .new_execution(machine, None, Some(id))
+        .await
+        .expect("new execution");
+    stack
+        .worker
+        .driver
+        .run_step(&mut exe, None)
+        .await
+        .expect("started");
+}
+
+async fn send(stack: &Stack, messages: &[OutgoingMessage]) {
+    let failures = stack.queue.publish_batch(messages).await;
+    assert!(failures.is_empty(), "published: {failures:?}");
+}
+
+/// One receive of up to 10 records, handled as the Lambda event source would.
+async fn one_batch(stack: &Stack) -> Vec<(String, Result<Handled, Failed>)> {
+    let received = stack.queue.receive(10, 30, 0).await.expect("receive");
+    let records: Vec<Record> = received.iter().map(Record::from_received).collect();
+    let outcome = stack.worker.handle_batch(&records).await;
+    for (message, (_, result)) in received.iter().zip(&outcome.records) {
+        if result.is_ok() {
+            stack.queue.delete(&message.receipt_handle).await.expect("delete");
+        }
+    }
+    outcome.records
+}
+
+/// Everything a user sees of an execution and its trace, and what it left armed.
+async fn seen(stack: &Stack, id: &str) -> Value {
+    let exe = stack.load(id).await;
+    let trace: Vec<Value> = stack
+        .store
+        .read_trace(id)
+        .await
+        .expect("trace")
+        .into_iter()
+        .map(|step| {
+            json!({
+                "event": step.get("event_kind"),
+                "from": step.get("from_path"),
+                "to": step.get("to_path"),
+                "context": step.get("context_out"),
+                "actions": step.get("actions"),
+            })
+        })
+        .collect();
+    let timers: Vec<Value> = stack
+        .store
+        // every timer armed (DynamoDB takes only a finite bound)
+        .due_timers(common::START + 1e9)
+        .await
+        .expect("timers")
+        .into_iter()
+        .filter(|t| t.execution_id == id)
+        .map(|t| json!([t.path, t.fire_at]))
+        .collect();
+    json!({"state": common::observable(&exe), "trace": trace, "timers": timers})
+}
+
+async fn all_marked(stack: &Stack, id: &str, events: &[Event]) {
+    for event in events {
+        assert!(
+            stack.store.is_processed(id, &event.id).await.expect("mark"),
+            "{} has its processed mark",
+            event.id
+        );
+    }
+}
+
+/// 26 events to one execution, received 10 at a time: coalesced into 3 commits, the same
+/// as 26 commits one at a time in everything but the version.
+#[tokio::test]
+async fn a_coalesced_burst_ends_as_the_same_events_one_at_a_time() {
+    let events: Vec<Event> = (0..25)
+        .map(|i| tick(&format!("t{i}"), json!(i)))
+        .chain([Event::new("Stop").with_id("stop")])
+        .collect();
+    let mut views = Vec::new();
+    for coalesce in [true, false] {
+        let queue = Arc::new(MemoryQueue::default());
+        let s = stack(Arc::new(MemoryStore::new()), queue, coalesce);
+        create(&s, "Counter", "c-1").await;
+        // a second execution's events interleaved: its own group, its own burst
+        create(&s, "Counter", "c-2").await;
+        let mut messages = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            messages.push(OutgoingMessage::event("c-1", e));
+            if i % 5 == 0 {
+                messages.push(OutgoingMessage::event("c-2", &tick(&format!("o{i}"), json!(1))));
+            }
+        }
+        send(&s, &messages).await;
+        s.drain().await;
+        all_marked(&s, "c-1", &events).await;
+        let exe = s.load("c-1").await;
+        assert_eq!(exe.status, Status::Done);
+        views.push((seen(&s, "c-1").await, seen(&s, "c-2").await, exe.version));
+    }
+    let (on, off) = (&views[0], &views[1]);
+    assert_eq!(on.0, off.0, "c-1 the same either way");
+    assert_eq!(on.1, off.1, "c-2 the same either way");
+    assert_eq!(
+        on.0["trace"].as_array().map(Vec::len),
+        Some(27),
+        "Start + 26 steps traced"
+    );
+    assert_eq!(off.2, 27, "one at a time: the start and one commit per event");
+    assert!(on.2 < 10, "coalesced: a few commits (version {})", on.2);
+}
+
+/// A step that fails ends the burst: the steps before it commit, it and the rest of its
+/// group come back, and the redelivery applies each of them once.
+#[tokio::test]
+async fn a_failing_step_ends_the_burst_after_committing_the_steps_before_it() {
+    let queue = Arc::new(MemoryQueue::default());
+    let s = stack(Arc::new(MemoryStore::new()), queue, true);
+    create(&s, "Counter", "c-1").await;
+    // an int too large for a float added to a float: OverflowError, unrouted (harel)
+    let huge = stm_core::pyjson::loads(&format!("1{}", "0".repeat(400))).expect("a big int");
+    let events = [
+        tick("a", json!(1)),
+        tick("b", json!(2)),
+        tick("boom", huge),
+        tick("c", json!(3)),
+    ];
+    let messages: Vec<OutgoingMessage> = events.iter().map(|e| OutgoingMessage::event("c-1", e)).collect();
+    send(&s, &messages).await;
+    let results = one_batch(&s).await;
+    let kinds: Vec<String> = results
+        .iter()
+        .map(|(_, r)| match r {
+            Ok(Handled::Processed { .. }) => "processed".to_string(),
+            Err(Failed::Error(e)) => format!("error: {}", e.split(':').next().unwrap_or_default()),
+            Err(Failed::Skipped) => "skipped".to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["processed", "processed", "error: OverflowError", "skipped"]
+    );
+    let exe = s.load("c-1").await;
+    assert_eq!(exe.context.get("total"), Some(&json!(3.5)), "a and b applied");
+    assert_eq!(exe.version, 2, "the start and one commit for a and b");
+    assert!(!s.store.is_processed("c-1", "boom").await.expect("mark"));
+    assert!(!s.store.is_processed("c-1", "c").await.expect("mark"));
+    // the failed record keeps failing (the same input), the one behind it waits
+    let results = one_batch(&s).await;
+    assert!(matches!(results[0].1, Err(Failed::Error(_))), "{results:?}");
+    assert!(!s.store.is_processed("c-1", "c").await.expect("mark"));
+}
+
+/// MemoryStore, whose next `conflicts` commits lose the CAS.
+struct Conflicting {
+    inner: MemoryStore,
+    conflicts: AtomicUsize,
+    commits: AtomicUsize,
+}
+
+#[async_trait]
+impl ExecutionStore for Conflicting {
+    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
+        self.inner.load(id).await
+    }
+    async fn load_for_event(
+        &self,
+        id: &str,
+        event_id: &str,
+    ) -> Result<(Option<Execution>, bool), StoreError> {
+        self.inner.load_for_event(id, event_id).await
+    }
+    async fn load_for_events(
+        &self,
+        id: &str,
+        event_ids: &[&str],
+    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
+        self.inner.load_for_events(id, event_ids).await
+    }
+    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
+        self.inner.check_commit(exe, commit)
+    }
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        let left = self.conflicts.load(Ordering::SeqCst);
+        if left > 0 {
+            self.conflicts.store(left - 1, Ordering::SeqCst);
+            return Err(StoreError::Conflict {
+                id: exe.id.clone(),
+                expected: exe.version,
+                found: Some(exe.version + 1),
+            });
+        }
+        self.inner.commit(exe, commit).await
+    }
+    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
+        self.inner.is_processed(id, event_id).await
+    }
+    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
+        self.inner.list_executions(query).await
+    }
+    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
+        self.inner.pending_outbox().await
+    }
+    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
+        self.inner.ack_outbox(seq).await
+    }
+    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
+        self.inner.pending_spawns().await
+    }
+    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
+        self.inner.ack_spawn(seq).await
+    }
+    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
+        self.inner.due_timers(now).await
+    }
+    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
+        self.inner.delete_timer(id, path, fire_at).await
+    }
+    async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
+        self.inner.read_trace(id).await
+    }
+    async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {
+        self.inner.append_trace(id, entry).await
+    }
+    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
+        self.inner.purge(id, expected_version).await
+    }
+    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.ids_with_prefix(prefix).await
+    }
+}
+
+/// A lost CAS retries the whole burst: its first record fails as a conflict, the rest is
+/// skipped, and the next delivery applies all of them once, in order.
+#[tokio::test]
+async fn a_lost_cas_retries_the_whole_burst() {
+    let store = Arc::new(Conflicting {
+        inner: MemoryStore::new(),
+        conflicts: AtomicUsize::new(0),
+        commits: AtomicUsize::new(0),
+    });
+    let queue = Arc::new(MemoryQueue::default());
+    let s = stack(store.clone(), queue, true);
+    create(&s, "Counter", "c-1").await;
+    let events: Vec<Event> = (1..=4).map(|i| tick(&format!("t{i}"), json!(i))).collect();
+    let messages: Vec<OutgoingMessage> = events.iter().map(|e| OutgoingMessage::event("c-1", e)).collect();
+    send(&s, &messages).await;
+    store.conflicts.store(1, Ordering::SeqCst);
+    let results = one_batch(&s).await;
+    assert!(matches!(results[0].1, Err(Failed::Conflict(_))), "{results:?}");
+    assert!(
+        results[1..]
+            .iter()
+            .all(|(_, r)| matches!(r, Err(Failed::Skipped))),
+        "{results:?}"
+    );
+    assert_eq!(s.load("c-1").await.version, 1, "nothing of the burst written");
+    // the conflict is released at once: the next receive gets the whole burst again
+    let results = one_batch(&s).await;
+    assert_eq!(results.len(), 4);
+    assert!(
+        results
+            .iter()
+            .all(|(_, r)| matches!(r, Ok(Handled::Processed { .. }))),
+        "{results:?}"
+    );
+    let exe = s.load("c-1").await;
+    assert_eq!(exe.context.get("total"), Some(&json!(10.5)), "each applied once");
+    assert_eq!(exe.version, 2);
+    let trace = seen(&s, "c-1").await;
+    let kinds: Vec<&Value> = trace["trace"]
+        .as_array()
+        .expect("trace")
+        .iter()
+        .map(|t| &t["context"]["total"])
+        .collect();
+    assert_eq!(
+        kinds,
+        [&json!(0.5), &json!(1.5), &json!(3.5), &json!(6.5), &json!(10.5)],
+        "in order"
+    );
+}
+
+/// The lifecycle gates apply per event on the execution as the burst left it: a Cancel in
+/// the middle (no modelled transition: the execution is CANCELLED) drains what follows.
+#[tokio::test]
+async fn a_cancel_in_the_middle_of_a_burst_drains_what_follows_it() {
+    let queue = Arc::new(MemoryQueue::default());
+    let s = stack(Arc::new(MemoryStore::new()), queue, true);
+    create(&s, "Counter", "c-1").await;
+    let events = [
+        tick("a", json!(1)),
+        tick("b", json!(2)),
+        Event::new("Cancel").with_id("cancel"),
+        tick("c", json!(3)),
+        tick("d", json!(4)),
+    ];
+    let messages: Vec<OutgoingMessage> = events.iter().map(|e| OutgoingMessage::event("c-1", e)).collect();
+    send(&s, &messages).await;
+    let results = one_batch(&s).await;
+    let got: Vec<String> = results
+        .iter()
+        .map(|(_, r)| match r {
+            Ok(Handled::Processed { status, .. }) => format!("processed {status}"),
+            Ok(Handled::Drained { status }) => format!("drained {status}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "processed RUNNING",
+            "processed RUNNING",
+            "processed CANCELLED",
+            "drained CANCELLED",
+            "drained CANCELLED"
+        ]
+    );
+    let exe = s.load("c-1").await;
+    assert_eq!(exe.status, Status::Cancelled);
+    assert_eq!(exe.context.get("total"), Some(&json!(3.5)));
+    assert_eq!(
+        exe.version, 2,
+        "a, b and the Cancel in one commit; the drains write nothing"
+    );
+}
+
+/// A SUSPENDED execution parks the burst's first record and holds back the rest; nothing
+/// is written, and after the resume everything is applied once.
+#[tokio::test]
+async fn a_suspended_execution_parks_the_burst() {
+    let queue = Arc::new(MemoryQueue::default());
+    let s = stack(Arc::new(MemoryStore::new()), queue, true);
+    create(&s, "Counter", "c-1").await;
+    s.control.suspend("c-1").await.expect("suspended");
+    let before = s.load("c-1").await.version;
+    let events: Vec<Event> = (1..=3).map(|i| tick(&format!("t{i}"), json!(i))).collect();
+    let messages: Vec<OutgoingMessage> = events.iter().map(|e| OutgoingMessage::event("c-1", e)).collect();
+    send(&s, &messages).await;
+    let results = one_batch(&s).await;
+    assert!(matches!(results[0].1, Err(Failed::Parked)), "{results:?}");
+    assert!(
+        results[1..]
+            .iter()
+            .all(|(_, r)| matches!(r, Err(Failed::Skipped))),
+        "{results:?}"
+    );
+    assert_eq!(s.load("c-1").await.version, before, "nothing written");
+    s.control.resume("c-1").await.expect("resumed");
+    // the parked record is hidden for the park back-off (1 s in this stack)
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    s.drain().await;
+    let exe = s.load("c-1").await;
+    assert_eq!(exe.context.get("total"), Some(&json!(6.5)));
+    all_marked(&s, "c-1", &events).await;
+}
+
+/// Over DynamoDB (moto, through the strict layer, which refuses a transaction of more than
+/// 100 actions): ten events that spawn twelve regions (`Go`) or cancel them (`Reset`) need
+/// 131 actions in one commit, so the burst is cut; the end is the one-at-a-time end.
+#[tokio::test]
+async fn a_burst_over_the_transaction_limit_is_cut_into_commits() {
+    let mut ends = Vec::new();
+    for coalesce in [true, false] {
+        let parts = common::moto_parts(if coalesce { "coalesce-on" } else { "coalesce-off" }, 30, 100).await;
+        let queue: Arc<dyn Queue> = Arc::new(stm_runtime::SqsQueue::new(
+            parts.client.clone(),
+            parts.urls.queue_url.clone(),
+        ));
+        let s = stack(parts.store.clone(), queue, coalesce);
+        create(&s, "Wide", "w-1").await;
+        let events: Vec<Event> = (0..10)
+            .map(|i| Event::new(if i % 2 == 0 { "Go" } else { "Reset" }).with_id(format!("e{i}")))
+            .collect();
+        let messages: Vec<OutgoingMessage> =
+            events.iter().map(|e| OutgoingMessage::event("w-1", e)).collect();
+        send(&s, &messages).await;
+        let results = one_batch(&s).await;
+        assert_eq!(
+            results.len(),
+            10,
+            "one receive holds the ten records of the group"
+        );
+        assert!(
+            results
+                .iter()
+                .all(|(_, r)| matches!(r, Ok(Handled::Processed { .. }))),
+            "{results:?}"
+        );
+        let version = s.load("w-1").await.version;
+        if coalesce {
+            // 13 actions a step (twelve spawns or cancels, a mark) and the execution: seven
+            // steps fit in 100, the eighth would not, so two commits after the start
+            assert_eq!(version, 3, "the start and two commits");
+        } else {
+            assert_eq!(version, 11);
+        }
+        s.drain().await;
+        all_marked(&s, "w-1", &events).await;
+        // the regions of every entry, found by the tree's id prefix (a Reset forgets them)
+        let mut children = Vec::new();
+        for id in s.store.ids_with_prefix("w-1:").await.expect("children") {
+            children.push((id.clone(), s.load(&id).await.status.as_str().to_string()));
+        }
+        children.sort();
+        ends.push((seen(&s, "w-1").await, children));
+    }
+    assert_eq!(ends[0], ends[1], "coalesced and one at a time end the same");
+    assert_eq!(ends[0].1.len(), 60, "five entries of twelve regions each");
+}
