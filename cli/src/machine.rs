@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use stm_core::{Definition, Event, Map};
+use stm_runtime::driver::Held;
 use stm_runtime::{ActionRegistry, Definitions, Driver};
 use stm_store::MemoryStore;
 
@@ -230,8 +231,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let seed = args.seed.map(|s| json_object(&s, "--seed")).transpose()?;
     let events = args
         .events
-        .iter()
-        .map(|s| parse_event_spec(s, "-e "))
+        .into_iter()
+        .map(parse_run_event)
         .collect::<Result<Vec<_>>>()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -268,6 +269,15 @@ pub fn parse_event_spec(spec: &str, flag: &str) -> Result<Event> {
         )));
     }
     Ok(Event::with_data(kind, data))
+}
+
+/// `run`'s `-e` value: [`parse_event_spec`], the plain `KIND` taking the text itself as
+/// the event's kind rather than a copy of it (20,000 events, 20,000 allocations fewer).
+fn parse_run_event(spec: String) -> Result<Event> {
+    if spec.contains(':') || spec.trim().is_empty() {
+        return parse_event_spec(&spec, "-e ");
+    }
+    Ok(Event::with_data(spec, Map::new()))
 }
 
 /// `STM_ACTIONS` binds remote actions for `stm run` as it does for the worker (a project's
@@ -359,13 +369,18 @@ async fn show_run(
     if !json {
         write_step(out, "(start)", &exe.active_path)?;
     }
-    let mut last = exe;
+    // held between events: nothing else writes it, so it need not be reloaded for each
+    let mut held = Held::new(exe);
     for event in events {
-        last = driver.process(&id, &event).await.map_err(errors::driver)?;
+        driver
+            .process_held(&mut held, &event)
+            .await
+            .map_err(errors::driver)?;
         if !json {
-            write_step(out, &event.kind, &last.active_path)?;
+            write_step(out, &event.kind, &held.execution().active_path)?;
         }
     }
+    let last = held.into_execution();
     if json {
         let children: Vec<Value> = store
             .all_executions()

@@ -20,44 +20,86 @@ pub fn split_run_events(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
     else {
         return (args, Vec::new());
     };
-    if args[command_at] != "run" {
+    if args[command_at] != "run" || !all_plain(&args[command_at + 1..]) {
         return (args, Vec::new());
     }
-    let mut kept = Vec::with_capacity(args.len());
+    // checked: now move the arguments rather than copy them (a separate `-e`'s value
+    // becomes the event's text without a copy)
+    let mut kept = Vec::with_capacity(command_at + 1);
     let mut events = Vec::new();
-    let mut rest = args.iter().enumerate();
-    while let Some((i, arg)) = rest.next() {
-        if i <= command_at {
-            kept.push(arg.clone());
-            continue;
-        }
+    let mut rest = args.into_iter();
+    kept.extend(rest.by_ref().take(command_at + 1));
+    while let Some(arg) = rest.next() {
         let Some(text) = arg.to_str() else {
-            kept.push(arg.clone());
+            kept.push(arg);
             continue;
         };
-        if text == "--" {
-            kept.extend(args[i..].iter().cloned());
-            break;
+        match classify(text) {
+            Arg::EndOfFlags => {
+                kept.push(arg);
+                kept.extend(rest);
+                break;
+            }
+            // `all_plain` saw a UTF-8 value here
+            Arg::Flag => events.extend(rest.next().and_then(|v| v.into_string().ok())),
+            Arg::Value(v) => events.push(v.to_string()),
+            Arg::Other | Arg::Refused => kept.push(arg),
         }
-        let value = if text == "-e" || text == "--event" {
-            match rest.next().and_then(|(_, v)| v.to_str()) {
-                Some(v) if !v.starts_with('-') => v.to_string(),
-                _ => return (args, Vec::new()),
-            }
-        } else if let Some(v) = text.strip_prefix("--event=") {
-            v.to_string()
-        } else if let Some(v) = text.strip_prefix("-e").filter(|_| !text.starts_with("--")) {
-            if v.is_empty() || v.starts_with('=') {
-                return (args, Vec::new()); // `-e=KIND`: clap's own reading
-            }
-            v.to_string()
-        } else {
-            kept.push(arg.clone());
-            continue;
-        };
-        events.push(value);
     }
     (kept, events)
+}
+
+/// What one argument after `run` is, to this fast path.
+enum Arg<'a> {
+    /// `-e` or `--event`: the value is the next argument.
+    Flag,
+    /// `-eKIND` or `--event=KIND`.
+    Value(&'a str),
+    /// `--`: what follows is not flags.
+    EndOfFlags,
+    /// `-e=KIND`: clap's own reading (the value `=KIND`), left to it.
+    Refused,
+    Other,
+}
+
+fn classify(text: &str) -> Arg<'_> {
+    if text == "--" {
+        Arg::EndOfFlags
+    } else if text == "-e" || text == "--event" {
+        Arg::Flag
+    } else if let Some(v) = text.strip_prefix("--event=") {
+        Arg::Value(v)
+    } else if let Some(v) = text.strip_prefix("-e").filter(|_| !text.starts_with("--")) {
+        if v.is_empty() || v.starts_with('=') {
+            Arg::Refused
+        } else {
+            Arg::Value(v)
+        }
+    } else {
+        Arg::Other
+    }
+}
+
+/// Whether every event flag in `rest` (the arguments after `run`) is plainly one of the
+/// shapes taken here: a separate value that is UTF-8 and does not start with `-` (clap
+/// refuses or reads otherwise), and no `-e=KIND`.
+fn all_plain(rest: &[OsString]) -> bool {
+    let mut rest = rest.iter();
+    while let Some(arg) = rest.next() {
+        let Some(text) = arg.to_str() else {
+            continue;
+        };
+        match classify(text) {
+            Arg::EndOfFlags => return true,
+            Arg::Refused => return false,
+            Arg::Flag => match rest.next().and_then(|v| v.to_str()) {
+                Some(v) if !v.starts_with('-') => {}
+                _ => return false,
+            },
+            Arg::Value(_) | Arg::Other => {}
+        }
+    }
+    true
 }
 
 /// The flags `stm` takes before its subcommand.

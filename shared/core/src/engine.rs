@@ -29,6 +29,10 @@ use crate::definition::{
     ActionRef, Assign, CmpOp, Definition, EventFilter, Expr, NodeId, NodeKind, Predicate, Source, Timeout,
     Transition,
 };
+use std::cell::Cell;
+
+use indexmap::IndexMap;
+
 use crate::execution::{ChildState, Event, Execution, Status};
 use crate::ids;
 use crate::pyvalue::{self, py_cmp, py_contains, py_eq};
@@ -215,6 +219,8 @@ pub fn start(
         now,
         host,
         effects: Vec::new(),
+        active_node: Cell::new(None),
+        root_node: Cell::new(None),
     };
     step.start()?;
     Ok(step.effects)
@@ -235,6 +241,8 @@ pub fn process(
         now,
         host,
         effects: Vec::new(),
+        active_node: Cell::new(None),
+        root_node: Cell::new(None),
     };
     step.process(event)?;
     Ok(step.effects)
@@ -577,12 +585,31 @@ fn safe_teardown(defn: &Definition, exe: &Execution, event: &Event) -> Option<Fo
 
 // --- the step -------------------------------------------------------------------
 
+/// `history.get_mut(key)`, by a scan while the map is small: a history holds an entry
+/// per composite left, a handful, and hashing the key (SipHash) costs more than
+/// comparing that many.
+fn history_entry<'h>(history: &'h mut IndexMap<String, String>, key: &str) -> Option<&'h mut String> {
+    if history.len() <= 8 {
+        history
+            .iter_mut()
+            .find_map(|(k, v)| (k.as_str() == key).then_some(v))
+    } else {
+        history.get_mut(key)
+    }
+}
+
 struct Step<'a> {
     defn: &'a Definition,
     exe: &'a mut Execution,
     now: f64,
     host: &'a mut dyn ActionHost,
     effects: Vec<Effect>,
+    /// The node of `exe.active_path` once looked up, `None` until then: every write of
+    /// the path in a step goes through `set_active` or resets it (resolution asks for the
+    /// active node several times per step, and a lookup hashes the path).
+    active_node: Cell<Option<NodeId>>,
+    /// The node of `exe.root_path`, which no step changes.
+    root_node: Cell<Option<NodeId>>,
 }
 
 const RESERVED_FINISHED_KEYS: [&str; 3] = ["child_id", "outcome", "__deferred__"];
@@ -595,20 +622,40 @@ impl Step<'_> {
     }
 
     fn root(&self) -> StepResult<NodeId> {
-        self.node_at(&self.exe.root_path)
+        if let Some(node) = self.root_node.get() {
+            return Ok(node);
+        }
+        let node = self.node_at(&self.exe.root_path)?;
+        self.root_node.set(Some(node));
+        Ok(node)
     }
 
     fn active(&self) -> StepResult<NodeId> {
-        match &self.exe.active_path {
-            Some(p) => self.node_at(p),
-            None => Err(StepError::Invalid(format!(
-                "execution {} has no active state",
-                self.exe.id
-            ))),
+        if let Some(node) = self.active_node.get() {
+            return Ok(node);
         }
+        let node = match &self.exe.active_path {
+            Some(p) => self.node_at(p)?,
+            None => {
+                return Err(StepError::Invalid(format!(
+                    "execution {} has no active state",
+                    self.exe.id
+                )))
+            }
+        };
+        self.active_node.set(Some(node));
+        Ok(node)
+    }
+
+    /// [`resolve`] for this step's execution, on the nodes it already looked up.
+    fn resolve_here(&self, pred: &dyn Fn(&Transition) -> bool, allow_parent: bool) -> Option<Found> {
+        let root = self.root().ok()?;
+        let active = self.active().ok()?;
+        resolve_between(self.defn, root, active, pred, allow_parent)
     }
 
     fn set_active(&mut self, node: NodeId) {
+        self.active_node.set(Some(node));
         // reuse the string's buffer: the active path moves several times per step
         let path = self.defn.path(node);
         match &mut self.exe.active_path {
@@ -623,7 +670,7 @@ impl Step<'_> {
     fn record_history(&mut self, node: NodeId) {
         if let Some(parent) = self.defn.node(node).parent {
             let (parent_path, path) = (self.defn.path(parent), self.defn.path(node));
-            match self.exe.history.get_mut(parent_path) {
+            match history_entry(&mut self.exe.history, parent_path) {
                 Some(current) if current == path => {}
                 Some(current) => {
                     current.clear();
@@ -1077,10 +1124,10 @@ impl Step<'_> {
 
     /// Pop the first deferred event (FIFO) that has a transition now.
     fn next_deferred(&mut self) -> Option<(Event, Found)> {
-        let defn = self.defn;
         let exe = &*self.exe;
         let (i, found) = exe.deferred.iter().enumerate().find_map(|(i, ev)| {
-            resolve(defn, exe, &|t| event_matches(t, ev, &exe.context), true).map(|f| (i, f))
+            self.resolve_here(&|t| event_matches(t, ev, &exe.context), true)
+                .map(|f| (i, f))
         })?;
         Some((self.exe.deferred.remove(i), found))
     }
@@ -1147,14 +1194,14 @@ impl Step<'_> {
             }
 
             let auto = {
-                let exe = &*self.exe;
-                resolve(defn, exe, &|t| auto_matches(t, &exe.context), false)
+                let context = &self.exe.context;
+                self.resolve_here(&|t| auto_matches(t, context), false)
             };
             if let Some(found) = auto {
                 self.fire(found, None)?;
                 continue;
             }
-            if resolve(defn, self.exe, &|_| true, false).is_some() {
+            if self.resolve_here(&|_| true, false).is_some() {
                 if let Some((event, found)) = self.next_deferred() {
                     self.fire(found, Some(&event))?;
                     continue;
@@ -1231,8 +1278,8 @@ impl Step<'_> {
     }
 
     fn resolve_event(&self, event: &Event) -> Option<Found> {
-        let exe = &*self.exe;
-        resolve(self.defn, exe, &|t| event_matches(t, event, &exe.context), true)
+        let context = &self.exe.context;
+        self.resolve_here(&|t| event_matches(t, event, context), true)
     }
 
     fn drop_event(&mut self, reason: String) {
@@ -1284,6 +1331,7 @@ impl Step<'_> {
         self.exe.history.clear();
         self.exe.deferred.clear();
         self.exe.active_path = None;
+        self.active_node.set(None);
         self.exe.outcome = None;
         self.exe.error = None;
         self.exe.status = Status::Pending;
@@ -1317,6 +1365,7 @@ impl Step<'_> {
         }
         self.exe.deferred.clear();
         self.exe.active_path = Some(path.to_string());
+        self.active_node.set(None);
         self.drain()
     }
 

@@ -281,6 +281,8 @@ impl Clone for Execution {
     }
 
     fn clone_from(&mut self, source: &Self) {
+        // the maps go through `clone_map_from`/`clone_json_from`: most are empty, and an
+        // empty map's own clone_from still copies its (empty) index table
         self.id.clone_from(&source.id);
         self.definition_id.clone_from(&source.definition_id);
         self.definition_fqn.clone_from(&source.definition_fqn);
@@ -289,23 +291,48 @@ impl Clone for Execution {
         self.outcome.clone_from(&source.outcome);
         self.error.clone_from(&source.error);
         self.active_path.clone_from(&source.active_path);
-        self.history.clone_from(&source.history);
-        self.context.clone_from(&source.context);
+        clone_map_from(&mut self.history, &source.history);
+        clone_json_from(&mut self.context, &source.context);
         self.processed_events = source.processed_events;
         self.version = source.version;
         self.priority = source.priority;
         self.parent_id.clone_from(&source.parent_id);
         self.child_id.clone_from(&source.child_id);
         self.deferred.clone_from(&source.deferred);
-        self.children.clone_from(&source.children);
-        self.invoke_seq.clone_from(&source.invoke_seq);
+        clone_map_from(&mut self.children, &source.children);
+        clone_map_from(&mut self.invoke_seq, &source.invoke_seq);
         self.created_at = source.created_at;
         self.updated_at = source.updated_at;
         self.finished_at = source.finished_at;
         self.expires_at = source.expires_at;
         self.definition_version = source.definition_version;
         self.parked_events.clone_from(&source.parked_events);
-        self.extra.clone_from(&source.extra);
+        clone_json_from(&mut self.extra, &source.extra);
+    }
+}
+
+/// `dst.clone_from(src)` for an index map, cheaper in the cases steps leave: an empty
+/// source clears `dst` (its buffers kept), and the same keys in the same order (a
+/// history over the same composites, say) copy only the values, `dst`'s index table
+/// being right for them already.
+fn clone_map_from<V: Clone>(dst: &mut IndexMap<String, V>, src: &IndexMap<String, V>) {
+    if src.is_empty() {
+        dst.clear();
+    } else if dst.len() == src.len() && dst.keys().eq(src.keys()) {
+        for (d, s) in dst.values_mut().zip(src.values()) {
+            d.clone_from(s);
+        }
+    } else {
+        dst.clone_from(src);
+    }
+}
+
+/// [`clone_map_from`]'s empty case for a JSON object (a context, the unknown fields).
+fn clone_json_from(dst: &mut Map, src: &Map) {
+    if src.is_empty() {
+        dst.clear();
+    } else {
+        dst.clone_from(src);
     }
 }
 
@@ -389,36 +416,51 @@ pub const FIELDS_HAREL_IGNORES: [&str; 2] = ["definition_version", "parked_event
 
 /// A random 32-hex-digit id, the shape of Python's `uuid.uuid4().hex`.
 ///
-/// `stm-core` has no RNG dependency: the std hasher's per-process random keys, mixed
-/// with the time and a counter, are plenty for ids that only need to be unique.
+/// `stm-core` has no RNG dependency: the std hasher's per-process random keys, with the
+/// time, seed two 64-bit keys once per process; each id is then a counter mixed with
+/// them. The first half is a bijection of the counter, so ids never repeat within a
+/// process; the keys make them differ across processes. (`stm run` makes one id per
+/// event: this is on its hot path, and a hasher per id cost more than the step.)
 pub fn new_id() -> String {
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    // one set of random keys per process: the counter makes each id differ within it, the
-    // keys across processes (`stm run` makes one id per event: this is on its hot path)
-    static KEYS: OnceLock<RandomState> = OnceLock::new();
-    let keys = KEYS.get_or_init(RandomState::new);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
+    static KEYS: OnceLock<[u64; 2]> = OnceLock::new();
+    let keys = KEYS.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let state = RandomState::new();
+        [0x9e37_79b9_7f4a_7c15_u64, 0xc2b2_ae3d_27d4_eb4f].map(|salt| {
+            let mut h = state.build_hasher();
+            h.write_u64(nanos ^ salt);
+            h.finish()
+        })
+    });
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut out = String::with_capacity(32);
-    for salt in [0x9e37_79b9_7f4a_7c15_u64, 0xc2b2_ae3d_27d4_eb4f] {
-        let mut h = keys.build_hasher();
-        h.write_u64(nanos ^ salt);
-        h.write_u64(count);
-        let bits = h.finish();
-        for shift in (0..16).rev() {
-            out.push(char::from(
-                b"0123456789abcdef"[((bits >> (shift * 4)) & 0xf) as usize],
-            ));
+    let halves = [
+        mix(count.wrapping_add(keys[0])),
+        mix(count.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ keys[1]),
+    ];
+    let mut digits = [0u8; 32];
+    for (half, out) in halves.iter().zip(digits.chunks_exact_mut(16)) {
+        for (j, digit) in out.iter_mut().enumerate() {
+            *digit = b"0123456789abcdef"[((half >> (60 - 4 * j)) & 0xf) as usize];
         }
     }
-    out
+    // ASCII digits: always UTF-8, one allocation of exactly 32 bytes
+    std::str::from_utf8(&digits).map_or_else(|_| String::new(), str::to_owned)
+}
+
+/// SplitMix64's finalizer: a bijection on `u64` that spreads every input bit over the
+/// output (consecutive counters give unrelated-looking ids).
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// A record as pydantic reads it. serde_json's own typed parse reads every record harel

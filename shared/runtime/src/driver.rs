@@ -379,6 +379,32 @@ impl StepReport {
     }
 }
 
+/// An execution the embedded runner keeps between its events
+/// ([`Driver::process_held`]), with the buffer each step's undo snapshot is copied into:
+/// reused from step to step rather than a fresh clone each time.
+#[derive(Debug, Clone)]
+pub struct Held {
+    exe: Execution,
+    before: Execution,
+}
+
+impl Held {
+    /// Hold `exe`, as `create` or `process` returned it.
+    pub fn new(exe: Execution) -> Self {
+        let before = exe.clone();
+        Held { exe, before }
+    }
+
+    /// The execution as its last step left it: what the store holds.
+    pub fn execution(&self) -> &Execution {
+        &self.exe
+    }
+
+    pub fn into_execution(self) -> Execution {
+        self.exe
+    }
+}
+
 /// The driver: one step of an execution is effects -> actions -> one atomic commit ->
 /// delivery. Cheap to clone; share one per process. Embedded, over a [`MemoryStore`]
 /// (what `stm run` does):
@@ -969,6 +995,77 @@ impl Driver {
             .load(execution_id)
             .await?
             .ok_or_else(|| DriverError::UnknownExecution(execution_id.into()))
+    }
+
+    /// [`process`](Self::process) for a caller that keeps the execution between its events
+    /// (`stm run`): `held` is what the last `create`, `process` or `process_held` of it
+    /// returned, and becomes what `process` would return now, without the load.
+    ///
+    /// The plain case (no children, nothing parked, its version deployed, no parked
+    /// recheck) steps the held copy itself, its undo snapshot copied into `held`'s own
+    /// buffer rather than cloned; anything else goes through `process`, which reloads.
+    /// The commit's CAS still guards the copy: a stale one loses it, and the stored
+    /// execution is reloaded and processed instead (the stale attempt's actions have run
+    /// then, as they do when a worker loses a race: actions are at-least-once). After an
+    /// error, `held` is the stored execution again.
+    pub async fn process_held(&self, held: &mut Held, event: &Event) -> Result<(), DriverError> {
+        match self.step_held(held, event).await {
+            Ok(true) => Ok(()),
+            Ok(false) => self.process_into(held, event).await,
+            Err(err) => {
+                // the failed step may have changed the copy in memory: put back what is
+                // stored (the step's own error is the one to report, whatever the load says)
+                if let Ok(Some(stored)) = self.store.load(&held.exe.id).await {
+                    held.exe = stored;
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// `process`, its result kept in `held`.
+    async fn process_into(&self, held: &mut Held, event: &Event) -> Result<(), DriverError> {
+        let id = held.exe.id.clone();
+        held.exe = self.process(&id, event).await?;
+        Ok(())
+    }
+
+    /// `process`'s steps on the held copy, in `process`'s order, when the case is plain
+    /// (see [`process_held`](Self::process_held)); `false` when not, or when the copy
+    /// turned out stale at the commit (nothing written then): `process` takes over.
+    async fn step_held(&self, held: &mut Held, event: &Event) -> Result<bool, DriverError> {
+        let Held { exe, before } = held;
+        // children: the event may be a broadcast to regions (which `process` loads);
+        // parked events: they are released first, each in its own commit; a recheck
+        // steps nothing
+        if !exe.children.is_empty() || !exe.parked_events.is_empty() || parking::is_recheck(event) {
+            return Ok(false);
+        }
+        let Some(defn) = self.definition_if_deployed(exe)? else {
+            return Ok(false);
+        };
+        Driver::check_event(&defn, event)?;
+        if self.store.is_processed(&exe.id, &event.id).await? {
+            return Ok(true);
+        }
+        // `run_step` with nothing parked: `step_on`, its undo snapshot reusing `before`
+        before.clone_from(exe);
+        let step = self.prepare_step(&defn, exe, Some(event), before)?;
+        match self.commit_prepared(exe, step).await {
+            Err(err) if err.is_conflict() => return Ok(false),
+            other => other?,
+        };
+        let quiet =
+            self.store.pending_spawns().await?.is_empty() && self.store.pending_outbox().await?.is_empty();
+        if !quiet {
+            self.flush_inline().await?;
+            *exe = self
+                .store
+                .load(&exe.id)
+                .await?
+                .ok_or_else(|| DriverError::UnknownExecution(exe.id.clone()))?;
+        }
+        Ok(true)
     }
 
     /// Deliver every timer due now inline, then remove it (guarded). Returns how many
