@@ -24,7 +24,7 @@ use crate::queue::{event_message_bytes, spawn_message_bytes, MAX_MESSAGE_BYTES};
 mod burst;
 mod parking;
 
-pub use burst::{Burst, BurstStepError};
+pub use burst::{Burst, BurstStepError, Written};
 
 /// Seconds since the epoch, as harel's `time.time`.
 pub trait Clock: Send + Sync {
@@ -301,7 +301,7 @@ impl Collected {
 }
 
 /// The arms among a commit's timer ops; the last op on a path wins, as in the store.
-fn armed(ops: &[TimerOp]) -> Vec<(String, f64)> {
+pub(crate) fn armed(ops: &[TimerOp]) -> Vec<(String, f64)> {
     let mut last: indexmap::IndexMap<&str, Option<f64>> = indexmap::IndexMap::new();
     for op in ops {
         match op {

@@ -18,13 +18,13 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use common::START;
-use stm_core::{Execution, Map, Status};
+use stm_core::Status;
 use stm_runtime::eventsource::{self, EventSourceSettings};
 use stm_runtime::queue::{PublishFailure, ReceivedMessage};
 use stm_runtime::worker::{BatchOutcome, Failed, Handled, Record};
@@ -32,104 +32,9 @@ use stm_runtime::{
     ActionRegistry, Control, Driver, DriverError, ManualClock, MemoryQueue, OutgoingMessage, Queue, Worker,
     WorkerSettings,
 };
-use stm_store::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, SpawnEntry,
-    StoreError,
-};
+use stm_store::ExecutionStore;
 
-// --- a store that throttles, conflicts or stalls on demand -------------------------
-
-/// MemoryStore, but once `faulty` is on: loading `throttled` fails as a throttle that
-/// outlived the retries, committing `conflicting` loses the CAS, and loading `slow`
-/// takes `delay`.
-#[derive(Default)]
-struct Faulty {
-    inner: MemoryStore,
-    faulty: AtomicBool,
-    throttled: Vec<&'static str>,
-    conflicting: Vec<&'static str>,
-    slow: Vec<&'static str>,
-    delay: Duration,
-}
-
-impl Faulty {
-    fn on(&self) -> bool {
-        self.faulty.load(Ordering::SeqCst)
-    }
-}
-
-#[async_trait]
-impl ExecutionStore for Faulty {
-    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
-        self.inner.load(id).await
-    }
-    async fn load_for_event(
-        &self,
-        id: &str,
-        event_id: &str,
-    ) -> Result<(Option<Execution>, bool), StoreError> {
-        if self.on() && self.throttled.contains(&id) {
-            return Err(StoreError::retryable(
-                "ThrottlingException: Rate of requests exceeds the allowed throughput",
-            ));
-        }
-        if self.on() && self.slow.contains(&id) {
-            tokio::time::sleep(self.delay).await;
-        }
-        self.inner.load_for_event(id, event_id).await
-    }
-    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
-        self.inner.check_commit(exe, commit)
-    }
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
-        if self.on() && self.conflicting.contains(&exe.id.as_str()) {
-            return Err(StoreError::Conflict {
-                id: exe.id.clone(),
-                expected: exe.version,
-                found: Some(exe.version + 1),
-            });
-        }
-        self.inner.commit(exe, commit).await
-    }
-    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
-        self.inner.is_processed(id, event_id).await
-    }
-    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
-        self.inner.list_executions(query).await
-    }
-    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
-        self.inner.pending_outbox().await
-    }
-    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
-        self.inner.ack_outbox(seq).await
-    }
-    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
-        self.inner.pending_spawns().await
-    }
-    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
-        self.inner.ack_spawn(seq).await
-    }
-    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
-        self.inner.due_timers(now).await
-    }
-    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
-        self.inner.delete_timer(id, path, fire_at).await
-    }
-    async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
-        self.inner.read_trace(id).await
-    }
-    async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {
-        self.inner.append_trace(id, entry).await
-    }
-
-    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
-        self.inner.purge(id, expected_version).await
-    }
-
-    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        self.inner.ids_with_prefix(prefix).await
-    }
-}
+use common::faulty::Faulty;
 
 // --- a queue that records the releases ---------------------------------------------
 

@@ -17,19 +17,16 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use common::faulty::Faulty;
 use common::Stack;
 use serde_json::{json, Value};
-use stm_core::{Event, Execution, Map, Status};
+use stm_core::{Event, Map, Status};
 use stm_runtime::worker::{Failed, Handled, Record};
 use stm_runtime::{Definitions, MemoryQueue, OutgoingMessage, Queue};
-use stm_store::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, SpawnEntry,
-    StoreError,
-};
+use stm_store::{ExecutionStore, MemoryStore};
 
 const MACHINES: &str = r#"
 event Tick { amount: any }
@@ -260,94 +257,13 @@ async fn a_failing_step_ends_the_burst_after_committing_the_steps_before_it() {
     assert!(!s.store.is_processed("c-1", "c").await.expect("mark"));
 }
 
-/// MemoryStore, whose next `conflicts` commits lose the CAS.
-struct Conflicting {
-    inner: MemoryStore,
-    conflicts: AtomicUsize,
-    commits: AtomicUsize,
-}
-
-#[async_trait]
-impl ExecutionStore for Conflicting {
-    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
-        self.inner.load(id).await
-    }
-    async fn load_for_event(
-        &self,
-        id: &str,
-        event_id: &str,
-    ) -> Result<(Option<Execution>, bool), StoreError> {
-        self.inner.load_for_event(id, event_id).await
-    }
-    async fn load_for_events(
-        &self,
-        id: &str,
-        event_ids: &[&str],
-    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
-        self.inner.load_for_events(id, event_ids).await
-    }
-    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
-        self.inner.check_commit(exe, commit)
-    }
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
-        self.commits.fetch_add(1, Ordering::SeqCst);
-        let left = self.conflicts.load(Ordering::SeqCst);
-        if left > 0 {
-            self.conflicts.store(left - 1, Ordering::SeqCst);
-            return Err(StoreError::Conflict {
-                id: exe.id.clone(),
-                expected: exe.version,
-                found: Some(exe.version + 1),
-            });
-        }
-        self.inner.commit(exe, commit).await
-    }
-    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
-        self.inner.is_processed(id, event_id).await
-    }
-    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
-        self.inner.list_executions(query).await
-    }
-    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
-        self.inner.pending_outbox().await
-    }
-    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
-        self.inner.ack_outbox(seq).await
-    }
-    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
-        self.inner.pending_spawns().await
-    }
-    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
-        self.inner.ack_spawn(seq).await
-    }
-    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
-        self.inner.due_timers(now).await
-    }
-    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
-        self.inner.delete_timer(id, path, fire_at).await
-    }
-    async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
-        self.inner.read_trace(id).await
-    }
-    async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {
-        self.inner.append_trace(id, entry).await
-    }
-    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
-        self.inner.purge(id, expected_version).await
-    }
-    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        self.inner.ids_with_prefix(prefix).await
-    }
-}
-
 /// A lost CAS retries the whole burst: its first record fails as a conflict, the rest is
 /// skipped, and the next delivery applies all of them once, in order.
 #[tokio::test]
 async fn a_lost_cas_retries_the_whole_burst() {
-    let store = Arc::new(Conflicting {
-        inner: MemoryStore::new(),
-        conflicts: AtomicUsize::new(0),
-        commits: AtomicUsize::new(0),
+    let store = Arc::new(Faulty {
+        conflicting: vec!["c-1"],
+        ..Faulty::default()
     });
     let queue = Arc::new(MemoryQueue::default());
     let s = stack(store.clone(), queue, true);
@@ -355,8 +271,9 @@ async fn a_lost_cas_retries_the_whole_burst() {
     let events: Vec<Event> = (1..=4).map(|i| tick(&format!("t{i}"), json!(i))).collect();
     let messages: Vec<OutgoingMessage> = events.iter().map(|e| OutgoingMessage::event("c-1", e)).collect();
     send(&s, &messages).await;
-    store.conflicts.store(1, Ordering::SeqCst);
+    store.faulty.store(true, Ordering::SeqCst);
     let results = one_batch(&s).await;
+    store.faulty.store(false, Ordering::SeqCst);
     assert!(matches!(results[0].1, Err(Failed::Conflict(_))), "{results:?}");
     assert!(
         results[1..]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use stm_core::{Definition, Event, Execution};
 use stm_store::Commit;
 
-use super::{outbox_entries, parking, Driver, DriverError, StepReport};
+use super::{armed, outbox_entries, parking, Driver, DriverError, StepReport};
 
 /// Steps of one execution applied in memory and not yet written.
 #[derive(Debug, Default)]
@@ -40,6 +40,17 @@ impl Burst {
     pub fn is_empty(&self) -> bool {
         self.steps.is_empty()
     }
+}
+
+/// What one commit of a burst wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Written {
+    /// One report per step, in order, each with its own outbox entries.
+    pub steps: Vec<StepReport>,
+    /// The timers the commit left armed: the last op per path over all its steps, as the
+    /// store applies them (a later step's cancel leaves an earlier arm out).
+    pub armed_timers: Vec<(String, f64)>,
 }
 
 /// Why [`Driver::burst_step`] failed.
@@ -102,16 +113,16 @@ impl Driver {
     }
 
     /// Step `event` on `exe` (on `defn`, from [`burstable`](Self::burstable)) into
-    /// `burst`, written later by [`commit_burst`](Self::commit_burst). Returns the
-    /// reports of the steps it had to write first, when this one would have taken the
-    /// commit over the store's limits (usually none).
+    /// `burst`, written later by [`commit_burst`](Self::commit_burst). Returns what it
+    /// had to write first, when this step would have taken the commit over the store's
+    /// limits (usually nothing).
     pub async fn burst_step(
         &self,
         defn: &Definition,
         exe: &mut Execution,
         event: &Event,
         burst: &mut Burst,
-    ) -> Result<Vec<StepReport>, BurstStepError> {
+    ) -> Result<Option<Written>, BurstStepError> {
         let before = exe.clone();
         let step = match self.prepare_step(defn, exe, Some(event), &before) {
             Ok(step) => step,
@@ -125,7 +136,7 @@ impl Driver {
         burst.commit.absorb(step.commit);
         if burst.steps.is_empty() || self.store.check_commit(exe, &burst.commit).is_ok() {
             burst.steps.push((step.report, emits));
-            return Ok(Vec::new());
+            return Ok(None);
         }
         // over the limit with this step: write the steps before it, on the execution as
         // it was before it, and go on from this one (alone, it is checked at its commit)
@@ -138,33 +149,30 @@ impl Driver {
         exe.version = earlier.version;
         burst.commit = this;
         burst.steps.push((step.report, emits));
-        Ok(written)
+        Ok(Some(written))
     }
 
     /// Write the burst's steps in one commit (CAS on `exe.version`, bumped once) and
-    /// empty it; one report per step, in order, each with its own outbox entries. On an
-    /// error nothing of the burst is written, and it is empty all the same.
-    pub async fn commit_burst(
-        &self,
-        exe: &mut Execution,
-        burst: &mut Burst,
-    ) -> Result<Vec<StepReport>, DriverError> {
+    /// empty it. On an error nothing of the burst is written, and it is empty all the same.
+    pub async fn commit_burst(&self, exe: &mut Execution, burst: &mut Burst) -> Result<Written, DriverError> {
         if burst.steps.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Written::default());
         }
         let commit = std::mem::take(&mut burst.commit);
         let steps = std::mem::take(&mut burst.steps);
         let emits = commit.emits.clone();
+        let armed_timers = armed(&commit.timers);
         let seqs = self.store.commit(exe, commit).await?;
         let mut entries = outbox_entries(&seqs, emits).into_iter();
         let mut seqs = seqs.into_iter();
-        Ok(steps
+        let steps = steps
             .into_iter()
             .map(|(mut report, emits)| {
                 report.outbox_seqs = seqs.by_ref().take(emits).collect();
                 report.outbox = entries.by_ref().take(emits).collect();
                 report
             })
-            .collect())
+            .collect();
+        Ok(Written { steps, armed_timers })
     }
 }

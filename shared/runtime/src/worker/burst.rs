@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use stm_core::{Event, Execution};
 
 use super::{classify, lifecycle_gate, log_unknown, Failed, Handled, Record, StepLog, Worker};
-use crate::driver::{Burst, BurstStepError, StepReport};
+use crate::driver::{Burst, BurstStepError, StepReport, Written};
 use crate::queue::Incoming;
 use crate::relay::RelaySummary;
 
@@ -142,12 +142,13 @@ impl Worker {
                         pending
                             .steps
                             .push((StepLog::after(from, &exe), started.elapsed()));
-                        if !written.is_empty()
-                            && !self
+                        if let Some(written) = written {
+                            if !self
                                 .written(&exe, run, &mut pending, written, &mut results, flushed)
                                 .await
-                        {
-                            return results;
+                            {
+                                return results;
+                            }
                         }
                     }
                     Err(BurstStepError::Step(err)) => {
@@ -207,7 +208,7 @@ impl Worker {
             return true;
         }
         match self.driver.commit_burst(exe, &mut pending.burst).await {
-            Ok(reports) => self.written(exe, run, pending, reports, results, flushed).await,
+            Ok(written) => self.written(exe, run, pending, written, results, flushed).await,
             Err(err) => {
                 // nothing of it is written: its first record fails, the rest of the
                 // group is skipped and the whole burst comes back
@@ -218,17 +219,21 @@ impl Worker {
         }
     }
 
-    /// Log, ring and flush what one commit of the burst wrote (`reports`, one per step,
-    /// the oldest gathered steps), and record their results.
+    /// Log, ring and flush what one commit of the burst wrote (the oldest gathered
+    /// steps), and record their results.
     async fn written(
         &self,
         exe: &Execution,
         run: &Run,
         pending: &mut Pending,
-        reports: Vec<StepReport>,
+        written: Written,
         results: &mut Vec<Result<Handled, Failed>>,
         flushed: &mut RelaySummary,
     ) -> bool {
+        let Written {
+            steps: reports,
+            armed_timers,
+        } = written;
         let count = reports.len();
         let first = pending.first;
         let steps: Vec<(StepLog, Duration)> = pending.steps.drain(..count.min(pending.steps.len())).collect();
@@ -252,7 +257,7 @@ impl Worker {
             }));
             merged.absorb(report);
         }
-        merged.armed_timers = collapse_armed(merged.armed_timers);
+        merged.armed_timers = armed_timers;
         self.ring(&exe.id, &merged).await;
         if let Err(why) = self.flush(&exe.id, &merged, flushed).await {
             // committed, but not all published: the last record of the commit comes back
@@ -273,15 +278,4 @@ struct Pending {
     first: usize,
     /// Each gathered step's log line and how long it took.
     steps: Vec<(StepLog, Duration)>,
-}
-
-/// The timers a burst armed: the last arm per path. (A doorbell for a timer a later step
-/// of the burst cancelled is dropped as stale by its handler, which reads the timer.)
-fn collapse_armed(armed: Vec<(String, f64)>) -> Vec<(String, f64)> {
-    let mut out: Vec<(String, f64)> = Vec::with_capacity(armed.len());
-    for (path, at) in armed {
-        out.retain(|(p, _)| *p != path);
-        out.push((path, at));
-    }
-    out
 }

@@ -2,6 +2,7 @@
 //! store and queue, and the comparison with the embedded runner.
 #![allow(dead_code)]
 
+pub mod faulty;
 pub mod scenarios;
 
 use std::path::{Path, PathBuf};

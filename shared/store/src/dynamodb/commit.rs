@@ -371,14 +371,7 @@ impl DynamoDbStore {
 
     /// Reject what DynamoDB would, before spending a call.
     pub(super) fn check_limits(&self, exe: &Execution, p: &Prepared, new: i64) -> Result<(), StoreError> {
-        let placeholder_token = "0".repeat(32);
-        let mut exe_bytes =
-            item_size(&self.exe_item(exe, &p.data, new, Some(i64::MAX), &placeholder_token, None));
-        // on the item: the window at its largest (a binary counts its length)
-        let on_item = self.on_item();
-        if on_item {
-            exe_bytes += RECENT_ATTRIBUTE.len() + Recent::max_attribute_bytes();
-        }
+        let exe_bytes = self.execution_put_bytes(exe, &p.data, new);
         if exe_bytes > MAX_ITEM_BYTES {
             return Err(too_large(
                 &format!("execution {} item", exe.id),
@@ -386,6 +379,31 @@ impl DynamoDbStore {
                 MAX_ITEM_BYTES,
             ));
         }
+        self.check_side_items(exe, p, exe_bytes)
+    }
+
+    /// The size DynamoDB counts for the execution put of `data` at version `new`, its
+    /// trace index and (on the item layout) its window at their largest.
+    pub(super) fn execution_put_bytes(&self, exe: &Execution, data: &str, new: i64) -> usize {
+        let placeholder_token = "0".repeat(32);
+        let mut bytes = item_size(&self.exe_item(exe, data, new, Some(i64::MAX), &placeholder_token, None));
+        if self.on_item() {
+            // a binary counts its length
+            bytes += RECENT_ATTRIBUTE.len() + Recent::max_attribute_bytes();
+        }
+        bytes
+    }
+
+    /// [`check_limits`](Self::check_limits) without the execution item's own check: the
+    /// side items, the item count and the transaction's bytes with `exe_bytes` for the
+    /// execution put.
+    pub(super) fn check_side_items(
+        &self,
+        exe: &Execution,
+        p: &Prepared,
+        exe_bytes: usize,
+    ) -> Result<(), StoreError> {
+        let on_item = self.on_item();
         let mut total = exe_bytes;
         let seq_bytes = 3 + 21;
         for (target, event) in &p.events {

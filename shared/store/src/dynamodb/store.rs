@@ -15,8 +15,8 @@ use super::item::{
 };
 use super::recent::Recent;
 use super::{
-    build_err, sdk_error, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_BATCH_GET_KEYS, RECENT_ATTRIBUTE,
-    TRACE_IDX_ATTRIBUTE,
+    build_err, sdk_error, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_BATCH_GET_KEYS, MAX_ITEM_BYTES,
+    RECENT_ATTRIBUTE, TRACE_IDX_ATTRIBUTE,
 };
 use crate::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, OutboxEntry, SpawnEntry, StoreError,
@@ -295,10 +295,16 @@ impl ExecutionStore for DynamoDbStore {
     }
 
     fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
-        let mut next = exe.clone();
-        next.version += 1;
-        let prepared = self.prepare(next.to_json(), commit);
-        self.check_limits(exe, &prepared, next.version)
+        // Called for each step of a burst: the execution is serialized only when the side
+        // items leave too little room for an execution item of the largest size (its own
+        // limit is checked at the commit, exactly, as for any commit).
+        let side = self.prepare(String::new(), commit);
+        if self.check_side_items(exe, &side, MAX_ITEM_BYTES).is_ok() {
+            return Ok(());
+        }
+        // `data` at the current version: the new one is at most one digit longer
+        let exe_bytes = self.execution_put_bytes(exe, &exe.to_json(), exe.version + 1) + 1;
+        self.check_side_items(exe, &side, exe_bytes)
     }
 
     async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {

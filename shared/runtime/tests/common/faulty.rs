@@ -1,0 +1,104 @@
+//! A MemoryStore that throttles, conflicts or stalls on demand (the batch rules and the
+//! coalescing tests).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use stm_core::{Execution, Map};
+use stm_store::{
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, SpawnEntry,
+    StoreError,
+};
+
+/// MemoryStore, but once `faulty` is on: loading `throttled` fails as a throttle that
+/// outlived the retries, committing `conflicting` loses the CAS, and loading `slow`
+/// takes `delay`.
+#[derive(Default)]
+pub struct Faulty {
+    pub inner: MemoryStore,
+    pub faulty: AtomicBool,
+    pub throttled: Vec<&'static str>,
+    pub conflicting: Vec<&'static str>,
+    pub slow: Vec<&'static str>,
+    pub delay: Duration,
+}
+
+impl Faulty {
+    pub fn on(&self) -> bool {
+        self.faulty.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for Faulty {
+    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
+        self.inner.load(id).await
+    }
+    async fn load_for_event(
+        &self,
+        id: &str,
+        event_id: &str,
+    ) -> Result<(Option<Execution>, bool), StoreError> {
+        if self.on() && self.throttled.contains(&id) {
+            return Err(StoreError::retryable(
+                "ThrottlingException: Rate of requests exceeds the allowed throughput",
+            ));
+        }
+        if self.on() && self.slow.contains(&id) {
+            tokio::time::sleep(self.delay).await;
+        }
+        self.inner.load_for_event(id, event_id).await
+    }
+    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
+        self.inner.check_commit(exe, commit)
+    }
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
+        if self.on() && self.conflicting.contains(&exe.id.as_str()) {
+            return Err(StoreError::Conflict {
+                id: exe.id.clone(),
+                expected: exe.version,
+                found: Some(exe.version + 1),
+            });
+        }
+        self.inner.commit(exe, commit).await
+    }
+    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
+        self.inner.is_processed(id, event_id).await
+    }
+    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
+        self.inner.list_executions(query).await
+    }
+    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
+        self.inner.pending_outbox().await
+    }
+    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
+        self.inner.ack_outbox(seq).await
+    }
+    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
+        self.inner.pending_spawns().await
+    }
+    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
+        self.inner.ack_spawn(seq).await
+    }
+    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
+        self.inner.due_timers(now).await
+    }
+    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
+        self.inner.delete_timer(id, path, fire_at).await
+    }
+    async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
+        self.inner.read_trace(id).await
+    }
+    async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {
+        self.inner.append_trace(id, entry).await
+    }
+
+    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
+        self.inner.purge(id, expected_version).await
+    }
+
+    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.ids_with_prefix(prefix).await
+    }
+}
