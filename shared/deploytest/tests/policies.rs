@@ -367,6 +367,31 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
     );
     assert_eq!(checkout.outcome.as_deref(), Some("success"));
 
+    // a burst that ends with a near timer armed, so the worker rings a doorbell
+    // (order-1's backoff timer was armed and cancelled within one coalesced burst: no
+    // doorbell, rightly, so that path needs its own walk)
+    control
+        .create("Order", None, Some("order-3"))
+        .await
+        .expect("create order-3");
+    for (kind, payload) in [
+        ("Submit", serde_json::json!({"amount": 7.0})),
+        ("PaymentFailed", serde_json::json!({"reason": "card declined"})),
+    ] {
+        let event = Event::with_data(kind, data(payload)).with_id(format!("order-3-{kind}"));
+        control
+            .send("order-3", &event)
+            .await
+            .unwrap_or_else(|e| panic!("send {kind}: {e}"));
+    }
+    assert_eq!(stack.deliver(&worker, &arn).await, 0, "order-3's burst commits");
+    let order3 = stack.store.load("order-3").await.expect("load").expect("order-3");
+    assert_eq!(
+        order3.active_path.as_deref(),
+        Some("Payment.Backoff"),
+        "order-3 waits on its backoff timer"
+    );
+
     // the sample events, verbatim, as the Lambda event source would hand them over (their
     // receipt handles are fictitious: releasing a failed one fails, which the worker logs)
     let samples = [
