@@ -44,8 +44,12 @@ Counted per design (read from the code, 2026-12-02):
   (`due.rs`; the cheapest layout has no harel writer and sets the interval to `None`),
   those schedules' Lambda invocations and logs, and the event sources' idle long polls.
 * storage: the processed marks until their TTL (harel layout), trace rows when trace is on.
-* CloudWatch Logs: the worker's one info line per event, the platform's START/END/REPORT
-  lines and the metrics line per invocation.
+* CloudWatch Logs: the platform's START/END/REPORT lines and the metrics line per
+  invocation (a processed event writes no line at LogLevel=info: `--log-bytes-per-event`
+  for a debug deployment). Until 2026-12-02 (second round) this model charged an info
+  line of 280 bytes per event that the worker does not write: $0.14 of the old $1.61.
+* CloudWatch metrics and alarms: the custom metrics the functions' EMF lines create (a
+  zero count is not sent, so only those a mix makes non-zero) and the template's alarms.
 
 Not counted (the same for every design, or not per transition): the execution items'
 storage, spawns, the free tiers (1 M SQS requests, 1 M Lambda requests and 400,000 GB-s,
@@ -109,6 +113,14 @@ PRICES = {
     # https://cloudburn.io/blog/amazon-eventbridge-pricing). NOT CONFIRMED on an AWS page;
     # at 86,400 runs a month it would be at most $0.09 a month either way.
     "eventbridge_schedule_per_million": 0.0,
+    # CloudWatch classic metrics: billed per metric (each name + dimension values) per
+    # month (rule: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/metrics-otel-pricing.html,
+    # "Classic Metrics ... Per metric per month"), prorated by the hour in which a metric
+    # receives data, and EMF metrics are custom metrics. FIGURES NOT CONFIRMED on an AWS
+    # page: $0.30 per metric-month (first 10,000) and $0.10 per metric of a
+    # standard-resolution alarm, as quoted by https://c3x.dev/blog/aws-cloudwatch-metrics-cost/.
+    "cloudwatch_metric_per_month": 0.30,
+    "cloudwatch_alarm_metric_per_month": 0.10,
 }
 
 # Not prices: the counts and sizes the model assumes, with where they come from.
@@ -122,6 +134,12 @@ FULL_SCAN_MINUTES = 10  # due.rs DEFAULT_TIMER_FULL_SCAN_INTERVAL (harel layout 
 # and how long each waits are not documented: ASSUMED 5 (worker, FIFO) and 2 (doorbells,
 # standard), each a 20 s long poll (SQS's longest), i.e. 3 empty receives a minute.
 LONG_POLL_SECONDS = 20
+# template.yaml's alarms, counted by the metrics each one reads: DeadLetter 1,
+# OldestMessage 1, WorkerErrors 1, ScheduledErrors 2 (relay, sweeper), Throttles 3
+ALARM_METRICS = 8
+# the functions' EMF counts (metrics.rs, worker.rs, relay.rs, sweeper.rs): worker 6, relay 3,
+# sweeper 3, each with its one `Function` dimension
+FUNCTION_METRICS = 12
 
 
 def wru(item_bytes: float, transactional: bool = False) -> int:
@@ -227,7 +245,7 @@ def per_transition(a, d: Design, emit: float, timer: float) -> dict:
         + db_log / 1e9 * P["logs_ingest_per_gb"]
     )
 
-    fixed = fixed_monthly(a, d.layout)["total"] / a.transitions_per_month
+    fixed = fixed_monthly(a, d.layout, emit, timer)["total"] / a.transitions_per_month
 
     # storage: the marks until their TTL (+ the TTL's lag), trace rows for --trace-days
     gb_month = 0.0
@@ -247,7 +265,7 @@ def per_transition(a, d: Design, emit: float, timer: float) -> dict:
         "Lambda (worker)": lam,
         "CloudWatch Logs (worker)": logs,
         "doorbells (near timers)": doorbell,
-        "fixed: schedules + idle polls": fixed,
+        "fixed: schedules, idle polls, metrics, alarms": fixed,
         "storage": gb_month * P["ddb_storage_per_gb_month"],
     }
     units = {
@@ -262,8 +280,11 @@ def per_transition(a, d: Design, emit: float, timer: float) -> dict:
     return {"rows": rows, "units": units, "total": sum(rows.values())}
 
 
-def fixed_monthly(a, layout: str) -> dict:
-    """Dollars a month that do not depend on the volume."""
+def fixed_monthly(a, layout: str, emit: float = 0.0, timer: float = 0.0) -> dict:
+    """Dollars a month that do not depend on the volume (at a volume that sends some
+    data every hour). `emit` and `timer`, the mix's shares, decide which custom metrics
+    are sent at all: a zero count is not sent (`MetricSet::count_nonzero`), so a metric
+    that stays zero costs nothing."""
     P = PRICES
     relay_runs = MINUTES_PER_MONTH / a.relay_period_min
     sweep_runs = MINUTES_PER_MONTH / a.sweeper_period_min
@@ -286,7 +307,19 @@ def fixed_monthly(a, layout: str) -> dict:
     idle = polls_per_month * (
         a.fifo_pollers * P["sqs_fifo_per_million"] + a.doorbell_pollers * P["sqs_standard_per_million"]
     ) / 1e6
-    parts = {"schedules: Lambda": lam, "schedules: logs": logs, "schedules: DynamoDB": ddb, "idle long polls": idle}
+    # the worker's EventsProcessed every hour; its RelayForwarded (the inline flush) with
+    # emits, the sweeper's TimersFired with timers; the counts that stay zero (conflicts,
+    # failures, skipped, parked, the relay's own, which the inline flush leaves nothing)
+    # are not sent
+    metrics = 1 + (emit > 0) + (timer > 0)
+    monitoring = metrics * P["cloudwatch_metric_per_month"] + ALARM_METRICS * P["cloudwatch_alarm_metric_per_month"]
+    parts = {
+        "schedules: Lambda": lam,
+        "schedules: logs": logs,
+        "schedules: DynamoDB": ddb,
+        "idle long polls": idle,
+        "metrics and alarms": monitoring,
+    }
     parts["total"] = sum(parts.values())
     return parts
 
@@ -340,7 +373,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sweeper-period-min", type=float, default=1, help="template.yaml SweeperSchedule")
     p.add_argument("--fifo-pollers", type=int, default=5, help="idle long pollers of the worker's event source (ASSUMED)")
     p.add_argument("--doorbell-pollers", type=int, default=2, help="idle long pollers of the doorbell queue's event source (ASSUMED)")
-    p.add_argument("--log-bytes-per-event", type=float, default=280, help="the worker's info line per event (ESTIMATED; 0 at LogLevel=warn)")
+    p.add_argument("--log-bytes-per-event", type=float, default=0, help="log bytes the worker writes per processed event: none at LogLevel=info (its info lines are for dropped events, unknown executions and parking: worker.rs); set it for a debug deployment")
     p.add_argument("--log-bytes-per-invocation", type=float, default=700, help="START/END/REPORT + the metrics line (ESTIMATED)")
     return p
 
@@ -397,7 +430,8 @@ def main(argv=None) -> None:
         print(
             f"fixed a month ({'harel' if layout == 'harel' else 'cheapest'} layout): ${f['total']:.2f} "
             f"(idle long polls ${f['idle long polls']:.2f}, schedules' Lambda ${f['schedules: Lambda']:.2f}, "
-            f"logs ${f['schedules: logs']:.2f}, DynamoDB ${f['schedules: DynamoDB']:.3f})"
+            f"logs ${f['schedules: logs']:.2f}, DynamoDB ${f['schedules: DynamoDB']:.3f}, "
+            f"metrics and alarms ${f['metrics and alarms']:.2f} for a plain mix)"
         )
     print()
     print("(2) totals against Step Functions, $ per million transitions")
@@ -433,6 +467,21 @@ def main(argv=None) -> None:
         f"before any DynamoDB; only producer batching goes under it "
         f"(${fifo_chunks(a.send_batch, a.message_bytes) / a.send_batch * floor_send + floor_rx:.2f} at batches of {a.send_batch})."
     )
+    floor_write = PRICES["ddb_write_per_million_wru"]  # one durable write of an item under 1 KB
+    print(
+        f"- with the one durable write a transition needs (1 WRU, ${floor_write:.3f}), a transition sent alone and "
+        f"committed alone costs at least ${floor_send + floor_rx + floor_write:.3f} per million at on-demand prices: "
+        + ("over" if floor_send + floor_rx + floor_write > target else "under")
+        + f" ${target:.2f} before the read, Lambda or anything else; only sharing a send (producer batching) or a "
+        "write (coalescing) goes under it."
+    )
+    plain_fixed = fixed_monthly(a, "cheap")
+    every = FUNCTION_METRICS * PRICES["cloudwatch_metric_per_month"] + ALARM_METRICS * PRICES["cloudwatch_alarm_metric_per_month"]
+    print(
+        f"- metrics and alarms: ${plain_fixed['metrics and alarms']:.2f} a month for a plain mix "
+        f"(${plain_fixed['metrics and alarms'] / a.transitions_per_month * 1e6:.3f} per million at this volume); "
+        f"sending the zero counts too would bill all {FUNCTION_METRICS} of the functions' metrics: ${every:.2f} a month."
+    )
     plain = {d.name: per_transition(a, d, 0.0, 0.0)["total"] * 1e6 for d in ds}
     alone = Design("cheapest layout alone", "cheap")  # no coalescing, no producer batching
     alone_plain = per_transition(a, alone, 0.0, 0.0)["total"] * 1e6
@@ -446,10 +495,13 @@ def main(argv=None) -> None:
     else:
         print(f"- the cheapest layout alone reaches it: ${alone_plain:.2f} for a plain transition.")
     # what one emit and one near timer add (cheapest layout, no coalescing)
-    base = per_transition(a, alone, 0.0, 0.0)["total"]
-    # marginal, at a small share (at a share of 1 the arm and the cancel would share a commit)
-    per_emit = (per_transition(a, alone, 0.01, 0.0)["total"] - base) / 0.01
-    per_timer = (per_transition(a, alone, 0.0, 0.01)["total"] - base) / 0.01
+    # marginal, between two small shares: at a share of 1 the arm and the cancel would
+    # share a commit, and from 0 the first emit or timer also starts sending a metric
+    def marginal(e: float, t: float) -> float:
+        return (per_transition(a, alone, 2 * e, 2 * t)["total"] - per_transition(a, alone, e, t)["total"]) / 0.01
+
+    per_emit = marginal(0.01, 0.0)
+    per_timer = marginal(0.0, 0.01)
     print(
         f"- what the extras add (cheapest layout): an emit ${per_emit * 1e6:.2f} per million emits (the transaction, "
         f"the outbox put and delete, the seq counter, the flush's send, less the producer's send it replaces); "
@@ -467,7 +519,7 @@ def main(argv=None) -> None:
                 if per_transition(quiet, d, e, t)["total"] * 1e6 <= target + 1e-9
             ]
             print(
-                f"- at LogLevel=warn (no per-event info line, ${saved:.3f} less everywhere), {label}: "
+                f"- at LogLevel=info (without the {a.log_bytes_per_event:g} B logged per event, ${saved:.3f} less everywhere), {label}: "
                 + ("; ".join(under) if under else "none")
             )
 

@@ -86,6 +86,18 @@ def main() -> None:
     idle = cm.fixed_monthly(a, "cheap")["idle long polls"]
     check("idle long polls $0.43 a month", close(idle, 129600 * (5 * 0.5 + 2 * 0.4) / 1e6), idle)
 
+    # metrics and alarms: the worker's EventsProcessed alone for a plain mix (zeros are not
+    # sent), + the flush's RelayForwarded with emits and TimersFired with timers; 8 alarm
+    # metrics (template.yaml: 1 + 1 + 1 + 2 + 3)
+    plain_m = cm.fixed_monthly(a, "cheap")["metrics and alarms"]
+    check("metrics and alarms, plain mix: $0.30 + 8 x $0.10", close(plain_m, 0.30 + 0.80), plain_m)
+    mixed_m = cm.fixed_monthly(a, "cheap", 0.1, 0.1)["metrics and alarms"]
+    check("metrics and alarms, emits and timers: 3 metrics", close(mixed_m, 0.90 + 0.80), mixed_m)
+
+    # logs: no line per processed event at LogLevel=info, the invocation's lines over 10 records
+    logs = plain["rows"]["CloudWatch Logs (worker)"]
+    check("worker logs: 700 B per invocation of 10", close(logs, 70 / 1e9 * 0.50), logs)
+
     # Step Functions at the README's assumptions
     check("Express $1.10 at 100 ms, 64 MB", close(round(cm.express_per_million(a), 2), 1.10), cm.express_per_million(a))
 

@@ -1094,7 +1094,6 @@ impl Driver {
     }
 }
 
-/// Pair a commit's emits with the seqs the store gave them.
 /// Restart a machine's `ttl` budget at `now` (a broadcast is activity): the new deadline
 /// on `exe` and the timer op that arms it; `None` for a machine without `ttl`.
 fn rearm_ttl(defn: &Definition, exe: &mut Execution, now: f64) -> Option<TimerOp> {
@@ -1106,6 +1105,7 @@ fn rearm_ttl(defn: &Definition, exe: &mut Execution, now: f64) -> Option<TimerOp
     })
 }
 
+/// Pair a commit's emits with the seqs the store gave them.
 fn outbox_entries(seqs: &[i64], emits: Vec<(Option<String>, Event)>) -> Vec<OutboxEntry> {
     seqs.iter()
         .zip(emits)

@@ -137,6 +137,18 @@ impl MetricSet {
         }
     }
 
+    /// [`count`](Self::count), except that a zero is not sent at all. CloudWatch bills a
+    /// custom metric for each hour in which it receives data, and a zero adds nothing to a
+    /// `Sum`: the counts that are zero nearly always (conflicts, failures, parked events)
+    /// then cost nothing in a month without any, and a run with nothing to count writes
+    /// no line. (Graphs show such hours as missing data; alarms on these metrics should
+    /// treat missing data as not breaching.)
+    pub fn count_nonzero(&mut self, name: &str, n: f64) {
+        if n != 0.0 {
+            self.count(name, n);
+        }
+    }
+
     /// A property: a field of the log line that is not a metric (an id, a version).
     pub fn property(&mut self, name: &str, value: impl Into<Value>) {
         self.properties.insert(name.to_string(), value.into());
@@ -223,6 +235,23 @@ pub fn enabled() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zero_count_is_not_sent_and_a_set_of_zeros_is_empty() {
+        let mut m = MetricSet::for_function("relay");
+        m.count_nonzero("RelayForwarded", 0.0);
+        m.count_nonzero("RelayRemaining", 0.0);
+        assert!(m.is_empty(), "nothing to send: no line");
+        m.count_nonzero("RelayForwarded", 3.0);
+        m.count_nonzero("RelayForwarded", 0.0);
+        let doc = m.to_json(0);
+        assert_eq!(doc["RelayForwarded"], json!(3.0));
+        assert!(doc.get("RelayRemaining").is_none(), "{doc}");
+        assert_eq!(
+            doc["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+            json!([{"Name": "RelayForwarded", "Unit": "Count"}])
+        );
+    }
 
     #[test]
     fn a_set_is_a_valid_emf_document() {
