@@ -283,7 +283,7 @@ def per_transition(a, d: Design, emit: float, timer: float) -> dict:
 def fixed_monthly(a, layout: str, emit: float = 0.0, timer: float = 0.0) -> dict:
     """Dollars a month that do not depend on the volume (at a volume that sends some
     data every hour). `emit` and `timer`, the mix's shares, decide which custom metrics
-    are sent at all: a zero count is not sent (`MetricSet::count_nonzero`), so a metric
+    are sent at all: a zero count is not sent (`MetricSet::count`), so a metric
     that stays zero costs nothing."""
     P = PRICES
     relay_runs = MINUTES_PER_MONTH / a.relay_period_min

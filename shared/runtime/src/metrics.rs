@@ -123,9 +123,14 @@ impl MetricSet {
         }
     }
 
-    /// Add `n` to counter `name` (one summed value).
+    /// Add `n` to counter `name` (one summed value). A zero is not sent at all: CloudWatch
+    /// bills a custom metric for each hour in which it receives data, and a zero adds
+    /// nothing to a `Sum`, so the counts that are zero nearly always (conflicts, failures,
+    /// parked events) cost nothing in a month without any, and a run with nothing to count
+    /// writes no line. (Graphs show such hours as missing data; alarms on these metrics
+    /// should treat missing data as not breaching.)
     pub fn count(&mut self, name: &str, n: f64) {
-        if !n.is_finite() {
+        if !n.is_finite() || n == 0.0 {
             return;
         }
         match self.metrics.iter_mut().find(|(m, _, _)| m == name) {
@@ -134,18 +139,6 @@ impl MetricSet {
                 None => values.push(n),
             },
             None => self.put(name, n, Unit::Count),
-        }
-    }
-
-    /// [`count`](Self::count), except that a zero is not sent at all. CloudWatch bills a
-    /// custom metric for each hour in which it receives data, and a zero adds nothing to a
-    /// `Sum`: the counts that are zero nearly always (conflicts, failures, parked events)
-    /// then cost nothing in a month without any, and a run with nothing to count writes
-    /// no line. (Graphs show such hours as missing data; alarms on these metrics should
-    /// treat missing data as not breaching.)
-    pub fn count_nonzero(&mut self, name: &str, n: f64) {
-        if n != 0.0 {
-            self.count(name, n);
         }
     }
 
@@ -239,11 +232,11 @@ mod tests {
     #[test]
     fn a_zero_count_is_not_sent_and_a_set_of_zeros_is_empty() {
         let mut m = MetricSet::for_function("relay");
-        m.count_nonzero("RelayForwarded", 0.0);
-        m.count_nonzero("RelayRemaining", 0.0);
+        m.count("RelayForwarded", 0.0);
+        m.count("RelayRemaining", 0.0);
         assert!(m.is_empty(), "nothing to send: no line");
-        m.count_nonzero("RelayForwarded", 3.0);
-        m.count_nonzero("RelayForwarded", 0.0);
+        m.count("RelayForwarded", 3.0);
+        m.count("RelayForwarded", 0.0);
         let doc = m.to_json(0);
         assert_eq!(doc["RelayForwarded"], json!(3.0));
         assert!(doc.get("RelayRemaining").is_none(), "{doc}");

@@ -194,9 +194,9 @@ impl RelaySummary {
     /// The run as CloudWatch metrics (Embedded Metric Format): forwarded and remaining.
     pub fn metrics(&self) -> crate::metrics::MetricSet {
         let mut m = crate::metrics::MetricSet::for_function("relay");
-        m.count_nonzero("RelayForwarded", self.forwarded as f64);
-        m.count_nonzero("RelayRemaining", self.remaining as f64);
-        m.count_nonzero("RelayFailed", (self.failed + self.unacked) as f64);
+        m.count("RelayForwarded", self.forwarded as f64);
+        m.count("RelayRemaining", self.remaining as f64);
+        m.count("RelayFailed", (self.failed + self.unacked) as f64);
         m
     }
 }

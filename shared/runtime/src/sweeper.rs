@@ -139,9 +139,9 @@ impl SweepSummary {
     /// The sweep as CloudWatch metrics (Embedded Metric Format).
     pub fn metrics(&self) -> crate::metrics::MetricSet {
         let mut m = crate::metrics::MetricSet::for_function("sweeper");
-        m.count_nonzero("TimersFired", self.fired as f64);
-        m.count_nonzero("TimersFailed", self.failed as f64);
-        m.count_nonzero("TimersSuspended", self.suspended as f64);
+        m.count("TimersFired", self.fired as f64);
+        m.count("TimersFailed", self.failed as f64);
+        m.count("TimersSuspended", self.suspended as f64);
         m
     }
 }

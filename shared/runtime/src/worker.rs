@@ -244,12 +244,12 @@ impl BatchOutcome {
         use crate::metrics::{
             CONFLICTS, EVENTS_PARKED, EVENTS_PROCESSED, EVENTS_SKIPPED, FAILURES, RELAY_FORWARDED,
         };
-        m.count_nonzero(EVENTS_PROCESSED, processed);
-        m.count_nonzero(EVENTS_SKIPPED, skipped);
-        m.count_nonzero(EVENTS_PARKED, parked);
-        m.count_nonzero(CONFLICTS, conflicts);
-        m.count_nonzero(FAILURES, failures);
-        m.count_nonzero(RELAY_FORWARDED, self.flushed.forwarded as f64);
+        m.count(EVENTS_PROCESSED, processed);
+        m.count(EVENTS_SKIPPED, skipped);
+        m.count(EVENTS_PARKED, parked);
+        m.count(CONFLICTS, conflicts);
+        m.count(FAILURES, failures);
+        m.count(RELAY_FORWARDED, self.flushed.forwarded as f64);
         m
     }
 
