@@ -46,15 +46,23 @@ if [ ! -x "$ZIG" ]; then
     chmod +x "$ZIG"
 fi
 
-# the browser `stm ui`'s test drives (cli/tests/ui.rs): Debian's chromium, headless
-if ! command -v chromium >/dev/null 2>&1; then
-    say "installing chromium (apt-get; setup runs as root here and in CI)"
+# Debian's packages the tests drive: chromium, headless, for `stm ui` (cli/tests/ui.rs);
+# tmux for `stm monitor` (cli/tests/monitor.rs); `script` (bsdutils) gives `stm purge` a
+# pseudo-terminal (cli/tests/purge.rs). One apt-get run for whatever is missing.
+APT_NEEDED=()
+command -v chromium >/dev/null 2>&1 || APT_NEEDED+=(chromium)
+command -v tmux >/dev/null 2>&1 || APT_NEEDED+=(tmux)
+command -v script >/dev/null 2>&1 || APT_NEEDED+=(bsdutils)
+if [ "${#APT_NEEDED[@]}" -gt 0 ]; then
+    say "installing with apt-get (setup runs as root here and in CI): ${APT_NEEDED[*]}"
     apt-get update
-    apt-get install -y --no-install-recommends chromium
-    command -v chromium >/dev/null 2>&1 || { say "chromium is still missing after apt-get install"; exit 1; }
+    apt-get install -y --no-install-recommends "${APT_NEEDED[@]}"
 else
-    say "chromium exists"
+    say "chromium, tmux and script exist"
 fi
+for tool in chromium tmux script; do
+    command -v "$tool" >/dev/null 2>&1 || { say "$tool is still missing after apt-get install"; exit 1; }
+done
 
 say "checking the installs"
 "$PY" - <<'PYEOF'

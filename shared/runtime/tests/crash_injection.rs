@@ -28,10 +28,11 @@
 //! boundary is reached), then with 1–3 random crash points, each run driven to quiescence
 //! (poll until nothing is received; relay and sweeper passes between polls; a manual clock
 //! moved by the script so timers come due; a bound on the rounds). The crashed run
-//! must end exactly like the crash-free one: the same executions with the same observable
-//! state, `processed_events`, `version` and trace length (each event took effect exactly
-//! once), the same processed marks for the sent events, no pending outbox entry, spawn
-//! intent or timer left, an empty queue and an empty dead-letter queue.
+//! must end like the crash-free one by `common::scenarios::compare`: the same executions
+//! with the same observable state and `processed_events`, the same applied steps in order
+//! (each event took effect exactly once, in its sender's order), a version no commit
+//! without a step pushed up, the same processed marks for the sent events; and no pending
+//! outbox entry, spawn intent or timer left, an empty queue and an empty dead-letter queue.
 //!
 //! `crashes_change_nothing_in_memory` runs `STM_CRASH_SCENARIOS` scenarios (default 5000)
 //! over MemoryStore + MemoryQueue; `crashes_change_nothing_over_dynamodb_and_sqs` runs
@@ -48,12 +49,12 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use common::scenarios::{
-    compare, definitions_with_examples as definitions, env_u64, scenario, settled_outcome, Outcome, Rng,
-    Scenario, Step, Tally,
+    compare, definitions_with_examples as definitions, env_u64, scenario, scenario_count, settled_outcome,
+    Outcome, Rng, Scenario, Step, Tally,
 };
 use common::{event, object, START};
 use serde_json::json;
-use stm_core::{Execution, Map};
+use stm_core::{Event, Execution, Map};
 use stm_runtime::queue::{PublishFailure, ReceivedMessage};
 use stm_runtime::worker::Handled;
 use stm_runtime::{
@@ -632,7 +633,7 @@ impl Harness {
             match step {
                 Step::Send(ev) => {
                     self.control.send(id, ev).await.expect("send");
-                    sent.push((id.to_string(), ev.id.clone()));
+                    sent.push((id.to_string(), ev.clone()));
                 }
                 Step::ToChildren(events) => {
                     let root = self.store.load(id).await.expect("load").expect("root");
@@ -640,7 +641,7 @@ impl Harness {
                     assert_eq!(children.len(), events.len(), "{what}: children {children:?}");
                     for (child, ev) in children.iter().zip(events) {
                         self.control.send(child, ev).await.expect("send to a child");
-                        sent.push((child.clone(), ev.id.clone()));
+                        sent.push((child.clone(), ev.clone()));
                     }
                 }
                 Step::Advance(seconds) => self.clock.advance(*seconds),
@@ -653,7 +654,7 @@ impl Harness {
     }
 
     /// The final state, and the checks that nothing is left behind.
-    async fn outcome(&self, root: &str, sent: &[(String, String)], what: &str) -> Outcome {
+    async fn outcome(&self, root: &str, sent: &[(String, Event)], what: &str) -> Outcome {
         self.backend.assert_empty(what).await;
         settled_outcome(self.store.as_ref(), root, sent, what).await
     }
@@ -796,7 +797,7 @@ async fn reference(
 
 #[tokio::test]
 async fn crashes_change_nothing_in_memory() {
-    let scenarios = env_u64("STM_CRASH_SCENARIOS", 5_000);
+    let scenarios = scenario_count("STM_CRASH_SCENARIOS", 5_000);
     let seed = env_u64("STM_CRASH_SEED", 0xC2A5_4ED0_0D1E);
     let defs = definitions();
     let started = Instant::now();
@@ -888,7 +889,7 @@ async fn a_commit_whose_flush_died_is_delivered_before_the_next_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashes_change_nothing_over_dynamodb_and_sqs() {
-    let scenarios = env_u64("STM_CRASH_MOTO_SCENARIOS", 50);
+    let scenarios = scenario_count("STM_CRASH_MOTO_SCENARIOS", 50);
     let seed = env_u64("STM_CRASH_SEED", 0xC2A5_4ED0_0D1E) ^ 0x5EED_0FD1_5C00;
     let defs = definitions();
     // visibility 0: a batch a dead instance held comes back at once, as after its timeout

@@ -2,9 +2,9 @@
 //! worker, relay and sweeper logic): duplicated messages, two relays racing over the same
 //! pending entries and two sweepers firing the same due timers must change nothing.
 //!
-//! Each scenario runs a machine of `tests/machines/scenarios.stm` (the orthogonal `Fork`,
-//! the `FanOut` invoke, the `Deferring` machine and the `Timed` sweeper machine) or of
-//! `examples/` (the orthogonal `Checkout`, the deferring `Webhook`) twice: once duplicate-free, once with a seeded random schedule that
+//! Each scenario (`common::scenarios`: the test machines and the `Checkout`, `Webhook` and
+//! `Shipment` examples) runs twice: once duplicate-free, once with a seeded random schedule
+//! that
 //!
 //! * (a) re-publishes messages a second time under a fresh deduplication id (a redelivery
 //!   SQS's 5-minute window does not catch), right away or held back and released later,
@@ -14,27 +14,28 @@
 //! * (c) runs the sweeper twice over the same due timers (a second sweeper that read the
 //!   timers before the first deleted them re-publishes each `Timeout`).
 //!
-//! The final root and children must equal the duplicate-free run, field by field of what
-//! a user sees, and each execution's `processed_events` and `version` must be the same:
-//! an event applied twice would add a processed event and a commit, an event lost would
-//! miss one. `STM_DUP_SCENARIOS` / `STM_DUP_SEED` override the count and the seed.
+//! About half the scenarios send their events as a burst (back to back, one drain), so
+//! copies and held-back messages can land between events of one group. The two runs are
+//! held to `common::scenarios::compare`: the same final records, each event applied once
+//! and in its sender's order, no empty commit. `STM_DUP_SCENARIOS` / `STM_DUP_SEED`
+//! override the count and the seed.
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use common::scenarios::Rng;
-use common::{event, object, observable, START};
-use serde_json::{json, Value};
-use stm_core::{Event, Execution};
+use common::scenarios::{
+    compare, definitions_with_examples, env_u64, scenario, scenario_count, settled_outcome, Outcome, Rng,
+    Scenario, Step, Tally,
+};
+use common::{object, START};
 use stm_runtime::eventsource::{self, EventSourceSettings};
 use stm_runtime::queue::{PublishFailure, ReceivedMessage};
 use stm_runtime::{
-    relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, DriverError, ManualClock,
-    MemoryQueue, OutgoingMessage, Queue, Worker, WorkerSettings,
+    relay, sweeper, ActionRegistry, Clock, Control, Driver, DriverError, ManualClock, MemoryQueue,
+    OutgoingMessage, Queue, Worker, WorkerSettings,
 };
 use stm_store::{ExecutionStore, MemoryStore};
 
@@ -174,18 +175,6 @@ struct Counts {
     sweep_republished: usize,
 }
 
-/// `tests/machines/scenarios.stm` plus the `Checkout` and `Webhook` examples.
-fn definitions() -> Definitions {
-    let mut defs = common::definitions();
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    for file in ["checkout.stm", "webhook.stm"] {
-        for defn in stm_runtime::config::load_file(&examples.join(file)).expect("example loads") {
-            defs.register(defn);
-        }
-    }
-    defs
-}
-
 struct Harness {
     store: Arc<MemoryStore>,
     queue: Arc<DupQueue>,
@@ -205,9 +194,13 @@ impl Harness {
         let queue = Arc::new(DupQueue::new(queue_rng, copy_pct, bypass_pct));
         // traced: one trace step per applied event is what the comparison counts (the
         // version counts commits, and a coalesced burst commits several events at once)
-        let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins())
-            .with_clock(clock.clone())
-            .with_trace(true);
+        let driver = Driver::new(
+            store.clone(),
+            definitions_with_examples(),
+            ActionRegistry::with_builtins(),
+        )
+        .with_clock(clock.clone())
+        .with_trace(true);
         let worker = Worker::new(
             driver.clone(),
             queue.clone(),
@@ -266,9 +259,11 @@ impl Harness {
         let mut outbox = store.pending_outbox().await.expect("pending outbox");
         spawns.sort_by_key(|s| s.seq);
         outbox.sort_by_key(|o| o.seq);
+        // relay A is cut somewhere in its publishing order (every spawn intent, then the
+        // outbox): it has published no outbox entry before the last of its spawn intents
         let rng = &mut self.chaos.as_mut().expect("chaos").rng;
-        let cut_s = rng.below(spawns.len() as u64 + 1) as usize;
-        let cut_o = rng.below(outbox.len() as u64 + 1) as usize;
+        let cut = rng.below((spawns.len() + outbox.len()) as u64 + 1) as usize;
+        let (cut_s, cut_o) = (cut.min(spawns.len()), cut.saturating_sub(spawns.len()));
         // relay A, first part
         let a1 = relay::deliver(store, queue, &spawns[..cut_s], &outbox[..cut_o]).await;
         // relay B, everything it read (including what A already acked)
@@ -334,161 +329,77 @@ impl Harness {
         }
         panic!("the stack did not quiesce");
     }
-
-    /// Root and every descendant, by id.
-    /// Every execution of the tree, with how many steps its trace holds.
-    async fn snapshot(&self, root: &str) -> BTreeMap<String, (Execution, i64)> {
-        let mut out = BTreeMap::new();
-        let mut todo = vec![root.to_string()];
-        while let Some(id) = todo.pop() {
-            let exe = self
-                .store
-                .load(&id)
-                .await
-                .expect("load")
-                .unwrap_or_else(|| panic!("no execution {id}"));
-            let steps = self.store.read_trace(&id).await.expect("trace").len() as i64;
-            todo.extend(exe.children.keys().cloned());
-            out.insert(id, (exe, steps));
-        }
-        out
-    }
 }
 
-#[allow(clippy::large_enum_variant)] // a handful of test steps
-enum Step {
-    Send(Event),
-    Advance(f64),
-}
-
-struct Scenario {
-    definition: &'static str,
-    seed: Option<Value>,
-    steps: Vec<Step>,
-}
-
-fn scenario(rng: &mut Rng) -> Scenario {
-    match rng.below(6) {
-        4 => {
-            // examples/checkout.stm: an orthogonal checkout, each region may fail
-            let payment = if rng.chance(75) { "Charged" } else { "Declined" };
-            let stock = if rng.chance(75) { "Reserved" } else { "OutOfStock" };
-            let mut steps = vec![Step::Send(event("Checkout", json!({})))];
-            if rng.chance(50) {
-                steps.push(Step::Send(event(payment, json!({}))));
-                steps.push(Step::Send(event(stock, json!({}))));
-            } else {
-                steps.push(Step::Send(event(stock, json!({}))));
-                steps.push(Step::Send(event(payment, json!({}))));
-            }
-            Scenario {
-                definition: "Checkout",
-                seed: None,
-                steps,
-            }
-        }
-        5 => Scenario {
-            // examples/webhook.stm: the payment webhook overtakes the confirmation
-            definition: "Webhook",
-            seed: None,
-            steps: vec![
-                Step::Send(event(
-                    "PaymentSucceeded",
-                    json!({"ref": format!("p-{}", rng.below(1000))}),
-                )),
-                Step::Send(event("Confirmed", json!({}))),
-            ],
-        },
-        0 => Scenario {
-            definition: "Fork",
-            seed: None,
-            steps: vec![
-                Step::Send(event("Go", json!({}))),
-                Step::Send(event(
-                    "PaymentOk",
-                    json!({"receipt": format!("r-{}", rng.below(1000))}),
-                )),
-                Step::Send(event("Packed", json!({}))),
-            ],
-        },
-        1 => {
-            let pool = ["a", "b", "c", "bounce", "d"];
-            let n = 1 + rng.below(4) as usize;
-            let recipients: Vec<&str> = (0..n)
-                .map(|_| pool[rng.below(pool.len() as u64) as usize])
-                .collect();
-            Scenario {
-                definition: "FanOut",
-                seed: Some(json!({ "recipients": recipients })),
-                steps: vec![],
-            }
-        }
-        2 => Scenario {
-            definition: "Deferring",
-            seed: None,
-            steps: vec![
-                Step::Send(event("Approve", json!({}))),
-                Step::Send(event("Submit", json!({}))),
-            ],
-        },
-        _ => Scenario {
-            definition: "Timed",
-            seed: None,
-            steps: vec![Step::Advance(1.0), Step::Advance(1.5), Step::Advance(5.0)],
-        },
-    }
-}
-
-async fn run(h: &mut Harness, sc: &Scenario, id: &str) -> BTreeMap<String, (Execution, i64)> {
+/// Run `sc` on `h`: create, then the script's steps. In a burst the client sends the
+/// script's events back to back and the worker finds them queued together (the create's
+/// `Start` included); otherwise the stack drains after each step.
+async fn run(h: &mut Harness, sc: &Scenario, id: &str, burst: bool, what: &str) -> Outcome {
     h.control
         .create(sc.definition, sc.seed.clone().map(object), Some(id))
         .await
         .expect("create");
-    h.drain().await;
-    for step in &sc.steps {
+    let bursting = |next: Option<&Step>| burst && matches!(next, Some(Step::Send(_)));
+    if !bursting(sc.steps.first()) {
+        h.drain().await;
+    }
+    let mut sent = Vec::new();
+    for (i, step) in sc.steps.iter().enumerate() {
         match step {
             Step::Send(ev) => {
                 h.control.send(id, ev).await.expect("send");
+                sent.push((id.to_string(), ev.clone()));
                 // a client retrying its send (same event id)
                 if h.roll(|_| 30) {
                     h.control.send(id, ev).await.expect("send again");
                 }
             }
+            Step::ToChildren(events) => {
+                let root = h.store.load(id).await.expect("load").expect("root");
+                let children: Vec<String> = root.children.keys().cloned().collect();
+                assert_eq!(children.len(), events.len(), "{what}: children {children:?}");
+                for (child, ev) in children.iter().zip(events) {
+                    h.control.send(child, ev).await.expect("send to a child");
+                    sent.push((child.clone(), ev.clone()));
+                }
+            }
             Step::Advance(seconds) => h.clock.advance(*seconds),
         }
-        h.drain().await;
+        if !(matches!(step, Step::Send(_)) && bursting(sc.steps.get(i + 1))) {
+            h.drain().await;
+        }
     }
     assert!(
         h.queue.inner.is_empty(),
-        "messages left: {:?}",
+        "{what}: messages left: {:?}",
         h.queue.inner.snapshot()
     );
-    assert!(h.queue.inner.dead_letters().is_empty(), "dead letters");
-    h.snapshot(id).await
+    assert!(h.queue.inner.dead_letters().is_empty(), "{what}: dead letters");
+    settled_outcome(h.store.as_ref(), id, &sent, what).await
 }
 
 #[tokio::test]
 async fn duplicates_and_races_change_nothing() {
-    let scenarios: u64 = std::env::var("STM_DUP_SCENARIOS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(240);
-    let seed: u64 = std::env::var("STM_DUP_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0xD0_0B1E_5EED);
+    let scenarios = scenario_count("STM_DUP_SCENARIOS", 240);
+    let seed = env_u64("STM_DUP_SEED", 0xD0_0B1E_5EED);
     let mut master = Rng::new(seed);
-    let (mut copies, mut lost, mut applied_twice) = (0usize, 0usize, 0usize);
+    let mut copies = 0usize;
     let mut extra_deliveries = 0i64;
+    let mut bursts = 0usize;
+    let mut tally = Tally::default();
     let mut counts = Counts::default();
     let mut by_machine: BTreeMap<&str, usize> = BTreeMap::new();
     for n in 0..scenarios {
         let sc = scenario(&mut master);
         *by_machine.entry(sc.definition).or_default() += 1;
         let id = format!("s{n}-{}", sc.definition.to_lowercase());
+        // both runs send the same way: a burst is what lets duplicates and held-back
+        // copies land between events of one group, where order can break
+        let burst = sc.burst_ok && master.chance(50);
+        bursts += usize::from(burst);
 
         let mut base = Harness::new(None, 0, 0, true, 10);
-        let expected = run(&mut base, &sc, &id).await;
+        let expected = run(&mut base, &sc, &id, burst, &format!("{id} (duplicate-free)")).await;
 
         let chaos = Chaos {
             rng: Rng::new(master.next()),
@@ -499,8 +410,13 @@ async fn duplicates_and_races_change_nothing() {
         let bypass_pct = master.below(101);
         let inline_flush = master.chance(50);
         let batch = 1 + master.below(10) as usize;
+        let what = format!(
+            "scenario {n} ({}, burst {burst}, copy {copy_pct}%, bypass {bypass_pct}%, inline_flush \
+             {inline_flush}, batch {batch})",
+            sc.definition
+        );
         let mut dup = Harness::new(Some(chaos), copy_pct, bypass_pct, inline_flush, batch);
-        let got = run(&mut dup, &sc, &id).await;
+        let got = run(&mut dup, &sc, &id, burst, &what).await;
         copies += dup.queue.copies();
         // messages the worker received beyond the duplicate-free run's
         extra_deliveries += dup.queue.inner.published() as i64 - base.queue.inner.published() as i64;
@@ -508,49 +424,29 @@ async fn duplicates_and_races_change_nothing() {
         counts.double_sweeps += dup.counts.double_sweeps;
         counts.relay_republished += dup.counts.relay_republished;
         counts.sweep_republished += dup.counts.sweep_republished;
-
-        let what = format!(
-            "scenario {n} ({}, copy {copy_pct}%, bypass {bypass_pct}%, inline_flush {inline_flush}, batch {batch})",
-            sc.definition
+        compare(
+            &expected,
+            &got,
+            &mut tally,
+            ("duplicate-free", "duplicated"),
+            &what,
         );
-        assert_eq!(
-            expected.keys().collect::<Vec<_>>(),
-            got.keys().collect::<Vec<_>>(),
-            "{what}: executions differ"
-        );
-        for (eid, (want, want_steps)) in &expected {
-            let (have, have_steps) = &got[eid];
-            if have.processed_events < want.processed_events || have_steps < want_steps {
-                lost += (want.processed_events - have.processed_events)
-                    .max(want_steps - have_steps)
-                    .max(0) as usize;
-            }
-            if have.processed_events > want.processed_events || have_steps > want_steps {
-                applied_twice += (have.processed_events - want.processed_events)
-                    .max(have_steps - want_steps)
-                    .max(0) as usize;
-            }
-            assert_eq!(
-                observable(have),
-                observable(want),
-                "{what}: execution {eid} differs"
-            );
-            // each event applied once: one trace step each (the version counts commits)
-            assert_eq!(
-                (have.processed_events, have_steps),
-                (want.processed_events, want_steps),
-                "{what}: execution {eid}: (processed_events, traced steps)"
-            );
-        }
     }
     println!(
-        "duplicates_and_order: seed {seed:#x}, {scenarios} scenarios {by_machine:?}; duplicates injected: \
-         {copies} message copies, {} double relay passes ({} entries re-published), {} double \
-         sweeps ({} Timeouts re-published); {extra_deliveries} extra messages delivered to the worker; events lost: {lost}; duplicates applied: {applied_twice}",
-        counts.double_relays, counts.relay_republished, counts.double_sweeps, counts.sweep_republished,
+        "duplicates_and_order: seed {seed:#x}, {scenarios} scenarios {by_machine:?}, {bursts} sent as \
+         bursts; duplicates injected: {copies} message copies, {} double relay passes ({} entries \
+         re-published), {} double sweeps ({} Timeouts re-published); {extra_deliveries} extra \
+         messages delivered to the worker; events lost: {}; duplicates applied: {}",
+        counts.double_relays,
+        counts.relay_republished,
+        counts.double_sweeps,
+        counts.sweep_republished,
+        tally.lost,
+        tally.duplicates,
     );
-    assert_eq!(lost, 0);
-    assert_eq!(applied_twice, 0);
+    assert_eq!(tally.lost, 0);
+    assert_eq!(tally.duplicates, 0);
     assert!(copies > 0 && counts.double_relays > 0 && counts.double_sweeps > 0);
     assert!(extra_deliveries > 0, "no duplicate reached the worker");
+    assert!(bursts > 0, "no scenario was sent as a burst");
 }

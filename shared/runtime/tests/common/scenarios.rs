@@ -40,17 +40,29 @@ impl Rng {
     }
 }
 
+/// A number from the environment (decimal or `0x` hex), else `default`. A value that is set
+/// but is not a number fails: a typo must not quietly run the default.
 pub fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| {
-            let v = v.trim();
-            match v.strip_prefix("0x") {
-                Some(hex) => u64::from_str_radix(hex, 16).ok(),
-                None => v.parse().ok(),
-            }
-        })
-        .unwrap_or(default)
+    let Ok(text) = std::env::var(name) else {
+        return default;
+    };
+    let v = text.trim();
+    let parsed = match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    };
+    parsed.unwrap_or_else(|| panic!("{name}={text:?} is not a number (decimal or 0x hex)"))
+}
+
+/// How many scenarios a randomized suite runs: `name` from the environment, else
+/// `default`. Zero fails, since a suite that ran nothing would pass with nothing checked.
+pub fn scenario_count(name: &str, default: u64) -> u64 {
+    let n = env_u64(name, default);
+    assert!(
+        n > 0,
+        "{name}=0 asks for no scenarios: the suite would check nothing (unset it for the default, {default})"
+    );
+    n
 }
 
 // --- the machines and their scripts ----------------------------------------------
@@ -200,11 +212,51 @@ pub fn scenario(rng: &mut Rng) -> Scenario {
 /// Far enough ahead that every armed timer is due.
 pub const FAR_FUTURE: f64 = 1.0e12;
 
+/// One applied step as the trace recorded it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracedStep {
+    pub event: String,
+    pub data: Value,
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+impl TracedStep {
+    fn read(row: &stm_core::Map) -> Self {
+        let text = |key: &str| row.get(key).and_then(Value::as_str).map(str::to_string);
+        TracedStep {
+            event: text("event_kind").unwrap_or_else(|| "?".into()),
+            data: row.get("event_data").cloned().unwrap_or(Value::Null),
+            from: text("from_path"),
+            to: text("to_path"),
+        }
+    }
+
+    /// Who sent the event. Events of one sender reach an execution in the order they were
+    /// sent (one FIFO group, and the sender emits them in order); events of different
+    /// senders may interleave either way in a disturbed run: a region's or child's
+    /// `Finished` races its siblings'. Everything else an execution receives here comes
+    /// from one sender (the script for a root, the parent for a region).
+    fn sender(&self) -> String {
+        match (
+            self.event.as_str(),
+            self.data.get("child_id").and_then(Value::as_str),
+        ) {
+            ("Finished", Some(child)) => format!("child {child}"),
+            _ => "its one sender".into(),
+        }
+    }
+}
+
 /// What a scenario left, read once it is quiet.
 pub struct Outcome {
     pub executions: BTreeMap<String, Execution>,
-    /// Each execution's trace, as its steps' event kinds.
-    pub traces: BTreeMap<String, Vec<String>>,
+    /// Each execution's trace, in the order its steps were applied.
+    pub traces: BTreeMap<String, Vec<TracedStep>>,
+    /// Per execution, the events the script sent it that left no trace step: a broadcast
+    /// (a parent hands a domain event to its regions) commits a processed mark and the
+    /// regions' outbox rows, but runs no step on the parent.
+    pub untraced: BTreeMap<String, usize>,
     /// The processed mark of each event the script sent, in order.
     pub marks: Vec<bool>,
     /// How many events the script sent.
@@ -216,7 +268,7 @@ pub struct Outcome {
 pub async fn settled_outcome(
     store: &dyn ExecutionStore,
     root: &str,
-    sent: &[(String, String)],
+    sent: &[(String, Event)],
     what: &str,
 ) -> Outcome {
     let outbox = store.pending_outbox().await.expect("outbox");
@@ -234,16 +286,7 @@ pub async fn settled_outcome(
             .unwrap_or_else(|| panic!("{what}: no execution {id}"));
         todo.extend(exe.children.keys().cloned());
         let trace = store.read_trace(&id).await.expect("trace");
-        let kinds: Vec<String> = trace
-            .iter()
-            .map(|t| {
-                t.get("event_kind")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string()
-            })
-            .collect();
-        traces.insert(id.clone(), kinds);
+        traces.insert(id.clone(), trace.iter().map(TracedStep::read).collect());
         executions.insert(id, exe);
     }
     let timers: Vec<DueTimer> = store
@@ -255,17 +298,35 @@ pub async fn settled_outcome(
         .collect();
     assert!(timers.is_empty(), "{what}: timers left: {timers:?}");
     let mut marks = Vec::new();
-    for (target, event_id) in sent {
+    // the script's events by target, kind and data (as JSON text, for an ordered key),
+    // against the trace steps that match them
+    let mut sent_alike: BTreeMap<(&str, &str, String), (Value, usize)> = BTreeMap::new();
+    for (target, event) in sent {
         marks.push(
             store
-                .is_processed(target, event_id)
+                .is_processed(target, &event.id)
                 .await
                 .expect("processed mark"),
         );
+        let data = Value::Object(event.data.clone());
+        sent_alike
+            .entry((target, &event.kind, data.to_string()))
+            .or_insert((data, 0))
+            .1 += 1;
+    }
+    let mut untraced = BTreeMap::new();
+    for ((target, kind, _), (data, count)) in sent_alike {
+        let traced = traces.get(target).map_or(0, |steps: &Vec<TracedStep>| {
+            steps.iter().filter(|s| s.event == kind && s.data == data).count()
+        });
+        if count > traced {
+            *untraced.entry(target.to_string()).or_insert(0) += count - traced;
+        }
     }
     Outcome {
         executions,
         traces,
+        untraced,
         marks,
         sent: sent.len(),
     }
@@ -280,9 +341,21 @@ pub struct Tally {
     pub duplicates: i64,
 }
 
-/// Compare a disturbed run (`got`) with the undisturbed one: the same executions, field by
-/// field of what a user sees, one traced step and one processed mark per event, the same
-/// traced steps; count what differs. `labels` name the two runs in messages.
+/// Compare a disturbed run (`got`) with the undisturbed one, execution by execution, on
+/// what the README promises (each event applied once and in order, the same final record):
+///
+/// * the record: every field a user sees ([`observable`]) and `processed_events`;
+/// * the applied steps, in order: the path each step went from and to, step by step, and
+///   for each sender the events it sent, in order (see [`TracedStep::sender`]): an event
+///   applied twice, lost, or overtaken by a later one of its sender fails;
+/// * the version, within what commits allow: it counts commits; after the create's (the
+///   execution PENDING), every commit applies at least one traced step or broadcast, so it
+///   is at most one more than their number; an empty or repeated commit pushes it past. It may be lower, and differ between
+///   the two runs: a coalesced burst commits several events at once, and a crash or a fault
+///   changes which events arrive together;
+/// * the processed marks of the events the script sent.
+///
+/// What differs is also counted in `tally` (`labels` name the two runs in messages).
 pub fn compare(
     expected: &Outcome,
     got: &Outcome,
@@ -297,41 +370,84 @@ pub fn compare(
     );
     for (id, want) in &expected.executions {
         let have = &got.executions[id];
-        // what is promised is each event applied once, in order: one traced step per
-        // event. The version counts commits, and a coalesced burst is one commit for
-        // several events, so it may differ between runs that batched differently.
-        let (steps_want, steps_have) = (expected.traces[id].len() as i64, got.traces[id].len() as i64);
+        let (steps_want, steps_have) = (&expected.traces[id], &got.traces[id]);
         tally.processed += have.processed_events;
         tally.commits += have.version;
-        let (dp, dv) = (
+        let (dp, ds) = (
             have.processed_events - want.processed_events,
-            steps_have - steps_want,
+            steps_have.len() as i64 - steps_want.len() as i64,
         );
-        if dp < 0 || dv < 0 {
-            tally.lost += (-dp).max(-dv);
+        if dp < 0 || ds < 0 {
+            tally.lost += (-dp).max(-ds);
         }
-        if dp > 0 || dv > 0 {
-            tally.duplicates += dp.max(dv);
+        if dp > 0 || ds > 0 {
+            tally.duplicates += dp.max(ds);
         }
+        let shown = |steps: &[TracedStep]| {
+            steps
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} {}->{}",
+                        s.event,
+                        s.from.as_deref().unwrap_or("-"),
+                        s.to.as_deref().unwrap_or("-")
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let steps_text = format!(
+            "traced steps: {clean} {:?}, {faulty} {:?}",
+            shown(steps_want),
+            shown(steps_have)
+        );
         assert_eq!(
             observable(have),
             observable(want),
             "{what}: execution {id} differs"
         );
         assert_eq!(
-            (have.processed_events, steps_have),
-            (want.processed_events, steps_want),
-            "{what}: execution {id}: (processed_events, traced steps); traced steps: {clean} {:?}, \
-             {faulty} {:?}",
-            expected.traces[id],
-            got.traces[id],
+            (have.processed_events, steps_have.len()),
+            (want.processed_events, steps_want.len()),
+            "{what}: execution {id}: (processed_events, traced steps); {steps_text}"
         );
-        let (mut tw, mut th) = (expected.traces[id].clone(), got.traces[id].clone());
-        assert_eq!(th.len(), tw.len(), "{what}: execution {id}: trace length");
-        // the order of a joining parent's steps may differ (children finish in any order)
-        tw.sort();
-        th.sort();
-        assert_eq!(th, tw, "{what}: execution {id}: traced event kinds");
+        let paths = |steps: &[TracedStep]| {
+            steps
+                .iter()
+                .map(|s| (s.from.clone(), s.to.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            paths(steps_have),
+            paths(steps_want),
+            "{what}: execution {id}: the path of each step, in order; {steps_text}"
+        );
+        let by_sender = |steps: &[TracedStep]| {
+            let mut senders: BTreeMap<String, Vec<(String, Value)>> = BTreeMap::new();
+            for s in steps {
+                senders
+                    .entry(s.sender())
+                    .or_default()
+                    .push((s.event.clone(), s.data.clone()));
+            }
+            senders
+        };
+        assert_eq!(
+            by_sender(steps_have),
+            by_sender(steps_want),
+            "{what}: execution {id}: each sender's events, in the order applied; {steps_text}"
+        );
+        for (run, outcome, exe) in [(clean, expected, want), (faulty, got, have)] {
+            // the create's commit (PENDING, its Start still to run) plus at most one commit
+            // per applied step or broadcast
+            let commits = 1 + outcome.traces[id].len() + outcome.untraced.get(id).copied().unwrap_or(0);
+            assert!(
+                exe.version >= 1 && exe.version <= commits as i64,
+                "{what}: execution {id}: the {run} run's version {} is not within 1..={commits} \
+                 (the create, then each commit applies at least one step or broadcast); {steps_text}",
+                exe.version,
+            );
+        }
     }
     assert_eq!(
         got.marks, expected.marks,
