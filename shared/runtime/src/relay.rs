@@ -5,7 +5,9 @@
 //! scheduled relay function (every pending entry, the safety net for a crash or a failed
 //! publish between commit and flush).
 //!
-//! Order: spawn intents before events, each by `seq`. A message whose group already had a
+//! Order: spawn intents before events, each by `seq` (the outbox is read before the spawn
+//! intents, so that an event is never seen without its region's intent; see
+//! [`relay_pending`]). A message whose group already had a
 //! failure in this run is held back (it stays pending) so that FIFO order within a group
 //! never breaks: e.g. a broadcast event must not reach a region whose spawn intent failed
 //! to publish.
@@ -156,8 +158,13 @@ pub async fn relay_pending(
     queue: &dyn Queue,
 ) -> Result<RelaySummary, DriverError> {
     stm_store::aws::as_function("relay", async {
-        let mut spawns = store.pending_spawns().await?;
+        // the outbox first: an event read there was committed after the spawn intents of
+        // the regions it goes to, so the second read finds those still pending (or they
+        // were published already). Read the other way round, a commit landing between the
+        // reads gives an event without its region's intent, which reaches the region's
+        // group first, finds no execution there and is dropped.
         let mut outbox = store.pending_outbox().await?;
+        let mut spawns = store.pending_spawns().await?;
         spawns.sort_by_key(|s| s.seq);
         outbox.sort_by_key(|o| o.seq);
         let mut summary = RelaySummary::default();

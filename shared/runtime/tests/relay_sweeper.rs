@@ -5,11 +5,12 @@ mod common;
 
 use std::sync::Arc;
 
+use common::faulty::Faulty;
 use common::{event, Stack};
 use serde_json::json;
 use stm_core::Status;
 use stm_runtime::{relay, sweeper, MemoryQueue, Queue};
-use stm_store::{ExecutionStore, MemoryStore};
+use stm_store::{Commit, ExecutionStore, MemoryStore, SpawnIntent};
 
 #[tokio::test]
 async fn failed_publishes_stay_pending_and_the_next_run_delivers_them() {
@@ -136,4 +137,64 @@ async fn a_double_sweep_sends_one_timeout_and_suspended_timers_wait() {
         Some("Expired"),
         "fires once resumed"
     );
+}
+
+/// A worker commits while a relay is between its two reads: a step that spawns a region,
+/// then the broadcast to that region. The relay reads the outbox before the spawn intents,
+/// so every event it sees was committed after the intents of the regions it goes to, and
+/// its second read finds those (or they were published already): an event never reaches a
+/// region's group before the region's spawn intent (it would find no execution there and
+/// be dropped as a no-op, lost).
+#[tokio::test]
+async fn an_event_committed_between_the_relays_reads_never_overtakes_its_regions_spawn() {
+    let store = Arc::new(Faulty::default());
+    let queue = Arc::new(MemoryQueue::new(5));
+    let stack = Stack::new(store.clone(), queue.clone());
+    stack
+        .control
+        .create("Flat", None, Some("p"))
+        .await
+        .expect("create");
+    stack.drain().await;
+    let region = "p:Work.Region:0";
+    *store.between_reads.lock().expect("lock") = vec![
+        (
+            "p".to_string(),
+            Commit {
+                spawns: vec![SpawnIntent {
+                    child_id: region.into(),
+                    root_path: "Work.Region".into(),
+                    context: Default::default(),
+                }],
+                ..Commit::default()
+            },
+        ),
+        (
+            "p".to_string(),
+            Commit {
+                emits: vec![(Some(region.into()), event("Ping", json!({})))],
+                ..Commit::default()
+            },
+        ),
+    ];
+    let region_messages = || -> Vec<&'static str> {
+        queue
+            .snapshot()
+            .iter()
+            .filter(|m| m.group_id == region)
+            .map(|m| if m.spawn { "spawn" } else { "event" })
+            .collect()
+    };
+    relay::relay_pending(store.as_ref(), queue.as_ref())
+        .await
+        .expect("relay");
+    let first = region_messages();
+    assert!(
+        first.first() != Some(&"event"),
+        "the event went out before its region's spawn intent: {first:?}"
+    );
+    relay::relay_pending(store.as_ref(), queue.as_ref())
+        .await
+        .expect("relay");
+    assert_eq!(region_messages(), ["spawn", "event"]);
 }

@@ -22,11 +22,25 @@ pub struct Faulty {
     pub conflicting: Vec<&'static str>,
     pub slow: Vec<&'static str>,
     pub delay: Duration,
+    /// Commits that land right after the next read of the pending spawn intents or outbox
+    /// (a worker committing while a relay is between its two reads), applied once.
+    pub between_reads: std::sync::Mutex<Vec<(String, Commit)>>,
 }
 
 impl Faulty {
     pub fn on(&self) -> bool {
         self.faulty.load(Ordering::SeqCst)
+    }
+
+    async fn land_between_reads(&self) {
+        let commits = std::mem::take(&mut *self.between_reads.lock().unwrap_or_else(|e| e.into_inner()));
+        for (id, commit) in commits {
+            let mut exe = self.inner.load(&id).await.expect("load").expect("the execution");
+            self.inner
+                .commit(&mut exe, commit)
+                .await
+                .expect("the commit between the reads");
+        }
     }
 }
 
@@ -70,13 +84,17 @@ impl ExecutionStore for Faulty {
         self.inner.list_executions(query).await
     }
     async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
-        self.inner.pending_outbox().await
+        let read = self.inner.pending_outbox().await;
+        self.land_between_reads().await;
+        read
     }
     async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
         self.inner.ack_outbox(seq).await
     }
     async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
-        self.inner.pending_spawns().await
+        let read = self.inner.pending_spawns().await;
+        self.land_between_reads().await;
+        read
     }
     async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
         self.inner.ack_spawn(seq).await
