@@ -618,7 +618,30 @@ impl Driver {
         // the commit's serialization of the same execution
         let before = exe.clone();
         let step = self.prepare_step(defn, exe, event, &before)?;
-        self.commit_prepared(exe, step).await
+        let actions = step.report.actions.clone();
+        match self.commit_prepared(exe, step).await {
+            Err(DriverError::Store(err @ StoreError::TooLarge(_))) => {
+                // A commit the store refuses whatever the retry (DynamoDB: an item over
+                // 400 KB, over 100 actions or 4 MB in the transaction; a context too large, a
+                // fan-out too wide). Retrying the event would only hold its FIFO group until
+                // the dead-letter queue. As for a message too large for SQS, the step is
+                // undone and the execution fails where it was, with the reason, the event
+                // marked processed and the step traced. If even that cannot be written (the
+                // event itself too large for the trace), the record stays poison.
+                let text = format!("StoreError: {err}");
+                tracing::warn!(execution_id = %exe.id, error = %text, "a step's commit can never be written; failing execution");
+                exe.clone_from(&before);
+                exe.status = Status::Failed;
+                exe.error = Some(text);
+                let undone = Collected {
+                    actions,
+                    ..Collected::default()
+                };
+                let failure = self.finish_step(exe, event, before.active_path.clone(), undone);
+                self.commit_prepared(exe, failure).await
+            }
+            other => other,
+        }
     }
 
     /// One step of `exe` on `defn`, applied to `exe` in memory: what its commit writes
@@ -649,6 +672,17 @@ impl Driver {
                 ..Collected::default()
             };
         }
+        Ok(self.finish_step(exe, event, from_path, collected))
+    }
+
+    /// What a step's commit writes and what it reports, from what the engine collected.
+    fn finish_step(
+        &self,
+        exe: &mut Execution,
+        event: Option<&Event>,
+        from_path: Option<String>,
+        collected: Collected,
+    ) -> PreparedStep {
         let now = self.clock.now();
         let traces = if self.trace {
             vec![trace_step(event, from_path, exe, &collected, now)]
@@ -671,7 +705,7 @@ impl Driver {
             spawns: collected.spawns,
             traces,
         };
-        Ok(PreparedStep { commit, report })
+        PreparedStep { commit, report }
     }
 
     /// Write a prepared step: its report, with the outbox seqs the store gave its emits.

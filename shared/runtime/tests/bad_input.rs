@@ -1205,15 +1205,17 @@ async fn an_event_behind_a_poison_message_in_its_group_is_dead_lettered_with_it(
 
 // --- the DynamoDB item limit (moto) ------------------------------------------------
 
-/// The store refuses a commit whose execution item would pass 400 KB before calling
-/// DynamoDB: the record fails (poison: the same event always makes the same item, so it is
-/// dead-lettered after its poison retries, not retried for hours)
-/// with the store's message, the stored execution is exactly as it was, and no dedupe
-/// mark, outbox entry or timer leaks. Its group then moves on. Also over moto: a 250 KB
-/// event that the machine does not keep is fine, and with the execution trace on, a step
-/// whose trace entry (event data + context) passes the limit fails the same clear way.
+/// A step whose commit DynamoDB would refuse whatever the retry (here an execution item
+/// over 400 KB; a fan-out over 100 transaction items below) is never retried: the store
+/// says so before calling DynamoDB, the step is undone and the execution fails where it
+/// was with the store's reason, the event is marked processed, and the record is
+/// acknowledged, so its group moves on at once (no back-off, no dead-letter queue).
+/// Nothing of the step leaks: no outbox entry, spawn intent or timer. Also over moto: a
+/// 250 KB event that the machine does not keep is fine, and with the execution trace on,
+/// a step whose trace entry (event data + context) passes the limit even undone is
+/// poison, dead-lettered after its poison retries: nothing can be written for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_context_over_the_item_limit_fails_the_record_and_changes_nothing() {
+async fn a_commit_over_dynamodbs_limits_fails_the_execution_at_once() {
     let started = Instant::now();
     let parts = common::moto_parts("limits", 5, 3).await;
     let store = parts.store.clone();
@@ -1242,19 +1244,23 @@ async fn a_context_over_the_item_limit_fails_the_record_and_changes_nothing() {
     assert!(item > 250 * 1024 && item < 400 * 1024, "{item}");
 
     // 200 KB more would make it ~450 KB
-    let logs = Logs::capture();
-    let _ = logs.take();
     let fill = event("Fill", json!({"blob": "m".repeat(200 * 1024)})).with_id("fill-1");
     let body = serde_json::to_string(&fill).expect("json");
     assert!(body.len() < 256 * 1024, "within SQS's classic message limit");
     let out = worker
         .handle_batch(&[record("m1", &body, Some("big"), None), good("m2", "flat", "Go")])
         .await;
-    // the same event always makes the same too-large item: poison, not hours of retries
-    let text = match &out.records[0].1 {
-        Err(Failed::Poison(t)) => t.clone(),
-        other => panic!("{other:?}"),
-    };
+    assert_eq!(
+        out.records[0].1,
+        Ok(Handled::Processed {
+            execution_id: "big".into(),
+            status: Status::Failed,
+        }),
+        "acknowledged: the execution failed"
+    );
+    assert_eq!(out.records[1].1, processed("flat"), "another group goes on");
+    let failed = store.load("big").await.expect("load").expect("big");
+    let text = failed.error.clone().unwrap_or_default();
     assert!(
         text.starts_with("StoreError: execution big item is ")
             && text.contains(
@@ -1262,66 +1268,49 @@ async fn a_context_over_the_item_limit_fails_the_record_and_changes_nothing() {
             ),
         "{text}"
     );
+    assert_eq!(failed.status, Status::Failed);
+    // undone: the state and context it started from
     assert_eq!(
-        out.records[1].1,
-        processed("flat"),
-        "the batch rule: another group goes on behind the failure"
+        (failed.active_path.as_deref(), &failed.context),
+        (Some("Idle"), &big.context)
     );
-    let log = logs.take();
-    assert!(log.contains("poison message") && log.contains(&text), "{log}");
-    assert_eq!(
-        store.load("big").await.expect("load").expect("big"),
-        big,
-        "unchanged"
-    );
-    assert!(!store.is_processed("big", "fill-1").await.expect("processed"));
+    assert_eq!(failed.version, big.version + 1, "one commit: the failure");
+    assert!(store.is_processed("big", "fill-1").await.expect("processed"));
     assert!(store.pending_outbox().await.expect("outbox").is_empty());
     assert!(store.pending_spawns().await.expect("spawns").is_empty());
     assert!(store.due_timers(START + 1e9).await.expect("timers").is_empty());
 
-    // through the queue: retried with its back-off (never a crash, never a silent ack),
-    // then dead-lettered; the event behind it in another group goes through at once, and
-    // the next event of its own group is processed once it is gone
-    let fill_message = OutgoingMessage::event("big", &fill);
-    assert!(queue
-        .publish_batch(&[
-            fill_message.clone(),
-            OutgoingMessage::event("flat", &event("Go", json!({})).with_id("flat-go")),
-        ])
+    // a fan-out too wide for one transaction (a child's spawn intent per item, over
+    // DynamoDB's 100 actions): the parent fails at its start with the reason, at once
+    let recipients: Vec<String> = (0..150).map(|n| format!("r{n}")).collect();
+    control
+        .create(
+            "FanOut",
+            Some(object(json!({ "recipients": recipients }))),
+            Some("wide"),
+        )
         .await
-        .is_empty());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !queue.is_empty() {
-        assert!(Instant::now() < deadline, "{:?}", queue.len());
-        eventsource::drain(queue.as_ref(), &worker, &settings, || START, 50)
-            .await
-            .expect("drain");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let dead: Vec<String> = queue.dead_letters().iter().map(|m| m.body.clone()).collect();
-    assert_eq!(dead, [fill_message.body], "only the oversized event");
-    let flat = store.load("flat").await.expect("load").expect("flat");
-    assert_eq!(
-        flat.active_path.as_deref(),
-        Some("Working"),
-        "another group: not held up"
-    );
-    assert_eq!(
-        store.load("big").await.expect("load").expect("big"),
-        big,
-        "still unchanged after every retry"
-    );
-    let small = event("Fill", json!({"blob": "ok"})).with_id("fill-2");
-    assert!(queue
-        .publish_batch(&[OutgoingMessage::event("big", &small)])
-        .await
-        .is_empty());
+        .expect("create");
     eventsource::drain(queue.as_ref(), &worker, &settings, || START, 50)
         .await
         .expect("drain");
-    let after = store.load("big").await.expect("load").expect("big");
-    assert_eq!(after.active_path.as_deref(), Some("Full"));
-    assert_eq!(after.context["more"], json!("ok"));
+    let wide = store.load("wide").await.expect("load").expect("wide");
+    let reason = wide.error.clone().unwrap_or_default();
+    assert_eq!(wide.status, Status::Failed, "{reason}");
+    assert!(
+        reason.starts_with("StoreError: ") && reason.contains("100"),
+        "the reason names DynamoDB's limit: {reason}"
+    );
+    assert!(
+        wide.children.is_empty(),
+        "no child was spawned: {:?}",
+        wide.children
+    );
+    assert!(store.pending_spawns().await.expect("spawns").is_empty());
+    assert!(
+        queue.is_empty() && queue.dead_letters().is_empty(),
+        "nothing retried or dead-lettered"
+    );
 
     // a 250 KB event the machine does not keep is no problem for the store
     let huge = event("Go", json!({"pad": "x".repeat(250 * 1024)})).with_id("huge-1");
