@@ -3,6 +3,17 @@
     python3 bench/cost_model.py                       # the defaults below
     python3 bench/cost_model.py --burst 2             # every design coalescing bursts of 2
     python3 bench/cost_model.py --item-bytes 2048 --lambda-ms 12 --emit-ratio 0.2 --trace
+    python3 bench/cost_model.py --template my-template.yaml   # another deployment's template
+
+Where the inputs come from: AWS's list prices are the constants in PRICES (each with its
+source); what the model takes from the code (item sizes, the sweep's constants, the
+functions' metrics) is bench/cost_inputs.json, which the Rust test `cost_inputs_match_the_code`
+(`cargo test -p stm-store --test measures`) measures on the items the store writes and
+bench/test_cost_model.py checks against the functions' code; what it takes from the
+deployment (the functions' memory, architecture, batch size and schedules, the event
+sources, the alarms and their metrics, the retention, the defaults of DedupeMarks, Trace
+and LogLevel) is read from template.yaml at run time (`--template`). The rest (Lambda's
+billed time, the message size, the mix, the pollers) are assumptions, flags, marked so.
 
 One transition = one event processed by the worker (load, step, commit). Every event
 reaches the worker as one SQS FIFO message, sent by whoever produced it: the producer (a
@@ -39,9 +50,9 @@ Counted per design (read from the code, 2026-12-02):
   the consistent `GetItem` of the timer, the `load` of the execution, the `Timeout`
   `SendMessage` to the FIFO queue and the guarded `DeleteItem` (+ its GSI delete).
 * fixed monthly costs, amortized over `--transitions-per-month`: the relay's scheduled
-  consistent `Scan`s of the outbox and spawns tables and the sweeper's 16 due-index `Query`s
-  (template.yaml: both every minute), the harel layout's full timer scan every 10 minutes
-  (`due.rs`; the cheapest layout has no harel writer and sets the interval to `None`),
+  consistent `Scan`s of the outbox and spawns tables and the sweeper's due-index `Query`s, one
+  per shard (both on template.yaml's schedules), the harel layout's full timer scan (`due.rs`,
+  every 10 minutes; the cheapest layout has no harel writer and sets the interval to `None`),
   those schedules' Lambda invocations and logs, and the event sources' idle long polls.
 * storage: the processed marks until their TTL (harel layout), trace rows when trace is on.
 * CloudWatch Logs: the platform's START/END/REPORT lines and the metrics line per
@@ -60,8 +71,15 @@ Prices are us-east-1 list prices; no network, no AWS account.
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import re
 from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_TEMPLATE = os.path.join(os.path.dirname(HERE), "template.yaml")
+DEFAULT_INPUTS = os.path.join(HERE, "cost_inputs.json")
 
 # Every figure with where it was checked (2026-12-02, through the `search` tool's stored
 # copies). The AWS pricing pages render their price tables client-side, so the stored
@@ -123,23 +141,173 @@ PRICES = {
     "cloudwatch_alarm_metric_per_month": 0.10,
 }
 
-# Not prices: the counts and sizes the model assumes, with where they come from.
+# Not prices: the counts and sizes the model assumes, with where they come from. What comes
+# from the code is in bench/cost_inputs.json, what comes from the deployment in
+# template.yaml (both below); these are conventions and AWS's rules.
 MINUTES_PER_MONTH = 30 * 24 * 60  # a 30-day month
-SQS_MAX_CHUNK = 64 * 1024
-TIMER_SHARDS = 16  # shared/store/src/dynamodb/schema.rs
-FULL_SCAN_MINUTES = 10  # due.rs DEFAULT_TIMER_FULL_SCAN_INTERVAL (harel layout only)
+SQS_MAX_CHUNK = 64 * 1024  # one SQS request per 64 KB of payload (AWS's rule, above)
 # Lambda's SQS pollers long-poll (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html:
 # five concurrent batches at low traffic, "as few as 2" except with maximum concurrency
 # set, which the worker's event source sets). How many pollers a FIFO source keeps idle
 # and how long each waits are not documented: ASSUMED 5 (worker, FIFO) and 2 (doorbells,
 # standard), each a 20 s long poll (SQS's longest), i.e. 3 empty receives a minute.
 LONG_POLL_SECONDS = 20
-# template.yaml's alarms, counted by the metrics each one reads: DeadLetter 1,
-# OldestMessage 1, WorkerErrors 1, ScheduledErrors 2 (relay, sweeper), Throttles 3
-ALARM_METRICS = 8
-# the functions' EMF counts (metrics.rs, worker.rs, relay.rs, sweeper.rs): worker 6, relay 3,
-# sweeper 3, each with its one `Function` dimension
-FUNCTION_METRICS = 12
+
+
+# ---------------------------------------------------------------- inputs from the code
+
+def load_code_inputs(path: str = DEFAULT_INPUTS) -> dict:
+    """bench/cost_inputs.json: `code` (sizes as DynamoDB counts them, the sweep's
+    constants; measured by `cost_inputs_match_the_code`) and `function_metrics` (the EMF
+    counts each function sends, each with its one `Function` dimension; counted in the
+    runtime's code by bench/test_cost_model.py)."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    out = dict(data["code"])
+    out["function_metrics"] = dict(data["function_metrics"])
+    return out
+
+
+# ---------------------------------------------------------------- inputs from the template
+
+def load_template(path: str = DEFAULT_TEMPLATE) -> dict:
+    """template.yaml as data, CloudFormation's short forms as their long forms
+    (`!Ref X` -> {"Ref": "X"}, `!GetAtt A.B` -> {"Fn::GetAtt": ["A", "B"]}, `!Sub s` ->
+    {"Fn::Sub": s}, ...), as cfn-lint's decoder reads them."""
+    try:
+        import yaml
+    except ImportError:  # PyYAML: in the project's venv (cfn-lint brings it)
+        raise SystemExit(
+            "bench/cost_model.py reads template.yaml with PyYAML: run it with .venv/bin/python "
+            "(bash .ci/setup.sh) or `pip install pyyaml`"
+        )
+
+    class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's when there
+        pass
+
+    def short_form(loader, suffix, node):
+        if isinstance(node, yaml.ScalarNode):
+            value = loader.construct_scalar(node)
+        elif isinstance(node, yaml.SequenceNode):
+            value = loader.construct_sequence(node, deep=True)
+        else:
+            value = loader.construct_mapping(node, deep=True)
+        if suffix == "Ref":
+            return {"Ref": value}
+        if suffix == "GetAtt" and isinstance(value, str):
+            value = value.split(".", 1)
+        return {"Fn::" + suffix: value}
+
+    Loader.add_multi_constructor("!", short_form)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.load(f, Loader=Loader)
+    except OSError as e:
+        raise SystemExit(f"bench/cost_model.py: the template: {e}")
+
+
+def resolve(template: dict, value):
+    """A property's value as deployed with the parameters' defaults: `Ref` of a parameter
+    is its `Default`; a list is resolved element by element; anything else is as written."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        param = template.get("Parameters", {}).get(value["Ref"])
+        if param is None:
+            return value  # a resource or a pseudo parameter
+        return param.get("Default")
+    if isinstance(value, list):
+        return [resolve(template, v) for v in value]
+    return value
+
+
+def rate_minutes(expression: str) -> float:
+    """An EventBridge `rate(N unit)` schedule's period in minutes."""
+    m = re.fullmatch(r"\s*rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)\s*", str(expression))
+    if not m:
+        raise SystemExit(f"template.yaml: the schedule {expression!r} is not a rate(...) the model understands")
+    return int(m.group(1)) * {"minute": 1, "hour": 60, "day": 1440}[m.group(2).rstrip("s")]
+
+
+def alarm_metric_count(props: dict) -> int:
+    """The metrics an alarm is billed for: its `MetricName`, or each `MetricStat` of its
+    metric math (an expression is not a metric)."""
+    if "MetricName" in props:
+        return 1
+    return sum(1 for q in props.get("Metrics", []) if "MetricStat" in q)
+
+
+def template_inputs(path: str = DEFAULT_TEMPLATE) -> dict:
+    """What the model takes from the deployment, read from template.yaml (the parameters at
+    their defaults). The functions are the template's `Worker`, `Relay` and `Sweeper`."""
+    t = load_template(path)
+    resources = t.get("Resources", {})
+    params = t.get("Parameters", {})
+    globals_fn = t.get("Globals", {}).get("Function", {})
+
+    def function(name: str) -> dict:
+        r = resources.get(name)
+        if not r or r.get("Type") != "AWS::Serverless::Function":
+            raise SystemExit(f"{path}: no AWS::Serverless::Function {name}")
+        return r.get("Properties", {})
+
+    def prop(fn: dict, key: str, default=None):
+        # a function's own, else the template's Globals, else Lambda's default
+        return resolve(t, fn.get(key, globals_fn.get(key, default)))
+
+    def event(fn: dict, kind: str) -> list:
+        return [e.get("Properties", {}) for e in fn.get("Events", {}).values() if e.get("Type") == kind]
+
+    def queue(source: dict) -> dict:
+        ref = source.get("Queue", {}).get("Fn::GetAtt", [None])[0]
+        r = resources.get(ref, {})
+        if r.get("Type") != "AWS::SQS::Queue":
+            raise SystemExit(f"{path}: an SQS event source on {source.get('Queue')!r}, not a queue of this template")
+        return r.get("Properties", {})
+
+    fns = {name: function(name) for name in ("Worker", "Relay", "Sweeper")}
+    architectures = {name: prop(fn, "Architectures", ["x86_64"]) for name, fn in fns.items()}
+    (worker_queue,) = event(fns["Worker"], "SQS")
+    (relay_schedule,) = event(fns["Relay"], "Schedule")
+    (sweeper_schedule,) = event(fns["Sweeper"], "Schedule")
+    (doorbells,) = event(fns["Sweeper"], "SQS")
+    sqs_sources = [
+        (name, "fifo" if str(queue(src).get("FifoQueue", "false")).lower() == "true" else "standard")
+        for name, fn in fns.items()
+        for src in event(fn, "SQS")
+    ]
+    alarms = {
+        name: alarm_metric_count(r.get("Properties", {}))
+        for name, r in resources.items()
+        if r.get("Type") == "AWS::CloudWatch::Alarm"
+    }
+
+    def default(name: str):
+        return params[name]["Default"]
+
+    return {
+        "path": path,
+        "architectures": architectures,
+        "worker_memory_mb": int(prop(fns["Worker"], "MemorySize", 128)),
+        "relay_memory_mb": int(prop(fns["Relay"], "MemorySize", 128)),
+        "sweeper_memory_mb": int(prop(fns["Sweeper"], "MemorySize", 128)),
+        "worker_batch_size": int(resolve(t, worker_queue.get("BatchSize", 10))),
+        "doorbell_batch_size": int(resolve(t, doorbells.get("BatchSize", 10))),
+        "relay_period_min": rate_minutes(resolve(t, relay_schedule["Schedule"])),
+        "sweeper_period_min": rate_minutes(resolve(t, sweeper_schedule["Schedule"])),
+        "sqs_sources": sqs_sources,
+        "alarms": alarms,
+        "alarm_metrics": sum(alarms.values()),
+        "processed_retention_days": float(default("ProcessedRetentionDays")),
+        "dedupe_marks": default("DedupeMarks"),
+        "trace": str(default("Trace")).lower() == "true",
+        "log_level": default("LogLevel"),
+    }
+
+
+def check_architecture(tpl: dict) -> None:
+    """The model prices arm64 Lambda only."""
+    other = {n: a for n, a in tpl["architectures"].items() if a != ["arm64"]}
+    if other:
+        raise SystemExit(f"{tpl['path']}: the model has arm64's Lambda price only, the template deploys {other}")
 
 
 def wru(item_bytes: float, transactional: bool = False) -> int:
@@ -191,13 +359,14 @@ def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: b
     if layout == "harel":
         w += k * wru(a.mark_bytes, True)  # one processed mark per event
     per_event = (
-        emit * (wru(a.message_bytes, True) + wru(8))  # outbox put (tx) + delete after the flush
+        # outbox put (tx) + its delete after the flush (a delete bills the deleted item's size)
+        emit * (wru(a.outbox_bytes, True) + wru(a.outbox_bytes))
         + timer * (wru(a.timer_bytes, True) + wru(a.timer_bytes))  # timer put (tx) + its GSI entry
         + timer * wru(a.timer_bytes, True)  # the cancel on exit (tx delete; already fired: no GSI)
     )
     if trace:
         per_event += wru(a.trace_bytes, True) + wru(a.trace_bytes, True)  # trace put + ring delete
-    w += k * per_event + p_emit * wru(16)  # the seq counter ADD, once per emitting commit
+    w += k * per_event + p_emit * wru(a.counter_bytes)  # the seq counter ADD, once per emitting commit
     return rru / k, w / k
 
 
@@ -233,7 +402,7 @@ def per_transition(a, d: Design, emit: float, timer: float) -> dict:
     db_rru = rru_strong(a.timer_bytes) + rru_strong(exe)  # armed_timer GetItem + load of the execution
     db_wru = wru(a.timer_bytes) + wru(a.timer_bytes)  # guarded DeleteItem + its GSI delete
     db_inv = 1 / a.doorbell_batch
-    db_gbs = (128 / 1024) * ((a.doorbell_wait_ms + a.sweeper_ms) / 1000) / a.doorbell_batch
+    db_gbs = (a.sweeper_memory_mb / 1024) * ((a.doorbell_wait_ms + a.sweeper_ms) / 1000) / a.doorbell_batch
     db_log = a.log_bytes_per_invocation / a.doorbell_batch + 200  # + its "timer doorbells" line
     doorbell = timer * (
         db_std * P["sqs_standard_per_million"] / 1e6
@@ -288,31 +457,36 @@ def fixed_monthly(a, layout: str, emit: float = 0.0, timer: float = 0.0) -> dict
     P = PRICES
     relay_runs = MINUTES_PER_MONTH / a.relay_period_min
     sweep_runs = MINUTES_PER_MONTH / a.sweeper_period_min
-    gb = 128 / 1024  # template.yaml: relay and sweeper MemorySize 128
     lam = (relay_runs + sweep_runs) * (
         P["lambda_per_million_requests"] / 1e6 + P["eventbridge_schedule_per_million"] / 1e6
-    ) + (relay_runs * a.relay_ms + sweep_runs * a.sweeper_ms) / 1000 * gb * P["lambda_arm_per_gb_second"]
+    ) + (
+        relay_runs * a.relay_ms / 1000 * a.relay_memory_mb / 1024
+        + sweep_runs * a.sweeper_ms / 1000 * a.sweeper_memory_mb / 1024
+    ) * P["lambda_arm_per_gb_second"]
     logs = (relay_runs + sweep_runs) * a.log_bytes_per_invocation / 1e9 * P["logs_ingest_per_gb"]
     # relay: consistent Scan of outbox and spawns, near-empty (the inline flush acks them)
     rru = relay_runs * 2 * 1
-    # sweeper: 16 eventually consistent Queries of the due index, 0.5 RRU each at least
-    rru += sweep_runs * TIMER_SHARDS * 0.5
+    # sweeper: one eventually consistent Query per shard of the due index, 0.5 RRU each at least
+    rru += sweep_runs * a.timer_shards * 0.5
     wru_ = 0.0
     if layout == "harel":
-        scans = MINUTES_PER_MONTH / FULL_SCAN_MINUTES
+        scans = MINUTES_PER_MONTH / a.full_scan_minutes
         rru += scans * rru_strong(a.pending_timers * a.timer_bytes)  # consistent full Scan
         wru_ += scans * 1  # the claim's conditional UpdateItem on the counters item
     ddb = rru * P["ddb_read_per_million_rru"] / 1e6 + wru_ * P["ddb_write_per_million_wru"] / 1e6
     polls_per_month = MINUTES_PER_MONTH * 60 / LONG_POLL_SECONDS
-    idle = polls_per_month * (
-        a.fifo_pollers * P["sqs_fifo_per_million"] + a.doorbell_pollers * P["sqs_standard_per_million"]
+    # each SQS event source of the template: the worker's on the FIFO queue, the sweeper's
+    # doorbells on the standard one
+    idle = polls_per_month * sum(
+        a.fifo_pollers * P["sqs_fifo_per_million"] if kind == "fifo" else a.doorbell_pollers * P["sqs_standard_per_million"]
+        for _, kind in a.sqs_sources
     ) / 1e6
     # the worker's EventsProcessed every hour; its RelayForwarded (the inline flush) with
     # emits, the sweeper's TimersFired with timers; the counts that stay zero (conflicts,
     # failures, skipped, parked, the relay's own, which the inline flush leaves nothing)
     # are not sent
     metrics = 1 + (emit > 0) + (timer > 0)
-    monitoring = metrics * P["cloudwatch_metric_per_month"] + ALARM_METRICS * P["cloudwatch_alarm_metric_per_month"]
+    monitoring = metrics * P["cloudwatch_metric_per_month"] + a.alarm_metrics * P["cloudwatch_alarm_metric_per_month"]
     parts = {
         "schedules: Lambda": lam,
         "schedules: logs": logs,
@@ -334,60 +508,94 @@ def express_per_million(a) -> float:
 def designs(a) -> list[Design]:
     k = a.burst
     tag = f", bursts of {k}" if k > 1 else ""
+    # "(today)": the layout template.yaml deploys by default (its DedupeMarks)
+    today = {"table": "harel", "item": "cheap"}[a.dedupe_marks]
+    label = {layout: (" (today)" if k == 1 and layout == today else tag) for layout in ("harel", "cheap")}
     out = [
-        Design("harel-compatible" + (" (today)" if k == 1 else tag), "harel", k),
-        Design("cheapest layout" + tag, "cheap", k),
+        Design("harel-compatible" + label["harel"], "harel", k),
+        Design("cheapest layout" + label["cheap"], "cheap", k),
     ]
     out += [Design(f"cheapest + coalescing {b}", "cheap", b) for b in (2, 5, 10)]
     out.append(Design(f"cheapest + producer batches of {a.send_batch}{tag}", "cheap", k, a.send_batch))
     return out
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS) -> argparse.ArgumentParser:
+    """The flags, their defaults from `template` (template.yaml) and `inputs`
+    (bench/cost_inputs.json) where those say them."""
+    tpl = template_inputs(template)
+    check_architecture(tpl)
+    code = load_code_inputs(inputs)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--item-bytes", type=int, default=914, help="execution item size as DynamoDB counts it (measured: 914)")
+    p.add_argument("--template", default=template, help="the SAM template the deployment's figures are read from (default: the repo's template.yaml)")
+    p.add_argument("--inputs", default=inputs, help="the figures taken from the code (default: bench/cost_inputs.json, checked by `cargo test -p stm-store --test measures`)")
+    # not flags: the rest of what the template and the code say
+    p.set_defaults(
+        template_inputs=tpl,
+        counter_bytes=code["counter_item_bytes"],
+        timer_shards=code["timer_shards"],
+        full_scan_minutes=code["timer_full_scan_minutes"],
+        function_metrics=code["function_metrics"],
+        alarm_metrics=tpl["alarm_metrics"],
+        relay_memory_mb=tpl["relay_memory_mb"],
+        sweeper_memory_mb=tpl["sweeper_memory_mb"],
+        sqs_sources=tpl["sqs_sources"],
+        dedupe_marks=tpl["dedupe_marks"],
+    )
+    p.add_argument("--item-bytes", type=int, default=code["execution_item_bytes"], help="execution item size as DynamoDB counts it (default: measured, cost_inputs.json)")
     p.add_argument("--lambda-ms", type=float, default=8.0, help="worker billed ms per event")
-    p.add_argument("--memory-mb", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=10, help="SQS records per worker invocation")
+    p.add_argument("--memory-mb", type=int, default=tpl["worker_memory_mb"], help="the worker's memory (default: template.yaml's)")
+    p.add_argument("--batch-size", type=int, default=tpl["worker_batch_size"], help="SQS records per worker invocation (default: template.yaml's)")
     p.add_argument("--emit-ratio", type=float, default=0.1, help="share of transitions that emit")
     p.add_argument("--timer-ratio", type=float, default=0.1, help="share of transitions that arm a near timer (<15 min) which fires")
-    p.add_argument("--trace", action="store_true", help="trace on")
-    p.add_argument("--trace-bytes", type=int, default=600)
+    p.add_argument("--trace", action=argparse.BooleanOptionalAction, default=tpl["trace"], help="trace on (default: template.yaml's Trace)")
+    p.add_argument("--trace-bytes", type=int, default=code["trace_item_bytes"], help="a trace row (default: measured, cost_inputs.json)")
     p.add_argument("--trace-days", type=float, default=30, help="days a trace row is stored (ASSUMED; the ring and FinishedRetentionDays decide)")
     p.add_argument("--sfn-express-ms", type=float, default=100.0, help="Express duration per transition")
     p.add_argument("--burst", type=int, default=1, help="coalesce K consecutive events of one execution (the first two designs and producer batching)")
     p.add_argument("--send-batch", type=int, default=10, help="the producer's SendMessageBatch size (the last design)")
     p.add_argument("--transitions-per-month", type=float, default=10e6, help="volume the fixed monthly costs are spread over")
-    p.add_argument("--message-bytes", type=int, default=500, help="an event's SQS message (and outbox item) size")
-    p.add_argument("--dedupe-bytes", type=int, default=87, help="cheapest layout: the `recent` attribute, its name and a flag byte and the last 10 event ids as 8-byte hashes (measured: 914 B -> 1,001 B)")
-    p.add_argument("--mark-bytes", type=int, default=100, help="harel layout: a processed mark item")
-    p.add_argument("--processed-ttl-days", type=float, default=30, help="template.yaml ProcessedRetentionDays")
+    p.add_argument("--message-bytes", type=int, default=500, help="an event's SQS message size (ASSUMED; it only decides the 64 KB chunks of a producer's batch)")
+    p.add_argument("--outbox-bytes", type=int, default=code["outbox_item_bytes"], help="an emitted event's outbox item (default: measured, cost_inputs.json)")
+    p.add_argument("--dedupe-bytes", type=int, default=code["dedupe_window_bytes"], help="cheapest layout: the `recent` attribute, its name and a flag byte and the last 10 event ids as 8-byte hashes (default: measured, cost_inputs.json)")
+    p.add_argument("--mark-bytes", type=int, default=code["processed_mark_bytes"], help="harel layout: a processed mark item (default: measured, cost_inputs.json)")
+    p.add_argument("--processed-ttl-days", type=float, default=tpl["processed_retention_days"], help="days a mark is kept (default: template.yaml's ProcessedRetentionDays)")
     p.add_argument("--ttl-lag-days", type=float, default=2, help="TTL deletes 'typically within two days'")
-    p.add_argument("--timer-bytes", type=int, default=150, help="a timer item")
+    p.add_argument("--timer-bytes", type=int, default=code["timer_item_bytes"], help="a timer item (default: measured, cost_inputs.json)")
     p.add_argument("--pending-timers", type=int, default=0, help="harel layout: timers the 10-minute full scan reads (0: the empty case)")
-    p.add_argument("--doorbell-batch", type=int, default=1, help="doorbells per sweeper invocation (spread in time: 1)")
+    p.add_argument("--doorbell-batch", type=int, default=1, help="doorbells per sweeper invocation (ASSUMED spread in time: 1; at most the template's BatchSize)")
     p.add_argument("--doorbell-wait-ms", type=float, default=500, help="the sweeper's billed wait until fire_at (delays round down to whole seconds)")
     p.add_argument("--sweeper-ms", type=float, default=20, help="sweeper billed ms per run, beyond any wait (ASSUMED)")
     p.add_argument("--relay-ms", type=float, default=20, help="relay billed ms per run (ASSUMED)")
-    p.add_argument("--relay-period-min", type=float, default=1, help="template.yaml RelaySchedule")
-    p.add_argument("--sweeper-period-min", type=float, default=1, help="template.yaml SweeperSchedule")
-    p.add_argument("--fifo-pollers", type=int, default=5, help="idle long pollers of the worker's event source (ASSUMED)")
-    p.add_argument("--doorbell-pollers", type=int, default=2, help="idle long pollers of the doorbell queue's event source (ASSUMED)")
+    p.add_argument("--relay-period-min", type=float, default=tpl["relay_period_min"], help="default: template.yaml's RelaySchedule")
+    p.add_argument("--sweeper-period-min", type=float, default=tpl["sweeper_period_min"], help="default: template.yaml's SweeperSchedule")
+    p.add_argument("--fifo-pollers", type=int, default=5, help="idle long pollers of each event source on a FIFO queue, the worker's (ASSUMED)")
+    p.add_argument("--doorbell-pollers", type=int, default=2, help="idle long pollers of each event source on a standard queue, the doorbells' (ASSUMED)")
     p.add_argument("--log-bytes-per-event", type=float, default=0, help="log bytes the worker writes per processed event: none at LogLevel=info (its info lines are for dropped events, unknown executions and parking: worker.rs); set it for a debug deployment")
     p.add_argument("--log-bytes-per-invocation", type=float, default=700, help="START/END/REPORT + the metrics line (ESTIMATED)")
     return p
 
 
-def defaults(**overrides):
-    """The default assumptions (as parsed from no flags), with `overrides` applied."""
-    a = parser().parse_args([])
+def defaults(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS, **overrides):
+    """The default assumptions (as parsed from no flags, for `template` and `inputs`), with
+    `overrides` applied."""
+    a = parser(template, inputs).parse_args([])
     for key, value in overrides.items():
         setattr(a, key, value)
     return a
 
 
+def parse(argv=None) -> argparse.Namespace:
+    """The flags, after reading the template and the inputs they name (their defaults)."""
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--template", default=DEFAULT_TEMPLATE)
+    first.add_argument("--inputs", default=DEFAULT_INPUTS)
+    paths, _ = first.parse_known_args(argv)
+    return parser(paths.template, paths.inputs).parse_args(argv)
+
+
 def main(argv=None) -> None:
-    a = parser().parse_args(argv)
+    a = parse(argv)
 
     ds = designs(a)
     mix = [per_transition(a, d, a.emit_ratio, a.timer_ratio) for d in ds]
@@ -476,11 +684,12 @@ def main(argv=None) -> None:
         "write (coalescing) goes under it."
     )
     plain_fixed = fixed_monthly(a, "cheap")
-    every = FUNCTION_METRICS * PRICES["cloudwatch_metric_per_month"] + ALARM_METRICS * PRICES["cloudwatch_alarm_metric_per_month"]
+    function_metrics = sum(a.function_metrics.values())
+    every = function_metrics * PRICES["cloudwatch_metric_per_month"] + a.alarm_metrics * PRICES["cloudwatch_alarm_metric_per_month"]
     print(
         f"- metrics and alarms: ${plain_fixed['metrics and alarms']:.2f} a month for a plain mix "
         f"(${plain_fixed['metrics and alarms'] / a.transitions_per_month * 1e6:.3f} per million at this volume); "
-        f"sending the zero counts too would bill all {FUNCTION_METRICS} of the functions' metrics: ${every:.2f} a month."
+        f"sending the zero counts too would bill all {function_metrics} of the functions' metrics: ${every:.2f} a month."
     )
     plain = {d.name: per_transition(a, d, 0.0, 0.0)["total"] * 1e6 for d in ds}
     alone = Design("cheapest layout alone", "cheap")  # no coalescing, no producer batching
@@ -510,7 +719,7 @@ def main(argv=None) -> None:
     )
     if a.log_bytes_per_event:
         saved = a.log_bytes_per_event / 1e9 * PRICES["logs_ingest_per_gb"] * 1e6
-        quiet = parser().parse_args(argv)
+        quiet = parse(argv)
         quiet.log_bytes_per_event = 0.0
         for label, e, t in cases[:2]:
             under = [

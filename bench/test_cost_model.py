@@ -1,18 +1,35 @@
-"""Hand-counted checks of bench/cost_model.py, so the model cannot drift silently.
+"""Checks of bench/cost_model.py: its inputs are the code's and the template's, and its counts
+are right, by hand, for them.
 
     python3 bench/test_cost_model.py      # exits non-zero on the first failure
 
-No pytest: plain asserts, run in order.
+No pytest, no network: plain asserts, run in order (about a second; cfn-lint's decoder, in
+the project's venv, is the slowest part). Three kinds of checks:
+
+* inputs: what the model reads from template.yaml equals what an independent reader finds
+  there (cfn-lint's decoder, and a plain text scan), and bench/cost_inputs.json's
+  `function_metrics` equals the metrics the functions' code sends (its `code` section is
+  measured on the store's items by `cargo test -p stm-store --test measures`);
+* ties: a changed copy of the template or of the inputs changes the model's figures;
+* counts: the units and dollars of the current inputs, counted by hand. Those checks say
+  which input they were counted for, so a change to the code or the template fails here
+  until they (and the README's cost tables, which quote the same figures) are recounted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
+import json
 import os
+import re
 import sys
+import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
 
 import cost_model as cm  # noqa: E402
 
@@ -28,28 +45,234 @@ def check(name: str, ok: bool, got=None) -> None:
     print(f"ok   {name}")
 
 
+def run(argv) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cm.main(argv)
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------- independent readers
+
+def alarms_by_text(path: str) -> dict:
+    """The template's alarms and the metric names each one reads, from the text alone: a
+    resource is a line indented 2 under `Resources:`, its type the `Type:` line under it."""
+    alarms, name, kind, metrics = {}, None, None, 0
+    in_resources = False
+
+    def flush():
+        if name and kind == "AWS::CloudWatch::Alarm":
+            alarms[name] = metrics
+
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if re.match(r"^\S", line):
+                flush()
+                name = None
+                in_resources = line.startswith("Resources:")
+                continue
+            m = re.match(r"^  ([A-Za-z0-9]+):\s*$", line)
+            if in_resources and m:
+                flush()
+                name, kind, metrics = m.group(1), None, 0
+                continue
+            m = re.match(r"^    Type:\s*(\S+)", line)
+            if name and m:
+                kind = m.group(1)
+            if name and re.match(r"^\s+MetricName:", line):
+                metrics += 1
+    flush()
+    return alarms
+
+
+def cfn_lint_template(path: str):
+    """The template as cfn-lint decodes it (None where cfn-lint is not installed)."""
+    try:
+        from cfnlint.decode.cfn_yaml import load
+    except ImportError:
+        return None
+    return load(path)
+
+
+def metric_names(node) -> int:
+    """How many `MetricName`s are under `node`, at any depth."""
+    if isinstance(node, dict):
+        return ("MetricName" in node) + sum(metric_names(v) for v in node.values())
+    if isinstance(node, list):
+        return sum(metric_names(v) for v in node)
+    return 0
+
+
+def emf_metrics(source: str) -> set:
+    """The metric names a function's code counts (`m.count(NAME, ..)`), outside its tests."""
+    with open(os.path.join(REPO, source), encoding="utf-8") as f:
+        code = f.read().split("#[cfg(test)]")[0]
+    return set(re.findall(r"\.count\(\s*(\"[A-Za-z]+\"|[A-Z_]+)\s*,", code))
+
+
+def set_default(text: str, parameter: str, value: str) -> str:
+    """template.yaml's text with `parameter`'s Default set to `value`."""
+    pattern = rf"(\n  {parameter}:\n(?:    .*\n)*?    Default: ).*\n"
+    out, n = re.subn(pattern, lambda m: m.group(1) + value + "\n", text, count=1)
+    assert n == 1, f"no Default of {parameter} in the template"
+    return out
+
+
+def changed_template(edit) -> str:
+    """A copy of template.yaml with `edit(text)` applied; its path."""
+    with open(cm.DEFAULT_TEMPLATE, encoding="utf-8") as f:
+        text = edit(f.read())
+    fd, path = tempfile.mkstemp(suffix=".yaml")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
 def main() -> None:
     a = cm.defaults()
+    tpl = a.template_inputs
+    with open(cm.DEFAULT_INPUTS, encoding="utf-8") as f:
+        inputs = json.load(f)
+    code = inputs["code"]
 
+    # ------------------------------------------------------------ inputs: the template
+    by_text = alarms_by_text(cm.DEFAULT_TEMPLATE)
+    check(
+        "the model's alarms are the template's AWS::CloudWatch::Alarm resources (text scan)",
+        set(tpl["alarms"]) == set(by_text),
+        (sorted(tpl["alarms"]), sorted(by_text)),
+    )
+    check(
+        "each alarm's metrics as the model counts them = its MetricNames (text scan)",
+        tpl["alarms"] == by_text,
+        (tpl["alarms"], by_text),
+    )
+    decoded = cfn_lint_template(cm.DEFAULT_TEMPLATE)
+    if decoded is None:
+        print("--   cfn-lint not importable: the cross-check with its decoder needs .venv/bin/python")
+    else:
+        res = decoded["Resources"]
+        lint_alarms = {n: metric_names(r["Properties"]) for n, r in res.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+        check("alarms and their metrics as cfn-lint decodes the template", tpl["alarms"] == lint_alarms, lint_alarms)
+        params = decoded["Parameters"]
+        worker = res["Worker"]["Properties"]
+        (queue,) = [e["Properties"] for e in worker["Events"].values() if e["Type"] == "SQS"]
+        lint = {
+            "worker_memory_mb": int(params[worker["MemorySize"]["Ref"]]["Default"]),
+            "worker_batch_size": int(params[queue["BatchSize"]["Ref"]]["Default"]),
+            "relay_memory_mb": int(res["Relay"]["Properties"]["MemorySize"]),
+            "sweeper_memory_mb": int(res["Sweeper"]["Properties"]["MemorySize"]),
+            "processed_retention_days": float(params["ProcessedRetentionDays"]["Default"]),
+            "dedupe_marks": params["DedupeMarks"]["Default"],
+            "log_level": params["LogLevel"]["Default"],
+        }
+        ours = {k: tpl[k] for k in lint}
+        check("memory, batch size, retention, DedupeMarks, LogLevel as cfn-lint decodes them", ours == lint, (ours, lint))
+        arch = decoded["Globals"]["Function"]["Architectures"]
+        check("the functions' architecture (Globals) as cfn-lint decodes it", tpl["architectures"]["Worker"] == [params[arch[0]["Ref"]]["Default"]], arch)
+
+    check("the flags' defaults are the template's", (a.memory_mb, a.batch_size, a.processed_ttl_days, a.trace)
+          == (tpl["worker_memory_mb"], tpl["worker_batch_size"], tpl["processed_retention_days"], tpl["trace"]))
+    check("one SQS event source per queue kind: the worker's FIFO, the doorbells' standard",
+          sorted(tpl["sqs_sources"]) == [("Sweeper", "standard"), ("Worker", "fifo")], tpl["sqs_sources"])
+    check("the doorbell batch assumed fits the doorbells' event source", a.doorbell_batch <= tpl["doorbell_batch_size"],
+          (a.doorbell_batch, tpl["doorbell_batch_size"]))
+    check("no log line per event (the model's default) holds at the template's LogLevel",
+          a.log_bytes_per_event == 0 and tpl["log_level"] in ("error", "warn", "info"), tpl["log_level"])
+
+    # ------------------------------------------------------------ inputs: the code
+    check("the flags' defaults are cost_inputs.json's measured sizes",
+          (a.item_bytes, a.dedupe_bytes, a.mark_bytes, a.outbox_bytes, a.timer_bytes, a.trace_bytes, a.counter_bytes)
+          == (code["execution_item_bytes"], code["dedupe_window_bytes"], code["processed_mark_bytes"],
+              code["outbox_item_bytes"], code["timer_item_bytes"], code["trace_item_bytes"], code["counter_item_bytes"]))
+    sources = {"worker": "shared/runtime/src/worker.rs", "relay": "shared/runtime/src/relay.rs", "sweeper": "shared/runtime/src/sweeper.rs"}
+    sent = {fn: len(emf_metrics(path)) for fn, path in sources.items()}
+    check("cost_inputs.json's function_metrics = the metrics each function's code counts", inputs["function_metrics"] == sent,
+          (inputs["function_metrics"], sent))
+    check("... for the template's functions", set(inputs["function_metrics"]) == {n.lower() for n in tpl["architectures"]})
+
+    # ------------------------------------------------------------ ties: a changed template or input moves the figures
+    base_fixed = cm.fixed_monthly(a, "cheap")
+    extra_alarm = """
+  PlantedAlarm:
+    Type: AWS::CloudWatch::Alarm
+    Properties:
+      Namespace: AWS/Lambda
+      MetricName: Duration
+      Dimensions:
+        - { Name: FunctionName, Value: !Ref Worker }
+      Statistic: Maximum
+      Period: 60
+      EvaluationPeriods: 1
+      Threshold: 1000
+      ComparisonOperator: GreaterThanThreshold
+"""
+    path = changed_template(lambda t: t.replace("\nOutputs:", extra_alarm + "\nOutputs:"))
+    try:
+        more = cm.defaults(template=path)
+        check("an alarm added to a copy of the template: one more alarm metric", more.alarm_metrics == a.alarm_metrics + 1,
+              more.alarm_metrics)
+        got = cm.fixed_monthly(more, "cheap")["metrics and alarms"] - base_fixed["metrics and alarms"]
+        check("... billed at $0.10 a month", close(got, 0.10), got)
+        printed = f"metrics and alarms ${base_fixed['metrics and alarms'] + 0.10:.2f}"
+        check(f"... and the printed model says so ({printed})", printed in run(["--template", path]))
+    finally:
+        os.unlink(path)
+    doubled = 2 * a.memory_mb
+    path = changed_template(lambda t: set_default(set_default(t, "WorkerMemorySize", str(doubled)), "RelaySchedule", "rate(5 minutes)"))
+    try:
+        other = cm.defaults(template=path)
+        check(f"WorkerMemorySize {doubled} and RelaySchedule rate(5 minutes) in a copy: read",
+              (other.memory_mb, other.relay_period_min) == (doubled, 5), (other.memory_mb, other.relay_period_min))
+        d = cm.Design("c", "cheap")
+        lam = [cm.per_transition(x, d, 0, 0)["rows"]["Lambda (worker)"] for x in (a, other)]
+        gbs = [(x.memory_mb / 1024) * (x.lambda_ms / 1000) * cm.PRICES["lambda_arm_per_gb_second"] for x in (a, other)]
+        check("... the worker's GB-seconds double", close(lam[1] - lam[0], gbs[1] - gbs[0]) and close(gbs[1], 2 * gbs[0]), lam)
+    finally:
+        os.unlink(path)
+    path = changed_template(lambda t: set_default(t, "Architecture", "x86_64"))
+    try:
+        try:
+            cm.defaults(template=path)
+            refused = False
+        except SystemExit as e:
+            refused = "arm64" in str(e)
+        check("an x86_64 template is refused (the model has arm64's price only)", refused)
+    finally:
+        os.unlink(path)
+    grown = copy.deepcopy(inputs)
+    grown["code"]["execution_item_bytes"] = 1024 - code["dedupe_window_bytes"] + 1
+    fd, path = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(grown, f)
+    try:
+        big = cm.defaults(inputs=path)
+        got = cm.worker_units(big, "cheap", 1, 0.0, 0.0, False)
+        check("an execution item grown in a copy of the inputs past 1 KB with its window: 2 WRU", got == (1, 2), got)
+    finally:
+        os.unlink(path)
+
+    # ------------------------------------------------------------ counts, by hand, for these inputs
     # the unit rules
-    check("914 B: 1 WRU, 2 transactional", cm.wru(914) == 1 and cm.wru(914, True) == 2)
-    check("1025 B: 2 WRU", cm.wru(1025) == 2)
-    check("a strong read of 914 B or of nothing: 1 RRU", cm.rru_strong(914) == 1 and cm.rru_strong(0) == 1)
+    check("1,024 B: 1 WRU, 2 transactional", cm.wru(1024) == 1 and cm.wru(1024, True) == 2)
+    check("1,025 B: 2 WRU", cm.wru(1025) == 2)
+    check("a strong read of 4 KB or of nothing: 1 RRU", cm.rru_strong(4096) == 1 and cm.rru_strong(0) == 1)
+
+    # the sizes the counts below are for: every item under 1 KB, the cheapest layout's too
+    exe, cheap = cm.exe_bytes(a, "harel"), cm.exe_bytes(a, "cheap")
+    check(f"the execution item, {exe} B measured, + its window {a.dedupe_bytes} B = {cheap} B: under 1 KB",
+          exe == code["execution_item_bytes"] and cheap == exe + code["dedupe_window_bytes"] and cheap <= 1024, cheap)
+    small = (a.mark_bytes, a.outbox_bytes, a.counter_bytes, a.timer_bytes, a.trace_bytes)
+    check("marks, outbox, counter, timer and trace items under 1 KB", max(small) <= 1024, small)
 
     # harel layout, plain transition: BatchGetItem of execution + mark (1 + 1 RRU), a
     # transaction of execution + mark (2 + 2 WRU)
     got = cm.worker_units(a, "harel", 1, 0.0, 0.0, False)
-    check("harel plain: 2 RRU + 4 WRU at 914 B", got == (2, 4), got)
+    check("harel plain: 2 RRU + 4 WRU", got == (2, 4), got)
 
-    # cheapest layout, plain transition: one GetItem, one conditional PutItem of 914 + 80 B
-    check("cheapest item: 1,001 B (the measured item with its `recent` attribute)", cm.exe_bytes(a, "cheap") == 1001, cm.exe_bytes(a, "cheap"))
+    # cheapest layout, plain transition: one GetItem, one conditional PutItem
     got = cm.worker_units(a, "cheap", 1, 0.0, 0.0, False)
     check("cheapest plain: 1 RRU + 1 WRU", got == (1, 1), got)
-
-    # ... which crosses 1 KB once the item does
-    big = cm.defaults(item_bytes=950)
-    got = cm.worker_units(big, "cheap", 1, 0.0, 0.0, False)
-    check("cheapest plain at 950 + 80 B: 2 WRU", got == (1, 2), got)
 
     # coalescing: a burst of 10 shares one load and one commit
     rru, w = cm.worker_units(a, "cheap", 10, 0.0, 0.0, False)
@@ -66,6 +289,7 @@ def main() -> None:
     check("harel emitting commit: 8 WRU", close(w, 8), w)
 
     # SQS FIFO for a plain transition: one send, (receive + delete) / 10
+    check("the worker's batch: 10 (template.yaml WorkerBatchSize)", a.batch_size == 10, a.batch_size)
     plain = cm.per_transition(a, cm.Design("c", "cheap"), 0.0, 0.0)
     check("plain: 1.2 FIFO requests", close(plain["units"]["fifo"], 1.2), plain["units"]["fifo"])
     batched = cm.per_transition(a, cm.Design("b", "cheap", 1, 10), 0.0, 0.0)
@@ -77,6 +301,11 @@ def main() -> None:
     check("cheapest plain reads $0.125 per million", close(rows["DynamoDB reads"] * 1e6, 0.125), rows["DynamoDB reads"])
     check("cheapest plain SQS $0.60 per million", close(rows["SQS FIFO"] * 1e6, 0.60), rows["SQS FIFO"])
     check("cheapest layout stores no marks", rows["storage"] == 0.0, rows["storage"])
+    # harel layout: each mark (+100 B of DynamoDB's overhead) for 30 + 2 days of a 30-day month
+    harel = cm.per_transition(a, cm.Design("h", "harel"), 0.0, 0.0)["rows"]["storage"]
+    want = (a.mark_bytes + 100) / 1e9 * (32 / 30) * 0.25
+    check(f"harel stores each {a.mark_bytes} B mark 30 + 2 days (ProcessedRetentionDays 30)",
+          a.processed_ttl_days == 30 and close(harel, want), harel)
 
     # a doorbell: 1 timer GetItem + 1 execution load; guarded delete + its GSI delete
     one = cm.per_transition(a, cm.Design("c", "cheap"), 0.0, 1.0)["units"]
@@ -85,14 +314,22 @@ def main() -> None:
     # fixed: 5 FIFO + 2 standard idle pollers, 3 empty receives a minute, 30 days
     idle = cm.fixed_monthly(a, "cheap")["idle long polls"]
     check("idle long polls $0.43 a month", close(idle, 129600 * (5 * 0.5 + 2 * 0.4) / 1e6), idle)
+    # the schedules: relay 2 consistent Scans, sweeper 16 half-unit Queries, every minute
+    check("relay and sweeper every minute, 16 shards", (a.relay_period_min, a.sweeper_period_min, a.timer_shards) == (1, 1, 16))
+    ddb = cm.fixed_monthly(a, "cheap")["schedules: DynamoDB"]
+    check("schedules' DynamoDB, cheapest: 43,200 x (2 + 8) RRU", close(ddb, 43200 * 10 * 0.125 / 1e6), ddb)
 
     # metrics and alarms: the worker's EventsProcessed alone for a plain mix (zeros are not
-    # sent), + the flush's RelayForwarded with emits and TimersFired with timers; 8 alarm
-    # metrics (template.yaml: 1 + 1 + 1 + 2 + 3)
+    # sent), + the flush's RelayForwarded with emits and TimersFired with timers; the alarm
+    # metrics: template.yaml's, counted by hand (DeadLetter 1, OldestMessage 1,
+    # WorkerErrors 1, ScheduledErrors 2: relay and sweeper, Throttles 3)
+    hand = {"DeadLetterAlarm": 1, "OldestMessageAlarm": 1, "WorkerErrorsAlarm": 1, "ScheduledErrorsAlarm": 2, "ThrottlesAlarm": 3}
+    check("template.yaml's alarms as counted by hand (and in the README): 5 alarms, 8 metrics", tpl["alarms"] == hand, tpl["alarms"])
     plain_m = cm.fixed_monthly(a, "cheap")["metrics and alarms"]
     check("metrics and alarms, plain mix: $0.30 + 8 x $0.10", close(plain_m, 0.30 + 0.80), plain_m)
     mixed_m = cm.fixed_monthly(a, "cheap", 0.1, 0.1)["metrics and alarms"]
     check("metrics and alarms, emits and timers: 3 metrics", close(mixed_m, 0.90 + 0.80), mixed_m)
+    check("the functions' metrics: worker 6, relay 3, sweeper 3", inputs["function_metrics"] == {"worker": 6, "relay": 3, "sweeper": 3})
 
     # logs: no line per processed event at LogLevel=info, the invocation's lines over 10 records
     logs = plain["rows"]["CloudWatch Logs (worker)"]
@@ -101,16 +338,19 @@ def main() -> None:
     # Step Functions at the README's assumptions
     check("Express $1.10 at 100 ms, 64 MB", close(round(cm.express_per_million(a), 2), 1.10), cm.express_per_million(a))
 
+    # the totals the README quotes (its cost tables): recount them there when these move
+    ds = cm.designs(a)
+    totals = [round(cm.per_transition(a, d, 0.0, 0.0)["total"] * 1e6, 2) for d in ds]
+    check("plain totals: 3.63 / 1.58 / 1.21 / 0.98 / 0.91 / 1.13 (README)", totals == [3.63, 1.58, 1.21, 0.98, 0.91, 1.13], totals)
+    totals = [round(cm.per_transition(a, d, a.emit_ratio, a.timer_ratio)["total"] * 1e6, 2) for d in ds]
+    check("10% emits, 10% timers: 4.67 / 2.80 / 2.40 / 2.11 / 1.97 / 2.44 (README)", totals == [4.67, 2.80, 2.40, 2.11, 1.97, 2.44], totals)
+
     # the output says plainly what $1.10 needs at the defaults
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        cm.main([])
-    text = out.getvalue()
+    text = run([])
     check("output names what $1.10 needs", "needs coalescing or producer batching" in text, text[-400:])
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        cm.main(["--trace", "--emit-ratio", "0.5", "--burst", "2", "--item-bytes", "2048", "--lambda-ms", "12"])
-    check("the old flags still run", "**total**" in out.getvalue())
+    check("the header gives the measured item", f"item {code['execution_item_bytes']} B" in text, text.splitlines()[0])
+    check("the old flags still run",
+          "**total**" in run(["--trace", "--emit-ratio", "0.5", "--burst", "2", "--item-bytes", "2048", "--lambda-ms", "12"]))
     print("all checks passed")
 
 
