@@ -480,16 +480,42 @@ fn run_one(stats: &mut Stats, input: &str, origin: Option<&Path>, strict: bool) 
     );
 }
 
+/// `STM_FUZZ_ITERS`, or `default` when unset. Zero, or a value that does not parse, is a
+/// failure: such a run would pass having fuzzed nothing (or run the default count when
+/// another was asked for). stm-core's tests do without stm-testkit, whose `env_count`
+/// this mirrors.
+fn iterations(default: usize) -> usize {
+    let Ok(text) = std::env::var("STM_FUZZ_ITERS") else {
+        return default;
+    };
+    match text.trim().parse::<usize>() {
+        Ok(0) => {
+            panic!("STM_FUZZ_ITERS=0: a run of zero checks nothing (unset it for the default, {default})")
+        }
+        Ok(n) => n,
+        Err(e) => panic!("STM_FUZZ_ITERS={text:?} is not a count: {e} (unset it for the default, {default})"),
+    }
+}
+
+/// `STM_FUZZ_SEED`, decimal or `0x` hex (as the run prints it), or `default` when unset. A
+/// seed that does not parse is a failure, not the default sequence run instead of the
+/// one asked for.
+fn seed_from_env(default: u64) -> u64 {
+    let Ok(text) = std::env::var("STM_FUZZ_SEED") else {
+        return default;
+    };
+    let v = text.trim();
+    let parsed = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16).ok(),
+        None => v.parse().ok(),
+    };
+    parsed.unwrap_or_else(|| panic!("STM_FUZZ_SEED={text:?} is not a number (decimal or 0x hex)"))
+}
+
 #[test]
 fn dsl_front_end_survives_mutated_and_random_input() {
-    let iters: usize = std::env::var("STM_FUZZ_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3_000);
-    let seed: u64 = std::env::var("STM_FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5EED_0F57_A7EC_4A27);
+    let iters = iterations(3_000);
+    let seed = seed_from_env(0x5EED_0F57_A7EC_4A27);
     let strict = std::env::var("STM_FUZZ_STRICT").map_or(true, |v| v != "0");
     install_hook();
     let corpus = seeds();

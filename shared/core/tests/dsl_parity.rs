@@ -274,9 +274,13 @@ fn location(line: Option<usize>, column: Option<usize>) -> (Option<u64>, Option<
 #[test]
 #[ignore]
 fn fuzz_against_harel() {
+    // asked to run (it is ignored by default) with nothing to compare, it fails: a pass
+    // would read as agreement with harel
     let Ok(dir) = std::env::var("STM_DSL_FUZZ") else {
-        eprintln!("STM_DSL_FUZZ is not set: nothing to check");
-        return;
+        panic!(
+            "STM_DSL_FUZZ is not set: nothing to check (generate cases with \
+             tests/data/dsl/fuzz_harel.py OUT_DIR, then STM_DSL_FUZZ=OUT_DIR)"
+        );
     };
     let mut total = 0;
     let mut bad = Vec::new();
@@ -350,6 +354,10 @@ fn fuzz_against_harel() {
             }
         }
     }
+    assert!(
+        total > 0,
+        "STM_DSL_FUZZ={dir}: no cases_*.json cases in it, nothing checked"
+    );
     assert!(
         bad.is_empty(),
         "{} of {total} cases differ:\n\n{}",

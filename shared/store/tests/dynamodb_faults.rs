@@ -1,7 +1,9 @@
 //! Fault handling of the DynamoDB commit, with faults injected by `stm_testkit::FaultProxy`
 //! in front of moto: transient cancellations and throttling are retried, then reported as
 //! `Retryable`; other failures are `Backend` errors; an ambiguous failure (the response
-//! lost after the write applied) does not turn into a false conflict.
+//! lost after the write applied) does not turn into a false conflict. After each case the
+//! execution, its outbox rows and its processed marks are read back: what a retried
+//! commit leaves is the commit, once; a refused one leaves nothing.
 
 use std::time::Duration;
 
@@ -47,11 +49,48 @@ async fn stored(store: &DynamoDbStore, id: &str) -> Execution {
     e
 }
 
-fn emit(id: &str) -> Commit {
+/// One step of `e`: its data changes (`context.last`), it emits an event `id` and marks
+/// `processed-{id}`, so a reload shows whether all of it, or none of it, was written.
+fn step(e: &mut Execution, id: &str) -> Commit {
+    e.context.insert("last".into(), json!(id));
     Commit {
         emits: vec![(Some("target".into()), Event::new("Ping").with_id(id))],
         processed_event_ids: vec![format!("processed-{id}")],
         ..Commit::default()
+    }
+}
+
+/// Reads back what the store holds for `expected.id`: exactly `expected` (its version and
+/// data, as the caller holds it after the commits), an outbox row for each of `committed`'s
+/// steps once, in order, and nothing else (each test has its own tables), the processed
+/// marks of `committed` and none of `refused`.
+async fn assert_stored(store: &DynamoDbStore, expected: &Execution, committed: &[&str], refused: &[&str]) {
+    let loaded = store.load(&expected.id).await.expect("reload").expect("stored");
+    assert_eq!(loaded, *expected, "the stored execution");
+    let outbox: Vec<(Option<String>, String)> = store
+        .pending_outbox()
+        .await
+        .expect("outbox")
+        .into_iter()
+        .map(|o| (o.target_id, o.event.id))
+        .collect();
+    let want: Vec<(Option<String>, String)> = committed
+        .iter()
+        .map(|id| (Some("target".to_string()), id.to_string()))
+        .collect();
+    assert_eq!(outbox, want, "the outbox rows");
+    for (ids, marked) in [(committed, true), (refused, false)] {
+        for id in ids {
+            let mark = format!("processed-{id}");
+            assert_eq!(
+                store
+                    .is_processed(&expected.id, &mark)
+                    .await
+                    .expect("is_processed"),
+                marked,
+                "{mark}"
+            );
+        }
     }
 }
 
@@ -60,8 +99,9 @@ async fn transaction_conflict_is_retried_then_succeeds() {
     let (store, proxy) = store_behind_proxy(1).await;
     let mut e = stored(&store, "f-conflict").await;
     proxy.fail_next(TWI, 2, Fault::TransactionConflict);
+    let c = step(&mut e, "ev-1");
     let seqs = store
-        .commit(&mut e, emit("ev-1"))
+        .commit(&mut e, c)
         .await
         .expect("commit after two TransactionConflicts");
     assert_eq!(e.version, 2);
@@ -81,6 +121,8 @@ async fn transaction_conflict_is_retried_then_succeeds() {
         .is_processed("f-conflict", "processed-ev-1")
         .await
         .expect("is_processed"));
+    assert_eq!(e.context.get("last"), Some(&json!("ev-1")));
+    assert_stored(&store, &e, &["ev-1"], &[]).await;
 }
 
 #[tokio::test]
@@ -88,35 +130,35 @@ async fn provisioned_throughput_exceeded_is_retried() {
     let (store, proxy) = store_behind_proxy(1).await;
     let mut e = stored(&store, "f-pte").await;
     proxy.fail_next(TWI, 3, Fault::ProvisionedThroughputExceeded);
+    let c = step(&mut e, "ev-1");
     store
-        .commit(&mut e, emit("ev-1"))
+        .commit(&mut e, c)
         .await
         .expect("commit after three throttles");
     assert_eq!((e.version, proxy.injected(TWI), proxy.requests(TWI)), (2, 3, 4));
+    assert_stored(&store, &e, &["ev-1"], &[]).await;
 }
 
 #[tokio::test]
 async fn throttling_outliving_the_retries_is_retryable_and_writes_nothing() {
     let (store, proxy) = store_behind_proxy(1).await;
     let mut e = stored(&store, "f-throttle").await;
+    let before = e.clone();
     proxy.fail_next(TWI, 100, Fault::Throttling);
-    match store.commit(&mut e, emit("ev-1")).await {
+    let c = step(&mut e, "ev-1");
+    match store.commit(&mut e, c).await {
         Err(StoreError::Retryable { message: msg, .. }) => assert!(msg.contains("Throttling"), "{msg}"),
         other => panic!("expected Retryable, got {other:?}"),
     }
     assert_eq!(proxy.requests(TWI), 4, "the store's policy: 4 attempts");
     assert_eq!(e.version, 1, "the version is restored");
     proxy.clear();
-    let loaded = store.load("f-throttle").await.expect("load").expect("stored");
-    assert_eq!(loaded.version, 1);
-    assert!(store.pending_outbox().await.expect("outbox").is_empty());
-    assert!(!store
-        .is_processed("f-throttle", "processed-ev-1")
-        .await
-        .expect("is_processed"));
+    assert_stored(&store, &before, &[], &["ev-1"]).await;
     // and the same commit goes through once the throttling stops
-    store.commit(&mut e, emit("ev-1")).await.expect("commit");
+    let c = step(&mut e, "ev-1");
+    store.commit(&mut e, c).await.expect("commit");
     assert_eq!(e.version, 2);
+    assert_stored(&store, &e, &["ev-1"], &[]).await;
 }
 
 #[tokio::test]
@@ -125,8 +167,11 @@ async fn sdk_and_store_retries_stack() {
     let (store, proxy) = store_behind_proxy(3).await;
     let mut e = stored(&store, "f-layers").await;
     proxy.fail_next(TWI, 4, Fault::Throttling);
-    store.commit(&mut e, emit("ev-1")).await.expect("commit");
+    let c = step(&mut e, "ev-1");
+    store.commit(&mut e, c).await.expect("commit");
     assert_eq!((proxy.injected(TWI), proxy.requests(TWI)), (4, 5));
+    assert_eq!(e.version, 2);
+    assert_stored(&store, &e, &["ev-1"], &[]).await;
 }
 
 #[tokio::test]
@@ -135,8 +180,9 @@ async fn lost_response_after_the_write_is_not_a_conflict() {
     // a multi-item commit (TransactWriteItems)
     let mut e = stored(&store, "f-drop").await;
     proxy.fail_next(TWI, 1, Fault::DropResponse);
+    let c = step(&mut e, "ev-1");
     let seqs = store
-        .commit(&mut e, emit("ev-1"))
+        .commit(&mut e, c)
         .await
         .expect("the retry recognises its own write");
     assert_eq!(e.version, 2);
@@ -151,7 +197,9 @@ async fn lost_response_after_the_write_is_not_a_conflict() {
             .collect::<Vec<_>>(),
         seqs
     );
+    assert_stored(&store, &e, &["ev-1"], &[]).await;
     // a single-item commit (PutItem)
+    e.context.insert("saved".into(), json!(true));
     proxy.fail_next("PutItem", 1, Fault::DropResponse);
     store
         .save(&mut e)
@@ -163,16 +211,14 @@ async fn lost_response_after_the_write_is_not_a_conflict() {
         3,
         "the insert, the lost put and its retry"
     );
-    assert_eq!(
-        store.load("f-drop").await.expect("load").expect("stored").version,
-        3
-    );
+    assert_stored(&store, &e, &["ev-1"], &[]).await;
 }
 
 #[tokio::test]
 async fn validation_errors_are_backend_errors_without_retry() {
     let (store, proxy) = store_behind_proxy(1).await;
     let mut e = stored(&store, "f-invalid").await;
+    let before = e.clone();
     proxy.fail_next(
         TWI,
         1,
@@ -182,7 +228,8 @@ async fn validation_errors_are_backend_errors_without_retry() {
             message: "One or more parameter values were invalid (injected)".into(),
         },
     );
-    match store.commit(&mut e, emit("ev-1")).await {
+    let c = step(&mut e, "ev-1");
+    match store.commit(&mut e, c).await {
         Err(StoreError::Backend { message: msg, .. }) => {
             assert!(msg.contains("parameter values were invalid"), "{msg}")
         }
@@ -196,11 +243,14 @@ async fn validation_errors_are_backend_errors_without_retry() {
         1,
         Fault::Cancelled(vec!["None".into(), "ValidationError".into()]),
     );
-    match store.commit(&mut e, emit("ev-2")).await {
+    let c = step(&mut e, "ev-2");
+    match store.commit(&mut e, c).await {
         Err(StoreError::Backend { message: msg, .. }) => assert!(msg.contains("ValidationError"), "{msg}"),
         other => panic!("expected Backend for a ValidationError reason, got {other:?}"),
     }
     assert_eq!(proxy.requests(TWI), 2, "not retried");
+    assert_eq!(e.version, 1);
+    assert_stored(&store, &before, &[], &["ev-1", "ev-2"]).await;
 }
 
 #[tokio::test]
@@ -212,7 +262,8 @@ async fn conflict_without_returned_item_falls_back_to_a_read() {
     // an emulator-like cancellation with no Item: the store reads the version back
     proxy.fail_next(TWI, 1, Fault::Cancelled(vec!["ConditionalCheckFailed".into()]));
     let reads_before = proxy.requests("GetItem");
-    match store.commit(&mut e, emit("ev-1")).await {
+    let c = step(&mut e, "ev-1");
+    match store.commit(&mut e, c).await {
         Err(StoreError::Conflict { id, expected, found }) => {
             assert_eq!((id.as_str(), expected, found), ("f-cas", 1, Some(2)));
         }
@@ -224,6 +275,8 @@ async fn conflict_without_returned_item_falls_back_to_a_read() {
         1,
         "one read for the found version"
     );
+    // the other writer's version stands, and nothing of the refused commit was written
+    assert_stored(&store, &other, &[], &["ev-1"]).await;
 }
 
 #[tokio::test]
@@ -284,6 +337,7 @@ async fn create_schema_false_only_checks_the_tables() {
     let mut e = Execution::new("f-schema", "def");
     e.context.insert("x".into(), json!(1));
     checked.save(&mut e).await.expect("the checked store works");
+    assert_stored(&checked, &e, &[], &[]).await;
 }
 
 fn tokens(proxy: &FaultProxy) -> Vec<String> {
@@ -301,7 +355,8 @@ async fn request_tokens_repeat_only_after_ambiguous_failures() {
 
     // refused for sure (a cancellation): the retry is a new request
     proxy.fail_next(TWI, 1, Fault::TransactionConflict);
-    store.commit(&mut e, emit("ev-1")).await.expect("commit");
+    let c = step(&mut e, "ev-1");
+    store.commit(&mut e, c).await.expect("commit");
     let t = tokens(&proxy);
     assert_eq!(t.len(), 2);
     assert!(t.iter().all(|t| !t.is_empty() && t.len() <= 36), "{t:?}");
@@ -317,13 +372,12 @@ async fn request_tokens_repeat_only_after_ambiguous_failures() {
             message: "injected".into(),
         },
     );
-    store
-        .commit(&mut e, emit("ev-2"))
-        .await
-        .expect("commit after a 500");
+    let c = step(&mut e, "ev-2");
+    store.commit(&mut e, c).await.expect("commit after a 500");
     proxy.fail_next(TWI, 1, Fault::DropResponse);
+    let c = step(&mut e, "ev-3");
     store
-        .commit(&mut e, emit("ev-3"))
+        .commit(&mut e, c)
         .await
         .expect("commit after a lost response");
     let t = tokens(&proxy);
@@ -337,6 +391,7 @@ async fn request_tokens_repeat_only_after_ambiguous_failures() {
         3,
         "each emit exactly once"
     );
+    assert_stored(&store, &e, &["ev-1", "ev-2", "ev-3"], &[]).await;
 }
 
 /// A sweep reads sixteen shards of the due index; a throttled shard is retried with the
@@ -370,6 +425,7 @@ async fn on_item_lost_put_response_is_not_a_conflict_and_keeps_the_marks() {
     store.commit(&mut e, first).await.expect("commit");
     let puts = proxy.requests("PutItem");
     proxy.fail_next("PutItem", 1, Fault::DropResponse);
+    e.context.insert("last".into(), json!("ev-3"));
     let second = Commit {
         processed_event_ids: vec!["ev-3".into()],
         ..Commit::default()
@@ -385,6 +441,8 @@ async fn on_item_lost_put_response_is_not_a_conflict_and_keeps_the_marks() {
         .load_for_events("f-item", &["ev-1", "ev-2", "ev-3", "ev-4"])
         .await
         .expect("load");
-    assert_eq!(loaded.map(|x| x.version), Some(3));
+    assert_eq!(loaded.as_ref().map(|x| x.version), Some(3));
+    assert_eq!(loaded.as_ref(), Some(&e), "the stored execution");
     assert_eq!(marks, vec![true, true, true, false]);
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
 }

@@ -262,14 +262,51 @@ out({"version": exe.version})
     assert_eq!((exe.version, exe.context.get("n")), (3, Some(&json!(3))));
 }
 
-/// Rounds of a real race: harel loads, waits for "go", commits; we load and commit at the
-/// same moment. Exactly one wins each round; the loser sees the winner's version.
+/// Who commits first in a round of the race.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Order {
+    /// Harel is released, then we commit at once: the commits overlap, either may win.
+    Overlapping,
+    /// Our commit has landed before harel is released: harel's CAS must fail.
+    OursFirst,
+    /// Harel's commit has landed (we read its answer) before ours starts: our CAS must fail.
+    /// Without these rounds harel rarely wins an overlapping one (its release goes through
+    /// a pipe), so a store that ignored the CAS could go unnoticed.
+    HarelFirst,
+}
+
+fn release(to_py: &mut impl Write) {
+    to_py.write_all(b"go\n").and_then(|()| to_py.flush()).expect("go");
+}
+
+fn answer(from_py: &mut impl BufRead) -> Value {
+    let mut line = String::new();
+    from_py.read_line(&mut line).expect("read");
+    serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("python result ({e}): {line:?}"))
+}
+
+async fn commit_ours(store: &DynamoDbStore, mine: &mut Execution, r: usize) -> Result<Vec<i64>, StoreError> {
+    store
+        .commit(
+            mine,
+            Commit {
+                emits: vec![(None, Event::new("X").with_id(format!("ours-{r}")))],
+                ..Commit::default()
+            },
+        )
+        .await
+}
+
+/// Rounds of a real race: harel loads, waits for "go", commits; we load and commit, at the
+/// same moment or strictly before or after it. Exactly one wins each round, the loser sees
+/// the winner's version, and each side wins the rounds it commits first in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cas_race_between_harel_and_us_has_one_winner() {
     let prefix = stm_testkit::unique_prefix("race");
     let store = our_store(&prefix).await;
     let moto = stm_testkit::moto().await;
-    let rounds = 6;
+    let orders = [Order::Overlapping, Order::OursFirst, Order::HarelFirst];
+    let rounds = 3 * orders.len();
     for r in 0..rounds {
         let mut e = Execution::new(format!("race-{r}"), "def");
         store.save(&mut e).await.expect("insert");
@@ -306,31 +343,30 @@ for r in range(rounds):
     let mut line = String::new();
     let (mut ours_won, mut harel_won) = (0, 0);
     for r in 0..rounds {
+        let order = orders[r % orders.len()];
         line.clear();
         from_py.read_line(&mut line).expect("read");
         assert_eq!(line.trim(), "loaded", "python side");
         let id = format!("race-{r}");
         let mut mine = store.load(&id).await.expect("load").expect("stored");
         mine.context.insert("by".into(), json!("ours"));
-        // alternate who is released first; the commits still overlap
-        if r % 2 == 0 {
-            to_py.write_all(b"go\n").and_then(|()| to_py.flush()).expect("go");
-        }
-        let ours = store
-            .commit(
-                &mut mine,
-                Commit {
-                    emits: vec![(None, Event::new("X").with_id(format!("ours-{r}")))],
-                    ..Commit::default()
-                },
-            )
-            .await;
-        if r % 2 == 1 {
-            to_py.write_all(b"go\n").and_then(|()| to_py.flush()).expect("go");
-        }
-        line.clear();
-        from_py.read_line(&mut line).expect("read");
-        let theirs: Value = serde_json::from_str(line.trim()).expect("python result");
+        let (ours, theirs) = match order {
+            Order::Overlapping => {
+                release(&mut to_py);
+                let ours = commit_ours(&store, &mut mine, r).await;
+                (ours, answer(&mut from_py))
+            }
+            Order::OursFirst => {
+                let ours = commit_ours(&store, &mut mine, r).await;
+                release(&mut to_py);
+                (ours, answer(&mut from_py))
+            }
+            Order::HarelFirst => {
+                release(&mut to_py);
+                let theirs = answer(&mut from_py);
+                (commit_ours(&store, &mut mine, r).await, theirs)
+            }
+        };
         let harel_ok = theirs["won"] == json!(true);
         match (&ours, harel_ok) {
             (Ok(_), false) => {
@@ -348,7 +384,14 @@ for r in range(rounds):
                 }),
                 true,
             ) => harel_won += 1,
-            _ => panic!("round {r}: exactly one writer must win, got ours={ours:?} harel={theirs}"),
+            _ => {
+                panic!("round {r} ({order:?}): exactly one writer must win, got ours={ours:?} harel={theirs}")
+            }
+        }
+        match order {
+            Order::OursFirst => assert!(!harel_ok, "round {r}: ours landed first, harel must lose"),
+            Order::HarelFirst => assert!(harel_ok, "round {r}: harel's landed first, we must lose"),
+            Order::Overlapping => {}
         }
         let stored = store.load(&id).await.expect("load").expect("stored");
         assert_eq!(stored.version, 2);
@@ -372,6 +415,12 @@ for r in range(rounds):
     assert!(child.wait().expect("python exit").success());
     assert_eq!(ours_won + harel_won, rounds);
     eprintln!("race: ours won {ours_won}, harel won {harel_won} of {rounds}");
+    // a race one side never wins is no race: e.g. a store whose CAS lets every write
+    // through makes harel lose every round it does not strictly lead
+    assert!(
+        ours_won >= 1 && harel_won >= 1,
+        "each side must win at least once: ours won {ours_won}, harel won {harel_won} of {rounds}"
+    );
 }
 
 /// Our traced commits skip the max-idx Query (trace_idx); harel's reader and writer still

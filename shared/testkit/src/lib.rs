@@ -356,8 +356,54 @@ pub fn run_python(code: &str, env: &[(&str, &str)], stdin: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A size a test reads from the environment (`STM_SWEEP_PENDING`, ...): `default` when
+/// `name` is unset, else its value, which must be a whole number of at least 1.
+///
+/// # Panics
+/// When the value is not such a number: a run asked for zero iterations, or for a count
+/// that does not parse, would otherwise pass having checked nothing, or run the default
+/// when something else was asked for.
+#[track_caller]
+pub fn env_count(name: &str, default: usize) -> usize {
+    let value = std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
+    match parse_count(name, value.as_deref(), default) {
+        Ok(n) => n,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// [`env_count`]'s reading of `value` (`None`: unset).
+fn parse_count(name: &str, value: Option<&str>, default: usize) -> Result<usize, String> {
+    let Some(text) = value else {
+        return Ok(default);
+    };
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err(format!(
+            "{name}=0: a run of zero checks nothing (unset it for the default, {default})"
+        )),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!(
+            "{name}={text:?} is not a count: {e} (unset it for the default, {default})"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_count_from_the_environment_is_at_least_one_and_parses() {
+        let parse = |v| super::parse_count("STM_N", v, 7);
+        assert_eq!(parse(None), Ok(7));
+        assert_eq!(parse(Some("12")), Ok(12));
+        assert_eq!(parse(Some(" 3 ")), Ok(3));
+        let zero = parse(Some("0")).expect_err("zero");
+        assert!(zero.contains("STM_N=0: a run of zero checks nothing"), "{zero}");
+        for bad in ["", "ten", "-1", "1e3", "2.5"] {
+            let err = parse(Some(bad)).expect_err(bad);
+            assert!(err.contains("is not a count"), "{err}");
+        }
+    }
+
     #[test]
     fn prefixes_are_unique_valid_identifiers() {
         let a = super::unique_prefix("some-test name that is rather long");
