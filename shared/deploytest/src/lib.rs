@@ -25,6 +25,9 @@ pub mod runtime_api;
 // the template evaluator, the IAM mapping and the loopback HTTP live in the testkit, whose
 // strict AWS layer enforces the same roles on every moto-backed test
 pub use stm_testkit::{http, iam, template};
+// what a function test seeds work and reads results with (the functions' crates do not
+// depend on them): the store, the runtime's driver and queue, their records
+pub use {stm_core, stm_runtime, stm_store};
 
 use std::path::PathBuf;
 

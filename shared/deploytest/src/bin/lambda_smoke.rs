@@ -1,7 +1,10 @@
 //! `lambda-smoke`: start each Lambda-built bootstrap as Lambda would, against a local
 //! Runtime API, moto and the environment `template.yaml` gives it; invoke it once with a
-//! real event; print its init time, size and the AWS calls it made; fail if it does not
-//! start, the invocation fails, or it sent a request its role does not allow.
+//! real event and real work (the worker an Order's `Start`, the relay an unpublished
+//! `Start` in the outbox, the sweeper an Order whose deadline passed); print its init
+//! time, size and the AWS calls it made; fail if it does not start, the invocation fails,
+//! the work is not done (read back from the tables), or it sent a request its role does
+//! not allow.
 //!
 //! ```text
 //! cargo run -p stm-deploytest --bin lambda-smoke -- \
@@ -35,12 +38,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use stm_deploytest::function_env;
 use stm_deploytest::iam::{self, Physical};
 use stm_deploytest::recorder::Recorder;
 use stm_deploytest::runtime_api::{Outcome, RuntimeApi};
 use stm_deploytest::template::{referenced, Resolver, Template};
 use stm_runtime::{ActionRegistry, Control, Driver, Queue, SqsQueue};
-use stm_store::{CreateOptions, DynamoDbStore};
+use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore};
 use stm_testkit::REGION;
 
 struct Args {
@@ -233,6 +237,48 @@ const PHASES: [&str; 10] = [
     "first invocation's wait for the table check",
 ];
 
+/// What `binary` left undone of the work its run was given (`None`: it did it), read back
+/// from the tables: an answer alone does not say the function did anything. `id` is the
+/// execution the work was about; a failed invocation is reported already.
+async fn undone(binary: &str, id: &str, outcome: &Outcome, store: &DynamoDbStore) -> Result<Option<String>> {
+    let Outcome::Response(body) = outcome else {
+        return Ok(None);
+    };
+    let summary: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    let counted = |field: &str| summary[field].as_u64().unwrap_or(0);
+    Ok(match binary {
+        "worker" => match store.load(id).await? {
+            Some(exe) if exe.status.as_str() == "RUNNING" && exe.active_path.as_deref() == Some("Draft") => {
+                None
+            }
+            other => Some(format!(
+                "{id} was not started by its Start: {:?}",
+                other.map(|exe| (exe.status, exe.active_path, exe.version))
+            )),
+        },
+        "relay" => {
+            let pending = store.pending_outbox().await?;
+            if pending.iter().any(|e| e.target_id.as_deref() == Some(id)) {
+                Some(format!(
+                    "{id}'s Start is still in the outbox; the run answered {body}"
+                ))
+            } else if counted("forwarded") == 0 {
+                Some(format!("it forwarded nothing: {body}"))
+            } else {
+                None
+            }
+        }
+        "sweeper" => match store.armed_timer(id, "Payment").await? {
+            Some(fire_at) => Some(format!(
+                "{id}'s timer due at {fire_at} is still armed; the run answered {body}"
+            )),
+            None if counted("fired") == 0 => Some(format!("it fired nothing: {body}")),
+            None => None,
+        },
+        _ => None,
+    })
+}
+
 fn median_u64(mut xs: Vec<u64>) -> u64 {
     xs.sort_unstable();
     xs.get(xs.len() / 2).copied().unwrap_or_default()
@@ -300,7 +346,8 @@ async fn run() -> Result<()> {
     std::fs::create_dir_all(&logs)?;
 
     // the events: a real SQS batch (an Order's Start, as the event source mapping delivers
-    // it) for the worker; events/{relay,sweeper}-scheduled.json for the others
+    // it) for the worker; events/{relay,sweeper}-scheduled.json for the others, each with
+    // work waiting in the tables (see `undone`)
     let loaded = stm_runtime::config::load_definitions_dir(&definitions)?;
     let control = Control::new(
         Driver::new(store.clone(), loaded, ActionRegistry::with_builtins()),
@@ -365,8 +412,8 @@ async fn run() -> Result<()> {
         let mut first_calls = Vec::new();
         let mut local = Vec::new();
         for i in 0..args.runs.max(1) {
+            let id = format!("{binary}-smoke-{i}");
             let payload = if binary == "worker" {
-                let id = format!("smoke-{i}");
                 control.create("Order", None, Some(&id)).await?;
                 let messages = queue.receive(10, 180, 1).await?;
                 let event = stm_runtime::eventsource::sqs_event(
@@ -378,6 +425,11 @@ async fn run() -> Result<()> {
                 }
                 serde_json::to_string(&event)?
             } else {
+                if binary == "relay" {
+                    function_env::unflushed_start(&control.driver, "Order", &id).await?;
+                } else {
+                    function_env::order_past_its_deadline(&control.driver, &id).await?;
+                }
                 sample(&format!("{binary}-scheduled.json"))?
             };
             recorder.clear();
@@ -408,6 +460,9 @@ async fn run() -> Result<()> {
                     problems.push(format!("{function}: records failed: {body}"))
                 }
                 Outcome::Response(_) => {}
+            }
+            if let Some(problem) = undone(binary, &id, &run.outcome, store.as_ref()).await? {
+                problems.push(format!("{function}: {problem}"));
             }
             runs.push(run);
         }
