@@ -35,8 +35,8 @@ Counted per design (read from the code, 2026-12-02):
 * worker commit (`commit.rs` `plan`): harel layout, always a `TransactWriteItems` (the
   execution + a mark per event: 2 WRU per KB each); cheapest layout, one conditional
   `PutItem` (1 WRU per KB) unless the commit also emits, arms or cancels a timer or traces,
-  when it is a transaction. An emit adds the outbox put (in the transaction), the seq
-  counter `ADD` (one per commit) and the outbox `DeleteItem` after the inline flush; a timer
+  when it is a transaction. An emit adds the outbox put (in the transaction; its seq
+  comes from no counter) and the outbox `DeleteItem` after the inline flush; a timer
   arm adds the timer put and its due-index (GSI) entry; the exit of a timed state a cancel
   (a transactional delete).
 * coalescing (`--burst K`): K consecutive events of one execution in one SQS batch share
@@ -354,7 +354,6 @@ def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: b
     # commit: what makes it a transaction, and what the events add to it
     q = min(1.0, 2 * timer)
     p_tx = 1.0 if (layout == "harel" or trace) else 1 - ((1 - emit) * (1 - q)) ** k
-    p_emit = 1 - (1 - emit) ** k
     w = p_tx * wru(exe, True) + (1 - p_tx) * wru(exe, False)
     if layout == "harel":
         w += k * wru(a.mark_bytes, True)  # one processed mark per event
@@ -366,7 +365,7 @@ def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: b
     )
     if trace:
         per_event += wru(a.trace_bytes, True) + wru(a.trace_bytes, True)  # trace put + ring delete
-    w += k * per_event + p_emit * wru(a.counter_bytes)  # the seq counter ADD, once per emitting commit
+    w += k * per_event
     return rru / k, w / k
 
 
@@ -532,7 +531,6 @@ def parser(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS) -> ar
     # not flags: the rest of what the template and the code say
     p.set_defaults(
         template_inputs=tpl,
-        counter_bytes=code["counter_item_bytes"],
         timer_shards=code["timer_shards"],
         full_scan_minutes=code["timer_full_scan_minutes"],
         function_metrics=code["function_metrics"],
@@ -713,7 +711,7 @@ def main(argv=None) -> None:
     per_timer = marginal(0.0, 0.01)
     print(
         f"- what the extras add (cheapest layout): an emit ${per_emit * 1e6:.2f} per million emits (the transaction, "
-        f"the outbox put and delete, the seq counter, the flush's send, less the producer's send it replaces); "
+        f"the outbox put and delete, the flush's send, less the producer's send it replaces); "
         f"a near timer ${per_timer * 1e6:.2f} per million timers (arm and cancel in transactions, the GSI, "
         "the doorbell and the sweeper's billed wait)."
     )

@@ -412,6 +412,28 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
         }
     }
     stack.deliver(&worker, &arn).await;
+    // a domain event for checkout-2, whose regions are live: a broadcast (an outbox row per
+    // region). Each batch is handed over twice, as SQS redelivers after a lost
+    // acknowledgement: the second time a duplicate, which publishes what the execution's
+    // last commit may have left pending, read by key (the fork's spawn intents for the
+    // multi-group sample, the broadcast's rows for this one)
+    let mut broadcast: serde_json::Value =
+        serde_json::from_str(&sample("worker-domain-event.json")).expect("sample");
+    broadcast["Records"][0]["body"] =
+        serde_json::json!(r#"{"id": "evt-checkout-2-charged", "kind": "Charged", "data": {}}"#);
+    broadcast["Records"][0]["attributes"]["MessageGroupId"] = serde_json::json!("checkout-2");
+    broadcast["Records"][0]["messageId"] = serde_json::json!("0e8f1a52-0000-4000-8000-0000000000c2");
+    let batches = [
+        sample("worker-multi-group.json"),
+        broadcast.to_string(),
+        broadcast.to_string(),
+    ];
+    for (i, batch) in batches.iter().enumerate() {
+        let event: aws_lambda_events::sqs::SqsEvent = serde_json::from_str(batch).expect("batch");
+        let response = worker.handle_sqs_event(event).await;
+        assert!(response.batch_item_failures.is_empty(), "batch {i}: {response:?}");
+    }
+    stack.deliver(&worker, &arn).await;
     let order2 = stack.store.load("order-2").await.expect("load").expect("order-2");
     assert_eq!(
         order2.active_path.as_deref(),

@@ -93,10 +93,21 @@ pub async fn relay_handler(
     context: &FunctionContext,
     event: LambdaEvent<EventBridgeEvent<serde_json::Value>>,
 ) -> Result<stm_runtime::RelaySummary, HandlerError> {
-    Ok(
-        stm_runtime::relay::handle_scheduled(context.store.as_ref(), context.queue.as_ref(), &event.payload)
-            .await?,
+    // stop starting reads a few seconds before the invocation's deadline; what is left
+    // waits for the next run
+    let deadline = stm_runtime::worker::deadline_from_epoch_millis(event.context.deadline)
+        .map(|d| d.checked_sub(std::time::Duration::from_secs(5)).unwrap_or(d));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    Ok(stm_runtime::relay::handle_scheduled(
+        context.store.as_ref(),
+        context.queue.as_ref(),
+        &event.payload,
+        now,
+        deadline,
     )
+    .await?)
 }
 
 /// What invokes the sweeper: an SQS batch of precise-timer doorbells has `Records`, its

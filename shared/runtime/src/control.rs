@@ -110,7 +110,7 @@ impl Control {
                 emits: vec![(Some(id.clone()), start.clone())],
                 ..Commit::default()
             };
-            let seqs = self.driver.store.commit(&mut exe, commit).await?;
+            let seqs = self.driver.store.commit(&mut exe, commit).await?.outbox;
             let outbox: Vec<OutboxEntry> = seqs
                 .iter()
                 .map(|seq| OutboxEntry {
@@ -197,7 +197,7 @@ impl Control {
                     ..Commit::default()
                 };
                 let seqs = match self.driver.store.commit(&mut exe, commit).await {
-                    Ok(seqs) => seqs,
+                    Ok(written) => written.outbox,
                     Err(e) if e.is_conflict() => continue,
                     Err(e) => return Err(e.into()),
                 };

@@ -24,7 +24,7 @@ use crate::queue::{event_message_bytes, spawn_message_bytes, MAX_MESSAGE_BYTES};
 mod burst;
 mod parking;
 
-pub use burst::{Burst, BurstStepError, Written};
+pub use burst::{Burst, BurstStepError, BurstWritten};
 
 /// Seconds since the epoch, as harel's `time.time`.
 pub trait Clock: Send + Sync {
@@ -326,15 +326,14 @@ pub(crate) struct PreparedStep {
 pub struct StepReport {
     /// The outbox seqs of this commit's emits.
     pub outbox_seqs: Vec<i64>,
-    /// Whether the commit enqueued spawn intents.
-    pub spawned: bool,
+
     /// The names of the actions the committed step ran.
     pub actions: Vec<String>,
     /// This commit's outbox entries (seq, target, event), for a delivery by queue right
     /// after the commit (the worker's inline flush).
     pub outbox: Vec<OutboxEntry>,
-    /// The child ids of this commit's spawn intents.
-    pub spawned_children: Vec<String>,
+    /// This commit's spawn intents (seq, parent, child, ...), for the inline flush.
+    pub spawns: Vec<SpawnEntry>,
     /// Why the engine took nothing from the event, when it did not (the worker logs it).
     pub dropped: Option<String>,
     /// The timers this commit armed, `(path, fire_at)` (the worker rings the precise-timer
@@ -349,7 +348,7 @@ pub struct StepReport {
 
 impl StepReport {
     pub fn enqueued(&self) -> bool {
-        self.spawned || !self.outbox_seqs.is_empty()
+        !self.spawns.is_empty() || !self.outbox_seqs.is_empty()
     }
 
     /// This report (what a release stepped) followed by `later`'s (the event's own
@@ -366,10 +365,9 @@ impl StepReport {
     /// then the event's own).
     pub(crate) fn absorb(&mut self, later: StepReport) {
         self.outbox_seqs.extend(later.outbox_seqs);
-        self.spawned |= later.spawned;
         self.actions.extend(later.actions);
         self.outbox.extend(later.outbox);
-        self.spawned_children.extend(later.spawned_children);
+        self.spawns.extend(later.spawns);
         if later.dropped.is_some() {
             self.dropped = later.dropped;
         }
@@ -691,8 +689,6 @@ impl Driver {
         };
         exe.stamp(now);
         let report = StepReport {
-            spawned: !collected.spawns.is_empty(),
-            spawned_children: collected.spawns.iter().map(|s| s.child_id.clone()).collect(),
             armed_timers: armed(&collected.timers),
             actions: collected.actions,
             dropped: collected.dropped,
@@ -716,9 +712,11 @@ impl Driver {
     ) -> Result<StepReport, DriverError> {
         let PreparedStep { commit, mut report } = step;
         let emits = commit.emits.clone();
-        let outbox_seqs = self.store.commit(exe, commit).await?;
-        report.outbox = outbox_entries(&outbox_seqs, emits);
-        report.outbox_seqs = outbox_seqs;
+        let spawns = commit.spawns.clone();
+        let written = self.store.commit(exe, commit).await?;
+        report.outbox = outbox_entries(&written.outbox, emits);
+        report.spawns = spawn_entries(&exe.id, &written.spawns, spawns);
+        report.outbox_seqs = written.outbox;
         Ok(report)
     }
 
@@ -777,7 +775,7 @@ impl Driver {
             timers,
             ..Commit::default()
         };
-        let outbox_seqs = self.store.commit(exe, commit).await?;
+        let outbox_seqs = self.store.commit(exe, commit).await?.outbox;
         let outbox = outbox_entries(&outbox_seqs, emits);
         Ok(StepReport {
             outbox_seqs,
@@ -1147,6 +1145,20 @@ fn outbox_entries(seqs: &[i64], emits: Vec<(Option<String>, Event)>) -> Vec<Outb
             seq: *seq,
             target_id,
             event,
+        })
+        .collect()
+}
+
+/// Pair a commit's spawn intents with the seqs the store gave them.
+fn spawn_entries(parent_id: &str, seqs: &[i64], spawns: Vec<SpawnIntent>) -> Vec<SpawnEntry> {
+    seqs.iter()
+        .zip(spawns)
+        .map(|(seq, spawn)| SpawnEntry {
+            seq: *seq,
+            parent_id: parent_id.to_string(),
+            child_id: spawn.child_id,
+            root_path: spawn.root_path,
+            context: spawn.context,
         })
         .collect()
 }

@@ -5,14 +5,14 @@
 //! scheduled relay function (every pending entry, the safety net for a crash or a failed
 //! publish between commit and flush).
 //!
-//! Order: spawn intents before events, each by `seq` (the outbox is read before the spawn
-//! intents, so that an event is never seen without its region's intent; see
-//! [`relay_pending`]). A message whose group already had a
+//! Order: by `seq`, spawn intents before events within a read (see
+//! [`relay_pending_until`]). A message whose group already had a
 //! failure in this run is held back (it stays pending) so that FIFO order within a group
 //! never breaks: e.g. a broadcast event must not reach a region whose spawn intent failed
 //! to publish.
 
 use std::collections::HashSet;
+use std::time::Instant;
 
 use stm_store::{ExecutionStore, OutboxEntry, SpawnEntry};
 
@@ -45,10 +45,37 @@ impl RelaySummary {
     }
 }
 
-enum Ackable {
-    Spawn(i64),
-    Outbox(i64),
+/// How many pending rows one pass of the scheduled relay takes, lowest seqs first: the
+/// memory a pass holds is these seqs (16 bytes each) and one read of rows at a time, not
+/// the backlog.
+pub const RELAY_PASS_ROWS: usize = 10_000;
+
+/// The rows one read of a pass takes by key (one `BatchGetItem`).
+pub const RELAY_READ_ROWS: usize = 100;
+
+/// How much of the backlog the scheduled relay holds at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayBounds {
+    /// The seqs one pass takes ([`RELAY_PASS_ROWS`]).
+    pub pass_rows: usize,
+    /// The rows one read takes by key ([`RELAY_READ_ROWS`]).
+    pub read_rows: usize,
 }
+
+impl Default for RelayBounds {
+    fn default() -> Self {
+        RelayBounds {
+            pass_rows: RELAY_PASS_ROWS,
+            read_rows: RELAY_READ_ROWS,
+        }
+    }
+}
+
+/// How recent a row the scheduled relay leaves for its next run: a scan is not a snapshot,
+/// and a row committed after the scan began could otherwise be forwarded before an
+/// earlier row of its execution that the scan had already passed (see
+/// [`ExecutionStore::oldest_pending_seqs`]). Its next run is a minute later.
+pub const RELAY_SETTLE_SECONDS: f64 = 5.0;
 
 /// Publish `spawns` then `outbox` (each already in seq order) and ack what was delivered.
 pub async fn deliver(
@@ -57,118 +84,185 @@ pub async fn deliver(
     spawns: &[SpawnEntry],
     outbox: &[OutboxEntry],
 ) -> RelaySummary {
-    let mut summary = RelaySummary::default();
-    let mut pending: Vec<(OutgoingMessage, Ackable)> = Vec::with_capacity(spawns.len() + outbox.len());
-    for spawn in spawns {
-        pending.push((OutgoingMessage::spawn(spawn), Ackable::Spawn(spawn.seq)));
-    }
-    for entry in outbox {
-        match OutgoingMessage::outbox(entry) {
-            Some(message) => pending.push((message, Ackable::Outbox(entry.seq))),
-            // an emit without a target goes nowhere (harel acks it too)
-            None => ack(store, &Ackable::Outbox(entry.seq), &mut summary).await,
-        }
-    }
-    let mut blocked: HashSet<String> = HashSet::new();
-    let mut rest = pending.into_iter().peekable();
-    while rest.peek().is_some() {
-        // one chunk is one SendMessageBatch (the queue's own cut, `plan_batches`, keeps it
-        // whole), so a failure in it holds back the rest of its group: by count and bytes
-        let mut chunk: Vec<(OutgoingMessage, Ackable)> = Vec::with_capacity(MAX_BATCH);
-        let mut size = BatchSize::default();
-        while let Some((message, _)) = rest.peek() {
-            if blocked.contains(&message.group_id) {
-                rest.next();
-                summary.failed += 1;
-                summary.remaining += 1;
-                continue;
-            }
-            if let Some((code, problem)) = message_problem(message) {
-                // SQS would refuse it whatever we do (the driver refuses such messages at
-                // commit; this one predates that or came from elsewhere): it stays pending,
-                // loudly, and its group's later entries wait behind it to keep their order
-                tracing::error!(
-                    group_id = %message.group_id, %code, error = %problem,
-                    "a pending entry can never be published; it stays pending and holds back its group"
-                );
-                blocked.insert(message.group_id.clone());
-                rest.next();
-                summary.failed += 1;
-                summary.remaining += 1;
-                continue;
-            }
-            let bytes = message.sqs_bytes();
-            if !size.admits(bytes) {
-                break;
-            }
-            size.add(bytes);
-            if let Some(entry) = rest.next() {
-                chunk.push(entry);
-            }
-        }
-        if chunk.is_empty() {
-            continue;
-        }
-        let messages: Vec<OutgoingMessage> = chunk.iter().map(|(m, _)| m.clone()).collect();
-        let failures = queue.publish_batch(&messages).await;
-        let failed_at: HashSet<usize> = failures.iter().map(|f| f.index).collect();
-        for failure in &failures {
-            if let Some((message, _)) = chunk.get(failure.index) {
-                tracing::warn!(
-                    group_id = %message.group_id, code = %failure.code, error = %failure.message,
-                    "publish failed; the entry stays pending for the next relay run"
-                );
-            }
-        }
-        for (i, (message, ackable)) in chunk.iter().enumerate() {
-            if failed_at.contains(&i) {
-                // hold back the rest of this group (a later chunk) so its order survives. A
-                // later message of the group inside this very chunk was already accepted by
-                // SQS and cannot be recalled: it is acked (at-least-once either way).
-                blocked.insert(message.group_id.clone());
-                summary.failed += 1;
-                summary.remaining += 1;
-                continue;
-            }
-            let before = summary.unacked;
-            ack(store, ackable, &mut summary).await;
-            if summary.unacked == before {
-                summary.forwarded += 1;
-            }
-        }
-    }
-    summary
+    let mut delivery = Delivery::default();
+    delivery.deliver(store, queue, spawns, outbox).await;
+    delivery.summary
 }
 
-async fn ack(store: &dyn ExecutionStore, ackable: &Ackable, summary: &mut RelaySummary) {
-    let result = match ackable {
-        Ackable::Spawn(seq) => store.ack_spawn(*seq).await,
-        Ackable::Outbox(seq) => store.ack_outbox(*seq).await,
-    };
-    if let Err(err) = result {
-        tracing::warn!(error = %err, "ack failed; the entry stays pending (a re-publish is deduplicated)");
-        summary.unacked += 1;
-        summary.remaining += 1;
+/// Deliveries that keep each message group's order across them: once an entry of a group
+/// fails, the group's later entries wait (they stay pending) for the next run.
+#[derive(Default)]
+struct Delivery {
+    blocked: HashSet<String>,
+    summary: RelaySummary,
+}
+
+/// What a published entry acks.
+enum Ackable {
+    Spawn(i64),
+    Outbox(i64),
+}
+
+impl Delivery {
+    async fn deliver(
+        &mut self,
+        store: &dyn ExecutionStore,
+        queue: &dyn Queue,
+        spawns: &[SpawnEntry],
+        outbox: &[OutboxEntry],
+    ) {
+        let mut pending: Vec<(OutgoingMessage, Ackable)> = Vec::with_capacity(spawns.len() + outbox.len());
+        for spawn in spawns {
+            pending.push((OutgoingMessage::spawn(spawn), Ackable::Spawn(spawn.seq)));
+        }
+        let mut no_target: Vec<Ackable> = Vec::new();
+        for entry in outbox {
+            match OutgoingMessage::outbox(entry) {
+                Some(message) => pending.push((message, Ackable::Outbox(entry.seq))),
+                // an emit without a target goes nowhere (harel acks it too)
+                None => no_target.push(Ackable::Outbox(entry.seq)),
+            }
+        }
+        self.ack(store, &no_target, false).await;
+        let mut rest = pending.into_iter().peekable();
+        while rest.peek().is_some() {
+            // one chunk is one SendMessageBatch (the queue's own cut, `plan_batches`, keeps
+            // it whole), so a failure in it holds back the rest of its group: by count and
+            // bytes
+            let mut chunk: Vec<(OutgoingMessage, Ackable)> = Vec::with_capacity(MAX_BATCH);
+            let mut size = BatchSize::default();
+            while let Some((message, _)) = rest.peek() {
+                if self.blocked.contains(&message.group_id) {
+                    rest.next();
+                    self.summary.failed += 1;
+                    self.summary.remaining += 1;
+                    continue;
+                }
+                if let Some((code, problem)) = message_problem(message) {
+                    // SQS would refuse it whatever we do (the driver refuses such messages
+                    // at commit; this one predates that or came from elsewhere): it stays
+                    // pending, loudly, and its group's later entries wait behind it
+                    tracing::error!(
+                        group_id = %message.group_id, %code, error = %problem,
+                        "a pending entry can never be published; it stays pending and holds back its group"
+                    );
+                    self.blocked.insert(message.group_id.clone());
+                    rest.next();
+                    self.summary.failed += 1;
+                    self.summary.remaining += 1;
+                    continue;
+                }
+                let bytes = message.sqs_bytes();
+                if !size.admits(bytes) {
+                    break;
+                }
+                size.add(bytes);
+                if let Some(entry) = rest.next() {
+                    chunk.push(entry);
+                }
+            }
+            if chunk.is_empty() {
+                continue;
+            }
+            let messages: Vec<OutgoingMessage> = chunk.iter().map(|(m, _)| m.clone()).collect();
+            let failures = queue.publish_batch(&messages).await;
+            let failed_at: HashSet<usize> = failures.iter().map(|f| f.index).collect();
+            for failure in &failures {
+                if let Some((message, _)) = chunk.get(failure.index) {
+                    tracing::warn!(
+                        group_id = %message.group_id, code = %failure.code, error = %failure.message,
+                        "publish failed; the entry stays pending for the next relay run"
+                    );
+                }
+            }
+            let mut published = Vec::with_capacity(chunk.len());
+            for (i, (message, ackable)) in chunk.into_iter().enumerate() {
+                if failed_at.contains(&i) {
+                    // hold back the rest of this group (a later chunk) so its order
+                    // survives. A later message of the group inside this very chunk was
+                    // already accepted by SQS and cannot be recalled: it is acked
+                    // (at-least-once either way).
+                    self.blocked.insert(message.group_id.clone());
+                    self.summary.failed += 1;
+                    self.summary.remaining += 1;
+                    continue;
+                }
+                published.push(ackable);
+            }
+            self.ack(store, &published, true).await;
+        }
+    }
+
+    /// Ack `rows` together; `published` counts them forwarded.
+    async fn ack(&mut self, store: &dyn ExecutionStore, rows: &[Ackable], published: bool) {
+        if rows.is_empty() {
+            return;
+        }
+        let (mut spawns, mut outbox) = (Vec::new(), Vec::new());
+        for row in rows {
+            match row {
+                Ackable::Spawn(seq) => spawns.push(*seq),
+                Ackable::Outbox(seq) => outbox.push(*seq),
+            }
+        }
+        match store.ack_rows(&spawns, &outbox).await {
+            Ok(()) if published => self.summary.forwarded += rows.len(),
+            Ok(()) => {}
+            Err(err) => {
+                tracing::warn!(error = %err, rows = rows.len(), "ack failed; the entries stay pending (a re-publish is deduplicated)");
+                self.summary.unacked += rows.len();
+                self.summary.remaining += rows.len();
+            }
+        }
     }
 }
 
-/// The scheduled relay: every pending spawn intent and outbox entry, in seq order.
+/// The scheduled relay with no deadline and no settling time: every pending spawn intent
+/// and outbox entry, in seq order (the local stack's and the tests' pass).
 pub async fn relay_pending(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
 ) -> Result<RelaySummary, DriverError> {
+    relay_pending_until(store, queue, None, f64::INFINITY, RelayBounds::default()).await
+}
+
+/// The scheduled relay: the pending rows committed before `settled_before` (epoch
+/// seconds), in seq order, in passes of `bounds.pass_rows` read by key `bounds.read_rows`
+/// at a time, until they are done or `deadline` comes (the rest waits for the next run).
+/// Memory stays bounded whatever the backlog.
+pub async fn relay_pending_until(
+    store: &dyn ExecutionStore,
+    queue: &dyn Queue,
+    deadline: Option<Instant>,
+    settled_before: f64,
+    bounds: RelayBounds,
+) -> Result<RelaySummary, DriverError> {
+    let pass_rows = bounds.pass_rows.max(1);
     stm_store::aws::as_function("relay", async {
-        // the outbox first: an event read there was committed after the spawn intents of
-        // the regions it goes to, so the second read finds those still pending (or they
-        // were published already). Read the other way round, a commit landing between the
-        // reads gives an event without its region's intent, which reaches the region's
-        // group first, finds no execution there and is dropped.
-        let mut outbox = store.pending_outbox().await?;
-        let mut spawns = store.pending_spawns().await?;
-        spawns.sort_by_key(|s| s.seq);
-        outbox.sort_by_key(|o| o.seq);
-        let mut summary = RelaySummary::default();
-        summary.add(&deliver(store, queue, &spawns, &outbox).await);
+        let mut delivery = Delivery::default();
+        let out_of_time = || deadline.is_some_and(|d| Instant::now() >= d);
+        'passes: loop {
+            // spawn intents and outbox entries together, lowest seqs first: a commit's spawn
+            // intents take its block's first seqs, and an event's region was spawned by an
+            // earlier commit, so no event is forwarded before its region's intent
+            let seqs = store.oldest_pending_seqs(pass_rows, settled_before).await?;
+            let forwarded_before = delivery.summary.forwarded;
+            for read in seqs.chunks(bounds.read_rows.max(1)) {
+                if out_of_time() {
+                    break 'passes;
+                }
+                let spawns: Vec<i64> = read.iter().filter(|s| s.spawn).map(|s| s.seq).collect();
+                let outbox: Vec<i64> = read.iter().filter(|s| !s.spawn).map(|s| s.seq).collect();
+                let rows = store.pending_rows(&spawns, &outbox).await?;
+                delivery.deliver(store, queue, &rows.spawns, &rows.outbox).await;
+            }
+            // a short pass saw everything settled; a pass that forwarded nothing would only
+            // find the same rows again
+            if seqs.len() < pass_rows || delivery.summary.forwarded == forwarded_before {
+                break;
+            }
+        }
+        let summary = delivery.summary;
         if summary.forwarded > 0 || summary.failed > 0 {
             tracing::info!(
                 forwarded = summary.forwarded,
@@ -184,15 +278,19 @@ pub async fn relay_pending(
 }
 
 /// The relay function's handler (feature `aws`): a scheduled (EventBridge) invocation runs
-/// one relay pass.
+/// one relay pass over the rows committed before `now` (epoch seconds) less
+/// [`RELAY_SETTLE_SECONDS`], until `deadline`.
 #[cfg(feature = "aws")]
 pub async fn handle_scheduled(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
     event: &aws_lambda_events::eventbridge::EventBridgeEvent<serde_json::Value>,
+    now: f64,
+    deadline: Option<Instant>,
 ) -> Result<RelaySummary, DriverError> {
     tracing::debug!(schedule = ?event.resources, time = ?event.time, "relay invoked");
-    let summary = relay_pending(store, queue).await?;
+    let settled_before = now - RELAY_SETTLE_SECONDS;
+    let summary = relay_pending_until(store, queue, deadline, settled_before, RelayBounds::default()).await?;
     summary.metrics().emit();
     Ok(summary)
 }

@@ -438,7 +438,7 @@ impl Worker {
                         self.ring(&entry.child_id, &report).await;
                         self.flush(&entry.child_id, &report, flushed).await?
                     }
-                    None => self.flush_pending(flushed).await?,
+                    None => self.flush_pending(&entry.child_id, flushed).await?,
                 }
                 Ok(Handled::Spawned {
                     child_id: entry.child_id,
@@ -466,7 +466,7 @@ impl Worker {
             return Ok(Handled::UnknownExecution);
         };
         if processed {
-            self.flush_pending(flushed).await?;
+            self.flush_pending(target_id, flushed).await?;
             return Ok(Handled::Duplicate);
         }
         if let Some(handled) = lifecycle_gate(&exe, event)? {
@@ -546,24 +546,39 @@ impl Worker {
 
     /// A redelivery of what was applied already: the instance that committed it may have
     /// died before its inline flush, leaving that commit's outbox entries and spawn intents
-    /// pending. Deliver everything pending now (a relay pass, in seq order) before the
-    /// group's next message is handled: otherwise that message's inline flush overtakes
-    /// them, and a broadcast reaches a region whose spawn intent is still pending (no
-    /// execution yet: dropped) or an execution gets two emitted events in reverse order.
-    /// If that pass cannot publish, the redelivery is reported failed (retried), so the
+    /// pending. Deliver them now, in seq order, before the group's next message is handled:
+    /// otherwise that message's inline flush overtakes them, and a broadcast reaches a
+    /// region whose spawn intent is still pending (no execution yet: dropped) or an
+    /// execution gets two emitted events in reverse order. They are found by key: the
+    /// execution item records its last commit's block of rows, and every earlier commit's
+    /// rows were published before its group moved on (a flush that fails fails its record).
+    /// If they cannot be published, the redelivery is reported failed (retried), so the
     /// group waits rather than reorders. Without the inline flush the relay delivers
     /// everything, in order, and there is nothing to do.
-    async fn flush_pending(&self, flushed: &mut RelaySummary) -> Result<(), Failed> {
+    async fn flush_pending(&self, execution_id: &str, flushed: &mut RelaySummary) -> Result<(), Failed> {
         if !self.settings.inline_flush {
             return Ok(());
         }
-        let summary = relay::relay_pending(self.driver.store.as_ref(), self.queue.as_ref())
+        let pending = self
+            .driver
+            .store
+            .pending_rows_of(execution_id)
             .await
             .map_err(|err| {
                 Failed::Retryable(format!(
-                    "could not read the pending entries after a redelivery ({err}); retried so they go out first"
+                    "could not read {execution_id}'s pending entries after a redelivery ({err}); retried so they go out first"
                 ))
             })?;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let summary = relay::deliver(
+            self.driver.store.as_ref(),
+            self.queue.as_ref(),
+            &pending.spawns,
+            &pending.outbox,
+        )
+        .await;
         flushed.add(&summary);
         if summary.failed > 0 {
             return Err(Failed::Retryable(format!(
@@ -590,34 +605,10 @@ impl Worker {
         if !self.settings.inline_flush || !report.enqueued() {
             return Ok(());
         }
-        // spawn seqs are not returned by the commit: find this commit's intents among the
-        // pending ones (only when it spawned, which is rare: a fork or an invoke)
-        let spawns = if report.spawned_children.is_empty() {
-            Vec::new()
-        } else {
-            match self.driver.store.pending_spawns().await {
-                Ok(pending) => {
-                    let mut mine: Vec<_> = pending
-                        .into_iter()
-                        .filter(|s| {
-                            s.parent_id == execution_id && report.spawned_children.contains(&s.child_id)
-                        })
-                        .collect();
-                    mine.sort_by_key(|s| s.seq);
-                    mine
-                }
-                Err(err) => {
-                    return Err(Failed::Retryable(format!(
-                        "committed, but its spawn intents could not be read for the inline flush ({err}); \
-                         retried so they go out before the next event"
-                    )))
-                }
-            }
-        };
         let summary = relay::deliver(
             self.driver.store.as_ref(),
             self.queue.as_ref(),
-            &spawns,
+            &report.spawns,
             &report.outbox,
         )
         .await;

@@ -3,7 +3,7 @@
 //! `stm_testkit::FaultProxy`, which fails a random share of the requests of each operation
 //! the way AWS does:
 //!
-//! * DynamoDB (`GetItem`, `BatchGetItem`, `TransactWriteItems`, `UpdateItem`, `DeleteItem`,
+//! * DynamoDB (`GetItem`, `BatchGetItem`, `TransactWriteItems`, `DeleteItem`, `BatchWriteItem`,
 //!   `Query`, `Scan`): `ThrottlingException`,
 //!   `ProvisionedThroughputExceededException`, a 500 `InternalServerError`, a lost answer
 //!   (the request applied, the connection closed before the response), and for
@@ -103,8 +103,8 @@ const DYNAMODB_OPERATIONS: [&str; 7] = [
     "GetItem",
     "BatchGetItem",
     "TransactWriteItems",
-    "UpdateItem",
     "DeleteItem",
+    "BatchWriteItem",
     "Query",
     "Scan",
 ];

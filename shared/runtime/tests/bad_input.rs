@@ -1280,6 +1280,72 @@ async fn a_commit_over_dynamodbs_limits_fails_the_execution_at_once() {
     assert!(store.pending_spawns().await.expect("spawns").is_empty());
     assert!(store.due_timers(START + 1e9).await.expect("timers").is_empty());
 
+    // the same step coalesced behind another event of its execution (one batch, one
+    // group): the burst's commit is refused, so its records are stepped one at a time; the
+    // first commits as it would alone, the over-limit one fails the execution
+    control
+        .create(
+            "Blob",
+            Some(object(json!({"blob": "c".repeat(250 * 1024)}))),
+            Some("big2"),
+        )
+        .await
+        .expect("create");
+    eventsource::drain(queue.as_ref(), &worker, &settings, || START, 50)
+        .await
+        .expect("drain");
+    let big2 = store.load("big2").await.expect("load").expect("big2");
+    let nudge = event("Nudge", json!({})).with_id("nudge-2");
+    let fill = event("Fill", json!({"blob": "m".repeat(200 * 1024)})).with_id("fill-2");
+    let out = worker
+        .handle_batch(&[
+            record(
+                "m5",
+                &serde_json::to_string(&nudge).expect("json"),
+                Some("big2"),
+                None,
+            ),
+            record(
+                "m6",
+                &serde_json::to_string(&fill).expect("json"),
+                Some("big2"),
+                None,
+            ),
+        ])
+        .await;
+    assert_eq!(
+        out.records.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
+        vec![
+            Ok(Handled::Processed {
+                execution_id: "big2".into(),
+                status: Status::Running,
+            }),
+            Ok(Handled::Processed {
+                execution_id: "big2".into(),
+                status: Status::Failed,
+            }),
+        ],
+        "both acknowledged: nothing retried to the dead-letter queue"
+    );
+    let failed = store.load("big2").await.expect("load").expect("big2");
+    assert_eq!(failed.status, Status::Failed);
+    assert!(
+        failed
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("StoreError: execution big2 item is "),
+        "{:?}",
+        failed.error
+    );
+    assert_eq!(
+        failed.version,
+        big2.version + 2,
+        "the nudge's commit, then the failure's"
+    );
+    assert!(store.is_processed("big2", "nudge-2").await.expect("processed"));
+    assert!(store.is_processed("big2", "fill-2").await.expect("processed"));
+
     // a fan-out too wide for one transaction (a child's spawn intent per item, over
     // DynamoDB's 100 actions): the parent fails at its start with the reason, at once
     let recipients: Vec<String> = (0..150).map(|n| format!("r{n}")).collect();

@@ -62,8 +62,8 @@ use stm_runtime::{
     MemoryQueue, OutgoingMessage, Queue, Record, SqsQueue, Worker, WorkerSettings,
 };
 use stm_store::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, SpawnEntry,
-    StoreError,
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
+    PendingSeq, SpawnEntry, StoreError, Written,
 };
 
 /// Far enough in the future to list every armed timer (and a valid DynamoDB number).
@@ -81,15 +81,19 @@ enum Boundary {
     AfterPublish,
     AfterSweepPublish,
     BeforeResponse,
+    /// The relay between two reads of a pass (and between passes): what it read before is
+    /// published and acked, the rest still pending.
+    BetweenRelayReads,
 }
 
-const BOUNDARIES: [Boundary; 6] = [
+const BOUNDARIES: [Boundary; 7] = [
     Boundary::BeforeLoad,
     Boundary::BeforeCommit,
     Boundary::AfterCommit,
     Boundary::AfterPublish,
     Boundary::AfterSweepPublish,
     Boundary::BeforeResponse,
+    Boundary::BetweenRelayReads,
 ];
 
 impl Boundary {
@@ -105,6 +109,7 @@ impl Boundary {
             Boundary::AfterPublish => "after-publish",
             Boundary::AfterSweepPublish => "after-sweep-publish",
             Boundary::BeforeResponse => "before-response",
+            Boundary::BetweenRelayReads => "between-relay-reads",
         }
     }
 }
@@ -128,7 +133,7 @@ struct CrashPoint {
 struct PlanState {
     armed: Vec<CrashPoint>,
     /// How often each boundary was reached (by a live process), over the whole run.
-    seen: [u64; 6],
+    seen: [u64; 7],
     dead: bool,
     actor: Actor,
     /// The crashes injected, in order.
@@ -143,7 +148,7 @@ impl CrashPlan {
     fn new(armed: Vec<CrashPoint>) -> Self {
         CrashPlan(Arc::new(Mutex::new(PlanState {
             armed,
-            seen: [0; 6],
+            seen: [0; 7],
             dead: false,
             actor: Actor::Worker,
             hits: Vec::new(),
@@ -187,7 +192,7 @@ impl CrashPlan {
         false
     }
 
-    fn seen(&self) -> [u64; 6] {
+    fn seen(&self) -> [u64; 7] {
         self.lock().seen
     }
 
@@ -256,7 +261,7 @@ impl ExecutionStore for CrashingStore {
         self.inner.load_for_events(id, event_ids).await
     }
 
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError> {
         self.gate(Boundary::BeforeCommit)?;
         let seqs = self.inner.commit(exe, commit).await?;
         // the write is durable; the process dies before it can use the result
@@ -292,6 +297,30 @@ impl ExecutionStore for CrashingStore {
     async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
         self.alive()?;
         self.inner.ack_spawn(seq).await
+    }
+    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
+        self.alive()?;
+        self.inner.pending_rows_of(id).await
+    }
+
+    async fn oldest_pending_seqs(
+        &self,
+        limit: usize,
+        settled_before: f64,
+    ) -> Result<Vec<PendingSeq>, StoreError> {
+        self.alive()?;
+        self.inner.oldest_pending_seqs(limit, settled_before).await
+    }
+
+    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
+        // only the relay's passes read rows by seq
+        self.gate(Boundary::BetweenRelayReads)?;
+        self.inner.pending_rows(spawns, outbox).await
+    }
+
+    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
+        self.alive()?;
+        self.inner.ack_rows(spawns, outbox).await
     }
 
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
@@ -571,7 +600,19 @@ impl Harness {
     /// One scheduled relay run; a crash counts as movement (the next round retries).
     async fn relay(&mut self) -> usize {
         self.plan.set_actor(Actor::Relay);
-        let result = relay::relay_pending(self.crashing_store.as_ref(), self.crashing_queue.as_ref()).await;
+        // small passes and reads, so that crashes land between them
+        let bounds = relay::RelayBounds {
+            pass_rows: 3,
+            read_rows: 2,
+        };
+        let result = relay::relay_pending_until(
+            self.crashing_store.as_ref(),
+            self.crashing_queue.as_ref(),
+            None,
+            f64::INFINITY,
+            bounds,
+        )
+        .await;
         if self.plan.is_dead() {
             self.plan.revive();
             return 1;
@@ -678,7 +719,7 @@ struct Totals {
 /// (a later crash shifts the counts, so a point may also land on a retry, or miss). The
 /// first goes to the reachable boundary with the fewest crashes so far, so that the rare
 /// ones (the sweeper's, the relay's) are covered by a small sample too; the rest are random.
-fn crash_points(rng: &mut Rng, reached: &[u64; 6], totals: &Totals) -> Vec<CrashPoint> {
+fn crash_points(rng: &mut Rng, reached: &[u64; 7], totals: &Totals) -> Vec<CrashPoint> {
     let candidates: Vec<Boundary> = BOUNDARIES
         .iter()
         .copied()
@@ -788,7 +829,7 @@ async fn reference(
     id: &str,
     knobs: Knobs,
     rng: Rng,
-) -> (Outcome, RunStats, [u64; 6]) {
+) -> (Outcome, RunStats, [u64; 7]) {
     let plan = CrashPlan::new(Vec::new());
     let mut clean = Harness::memory(defs, plan.clone(), knobs, rng);
     let expected = clean.run(sc, id, &format!("{id} (crash-free)")).await;

@@ -180,15 +180,54 @@ async fn every_sample_event_runs_through_its_handler() {
     )
     .await
     .expect("drain");
+    // order-3's Start emits nothing: leave a row pending as a crash between a commit and
+    // its flush would (an event order-3 sends itself)
+    let mut order3 = store.load("order-3").await.expect("load").expect("order-3");
+    store
+        .commit(
+            &mut order3,
+            stm_store::Commit {
+                emits: vec![(
+                    Some("order-3".into()),
+                    stm_core::Event::new("Nudge").with_id("order-3-nudge"),
+                )],
+                ..stm_store::Commit::default()
+            },
+        )
+        .await
+        .expect("a commit left unflushed");
+    let wall_clock = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    // a run now leaves the row just committed for the next run (it has not settled) ...
     let summary = stm_runtime::relay::handle_scheduled(
         store.as_ref(),
         queue.as_ref(),
         &scheduled("relay-scheduled.json"),
+        wall_clock,
+        None,
     )
     .await
     .expect("relay");
+    let pending = store.pending_outbox().await.expect("outbox").len()
+        + store.pending_spawns().await.expect("spawns").len();
+    assert_eq!(pending, 1, "the unflushed commit's row");
+    assert_eq!(summary.forwarded, 0, "not settled yet: {summary:?}");
+    // ... which forwards it
+    let summary = stm_runtime::relay::handle_scheduled(
+        store.as_ref(),
+        queue.as_ref(),
+        &scheduled("relay-scheduled.json"),
+        wall_clock + stm_runtime::relay::RELAY_SETTLE_SECONDS + 1.0,
+        None,
+    )
+    .await
+    .expect("relay");
+    assert_eq!(summary.forwarded, pending, "{summary:?}");
     assert_eq!(summary.failed, 0, "{summary:?}");
     assert_eq!(summary.remaining, 0, "{summary:?}");
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
+    assert!(store.pending_spawns().await.expect("spawns").is_empty());
 
     // the sweeper: Order's payment phase has a 3600 s timeout; sweep an hour later
     let later = worker.driver.clock.now() + 3700.0;

@@ -20,8 +20,8 @@ use stm_runtime::purge::{self, Archive, Bundle, JsonlArchive, Progress, PurgeErr
 use stm_runtime::queue::SqsQueue;
 use stm_runtime::MemoryQueue;
 use stm_store::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, SpawnEntry,
-    StoreError,
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
+    SpawnEntry, StoreError, Written,
 };
 
 /// `Fork` executions `done` (driven to DONE) and `live` (its regions still waiting), plus
@@ -381,7 +381,7 @@ impl ExecutionStore for Dying {
         self.gate()?;
         self.inner.load_for_events(id, event_ids).await
     }
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError> {
         self.gate()?;
         self.inner.commit(exe, commit).await
     }
@@ -408,6 +408,10 @@ impl ExecutionStore for Dying {
     async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
         self.gate()?;
         self.inner.ack_spawn(seq).await
+    }
+    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
+        self.gate()?;
+        self.inner.pending_rows_of(id).await
     }
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
         self.gate()?;

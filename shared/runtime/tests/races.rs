@@ -49,8 +49,8 @@ use stm_runtime::{
     Worker, WorkerSettings,
 };
 use stm_store::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, SpawnEntry,
-    StoreError,
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
+    SpawnEntry, StoreError, Written,
 };
 
 fn definitions() -> Definitions {
@@ -132,7 +132,7 @@ impl ExecutionStore for Jitter {
         self.pause().await;
         out
     }
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError> {
         self.pause().await;
         let out = self.inner.commit(exe, commit).await;
         self.pause().await;
@@ -160,6 +160,10 @@ impl ExecutionStore for Jitter {
     async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
         self.pause().await;
         self.inner.ack_spawn(seq).await
+    }
+    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
+        self.pause().await;
+        self.inner.pending_rows_of(id).await
     }
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
         self.inner.due_timers(now).await

@@ -140,7 +140,8 @@ async fn a_double_sweep_sends_one_timeout_and_suspended_timers_wait() {
 }
 
 /// A worker commits while a relay is between its two reads: a step that spawns a region,
-/// then the broadcast to that region. The relay reads the outbox before the spawn intents,
+/// then the broadcast to that region. The relay's pass reads the outbox before the spawn
+/// intents (`ExecutionStore::oldest_pending_seqs`),
 /// so every event it sees was committed after the intents of the regions it goes to, and
 /// its second read finds those (or they were published already): an event never reaches a
 /// region's group before the region's spawn intent (it would find no execution there and

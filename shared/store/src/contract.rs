@@ -18,7 +18,9 @@ use std::sync::Arc;
 use serde_json::json;
 use stm_core::{Event, Execution, Map, Status, Value};
 
-use crate::{Commit, ExecutionStore, ListQuery, SpawnIntent, StoreError, TimerOp, DEFAULT_TRACE_MAX};
+use crate::{
+    Commit, ExecutionStore, ListQuery, SpawnIntent, StoreError, TimerOp, Written, DEFAULT_TRACE_MAX,
+};
 
 /// One `#[tokio::test]` per contract check, over the factory `$make`.
 #[macro_export]
@@ -31,6 +33,8 @@ macro_rules! store_contract_tests {
             update_of_missing_execution_conflicts,
             failed_cas_writes_nothing,
             seq_blocks_monotonic_across_concurrent_committers,
+            pending_rows_of_the_last_commit,
+            oldest_pending_seqs_bounded_and_in_order,
             outbox_and_spawns_round_trip_and_ack,
             trace_ring_keeps_last_n,
             append_trace_and_read_back,
@@ -138,8 +142,8 @@ pub async fn insert_and_update_cas<S: ExecutionStore>(make: impl AsyncFn(usize) 
     e.created_at = Some(1_700_000_000.125);
     e.extra
         .insert("field_from_a_newer_writer".into(), json!({"kept": [1, 2]}));
-    let seqs = store.commit(&mut e, Commit::default()).await.expect("insert");
-    assert!(seqs.is_empty());
+    let written = store.commit(&mut e, Commit::default()).await.expect("insert");
+    assert_eq!(written, Written::default(), "no rows");
     assert_eq!(e.version, 1, "the insert bumps the version to 1");
 
     let mut loaded = store.load("cas-1").await.expect("load").expect("stored");
@@ -304,91 +308,247 @@ pub async fn failed_cas_writes_nothing<S: ExecutionStore>(make: impl AsyncFn(usi
     assert_eq!(trace[0].get("step"), Some(&json!("first")));
 }
 
-/// Concurrent committers get disjoint, contiguous seq blocks; later commits get higher
-/// seqs; the pending lists come back in seq order.
+/// Concurrent committers get disjoint seqs, contiguous within each commit (its spawn rows,
+/// then its outbox rows: a relay forwarding the lowest seqs first never forwards an event
+/// without its commit's spawn intents); a later commit of the same execution gets higher seqs than all of
+/// its earlier ones; the pending lists come back in seq order with the seqs returned.
 pub async fn seq_blocks_monotonic_across_concurrent_committers<S: ExecutionStore + 'static>(
     make: impl AsyncFn(usize) -> S,
 ) {
     let store = Arc::new(make(DEFAULT_TRACE_MAX).await);
     let committers = 8;
+    let rounds = 3;
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..committers {
         let store = store.clone();
         tasks.spawn(async move {
             let mut e = exe(&format!("seq-{c}"), "def");
-            let commit = Commit {
-                emits: (0..3)
-                    .map(|k| {
-                        (
-                            Some(format!("t{c}")),
-                            event("E", &format!("e-{c}-{k}"), json!({})),
-                        )
-                    })
-                    .collect(),
-                spawns: (0..2)
-                    .map(|k| SpawnIntent {
-                        child_id: format!("seq-{c}/{k}"),
-                        root_path: "r".into(),
-                        context: Map::new(),
-                    })
-                    .collect(),
-                ..Commit::default()
-            };
-            let seqs = store.commit(&mut e, commit).await.expect("commit");
-            (c, seqs)
+            store.save(&mut e).await.expect("create");
+            let mut written = Vec::new();
+            for r in 0..rounds {
+                let commit = Commit {
+                    emits: (0..3)
+                        .map(|k| {
+                            (
+                                Some(format!("t{c}")),
+                                event("E", &format!("e-{c}-{r}-{k}"), json!({})),
+                            )
+                        })
+                        .collect(),
+                    spawns: (0..2)
+                        .map(|k| SpawnIntent {
+                            child_id: format!("seq-{c}/{r}-{k}"),
+                            root_path: "r".into(),
+                            context: Map::new(),
+                        })
+                        .collect(),
+                    ..Commit::default()
+                };
+                written.push(store.commit(&mut e, commit).await.expect("commit"));
+                // a commit without rows between two with: the order still holds after it
+                store.save(&mut e).await.expect("a commit without rows");
+            }
+            (c, written)
         });
     }
     let mut by_event: BTreeMap<String, i64> = BTreeMap::new();
-    let mut first_round_max = i64::MIN;
+    let mut by_child: BTreeMap<String, i64> = BTreeMap::new();
     while let Some(joined) = tasks.join_next().await {
-        let (c, seqs) = joined.expect("task");
-        assert_eq!(seqs.len(), 3);
-        assert!(
-            seqs.windows(2).all(|w| w[1] == w[0] + 1),
-            "a commit's block is contiguous: {seqs:?}"
-        );
-        for (k, seq) in seqs.iter().enumerate() {
-            by_event.insert(format!("e-{c}-{k}"), *seq);
-            first_round_max = first_round_max.max(*seq);
+        let (c, written) = joined.expect("task");
+        let mut last = i64::MIN;
+        for (r, w) in written.iter().enumerate() {
+            assert_eq!((w.outbox.len(), w.spawns.len()), (3, 2), "{w:?}");
+            let block: Vec<i64> = w.spawns.iter().chain(&w.outbox).copied().collect();
+            assert!(
+                block.windows(2).all(|p| p[1] == p[0] + 1),
+                "a commit's block is contiguous, spawn rows first: {w:?}"
+            );
+            assert!(
+                block[0] > last,
+                "a later commit of seq-{c} gets higher seqs: {written:?}"
+            );
+            last = *block.last().expect("rows");
+            for (k, seq) in w.outbox.iter().enumerate() {
+                by_event.insert(format!("e-{c}-{r}-{k}"), *seq);
+            }
+            for (k, seq) in w.spawns.iter().enumerate() {
+                by_child.insert(format!("seq-{c}/{r}-{k}"), *seq);
+            }
         }
     }
-    let distinct: BTreeSet<i64> = by_event.values().copied().collect();
-    assert_eq!(distinct.len(), committers * 3, "seqs are unique");
-
-    let mut later = exe("seq-later", "def");
-    let seqs = store
-        .commit(
-            &mut later,
-            Commit {
-                emits: vec![(None, event("E", "e-later", json!({})))],
-                ..Commit::default()
-            },
-        )
-        .await
-        .expect("later commit");
-    assert!(seqs[0] > first_round_max, "a later commit gets a higher seq");
+    let distinct: BTreeSet<i64> = by_event.values().chain(by_child.values()).copied().collect();
+    assert_eq!(distinct.len(), committers * rounds * 5, "seqs are unique");
 
     let outbox = store.pending_outbox().await.expect("outbox");
-    assert_eq!(outbox.len(), committers * 3 + 1);
+    assert_eq!(outbox.len(), committers * rounds * 3);
     assert!(
         outbox.windows(2).all(|w| w[0].seq < w[1].seq),
         "pending outbox is in seq order"
     );
     for entry in &outbox {
-        if let Some(seq) = by_event.get(&entry.event.id) {
-            assert_eq!(*seq, entry.seq, "the returned seq is the stored one");
-        }
+        assert_eq!(
+            by_event.get(&entry.event.id),
+            Some(&entry.seq),
+            "the returned seq is the stored one"
+        );
     }
     let spawns = store.pending_spawns().await.expect("spawns");
-    assert_eq!(spawns.len(), committers * 2);
+    assert_eq!(spawns.len(), committers * rounds * 2);
     assert!(
         spawns.windows(2).all(|w| w[0].seq < w[1].seq),
         "pending spawns are in seq order"
     );
-    for pair in spawns.chunks(1) {
-        let s = &pair[0];
+    for s in &spawns {
         assert!(s.child_id.starts_with(&format!("{}/", s.parent_id)));
+        assert_eq!(
+            by_child.get(&s.child_id),
+            Some(&s.seq),
+            "the returned seq is the stored one"
+        );
     }
+}
+
+/// `pending_rows_of` gives the rows of the execution's last commit that wrote any, by key:
+/// not another execution's, not an earlier commit's, not the acked ones; a commit without
+/// rows keeps pointing at the last block.
+pub async fn pending_rows_of_the_last_commit<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let rows_commit = |tag: &str, parent: &str| Commit {
+        emits: vec![
+            (Some("t".to_string()), event("E", &format!("{tag}-1"), json!({}))),
+            (None, event("E", &format!("{tag}-2"), json!({}))),
+        ],
+        spawns: vec![SpawnIntent {
+            child_id: format!("{parent}:{tag}"),
+            root_path: "root.r".into(),
+            context: map(json!({"tag": tag})),
+        }],
+        ..Commit::default()
+    };
+    let mut a = exe("rows-a", "def");
+    let mut b = exe("rows-b", "def");
+    assert!(store.pending_rows_of("rows-a").await.expect("none").is_empty());
+    store.save(&mut a).await.expect("create a");
+    store.save(&mut b).await.expect("create b");
+    assert!(store
+        .pending_rows_of("rows-a")
+        .await
+        .expect("no rows yet")
+        .is_empty());
+    store
+        .commit(&mut a, rows_commit("first", "rows-a"))
+        .await
+        .expect("a first");
+    let second = store
+        .commit(&mut a, rows_commit("second", "rows-a"))
+        .await
+        .expect("a second");
+    store
+        .commit(&mut b, rows_commit("other", "rows-b"))
+        .await
+        .expect("b");
+    store.save(&mut a).await.expect("a commit without rows");
+
+    let pending = store.pending_rows_of("rows-a").await.expect("pending");
+    let ids: Vec<&str> = pending.outbox.iter().map(|o| o.event.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["second-1", "second-2"],
+        "the last block's outbox rows, in order"
+    );
+    assert_eq!(
+        pending.outbox.iter().map(|o| o.seq).collect::<Vec<_>>(),
+        second.outbox
+    );
+    assert_eq!(pending.spawns.len(), 1);
+    assert_eq!(pending.spawns[0].seq, second.spawns[0]);
+    assert_eq!(pending.spawns[0].child_id, "rows-a:second");
+    assert_eq!(pending.spawns[0].parent_id, "rows-a");
+    assert_eq!(pending.spawns[0].context, map(json!({"tag": "second"})));
+
+    store.ack_outbox(second.outbox[0]).await.expect("ack");
+    store.ack_spawn(second.spawns[0]).await.expect("ack");
+    let rest = store.pending_rows_of("rows-a").await.expect("rest");
+    assert!(rest.spawns.is_empty(), "acked: {rest:?}");
+    assert_eq!(rest.outbox.len(), 1);
+    assert_eq!(rest.outbox[0].event.id, "second-2");
+    store.ack_outbox(second.outbox[1]).await.expect("ack");
+    assert!(store
+        .pending_rows_of("rows-a")
+        .await
+        .expect("all acked")
+        .is_empty());
+    assert_eq!(
+        store.pending_rows_of("rows-b").await.expect("b").outbox.len(),
+        2,
+        "another execution's rows are its own"
+    );
+}
+
+/// The relay's bounded pass: `oldest_pending_seqs` gives the lowest seqs of both tables
+/// together, at most `limit`; `pending_rows` reads them by key; `ack_rows` removes them; a
+/// pass after the acks gives the next ones, so passes of a small limit deliver everything
+/// in seq order.
+pub async fn oldest_pending_seqs_bounded_and_in_order<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut committed: Vec<(i64, bool)> = Vec::new();
+    for e in 0..4 {
+        let id = format!("backlog-{e}");
+        let mut exe = exe(&id, "def");
+        store.save(&mut exe).await.expect("create");
+        for c in 0..3 {
+            let written = store
+                .commit(
+                    &mut exe,
+                    Commit {
+                        emits: vec![(Some("t".into()), event("E", &format!("{id}-{c}"), json!({})))],
+                        spawns: vec![SpawnIntent {
+                            child_id: format!("{id}:{c}"),
+                            root_path: "root.r".into(),
+                            context: Map::new(),
+                        }],
+                        ..Commit::default()
+                    },
+                )
+                .await
+                .expect("commit");
+            committed.extend(written.spawns.iter().map(|s| (*s, true)));
+            committed.extend(written.outbox.iter().map(|s| (*s, false)));
+        }
+    }
+    committed.sort();
+    let mut delivered: Vec<(i64, bool)> = Vec::new();
+    let far_future = 4e12;
+    for pass in 0.. {
+        assert!(pass < 20, "passes of 5 must drain 24 rows: {delivered:?}");
+        let seqs = store.oldest_pending_seqs(5, far_future).await.expect("seqs");
+        assert!(seqs.len() <= 5, "bounded: {seqs:?}");
+        if seqs.is_empty() {
+            break;
+        }
+        assert!(
+            seqs.windows(2).all(|w| w[0].seq < w[1].seq),
+            "lowest first: {seqs:?}"
+        );
+        let spawns: Vec<i64> = seqs.iter().filter(|s| s.spawn).map(|s| s.seq).collect();
+        let outbox: Vec<i64> = seqs.iter().filter(|s| !s.spawn).map(|s| s.seq).collect();
+        let rows = store.pending_rows(&spawns, &outbox).await.expect("rows");
+        assert_eq!(rows.spawns.iter().map(|s| s.seq).collect::<Vec<_>>(), spawns);
+        assert_eq!(rows.outbox.iter().map(|o| o.seq).collect::<Vec<_>>(), outbox);
+        delivered.extend(seqs.iter().map(|s| (s.seq, s.spawn)));
+        store.ack_rows(&spawns, &outbox).await.expect("ack");
+        assert!(
+            store
+                .pending_rows(&spawns, &outbox)
+                .await
+                .expect("rows")
+                .is_empty(),
+            "acked"
+        );
+    }
+    assert_eq!(delivered, committed, "every row once, in seq order");
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
+    assert!(store.pending_spawns().await.expect("spawns").is_empty());
 }
 
 /// Outbox entries and spawns come back as committed (targets, events, contexts), and an
@@ -413,7 +573,8 @@ pub async fn outbox_and_spawns_round_trip_and_ack<S: ExecutionStore>(make: impl 
         }],
         ..Commit::default()
     };
-    let seqs = store.commit(&mut e, commit).await.expect("commit");
+    let written = store.commit(&mut e, commit).await.expect("commit");
+    let seqs = written.outbox;
     let outbox = store.pending_outbox().await.expect("outbox");
     assert_eq!(outbox.iter().map(|o| o.seq).collect::<Vec<_>>(), seqs);
     for (entry, (target, ev)) in outbox.iter().zip(&sent) {
@@ -431,6 +592,7 @@ pub async fn outbox_and_spawns_round_trip_and_ack<S: ExecutionStore>(make: impl 
         ("relay-1", "relay-1/r1", "root.par.r1")
     );
     assert_eq!(spawns[0].context, context);
+    assert_eq!(vec![spawns[0].seq], written.spawns);
 
     store.ack_outbox(seqs[0]).await.expect("ack");
     let rest = store.pending_outbox().await.expect("outbox");

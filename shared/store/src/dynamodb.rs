@@ -10,12 +10,12 @@
 //!
 //! | table | item |
 //! |---|---|
-//! | executions | `id` S, `data` S (the Execution JSON), `version` N, `definition_id` S, plus our `trace_idx` N and `commit_token` S (below), `ttl` N on a finished one with [`DynamoDbStore::with_finished_ttl`], and `recent` B with [`DedupeMarks::OnItem`] |
+//! | executions | `id` S, `data` S (the Execution JSON), `version` N, `definition_id` S, plus our `trace_idx` N and `commit_token` S (below), `rows` L (the last block of seqs, below), `ttl` N on a finished one with [`DynamoDbStore::with_finished_ttl`], and `recent` B with [`DedupeMarks::OnItem`] |
 //! | outbox | `seq` N, `target_id` S or NULL, `event` S (the Event JSON) |
 //! | spawns | `seq` N, `parent_id` S, `child_id` S, `root_path` S, `context` S (`json.dumps`) |
 //! | timers | `execution_id` S, `path` S, `fire_at` N, plus our `due_shard` S (below) |
 //! | processed | `execution_id` S, `event_id` S, plus `ttl` N with [`DynamoDbStore::with_processed_ttl`] |
-//! | counters | `id` S (`outbox`, `spawn`), `n` N |
+//! | counters | `id` S (`outbox`, `spawn`: harel's seq allocator, which we leave to harel), `n` N |
 //! | trace | `execution_id` S, `idx` N, `entry` S (`json.dumps`), plus `ttl` N with [`DynamoDbStore::with_finished_ttl`] |
 //!
 //! Strings harel writes with Python's `json.dumps` (`context`, `entry`) are written the same
@@ -23,14 +23,23 @@
 //!
 //! # The commit
 //!
-//! As the seed: seq blocks from the `ADD n :k` counters first (one `UpdateItem` per kind,
-//! only when there are emits or spawns), then **one** `TransactWriteItems` in the seed's
-//! order: the execution put carrying the CAS (`attribute_not_exists(id)` for version 0,
-//! `version = :ov` otherwise), the outbox puts, the spawn puts, the processed put, the timer
-//! puts and deletes, the trace put and the ring delete `idx - trace_max`.
+//! As the seed, **one** `TransactWriteItems` in the seed's order: the execution put
+//! carrying the CAS (`attribute_not_exists(id)` for version 0, `version = :ov` otherwise),
+//! the outbox puts, the spawn puts, the processed put, the timer puts and deletes, the trace
+//! put and the ring delete `idx - trace_max`. No call before it: the seqs are not taken
+//! from the `counters` item (below).
 //!
 //! # Deliberate differences from the seed (harel's readers and writers keep working)
 //!
+//! - **Seqs without a shared counter** (module `rows`). The seed's `ADD` on one `counters`
+//!   item per emitting commit makes that item the whole deployment's ceiling (DynamoDB
+//!   serves 1,000 write units per second per key). A commit's block of seqs comes from the
+//!   clock (milliseconds, shifted, plus random low bits), never below the execution's last
+//!   block plus one, which its item records as `rows`: an execution's rows stay in commit
+//!   order whatever the hosts' clocks, each row put is guarded by
+//!   `attribute_not_exists(seq)` (two blocks that meet cancel the second, which takes
+//!   another), and a redelivered duplicate finds its commit's rows by key. harel reads the
+//!   rows as its own and sorts them after the ones its counter gives.
 //! - **Conflicts without a read.** The CAS put asks for
 //!   `ReturnValuesOnConditionCheckFailure = ALL_OLD`; the stored version comes from the
 //!   cancellation reason's item. A `GetItem` is only the fallback when there is none (the
@@ -90,6 +99,7 @@
 //!   commit of a step with no other effect is a single conditional `PutItem` and a load
 //!   for an event one consistent `GetItem`. A weaker dedupe guarantee; see there.
 
+mod backlog;
 mod commit;
 pub mod due;
 pub(crate) mod item;
@@ -97,6 +107,7 @@ mod listing;
 mod provision;
 mod purge;
 mod recent;
+mod rows;
 pub mod schema;
 mod store;
 
@@ -136,6 +147,7 @@ pub const COMMIT_TOKEN_ATTRIBUTE: &str = "commit_token";
 /// [`DedupeMarks::OnItem`] (see there).
 pub const RECENT_ATTRIBUTE: &str = "recent";
 pub use crate::dedupe::{DedupeMarks, RECENT_MARKS};
+pub use rows::ROWS_ATTRIBUTE;
 
 /// Error codes of transient service faults, worth another try.
 const TRANSIENT_CODES: &[&str] = &[
@@ -160,6 +172,8 @@ struct Hint {
     trace_idx: Option<i64>,
     /// The processed window a commit from this version continues ([`DedupeMarks::OnItem`]).
     recent: Option<Recent>,
+    /// The item's `rows` block (`None`: it has none).
+    rows: Option<rows::Rows>,
 }
 
 /// How a commit (and a batch read's unprocessed keys) retries transient faults, on top of
@@ -196,8 +210,13 @@ impl RetryPolicy {
     }
 }
 
-/// A number in [0, 1) from the std hasher's random keys (no RNG dependency).
+/// A number in [0, 1).
 fn jitter() -> f64 {
+    (random_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Random bits from the std hasher's random keys (no RNG dependency).
+fn random_u64() -> u64 {
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
     let mut h = RandomState::new().build_hasher();
@@ -206,7 +225,7 @@ fn jitter() -> f64 {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos()),
     );
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+    h.finish()
 }
 
 /// Options of [`DynamoDbStore::create_with`].
@@ -458,13 +477,17 @@ impl DynamoDbStore {
     }
 
     /// Remember what the item of `id` at `version` holds: its last trace idx and the
-    /// processed window a commit from it continues (either may be unknown).
-    fn remember_hint(&self, id: &str, version: i64, trace_idx: Option<i64>, recent: Option<Recent>) {
+    /// processed window a commit from it continues (either may be unknown), and its rows
+    /// block (known: the whole item was read or written).
+    fn remember_hint(
+        &self,
+        id: &str,
+        version: i64,
+        trace_idx: Option<i64>,
+        recent: Option<Recent>,
+        rows: Option<rows::Rows>,
+    ) {
         let mut hints = self.hints();
-        if trace_idx.is_none() && recent.is_none() {
-            hints.remove(id);
-            return;
-        }
         if hints.len() >= TRACE_HINTS_CAP && !hints.contains_key(id) {
             hints.clear();
         }
@@ -474,6 +497,7 @@ impl DynamoDbStore {
                 version,
                 trace_idx,
                 recent,
+                rows,
             },
         );
     }
@@ -487,13 +511,18 @@ impl DynamoDbStore {
     /// Forget only where `id`'s trace ends (a trace step was appended outside a commit,
     /// which does not change the item's version).
     fn forget_trace_hint(&self, id: &str) {
-        let mut hints = self.hints();
-        if let Some(hint) = hints.get_mut(id) {
+        if let Some(hint) = self.hints().get_mut(id) {
             hint.trace_idx = None;
-            if hint.recent.is_none() {
-                hints.remove(id);
-            }
         }
+    }
+
+    /// The rows block of `id`'s item at `version`: `None` if unknown, `Some(None)` if it
+    /// has none.
+    fn rows_hint(&self, id: &str, version: i64) -> Option<Option<rows::Rows>> {
+        self.hints()
+            .get(id)
+            .filter(|h| h.version == version)
+            .map(|h| h.rows)
     }
 
     /// The last trace idx stored in the execution item at `version`, if known.

@@ -91,10 +91,61 @@ pub struct SpawnIntent {
     pub context: Map,
 }
 
+/// The seqs of the rows a commit wrote for delivery: each emit's outbox entry and each
+/// spawn intent, in the commit's order. Per execution, a later commit's seqs are higher
+/// than an earlier one's, so delivering in `seq` order keeps each execution's commit order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    pub outbox: Vec<i64>,
+    pub spawns: Vec<i64>,
+}
+
+/// The rows of an execution's last commit that wrote any, those not yet delivered (acked):
+/// what a redelivered duplicate publishes before its group moves on
+/// ([`ExecutionStore::pending_rows_of`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PendingRows {
+    /// In seq order.
+    pub spawns: Vec<SpawnEntry>,
+    /// In seq order.
+    pub outbox: Vec<OutboxEntry>,
+}
+
+impl PendingRows {
+    pub fn is_empty(&self) -> bool {
+        self.spawns.is_empty() && self.outbox.is_empty()
+    }
+}
+
+/// A pending row's seq, and whether it is a spawn intent (else an outbox entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PendingSeq {
+    pub seq: i64,
+    pub spawn: bool,
+}
+
+impl PendingSeq {
+    /// The `limit` lowest of the spawn intents' and outbox entries' seqs, lowest first.
+    pub fn lowest(
+        spawns: impl Iterator<Item = i64>,
+        outbox: impl Iterator<Item = i64>,
+        limit: usize,
+    ) -> Vec<PendingSeq> {
+        let mut seqs: Vec<PendingSeq> = spawns
+            .map(|seq| PendingSeq { seq, spawn: true })
+            .chain(outbox.map(|seq| PendingSeq { seq, spawn: false }))
+            .collect();
+        seqs.sort();
+        seqs.truncate(limit);
+        seqs
+    }
+}
+
 /// A deferred event awaiting delivery.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboxEntry {
-    /// Monotonic per store: the relay delivers in `seq` order.
+    /// Unique among the pending rows, and higher for a later commit of the same execution:
+    /// the relay delivers in `seq` order.
     pub seq: i64,
     pub target_id: Option<String>,
     pub event: Event,
@@ -285,9 +336,9 @@ pub trait ExecutionStore: Send + Sync {
     fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError>;
 
     /// Atomically write `exe` (CAS on `exe.version`, which is bumped on success and
-    /// left as it was on failure) with everything in `commit`. Returns the outbox seq
-    /// of each emit, in order.
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError>;
+    /// left as it was on failure) with everything in `commit`. Returns the seqs of the
+    /// outbox entries and spawn intents it wrote, in order.
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError>;
 
     /// `commit` with no side effects.
     async fn save(&self, exe: &mut Execution) -> Result<(), StoreError> {
@@ -305,6 +356,65 @@ pub trait ExecutionStore: Send + Sync {
     /// Undelivered spawn intents, oldest first.
     async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError>;
     async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError>;
+
+    /// The rows that `id`'s last commit with any rows wrote, those still pending, read by
+    /// key (never by scanning the tables): a redelivered duplicate publishes them before
+    /// its group's next event. Earlier commits' rows were published before the group moved
+    /// past them, so these are the only ones of `id` whose order can still matter.
+    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError>;
+
+    /// The seqs of at most `limit` pending rows, spawn intents and outbox entries together,
+    /// lowest first, leaving out rows committed at `settled_before` (epoch seconds) or
+    /// later where the store can tell: the relay's bounded pass. Memory is bounded by
+    /// `limit`, not by the backlog (DynamoDB: the keys alone are scanned, page by page).
+    /// Leaving out the newest rows keeps each execution's order although a scan is not a
+    /// snapshot: a row committed before `settled_before` follows its execution's earlier
+    /// rows, which existed when the scan began, so the scan sees them too. The default
+    /// reads every pending row.
+    async fn oldest_pending_seqs(
+        &self,
+        limit: usize,
+        settled_before: f64,
+    ) -> Result<Vec<PendingSeq>, StoreError> {
+        let _ = settled_before;
+        // the outbox first: an event read there was committed after the spawn intents of
+        // the regions it goes to, so the second read finds those still pending (or they
+        // were published already); the other way round, a commit landing between the reads
+        // gives an event without its region's intent
+        let outbox = self.pending_outbox().await?;
+        let spawns = self.pending_spawns().await?;
+        Ok(PendingSeq::lowest(
+            spawns.iter().map(|s| s.seq),
+            outbox.iter().map(|o| o.seq),
+            limit,
+        ))
+    }
+
+    /// The rows of these seqs that are still pending, read by key, each list in seq order.
+    /// The default reads every pending row.
+    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
+        let mut rows = PendingRows {
+            spawns: self.pending_spawns().await?,
+            outbox: self.pending_outbox().await?,
+        };
+        rows.spawns.retain(|s| spawns.contains(&s.seq));
+        rows.outbox.retain(|o| outbox.contains(&o.seq));
+        rows.spawns.sort_by_key(|s| s.seq);
+        rows.outbox.sort_by_key(|o| o.seq);
+        Ok(rows)
+    }
+
+    /// Ack these rows (DynamoDB: 25 deletes a request). An error may leave some of them
+    /// pending; acking one again is harmless. The default acks each.
+    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
+        for seq in spawns {
+            self.ack_spawn(*seq).await?;
+        }
+        for seq in outbox {
+            self.ack_outbox(*seq).await?;
+        }
+        Ok(())
+    }
 
     /// Timers with `fire_at <= now`, earliest first.
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError>;

@@ -12,8 +12,8 @@ use indexmap::IndexMap;
 use stm_core::{Execution, FastMap, FastSet, Map, Value};
 
 use crate::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, ListQuery, OutboxEntry, SpawnEntry,
-    StoreError, TimerOp, DEFAULT_TRACE_MAX,
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, ListQuery, OutboxEntry, PendingRows,
+    PendingSeq, SpawnEntry, StoreError, TimerOp, Written, DEFAULT_TRACE_MAX,
 };
 
 #[derive(Default, Debug)]
@@ -27,8 +27,11 @@ struct Inner {
     timers: IndexMap<(String, String), f64>,
     /// execution id -> (next index, steps).
     trace: BTreeMap<String, (i64, Vec<Map>)>,
-    outbox_seq: i64,
-    spawn_seq: i64,
+    /// The last seq given: one sequence for both tables, a commit's spawn rows first, as
+    /// the DynamoDB store's blocks.
+    last_seq: i64,
+    /// execution id -> the seqs of its last commit with rows.
+    last_rows: FastMap<String, Written>,
 }
 
 /// An in-memory [`ExecutionStore`].
@@ -125,7 +128,7 @@ impl ExecutionStore for MemoryStore {
         Ok(())
     }
 
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError> {
         let mut inner = self.lock();
         let stored = inner.executions.get(&exe.id).map(|e| e.version);
         let ok = match stored {
@@ -147,10 +150,25 @@ impl ExecutionStore for MemoryStore {
                 inner.executions.insert(exe.id.clone(), exe.clone());
             }
         }
-        let mut seqs = Vec::with_capacity(commit.emits.len());
+        let mut written = Written::default();
+        for spawn in commit.spawns {
+            inner.last_seq += 1;
+            let seq = inner.last_seq;
+            written.spawns.push(seq);
+            inner.spawns.insert(
+                seq,
+                SpawnEntry {
+                    seq,
+                    parent_id: exe.id.clone(),
+                    child_id: spawn.child_id,
+                    root_path: spawn.root_path,
+                    context: spawn.context,
+                },
+            );
+        }
         for (target_id, event) in commit.emits {
-            inner.outbox_seq += 1;
-            let seq = inner.outbox_seq;
+            inner.last_seq += 1;
+            let seq = inner.last_seq;
             inner.outbox.insert(
                 seq,
                 OutboxEntry {
@@ -159,7 +177,7 @@ impl ExecutionStore for MemoryStore {
                     event,
                 },
             );
-            seqs.push(seq);
+            written.outbox.push(seq);
         }
         if !commit.processed_event_ids.is_empty() {
             match inner.processed.get_mut(&exe.id) {
@@ -181,24 +199,13 @@ impl ExecutionStore for MemoryStore {
                 }
             }
         }
-        for spawn in commit.spawns {
-            inner.spawn_seq += 1;
-            let seq = inner.spawn_seq;
-            inner.spawns.insert(
-                seq,
-                SpawnEntry {
-                    seq,
-                    parent_id: exe.id.clone(),
-                    child_id: spawn.child_id,
-                    root_path: spawn.root_path,
-                    context: spawn.context,
-                },
-            );
-        }
         for step in commit.traces {
             MemoryStore::record_trace(&mut inner, self.trace_max, &exe.id, step);
         }
-        Ok(seqs)
+        if !written.outbox.is_empty() || !written.spawns.is_empty() {
+            inner.last_rows.insert(exe.id.clone(), written.clone());
+        }
+        Ok(written)
     }
 
     async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
@@ -249,6 +256,56 @@ impl ExecutionStore for MemoryStore {
     async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
         self.lock().spawns.remove(&seq);
         Ok(())
+    }
+
+    async fn oldest_pending_seqs(
+        &self,
+        limit: usize,
+        _settled_before: f64,
+    ) -> Result<Vec<PendingSeq>, StoreError> {
+        // one process: no scan to race, every committed row is settled
+        let inner = self.lock();
+        Ok(PendingSeq::lowest(
+            inner.spawns.keys().take(limit).copied(),
+            inner.outbox.keys().take(limit).copied(),
+            limit,
+        ))
+    }
+
+    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
+        let inner = self.lock();
+        let mut rows = PendingRows {
+            spawns: spawns
+                .iter()
+                .filter_map(|seq| inner.spawns.get(seq).cloned())
+                .collect(),
+            outbox: outbox
+                .iter()
+                .filter_map(|seq| inner.outbox.get(seq).cloned())
+                .collect(),
+        };
+        rows.spawns.sort_by_key(|s| s.seq);
+        rows.outbox.sort_by_key(|o| o.seq);
+        Ok(rows)
+    }
+
+    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
+        let inner = self.lock();
+        let Some(written) = inner.last_rows.get(id) else {
+            return Ok(PendingRows::default());
+        };
+        Ok(PendingRows {
+            spawns: written
+                .spawns
+                .iter()
+                .filter_map(|seq| inner.spawns.get(seq).cloned())
+                .collect(),
+            outbox: written
+                .outbox
+                .iter()
+                .filter_map(|seq| inner.outbox.get(seq).cloned())
+                .collect(),
+        })
     }
 
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
@@ -308,6 +365,7 @@ impl ExecutionStore for MemoryStore {
             None => false,
         };
         inner.processed.remove(id);
+        inner.last_rows.remove(id);
         inner.trace.remove(id);
         inner.timers.retain(|(execution_id, _), _| execution_id != id);
         inner

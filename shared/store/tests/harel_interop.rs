@@ -8,7 +8,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 use stm_core::{Event, Execution, Map, Status};
-use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, SpawnIntent, StoreError, TimerOp};
+use stm_store::{
+    Commit, CreateOptions, DynamoDbStore, ExecutionStore, SpawnIntent, StoreError, TimerOp, Written,
+};
 
 /// The Python side: a boto3 client on moto and harel's store on `$PREFIX`.
 const PRELUDE: &str = r#"
@@ -140,13 +142,13 @@ out({
     assert_eq!(
         seen["outbox"],
         json!([
-            [seqs[0], "w-2", serde_json::to_value(&ping).expect("json")],
-            [seqs[1], null, serde_json::to_value(&bcast).expect("json")]
+            [seqs.outbox[0], "w-2", serde_json::to_value(&ping).expect("json")],
+            [seqs.outbox[1], null, serde_json::to_value(&bcast).expect("json")]
         ])
     );
     assert_eq!(
         seen["spawns"],
-        json!([[1, "w-1", "w-1/r1", "root.par.r1", {"seed": 7, "tags": ["a", "é"]}]])
+        json!([[seqs.spawns[0], "w-1", "w-1/r1", "root.par.r1", {"seed": 7, "tags": ["a", "é"]}]])
     );
     assert_eq!(
         seen["timers"],
@@ -208,7 +210,8 @@ out({"version": exe.version})
     assert_eq!((timers[0].path.as_str(), timers[0].fire_at), ("root.a", 100.25));
 
     // advance it with our CAS (the trace index falls back to the Query: harel's item has
-    // no trace_idx), emitting through the shared counter
+    // no trace_idx), emitting a row whose seq (from the clock, no counter) harel's relay
+    // sorts after its own
     exe.context.insert("n".into(), json!(2));
     exe.active_path = Some("root.b".into());
     let seqs = store
@@ -227,7 +230,8 @@ out({"version": exe.version})
         .await
         .expect("our commit over harel's item");
     assert_eq!(exe.version, 2);
-    assert_eq!(seqs, vec![2], "the outbox counter is shared with harel");
+    let ours = seqs.outbox[0];
+    assert!(ours > 1, "our seq follows harel's row 1: {seqs:?}");
 
     let seen = python(
         &prefix,
@@ -242,7 +246,7 @@ out({"version": exe.version, "n": exe.context["n"], "path": exe.active_path,
     );
     assert_eq!(
         seen,
-        json!({"version": 2, "n": 2, "path": "root.b", "outbox": [1, 2], "timers": [], "processed": true,
+        json!({"version": 2, "n": 2, "path": "root.b", "outbox": [1, ours], "timers": [], "processed": true,
                "trace": [{"event": "Start", "by": "harel", "index": 0}, {"event": "Next", "by": "ours", "index": 1}]})
     );
 
@@ -285,7 +289,7 @@ fn answer(from_py: &mut impl BufRead) -> Value {
     serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("python result ({e}): {line:?}"))
 }
 
-async fn commit_ours(store: &DynamoDbStore, mine: &mut Execution, r: usize) -> Result<Vec<i64>, StoreError> {
+async fn commit_ours(store: &DynamoDbStore, mine: &mut Execution, r: usize) -> Result<Written, StoreError> {
     store
         .commit(
             mine,
@@ -583,14 +587,19 @@ out({"exe": before, "emits": [[t, json.loads(e.model_dump_json())] for t, e in e
 
     let dump = r#"
 tables = ["executions", "outbox", "spawns", "timers", "processed", "counters", "trace"]
-shards = {}
+shards, seqs, rows = {}, {}, {}
 def scan(p):
     res = {}
-    shards[p] = []
+    shards[p], seqs[p], rows[p] = [], {}, []
     for t in tables:
         items = client.scan(TableName=f"{p}_{t}")["Items"]
         for it in items:
             it.pop("trace_idx", None); it.pop("commit_token", None)
+            if "rows" in it:
+                rows[p].append([int(n["N"]) for n in it.pop("rows")["L"]])
+            if t in ("outbox", "spawns"):
+                # the seqs differ by design (harel's counter, our clock blocks): compared apart
+                seqs[p].setdefault(t, []).append(int(it.pop("seq")["N"]))
             shard = it.pop("due_shard", None)
             if shard is not None:
                 shards[p].append([t, it["execution_id"]["S"], it["path"]["S"], shard["S"]])
@@ -610,9 +619,13 @@ def schema(p):
 h, r = sys.stdin.read().split()
 hs, hg = schema(h)
 rs, rg = schema(r)
-out({"h": scan(h), "r": scan(r), "hs": hs, "rs": rs, "hg": hg, "rg": rg, "shards": shards})
+out({"h": scan(h), "r": scan(r), "hs": hs, "rs": rs, "hg": hg, "rg": rg, "shards": shards,
+     "seqs": {k: {t: sorted(v) for t, v in d.items()} for k, d in seqs.items()}, "rows": rows})
 "#;
     let both = python(&harel_prefix, dump, &format!("{harel_prefix} {our_prefix}"));
+    for table in ["executions", "outbox", "spawns", "timers", "processed", "trace"] {
+        assert_eq!(both["r"][table], both["h"][table], "raw items of {table}");
+    }
     for table in [
         "executions",
         "outbox",
@@ -622,9 +635,29 @@ out({"h": scan(h), "r": scan(r), "hs": hs, "rs": rs, "hg": hg, "rg": rg, "shards
         "counters",
         "trace",
     ] {
-        assert_eq!(both["r"][table], both["h"][table], "raw items of {table}");
         assert_eq!(both["rs"][table], both["hs"][table], "schema of {table}");
     }
+    // the seqs: harel's from its counter items, ours one block from the clock, which the
+    // execution item records (and no counter item written)
+    assert_eq!(
+        both["seqs"][&harel_prefix],
+        json!({"outbox": [1, 2], "spawns": [1]})
+    );
+    assert_eq!(both["h"]["counters"].as_array().map(Vec::len), Some(2));
+    assert_eq!(both["r"]["counters"], json!([]), "no counter item of ours");
+    let block = both["rows"][&our_prefix][0].clone();
+    let first = block[0].as_i64().expect("first seq");
+    assert_eq!(
+        block,
+        json!([first, 2, 1]),
+        "the execution's rows block: 2 outbox rows, 1 spawn"
+    );
+    assert_eq!(
+        both["seqs"][&our_prefix],
+        json!({"spawns": [first], "outbox": [first + 1, first + 2]}),
+        "the spawn row first"
+    );
+    assert_eq!(both["rows"][&harel_prefix], json!([]));
     let counts: Vec<usize> = [
         "executions",
         "outbox",

@@ -37,6 +37,7 @@
 
 pub mod http;
 pub mod iam;
+pub mod meter;
 mod proxy;
 pub mod strict;
 pub mod template;
@@ -89,6 +90,12 @@ impl Moto {
     /// The strict layer in front of this server (its refusal counts).
     pub fn strict(&self) -> &StrictLayer {
         &self.strict
+    }
+
+    /// The strict layer's partition meter ([`StrictLayer::meter`]): DynamoDB's units per
+    /// table and key of every request this process sent through the layer.
+    pub fn meter(&self) -> meter::PartitionMeter {
+        self.strict.meter()
     }
 
     /// moto's own port (not the layer's).

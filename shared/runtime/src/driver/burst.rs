@@ -17,14 +17,14 @@ use std::sync::Arc;
 use stm_core::{Definition, Event, Execution};
 use stm_store::Commit;
 
-use super::{armed, outbox_entries, parking, Driver, DriverError, StepReport};
+use super::{armed, outbox_entries, parking, spawn_entries, Driver, DriverError, StepReport};
 
 /// Steps of one execution applied in memory and not yet written.
 #[derive(Debug, Default)]
 pub struct Burst {
     commit: Commit,
-    /// Each step's report and how many of the commit's emits are its own.
-    steps: Vec<(StepReport, usize)>,
+    /// Each step's report and how many of the commit's emits and spawns are its own.
+    steps: Vec<(StepReport, usize, usize)>,
 }
 
 impl Burst {
@@ -45,7 +45,7 @@ impl Burst {
 /// What one commit of a burst wrote.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
-pub struct Written {
+pub struct BurstWritten {
     /// One report per step, in order, each with its own outbox entries.
     pub steps: Vec<StepReport>,
     /// The timers the commit left armed: the last op per path over all its steps, as the
@@ -122,7 +122,7 @@ impl Driver {
         exe: &mut Execution,
         event: &Event,
         burst: &mut Burst,
-    ) -> Result<Option<Written>, BurstStepError> {
+    ) -> Result<Option<BurstWritten>, BurstStepError> {
         let before = exe.clone();
         let step = match self.prepare_step(defn, exe, Some(event), &before) {
             Ok(step) => step,
@@ -133,9 +133,10 @@ impl Driver {
         };
         let mark = lengths(&burst.commit);
         let emits = step.commit.emits.len();
+        let spawns = step.commit.spawns.len();
         burst.commit.absorb(step.commit);
         if burst.steps.is_empty() || self.store.check_commit(exe, &burst.commit).is_ok() {
-            burst.steps.push((step.report, emits));
+            burst.steps.push((step.report, emits, spawns));
             return Ok(None);
         }
         // over the limit with this step: write the steps before it, on the execution as
@@ -148,31 +149,37 @@ impl Driver {
             .map_err(BurstStepError::Commit)?;
         exe.version = earlier.version;
         burst.commit = this;
-        burst.steps.push((step.report, emits));
+        burst.steps.push((step.report, emits, spawns));
         Ok(Some(written))
     }
 
     /// Write the burst's steps in one commit (CAS on `exe.version`, bumped once) and
     /// empty it. On an error nothing of the burst is written, and it is empty all the same.
-    pub async fn commit_burst(&self, exe: &mut Execution, burst: &mut Burst) -> Result<Written, DriverError> {
+    pub async fn commit_burst(
+        &self,
+        exe: &mut Execution,
+        burst: &mut Burst,
+    ) -> Result<BurstWritten, DriverError> {
         if burst.steps.is_empty() {
-            return Ok(Written::default());
+            return Ok(BurstWritten::default());
         }
         let commit = std::mem::take(&mut burst.commit);
         let steps = std::mem::take(&mut burst.steps);
         let emits = commit.emits.clone();
+        let spawns = commit.spawns.clone();
         let armed_timers = armed(&commit.timers);
-        let seqs = self.store.commit(exe, commit).await?;
-        let mut entries = outbox_entries(&seqs, emits).into_iter();
-        let mut seqs = seqs.into_iter();
+        let written = self.store.commit(exe, commit).await?;
+        let mut entries = outbox_entries(&written.outbox, emits).into_iter();
+        let mut spawn_rows = spawn_entries(&exe.id, &written.spawns, spawns).into_iter();
         let steps = steps
             .into_iter()
-            .map(|(mut report, emits)| {
-                report.outbox_seqs = seqs.by_ref().take(emits).collect();
+            .map(|(mut report, emits, spawns)| {
                 report.outbox = entries.by_ref().take(emits).collect();
+                report.outbox_seqs = report.outbox.iter().map(|e| e.seq).collect();
+                report.spawns = spawn_rows.by_ref().take(spawns).collect();
                 report
             })
             .collect();
-        Ok(Written { steps, armed_timers })
+        Ok(BurstWritten { steps, armed_timers })
     }
 }

@@ -217,17 +217,21 @@ impl OutgoingMessage {
     }
 
     /// A committed outbox entry (`None`: an entry without a target, nothing to send).
+    /// Deduplicated by the row (its seq) and what it carries (its event id): a seq is
+    /// unique only among the rows still pending, so a later row may reuse a delivered
+    /// one's inside SQS's five minutes, and must not be dropped as its duplicate.
     pub fn outbox(entry: &OutboxEntry) -> Option<Self> {
         let target = entry.target_id.as_ref()?;
         Some(OutgoingMessage {
             group_id: target.clone(),
-            deduplication_id: deduplication_id(&["outbox", &entry.seq.to_string()]),
+            deduplication_id: deduplication_id(&["outbox", &entry.seq.to_string(), &entry.event.id]),
             body: event_body(&entry.event),
             spawn: false,
         })
     }
 
-    /// A committed spawn intent, to the child's group.
+    /// A committed spawn intent, to the child's group, deduplicated by the row and the
+    /// child (as an outbox entry, see [`OutgoingMessage::outbox`]).
     pub fn spawn(entry: &SpawnEntry) -> Self {
         let body = spawn_body(
             entry.seq,
@@ -238,7 +242,7 @@ impl OutgoingMessage {
         );
         OutgoingMessage {
             group_id: entry.child_id.clone(),
-            deduplication_id: deduplication_id(&["spawn", &entry.seq.to_string()]),
+            deduplication_id: deduplication_id(&["spawn", &entry.seq.to_string(), &entry.child_id]),
             body: body.to_string(),
             spawn: true,
         }

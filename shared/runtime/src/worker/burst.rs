@@ -20,9 +20,10 @@
 use std::time::{Duration, Instant};
 
 use stm_core::{Event, Execution};
+use stm_store::StoreError;
 
 use super::{classify, lifecycle_gate, log_unknown, Failed, Handled, Record, StepLog, Worker};
-use crate::driver::{Burst, BurstStepError, StepReport, Written};
+use crate::driver::{Burst, BurstStepError, BurstWritten, DriverError, StepReport};
 use crate::queue::Incoming;
 use crate::relay::RelaySummary;
 
@@ -161,7 +162,8 @@ impl Worker {
                         return results;
                     }
                     Err(BurstStepError::Commit(err)) => {
-                        results.push(Err(classify(err)));
+                        self.not_written(run, &mut pending, err, &mut results, flushed)
+                            .await;
                         return results;
                     }
                 }
@@ -175,7 +177,9 @@ impl Worker {
                 return results;
             }
             let result = if duplicate {
-                self.flush_pending(flushed).await.map(|()| Handled::Duplicate)
+                self.flush_pending(&exe.id, flushed)
+                    .await
+                    .map(|()| Handled::Duplicate)
             } else {
                 match gate {
                     Ok(Some(handled)) => Ok(handled),
@@ -195,7 +199,8 @@ impl Worker {
     }
 
     /// Commit the gathered steps and report them ([`Self::written`]); `false` when the
-    /// run must stop (the failure is the last result).
+    /// run must stop (the failure is the last result, or the rest of the run was handled
+    /// one record at a time).
     async fn write(
         &self,
         exe: &mut Execution,
@@ -210,11 +215,40 @@ impl Worker {
         match self.driver.commit_burst(exe, &mut pending.burst).await {
             Ok(written) => self.written(exe, run, pending, written, results, flushed).await,
             Err(err) => {
-                // nothing of it is written: its first record fails, the rest of the
-                // group is skipped and the whole burst comes back
-                pending.steps.clear();
-                results.push(Err(classify(err)));
+                self.not_written(run, pending, err, results, flushed).await;
                 false
+            }
+        }
+    }
+
+    /// A commit of gathered steps failed and wrote nothing. Usually its first record
+    /// fails: the rest of the group is skipped and the whole burst comes back. But a
+    /// commit the store refuses whatever the retry (one step over an item's or a
+    /// transaction's limits) would come back the same every time and hold the group until
+    /// the dead-letter queue: the run's records from the first gathered one on are then
+    /// handled one at a time instead, where such a step fails its execution with the
+    /// reason ([`Driver::run_step`](crate::driver::Driver::run_step)) and the others step
+    /// as they would alone.
+    async fn not_written(
+        &self,
+        run: &Run,
+        pending: &mut Pending,
+        err: DriverError,
+        results: &mut Vec<Result<Handled, Failed>>,
+        flushed: &mut RelaySummary,
+    ) {
+        pending.steps.clear();
+        if !matches!(err, DriverError::Store(StoreError::TooLarge(_))) {
+            results.push(Err(classify(err)));
+            return;
+        }
+        tracing::info!(execution_id = %run.target_id, error = %err, "a coalesced commit is over the store's limits; stepping its records one at a time");
+        for event in &run.events[pending.first..] {
+            let result = self.handle_event(&run.target_id, event, flushed).await;
+            let failed = result.is_err();
+            results.push(result);
+            if failed {
+                return;
             }
         }
     }
@@ -226,11 +260,11 @@ impl Worker {
         exe: &Execution,
         run: &Run,
         pending: &mut Pending,
-        written: Written,
+        written: BurstWritten,
         results: &mut Vec<Result<Handled, Failed>>,
         flushed: &mut RelaySummary,
     ) -> bool {
-        let Written {
+        let BurstWritten {
             steps: reports,
             armed_timers,
         } = written;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use stm_core::{Execution, Map};
 use stm_store::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, SpawnEntry,
-    StoreError,
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
+    SpawnEntry, StoreError, Written,
 };
 
 /// MemoryStore, but once `faulty` is on: loading `throttled` fails as a throttle that
@@ -67,7 +67,7 @@ impl ExecutionStore for Faulty {
     fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
         self.inner.check_commit(exe, commit)
     }
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError> {
         if self.on() && self.conflicting.contains(&exe.id.as_str()) {
             return Err(StoreError::Conflict {
                 id: exe.id.clone(),
@@ -98,6 +98,9 @@ impl ExecutionStore for Faulty {
     }
     async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
         self.inner.ack_spawn(seq).await
+    }
+    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
+        self.inner.pending_rows_of(id).await
     }
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
         self.inner.due_timers(now).await

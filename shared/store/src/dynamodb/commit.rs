@@ -7,18 +7,17 @@ use std::time::Duration;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{
-    Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
-};
+use aws_sdk_dynamodb::types::{Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use sha2::{Digest, Sha256};
 use stm_core::{Execution, Status};
 
-use super::item::{corrupt, get_i64, item_size, n_f64, n_i64, s, s_or_null, Item};
+use super::item::{item_size, n_f64, n_i64, s, s_or_null, Item};
 use super::recent::Recent;
+use super::rows::{Rows, ROWS_ATTRIBUTE};
 use super::schema::{TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE};
 use super::{
-    build_err, sdk_error, timer_shard, DedupeMarks, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_ITEM_BYTES,
+    build_err, timer_shard, DedupeMarks, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_ITEM_BYTES,
     MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, RECENT_ATTRIBUTE, TRACE_IDX_ATTRIBUTE, TRANSIENT_CODES,
 };
 use crate::aws::Readable;
@@ -40,33 +39,16 @@ impl DynamoDbStore {
         let mut next = exe.clone();
         next.version += 1;
         let hint = self.hint(&exe.id, exe.version);
-        let bytes =
-            item_size(&self.exe_item(&next, &next.to_json(), next.version, hint, &"0".repeat(32), None));
+        let mut item = self.exe_item(&next, &next.to_json(), next.version, hint, &"0".repeat(32), None);
+        if let Some(rows) = self.rows_hint(&exe.id, exe.version).flatten() {
+            item.insert(ROWS_ATTRIBUTE.to_string(), rows.to_attribute());
+        }
+        let bytes = item_size(&item);
         if !self.on_item() {
             return bytes;
         }
         // the processed window at its largest, as `check_limits` counts it
         bytes + RECENT_ATTRIBUTE.len() + Recent::max_attribute_bytes()
-    }
-
-    /// Reserve `count` ids from counter `name`; the first.
-    pub(super) async fn next_seq(&self, name: &str, count: usize) -> Result<i64, StoreError> {
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.tables.counters)
-            .key("id", s(name))
-            .update_expression("ADD n :k")
-            .expression_attribute_values(":k", n_i64(count as i64))
-            .return_values(ReturnValue::UpdatedNew)
-            .send()
-            .await
-            .map_err(|e| sdk_error("UpdateItem", e))?;
-        let total = out
-            .attributes()
-            .and_then(|a| get_i64(a, "n"))
-            .ok_or_else(|| corrupt(format!("counter {name}"), "no number `n` returned"))?;
-        Ok(total - count as i64 + 1)
     }
 
     fn processed_ttl_value(&self) -> Option<i64> {
@@ -139,6 +121,12 @@ impl DynamoDbStore {
                         .any(|p| code(*p) == "ConditionalCheckFailed")
                     {
                         Attempt::TraceSlotTaken
+                    } else if plan
+                        .row_positions
+                        .iter()
+                        .any(|p| code(*p) == "ConditionalCheckFailed")
+                    {
+                        Attempt::SeqTaken
                     } else if listed.iter().any(|c| *c != "None")
                         && listed
                             .iter()
@@ -184,6 +172,8 @@ pub(super) struct Plan {
     single_put: Option<Put>,
     /// Where the trace puts are in the transaction.
     trace_positions: Vec<usize>,
+    /// Where the outbox and spawn puts are.
+    row_positions: Vec<usize>,
     pub(super) token: String,
 }
 
@@ -193,6 +183,8 @@ pub(super) enum Attempt {
     Conflict(Option<Item>),
     /// The trace put's slot was already taken (a stale trace hint).
     TraceSlotTaken,
+    /// A row's seq was taken by another commit's row.
+    SeqTaken,
     /// A transient failure. `maybe_applied`: the write may have landed (a timeout, a 5xx),
     /// so the retry must be the identical request (same token); otherwise it was
     /// definitely refused and the retry is a new request (new token).
@@ -386,7 +378,9 @@ impl DynamoDbStore {
     /// trace index and (on the item layout) its window at their largest.
     pub(super) fn execution_put_bytes(&self, exe: &Execution, data: &str, new: i64) -> usize {
         let placeholder_token = "0".repeat(32);
-        let mut bytes = item_size(&self.exe_item(exe, data, new, Some(i64::MAX), &placeholder_token, None));
+        let mut item = self.exe_item(exe, data, new, Some(i64::MAX), &placeholder_token, None);
+        item.insert(ROWS_ATTRIBUTE.to_string(), Rows::LARGEST.to_attribute());
+        let mut bytes = item_size(&item);
         if self.on_item() {
             // a binary counts its length
             bytes += RECENT_ATTRIBUTE.len() + Recent::max_attribute_bytes();
@@ -474,8 +468,8 @@ impl DynamoDbStore {
         exe: &Execution,
         p: &Prepared,
         old: i64,
-        outbox_base: i64,
-        spawn_base: i64,
+        block: Option<Rows>,
+        carried: Option<Rows>,
         trace_idx: Option<i64>,
         stored_idx: Option<i64>,
         generation: u32,
@@ -487,8 +481,7 @@ impl DynamoDbStore {
             exe.id.as_str(),
             &new.to_string(),
             &p.data,
-            &outbox_base.to_string(),
-            &spawn_base.to_string(),
+            &format!("{block:?}"),
             &format!("{trace_idx:?}"),
             &p.processed.join("\u{0}"),
             &p.trace_entries.len().to_string(),
@@ -500,16 +493,13 @@ impl DynamoDbStore {
         }
         let token = to_hex(&hasher.finalize()[..16]);
 
+        let mut item = self.exe_item(exe, &p.data, new, stored_idx, &token, p.recent.as_ref());
+        if let Some(rows) = block.or(carried) {
+            item.insert(ROWS_ATTRIBUTE.to_string(), rows.to_attribute());
+        }
         let mut put = Put::builder()
             .table_name(&t.executions)
-            .set_item(Some(self.exe_item(
-                exe,
-                &p.data,
-                new,
-                stored_idx,
-                &token,
-                p.recent.as_ref(),
-            )))
+            .set_item(Some(item))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         put = if old == 0 {
             put.condition_expression("attribute_not_exists(id)")
@@ -527,21 +517,34 @@ impl DynamoDbStore {
                 .map_err(build_err)?;
             Ok(TransactWriteItem::builder().put(put).build())
         };
+        // a row never overwrites another commit's (see `rows`)
+        let row_put_of = |table: &str, item: Item| -> Result<TransactWriteItem, StoreError> {
+            let put = Put::builder()
+                .table_name(table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(seq)")
+                .build()
+                .map_err(build_err)?;
+            Ok(TransactWriteItem::builder().put(put).build())
+        };
+        let outbox_seqs: Vec<i64> = block.iter().flat_map(|b| b.outbox_seqs()).collect();
+        let spawn_seqs: Vec<i64> = block.iter().flat_map(|b| b.spawn_seqs()).collect();
+        let first_row = tx.len();
         for (i, (target, event)) in p.events.iter().enumerate() {
-            tx.push(put_of(
+            tx.push(row_put_of(
                 &t.outbox,
                 HashMap::from([
-                    ("seq".to_string(), n_i64(outbox_base + i as i64)),
+                    ("seq".to_string(), n_i64(outbox_seqs[i])),
                     ("target_id".to_string(), s_or_null(target.as_deref())),
                     ("event".to_string(), s(event)),
                 ]),
             )?);
         }
         for (i, (child, root, ctx)) in p.spawns.iter().enumerate() {
-            tx.push(put_of(
+            tx.push(row_put_of(
                 &t.spawns,
                 HashMap::from([
-                    ("seq".to_string(), n_i64(spawn_base + i as i64)),
+                    ("seq".to_string(), n_i64(spawn_seqs[i])),
                     ("parent_id".to_string(), s(&exe.id)),
                     ("child_id".to_string(), s(child)),
                     ("root_path".to_string(), s(root)),
@@ -549,6 +552,7 @@ impl DynamoDbStore {
                 ]),
             )?);
         }
+        let row_positions: Vec<usize> = (first_row..tx.len()).collect();
         // on the item, the marks are in the execution put's window
         let marks: &[String] = if self.on_item() { &[] } else { &p.processed };
         for event_id in marks {
@@ -616,6 +620,7 @@ impl DynamoDbStore {
             tx,
             single_put,
             trace_positions,
+            row_positions,
             token,
         })
     }

@@ -126,7 +126,7 @@ impl DynamoDbStore {
     /// Delete `keys` from `table`, 25 per `BatchWriteItem`; unprocessed items are re-sent
     /// with the store's backoff (AWS's advice for `UnprocessedItems`), and still
     /// unprocessed after the last attempt is a retryable error: the purge is re-run.
-    async fn delete_keys(&self, table: &str, keys: Vec<Item>) -> Result<(), StoreError> {
+    pub(super) async fn delete_keys(&self, table: &str, keys: Vec<Item>) -> Result<(), StoreError> {
         for chunk in keys.chunks(BATCH_WRITE_MAX) {
             let mut requests = Vec::with_capacity(chunk.len());
             for key in chunk {

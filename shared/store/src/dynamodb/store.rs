@@ -14,12 +14,14 @@ use super::item::{
     Item,
 };
 use super::recent::Recent;
+use super::rows::{self, Rows, ROWS_ATTRIBUTE};
 use super::{
-    build_err, sdk_error, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_BATCH_GET_KEYS, MAX_ITEM_BYTES,
-    RECENT_ATTRIBUTE, TRACE_IDX_ATTRIBUTE,
+    build_err, random_u64, sdk_error, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, MAX_BATCH_GET_KEYS,
+    MAX_ITEM_BYTES, RECENT_ATTRIBUTE, TRACE_IDX_ATTRIBUTE,
 };
 use crate::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, OutboxEntry, SpawnEntry, StoreError,
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, OutboxEntry, PendingRows, PendingSeq,
+    SpawnEntry, StoreError, Written,
 };
 use stm_core::pyjson;
 
@@ -80,22 +82,29 @@ impl DynamoDbStore {
         let continued = self
             .on_item()
             .then(|| window.clone().unwrap_or_else(Recent::carried_over));
-        self.remember_hint(id, exe.version, get_i64(item, TRACE_IDX_ATTRIBUTE), continued);
+        let rows = Rows::of_item(item, id)?;
+        self.remember_hint(
+            id,
+            exe.version,
+            get_i64(item, TRACE_IDX_ATTRIBUTE),
+            continued,
+            rows,
+        );
         Ok((exe, window))
     }
 
     /// What a load projects from the execution item.
     fn load_attributes(&self) -> &'static [&'static str] {
         if self.on_item() {
-            &["data", TRACE_IDX_ATTRIBUTE, RECENT_ATTRIBUTE]
+            &["data", TRACE_IDX_ATTRIBUTE, ROWS_ATTRIBUTE, RECENT_ATTRIBUTE]
         } else {
-            &["data", TRACE_IDX_ATTRIBUTE]
+            &["data", TRACE_IDX_ATTRIBUTE, ROWS_ATTRIBUTE]
         }
     }
 
     /// One `BatchGetItem` of `request` (strongly consistent keys), its unprocessed keys
     /// re-sent with the store's backoff: the items found, by table.
-    async fn batch_get(
+    pub(super) async fn batch_get(
         &self,
         mut request: HashMap<String, KeysAndAttributes>,
     ) -> Result<HashMap<String, Vec<Item>>, StoreError> {
@@ -202,21 +211,34 @@ impl DynamoDbStore {
         Ok((Some(exe), processed))
     }
 
-    /// The processed window a commit from version `old` of `id` continues, read (one
-    /// `GetItem`) when no load of this store left it as a hint. A missing item or one at
-    /// another version gives a window the commit's CAS will refuse anyway.
-    async fn previous_window(&self, id: &str, old: i64) -> Result<Recent, StoreError> {
+    /// What a commit from version `old` of `id` carries over from the stored item: the
+    /// processed window it continues ([`DedupeMarks::OnItem`] only) and the rows block the
+    /// next one follows. Read (one `GetItem` of both) only when no load of this store left
+    /// them as a hint. A missing item or one at another version gives what the commit's CAS
+    /// will refuse anyway.
+    async fn carried_over(&self, id: &str, old: i64) -> Result<(Option<Recent>, Option<Rows>), StoreError> {
+        let on_item = self.on_item();
         if old == 0 {
-            return Ok(Recent::default());
+            return Ok((on_item.then(Recent::default), None));
         }
-        if let Some(recent) = self.recent_hint(id, old) {
-            return Ok(recent);
+        let window = on_item.then(|| self.recent_hint(id, old));
+        if let (Some(rows), None | Some(Some(_))) = (self.rows_hint(id, old), &window) {
+            return Ok((window.flatten(), rows));
         }
-        let item = self.get_execution_attributes(id, &[RECENT_ATTRIBUTE]).await?;
-        Ok(match item {
-            Some(item) => Recent::of_item(&item, id)?.unwrap_or_else(Recent::carried_over),
-            None => Recent::default(),
-        })
+        let attributes: &[&str] = if on_item {
+            &[RECENT_ATTRIBUTE, ROWS_ATTRIBUTE]
+        } else {
+            &[ROWS_ATTRIBUTE]
+        };
+        let Some(item) = self.get_execution_attributes(id, attributes).await? else {
+            return Ok((on_item.then(Recent::default), None));
+        };
+        let window = if on_item {
+            Some(Recent::of_item(&item, id)?.unwrap_or_else(Recent::carried_over))
+        } else {
+            None
+        };
+        Ok((window, Rows::of_item(&item, id)?))
     }
 
     /// The `processed` table's answer for one event (a consistent `GetItem`).
@@ -307,7 +329,7 @@ impl ExecutionStore for DynamoDbStore {
         self.check_side_items(exe, &side, exe_bytes)
     }
 
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Vec<i64>, StoreError> {
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError> {
         let old = exe.version;
         let new = old + 1;
         exe.version = new;
@@ -315,23 +337,17 @@ impl ExecutionStore for DynamoDbStore {
         exe.version = old;
         let mut prepared = self.prepare(data, &commit);
         self.check_limits(exe, &prepared, new)?;
-        if self.on_item() {
-            // the marks ride in the execution put: the window it held, plus this commit's
-            let previous = self.previous_window(&exe.id, old).await?;
-            prepared.recent = Some(previous.with(&prepared.processed));
-        }
-
-        // seq blocks first (a block wasted by a cancelled transaction is harmless)
-        let outbox_base = if prepared.events.is_empty() {
-            0
-        } else {
-            self.next_seq("outbox", prepared.events.len()).await?
+        let (window, previous_rows) = self.carried_over(&exe.id, old).await?;
+        // on the item layout the marks ride in the execution put: the window it held, plus
+        // this commit's
+        prepared.recent = window.map(|previous| previous.with(&prepared.processed));
+        // the rows' block follows the execution's last one (see `rows`); the item keeps
+        // recording the last block through commits that write no rows
+        let next_block = |floor: Option<i64>| {
+            let (events, spawns) = (prepared.events.len(), prepared.spawns.len());
+            (events + spawns > 0).then(|| Rows::next(floor, events, spawns, rows::now_millis(), random_u64()))
         };
-        let spawn_base = if prepared.spawns.is_empty() {
-            0
-        } else {
-            self.next_seq("spawn", prepared.spawns.len()).await?
-        };
+        let mut block = next_block(Rows::floor(previous_rows));
 
         let hint = self.hint(&exe.id, old).or(if old == 0 { Some(-1) } else { None });
         // the index of the commit's first trace step; the others follow it
@@ -346,19 +362,25 @@ impl ExecutionStore for DynamoDbStore {
         // landed.
         let mut generation = 0u32;
         let mut stored_idx = prepared.last_trace_idx(trace_idx).or(hint);
-        let mut plan = self.plan(
-            exe,
-            &prepared,
-            old,
-            outbox_base,
-            spawn_base,
-            trace_idx,
-            stored_idx,
-            generation,
-        )?;
+        // the request for this block, trace slot and retry generation
+        let plan_for =
+            |block: Option<Rows>, trace_idx: Option<i64>, stored_idx: Option<i64>, generation: u32| {
+                self.plan(
+                    exe,
+                    &prepared,
+                    old,
+                    block,
+                    previous_rows,
+                    trace_idx,
+                    stored_idx,
+                    generation,
+                )
+            };
+        let mut plan = plan_for(block, trace_idx, stored_idx, generation)?;
         let mut tokens_sent: Vec<String> = Vec::new();
         let mut attempt = 0u32;
         let mut slot_retries = 0u32;
+        let mut seq_retries = 0u32;
         loop {
             attempt += 1;
             if !tokens_sent.contains(&plan.token) {
@@ -391,20 +413,27 @@ impl ExecutionStore for DynamoDbStore {
                     trace_idx = Some(self.max_trace_idx(&exe.id).await? + 1);
                     stored_idx = prepared.last_trace_idx(trace_idx);
                     generation += 1;
-                    plan = self.plan(
-                        exe,
-                        &prepared,
-                        old,
-                        outbox_base,
-                        spawn_base,
-                        trace_idx,
-                        stored_idx,
-                        generation,
-                    )?;
+                    plan = plan_for(block, trace_idx, stored_idx, generation)?;
                 }
                 Attempt::TraceSlotTaken => {
                     return Err(StoreError::backend(format!(
                         "the trace slot of {} stayed taken after {slot_retries} re-reads",
+                        exe.id
+                    )))
+                }
+                Attempt::SeqTaken if seq_retries < 5 => {
+                    // another commit's block met ours (same millisecond, same random bits):
+                    // nothing was written; a new block
+                    seq_retries += 1;
+                    attempt -= 1;
+                    let floor = block.map(|b| b.floor_after_collision(random_u64()));
+                    block = next_block(floor);
+                    generation += 1;
+                    plan = plan_for(block, trace_idx, stored_idx, generation)?;
+                }
+                Attempt::SeqTaken => {
+                    return Err(StoreError::retryable(format!(
+                        "the seqs of {}'s rows were taken {seq_retries} times in a row",
                         exe.id
                     )))
                 }
@@ -416,26 +445,18 @@ impl ExecutionStore for DynamoDbStore {
                     tokio::time::sleep(self.retry.backoff(attempt)).await;
                     if !maybe_applied {
                         generation += 1;
-                        plan = self.plan(
-                            exe,
-                            &prepared,
-                            old,
-                            outbox_base,
-                            spawn_base,
-                            trace_idx,
-                            stored_idx,
-                            generation,
-                        )?;
+                        plan = plan_for(block, trace_idx, stored_idx, generation)?;
                     }
                 }
                 Attempt::Fail(err) => return Err(err),
             }
         }
         exe.version = new;
-        self.remember_hint(&exe.id, new, stored_idx, prepared.recent);
-        Ok((0..prepared.events.len() as i64)
-            .map(|i| outbox_base + i)
-            .collect())
+        self.remember_hint(&exe.id, new, stored_idx, prepared.recent, block.or(previous_rows));
+        Ok(block.map_or_else(Written::default, |b| Written {
+            outbox: b.outbox_seqs().collect(),
+            spawns: b.spawn_seqs().collect(),
+        }))
     }
 
     async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
@@ -503,18 +524,12 @@ impl ExecutionStore for DynamoDbStore {
     }
 
     async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
-        let mut out = Vec::new();
-        for item in self.scan_all(&self.tables.outbox, None).await? {
-            let seq = req_i64(&item, "seq", "outbox item")?;
-            let what = format!("outbox item {seq}");
-            let event = Event::from_json(req_s(&item, "event", &what)?)
-                .map_err(|e| corrupt(what.clone(), e.to_string()))?;
-            out.push(OutboxEntry {
-                seq,
-                target_id: get_s(&item, "target_id").map(str::to_string),
-                event,
-            });
-        }
+        let mut out = self
+            .scan_all(&self.tables.outbox, None)
+            .await?
+            .iter()
+            .map(outbox_entry)
+            .collect::<Result<Vec<_>, _>>()?;
         out.sort_by_key(|e| e.seq);
         Ok(out)
     }
@@ -524,26 +539,47 @@ impl ExecutionStore for DynamoDbStore {
     }
 
     async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
-        let mut out = Vec::new();
-        for item in self.scan_all(&self.tables.spawns, None).await? {
-            let seq = req_i64(&item, "seq", "spawn item")?;
-            let what = format!("spawn item {seq}");
-            let context = pyjson::loads_object(req_s(&item, "context", &what)?, "a spawn's context")
-                .map_err(|e| corrupt(what.clone(), e.to_string()))?;
-            out.push(SpawnEntry {
-                seq,
-                parent_id: req_s(&item, "parent_id", &what)?.to_string(),
-                child_id: req_s(&item, "child_id", &what)?.to_string(),
-                root_path: req_s(&item, "root_path", &what)?.to_string(),
-                context,
-            });
-        }
+        let mut out = self
+            .scan_all(&self.tables.spawns, None)
+            .await?
+            .iter()
+            .map(spawn_entry)
+            .collect::<Result<Vec<_>, _>>()?;
         out.sort_by_key(|e| e.seq);
         Ok(out)
     }
 
     async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
         self.delete_by_seq(&self.tables.spawns, seq).await
+    }
+
+    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
+        let block = match self.get_execution_attributes(id, &[ROWS_ATTRIBUTE]).await? {
+            Some(item) => Rows::of_item(&item, id)?,
+            None => None,
+        };
+        let Some(block) = block else {
+            return Ok(PendingRows::default());
+        };
+        let spawns: Vec<i64> = block.spawn_seqs().collect();
+        let outbox: Vec<i64> = block.outbox_seqs().collect();
+        self.rows_by_seq(&spawns, &outbox).await
+    }
+
+    async fn oldest_pending_seqs(
+        &self,
+        limit: usize,
+        settled_before: f64,
+    ) -> Result<Vec<PendingSeq>, StoreError> {
+        self.lowest_pending_seqs(limit, settled_before).await
+    }
+
+    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
+        self.rows_by_seq(spawns, outbox).await
+    }
+
+    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
+        self.delete_rows(spawns, outbox).await
     }
 
     /// The due index, and the full scan when scheduled (see [`due`](super::due)).
@@ -681,4 +717,32 @@ impl ExecutionStore for DynamoDbStore {
         }
         Ok(())
     }
+}
+
+/// The outbox entry in `item`.
+pub(super) fn outbox_entry(item: &Item) -> Result<OutboxEntry, StoreError> {
+    let seq = req_i64(item, "seq", "outbox item")?;
+    let what = format!("outbox item {seq}");
+    let event =
+        Event::from_json(req_s(item, "event", &what)?).map_err(|e| corrupt(what.clone(), e.to_string()))?;
+    Ok(OutboxEntry {
+        seq,
+        target_id: get_s(item, "target_id").map(str::to_string),
+        event,
+    })
+}
+
+/// The spawn intent in `item`.
+pub(super) fn spawn_entry(item: &Item) -> Result<SpawnEntry, StoreError> {
+    let seq = req_i64(item, "seq", "spawn item")?;
+    let what = format!("spawn item {seq}");
+    let context = pyjson::loads_object(req_s(item, "context", &what)?, "a spawn's context")
+        .map_err(|e| corrupt(what.clone(), e.to_string()))?;
+    Ok(SpawnEntry {
+        seq,
+        parent_id: req_s(item, "parent_id", &what)?.to_string(),
+        child_id: req_s(item, "child_id", &what)?.to_string(),
+        root_path: req_s(item, "root_path", &what)?.to_string(),
+        context,
+    })
 }

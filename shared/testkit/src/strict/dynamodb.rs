@@ -2,12 +2,19 @@
 //! size, transaction shape, reserved words, consistent reads on a GSI, batch sizes and the
 //! client request token. Table key schemas come from moto (`DescribeTable`), read by the
 //! layer before the check.
+//!
+//! And the layer's [`PartitionMeter`] ([`Metering`]): every request moto answers with 200 is
+//! charged by DynamoDB's accounting to the keys it read or wrote (see [`Metering::observe`]
+//! for what is exact and what is an estimate).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::Instant;
 
 use serde_json::{json, Value};
 
 use super::Refusal;
+use crate::meter::{read_units, PartitionMeter};
 
 /// A partition key value: at most 2,048 bytes.
 pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
@@ -50,10 +57,40 @@ fn reserved_words() -> &'static BTreeSet<&'static str> {
 pub struct TableSchema {
     pub partition_key: String,
     pub sort_key: Option<String>,
-    /// Global secondary index name -> its key attributes.
+    /// Global secondary index name -> its key attributes, the partition key first.
     pub global_indexes: BTreeMap<String, Vec<String>>,
+    /// Global secondary index name -> what its entries carry besides the keys.
+    pub index_projections: BTreeMap<String, Projection>,
     /// Local secondary index names.
     pub local_indexes: BTreeSet<String>,
+}
+
+/// What a global secondary index's entries carry besides the table's and the index's keys.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Projection {
+    KeysOnly,
+    /// These attributes too.
+    Include(Vec<String>),
+    /// The whole item.
+    #[default]
+    All,
+}
+
+impl Projection {
+    fn from_description(projection: &Value) -> Projection {
+        match projection["ProjectionType"].as_str() {
+            Some("KEYS_ONLY") => Projection::KeysOnly,
+            Some("INCLUDE") => Projection::Include(
+                projection["NonKeyAttributes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|a| a.as_str().map(str::to_string))
+                    .collect(),
+            ),
+            _ => Projection::All,
+        }
+    }
 }
 
 impl TableSchema {
@@ -76,11 +113,16 @@ impl TableSchema {
         let partition_key = own.iter().find(|(_, t)| t == "HASH")?.0.clone();
         let sort_key = own.iter().find(|(_, t)| t == "RANGE").map(|(n, _)| n.clone());
         let mut global_indexes = BTreeMap::new();
+        let mut index_projections = BTreeMap::new();
         for index in table["GlobalSecondaryIndexes"].as_array().into_iter().flatten() {
             if let Some(name) = index["IndexName"].as_str() {
-                global_indexes.insert(
+                let mut index_keys = keys(&index["KeySchema"]);
+                // the partition key first, whatever order the description lists them in
+                index_keys.sort_by_key(|(_, kind)| kind != "HASH");
+                global_indexes.insert(name.to_string(), index_keys.into_iter().map(|(n, _)| n).collect());
+                index_projections.insert(
                     name.to_string(),
-                    keys(&index["KeySchema"]).into_iter().map(|(n, _)| n).collect(),
+                    Projection::from_description(&index["Projection"]),
                 );
             }
         }
@@ -94,6 +136,7 @@ impl TableSchema {
             partition_key,
             sort_key,
             global_indexes,
+            index_projections,
             local_indexes,
         })
     }
@@ -517,6 +560,716 @@ fn check_transaction(
     Ok(())
 }
 
+// --- Metering -------------------------------------------------------------------------
+
+/// How many items [`Metering`] remembers: past it, it forgets them all and starts again (a
+/// long test process writes far fewer; the cap only bounds a runaway one).
+const MAX_REMEMBERED_ITEMS: usize = 200_000;
+
+/// The label of a key whose partition key value a `Query` names in a way the meter does
+/// not parse.
+pub const UNPARSED_QUERY_KEY: &str = "(query)";
+/// The label every `Scan` is charged to.
+pub const SCAN_KEY: &str = "(scan)";
+
+/// What the meter knows of an item it saw written or read whole.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Stored {
+    /// The item's size (for an item only updated, the meter's estimate).
+    bytes: usize,
+    /// Index name -> the item's entry in it.
+    entries: BTreeMap<String, IndexEntry>,
+}
+
+/// An item's entry in a global secondary index.
+#[derive(Debug, Clone, PartialEq)]
+struct IndexEntry {
+    /// `attribute=value` of the index's partition key: what an index write is charged to.
+    partition: String,
+    /// The whole index key: when it changes, the index takes a delete and a put.
+    key: String,
+    /// The projected attributes' size, keys included.
+    bytes: usize,
+}
+
+/// What a write leaves of the item.
+#[derive(Debug)]
+enum After {
+    /// This item (a put, or an update whose answer carries the new item).
+    Item(Stored),
+    /// No item.
+    Gone,
+    /// An update without the new item in hand: an estimate of its size, and the attribute
+    /// names its update expression names (whether it may change an index key).
+    Updated {
+        estimate: usize,
+        names: BTreeSet<String>,
+    },
+}
+
+/// The strict layer's [`PartitionMeter`], its clock (seconds since the layer started), and
+/// the sizes and index entries of the items it saw written: the size AWS bills for an
+/// update or a delete is the stored item's, which the request does not carry.
+#[derive(Debug)]
+pub struct Metering {
+    meter: PartitionMeter,
+    started: Instant,
+    remembered: Mutex<HashMap<(String, String), Stored>>,
+}
+
+impl Default for Metering {
+    fn default() -> Self {
+        Metering::new()
+    }
+}
+
+impl Metering {
+    /// A meter whose clock starts now.
+    pub fn new() -> Metering {
+        Metering {
+            meter: PartitionMeter::new(),
+            started: Instant::now(),
+            remembered: Mutex::default(),
+        }
+    }
+
+    /// The meter (a clone shares its counts).
+    pub fn meter(&self) -> PartitionMeter {
+        self.meter.clone()
+    }
+
+    /// The meter's clock: wall-clock seconds since the layer started.
+    pub fn now(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn remembered(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Stored>> {
+        self.remembered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn recall(&self, table: &str, key: &str) -> Option<Stored> {
+        self.remembered()
+            .get(&(table.to_string(), key.to_string()))
+            .cloned()
+    }
+
+    fn remember(&self, table: &str, key: &str, item: Option<Stored>) {
+        let mut remembered = self.remembered();
+        let slot = (table.to_string(), key.to_string());
+        match item {
+            Some(item) => {
+                if remembered.len() >= MAX_REMEMBERED_ITEMS && !remembered.contains_key(&slot) {
+                    remembered.clear();
+                }
+                remembered.insert(slot, item);
+            }
+            None => {
+                remembered.remove(&slot);
+            }
+        }
+    }
+
+    /// Charge one DynamoDB request that moto answered with 200 (`answer`: the response
+    /// body), at `at` on the meter's clock. The request is counted under `operation`
+    /// whatever its shape; a part of a request the meter cannot read (a malformed body, a
+    /// table whose schema the layer does not have, a key it cannot find) is charged
+    /// nothing, never a panic, and a read whose answer it cannot read is charged as one of
+    /// a missing item. Refused requests are not charged, though AWS bills a write whose
+    /// condition fails as if it had written.
+    ///
+    /// What is charged:
+    /// - `PutItem`: a write of the larger of the new item and the item it replaced (as
+    ///   AWS bills it), the replaced one when the meter saw it written (or `ReturnValues`
+    ///   `ALL_OLD` returns it);
+    /// - `UpdateItem`: the larger of the item before (as above) and after: the new item
+    ///   when `ReturnValues` is `ALL_NEW`, else an estimate, the key's and the expression
+    ///   values' sizes, since the request does not carry the stored item;
+    /// - `DeleteItem`: the deleted item's size when known, else the one-unit minimum;
+    /// - `TransactWriteItems`: the same per action, transactional (twice); a
+    ///   `ConditionCheck` is a transactional read of the checked item (its size when known,
+    ///   else one unit of 4 KB);
+    /// - `BatchWriteItem`: a plain write per put or delete moto processed;
+    /// - `GetItem`, `BatchGetItem`, `TransactGetItems`: a read per requested key of the
+    ///   item returned (a missing one at the minimum), consistent as the request asks,
+    ///   transactional for `TransactGetItems`; a projection returns part of an item while
+    ///   AWS bills the whole, so a known item's size is charged when larger;
+    /// - `Query`, `Scan`: one read per request of the bytes of the items returned (each a
+    ///   known item's size when larger), plus, for the items a filter dropped
+    ///   (`ScannedCount - Count`), the returned items' average: AWS bills what it reads,
+    ///   before the filter. A `Query` is charged to its partition key value, a `Scan` to
+    ///   [`SCAN_KEY`];
+    /// - a global secondary index: a write to `<table>/<index>` on the index's partition
+    ///   key (`attribute=value`) for each entry a write adds or removes, two when it moves
+    ///   the entry to another key, one when it rewrites it in place (none for a
+    ///   `KEYS_ONLY` index whose key did not change). Index writes are plain writes, also
+    ///   in a transaction, of the projected attributes' size. An update without the new
+    ///   item in hand rewrites the known entry in place.
+    pub fn observe(
+        &self,
+        operation: &str,
+        request: &Value,
+        answer: &Value,
+        schemas: &BTreeMap<String, TableSchema>,
+        at: f64,
+    ) {
+        self.meter
+            .request_on(operation, &tables_named(operation, request));
+        match operation {
+            "PutItem" | "UpdateItem" | "DeleteItem" => {
+                self.charge_single_write(operation, request, answer, schemas, at);
+            }
+            "TransactWriteItems" => self.charge_transact_write(request, schemas, at),
+            "BatchWriteItem" => self.charge_batch_write(request, answer, schemas, at),
+            "GetItem" => {
+                self.charge_get(request, answer, schemas, at);
+            }
+            "BatchGetItem" => self.charge_batch_get(request, answer, schemas, at),
+            "TransactGetItems" => self.charge_transact_get(request, answer, schemas, at),
+            "Query" | "Scan" => {
+                self.charge_query(operation, request, answer, schemas, at);
+            }
+            "CreateTable" | "DeleteTable" => {
+                // a table made again under the same name holds none of the old items
+                if let Some(table) = request["TableName"].as_str() {
+                    self.remembered().retain(|(t, _), _| t != table);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether [`observe`](Self::observe) reads moto's answer to this request (the layer
+    /// parses it only then).
+    pub fn reads_answer(operation: &str, request: &Value) -> bool {
+        match operation {
+            "GetItem" | "BatchGetItem" | "TransactGetItems" | "Query" | "Scan" | "BatchWriteItem" => true,
+            "PutItem" | "UpdateItem" | "DeleteItem" => {
+                matches!(request["ReturnValues"].as_str(), Some("ALL_OLD" | "ALL_NEW"))
+            }
+            _ => false,
+        }
+    }
+
+    fn charge_single_write(
+        &self,
+        operation: &str,
+        request: &Value,
+        answer: &Value,
+        schemas: &BTreeMap<String, TableSchema>,
+        at: f64,
+    ) -> Option<()> {
+        let table = request["TableName"].as_str()?;
+        let schema = schemas.get(table)?;
+        let key = key_label(
+            schema,
+            if operation == "PutItem" {
+                &request["Item"]
+            } else {
+                &request["Key"]
+            },
+        )?;
+        let returns = request["ReturnValues"].as_str().unwrap_or("NONE");
+        let returned = answer.get("Attributes").filter(|a| a.is_object());
+        let old = if returns == "ALL_OLD" {
+            returned.map(|item| stored_of(schema, item))
+        } else {
+            self.recall(table, &key)
+        };
+        let after = match operation {
+            "PutItem" => After::Item(stored_of(schema, &request["Item"])),
+            "DeleteItem" => After::Gone,
+            _ => match returned {
+                Some(item) if returns == "ALL_NEW" => After::Item(stored_of(schema, item)),
+                _ => updated(request),
+            },
+        };
+        self.charge_write(table, schema, &key, old, after, false, at);
+        Some(())
+    }
+
+    fn charge_transact_write(&self, request: &Value, schemas: &BTreeMap<String, TableSchema>, at: f64) {
+        for action in request["TransactItems"].as_array().into_iter().flatten() {
+            let Some((kind, body)) = action.as_object().and_then(|m| m.iter().next()) else {
+                continue;
+            };
+            let Some(table) = body["TableName"].as_str() else {
+                continue;
+            };
+            let Some(schema) = schemas.get(table) else {
+                continue;
+            };
+            let item_or_key = if kind == "Put" {
+                &body["Item"]
+            } else {
+                &body["Key"]
+            };
+            let Some(key) = key_label(schema, item_or_key) else {
+                continue;
+            };
+            let old = self.recall(table, &key);
+            let after = match kind.as_str() {
+                "Put" => After::Item(stored_of(schema, &body["Item"])),
+                "Update" => updated(body),
+                "Delete" => After::Gone,
+                "ConditionCheck" => {
+                    let bytes = old.map_or(0, |o| o.bytes);
+                    self.meter.read(table, &key, bytes, true, true, at);
+                    continue;
+                }
+                _ => continue,
+            };
+            self.charge_write(table, schema, &key, old, after, true, at);
+        }
+    }
+
+    fn charge_batch_write(
+        &self,
+        request: &Value,
+        answer: &Value,
+        schemas: &BTreeMap<String, TableSchema>,
+        at: f64,
+    ) {
+        for (table, writes) in request["RequestItems"].as_object().into_iter().flatten() {
+            let Some(schema) = schemas.get(table) else {
+                continue;
+            };
+            let item_or_key = |write: &Value| -> Value {
+                match write.get("PutRequest") {
+                    Some(put) => put["Item"].clone(),
+                    None => write["DeleteRequest"]["Key"].clone(),
+                }
+            };
+            // what moto left unprocessed was not written
+            let unprocessed: BTreeSet<String> = answer["UnprocessedItems"][table]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|w| key_label(schema, &item_or_key(w)))
+                .collect();
+            for write in writes.as_array().into_iter().flatten() {
+                let Some(key) = key_label(schema, &item_or_key(write)) else {
+                    continue;
+                };
+                if unprocessed.contains(&key) {
+                    continue;
+                }
+                let after = match write.get("PutRequest") {
+                    Some(put) => After::Item(stored_of(schema, &put["Item"])),
+                    None => After::Gone,
+                };
+                let old = self.recall(table, &key);
+                self.charge_write(table, schema, &key, old, after, false, at);
+            }
+        }
+    }
+
+    /// Charge a write of `key`'s item and its index entries, and remember what it left.
+    #[allow(clippy::too_many_arguments)]
+    fn charge_write(
+        &self,
+        table: &str,
+        schema: &TableSchema,
+        key: &str,
+        old: Option<Stored>,
+        after: After,
+        transactional: bool,
+        at: f64,
+    ) {
+        let old_bytes = old.as_ref().map_or(0, |o| o.bytes);
+        let bytes = match &after {
+            After::Item(new) => old_bytes.max(new.bytes),
+            After::Gone => old_bytes,
+            After::Updated { estimate, .. } => old_bytes.max(*estimate),
+        };
+        self.meter.write(table, key, bytes, transactional, at);
+        for (index, attributes) in &schema.global_indexes {
+            let index_table = format!("{table}/{index}");
+            let keys_only = matches!(schema.index_projections.get(index), Some(Projection::KeysOnly));
+            let before = old.as_ref().and_then(|o| o.entries.get(index));
+            let charge = |entry: &IndexEntry| {
+                self.meter
+                    .write(&index_table, &entry.partition, entry.bytes, false, at);
+            };
+            match &after {
+                After::Item(new) => match (before, new.entries.get(index)) {
+                    (Some(was), Some(now)) if was.key == now.key => {
+                        if !keys_only {
+                            charge(now);
+                        }
+                    }
+                    (Some(was), Some(now)) => {
+                        charge(was);
+                        charge(now);
+                    }
+                    (Some(was), None) => charge(was),
+                    (None, Some(now)) => charge(now),
+                    (None, None) => {}
+                },
+                After::Gone => {
+                    if let Some(was) = before {
+                        charge(was);
+                    }
+                }
+                After::Updated { names, .. } => {
+                    if let Some(was) = before {
+                        if !keys_only || attributes.iter().any(|a| names.contains(a)) {
+                            charge(was);
+                        }
+                    }
+                }
+            }
+        }
+        let left = match after {
+            After::Item(new) => Some(new),
+            After::Gone => None,
+            After::Updated { estimate, .. } => Some(Stored {
+                bytes: bytes.max(estimate),
+                entries: old.map(|o| o.entries).unwrap_or_default(),
+            }),
+        };
+        self.remember(table, key, left);
+    }
+
+    /// The size a read of `key`'s item is billed on: the returned item's, or the item's
+    /// the meter knows when larger (a projection returns part of an item; AWS bills all
+    /// of it).
+    fn billed_size(&self, table: &str, key: Option<&str>, returned: usize) -> usize {
+        let known = key.and_then(|k| self.recall(table, k)).map_or(0, |s| s.bytes);
+        returned.max(known)
+    }
+
+    /// A whole item a read returned is one the meter now knows.
+    fn learn(&self, table: &str, schema: &TableSchema, request: &Value, item: &Value) {
+        let whole = request.get("ProjectionExpression").is_none() && request.get("AttributesToGet").is_none();
+        if whole && item.is_object() {
+            if let Some(key) = key_label(schema, item) {
+                self.remember(table, &key, Some(stored_of(schema, item)));
+            }
+        }
+    }
+
+    fn charge_get(
+        &self,
+        request: &Value,
+        answer: &Value,
+        schemas: &BTreeMap<String, TableSchema>,
+        at: f64,
+    ) -> Option<()> {
+        let table = request["TableName"].as_str()?;
+        let schema = schemas.get(table)?;
+        let key = key_label(schema, &request["Key"])?;
+        let item = answer.get("Item").filter(|i| i.is_object());
+        let bytes = self.billed_size(table, Some(&key), item.map_or(0, item_size));
+        self.meter
+            .read(table, &key, bytes, consistent(request), false, at);
+        if let Some(item) = item {
+            self.learn(table, schema, request, item);
+        }
+        Some(())
+    }
+
+    fn charge_batch_get(
+        &self,
+        request: &Value,
+        answer: &Value,
+        schemas: &BTreeMap<String, TableSchema>,
+        at: f64,
+    ) {
+        for (table, asked) in request["RequestItems"].as_object().into_iter().flatten() {
+            let Some(schema) = schemas.get(table) else {
+                continue;
+            };
+            let unprocessed: BTreeSet<String> = answer["UnprocessedKeys"][table]["Keys"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|k| key_label(schema, k))
+                .collect();
+            let mut by_key: BTreeMap<String, usize> = BTreeMap::new();
+            // items a projection stripped of their keys cannot be matched to one: they go to
+            // the requested keys left unmatched, in order
+            let mut unkeyed: Vec<usize> = Vec::new();
+            for item in answer["Responses"][table].as_array().into_iter().flatten() {
+                match key_label(schema, item) {
+                    Some(key) => {
+                        by_key.insert(key, item_size(item));
+                        self.learn(table, schema, asked, item);
+                    }
+                    None => unkeyed.push(item_size(item)),
+                }
+            }
+            let mut unkeyed = unkeyed.into_iter();
+            for requested in asked["Keys"].as_array().into_iter().flatten() {
+                let Some(key) = key_label(schema, requested) else {
+                    continue;
+                };
+                if unprocessed.contains(&key) {
+                    continue;
+                }
+                let returned = by_key.remove(&key).or_else(|| unkeyed.next()).unwrap_or(0);
+                let bytes = self.billed_size(table, Some(&key), returned);
+                self.meter.read(table, &key, bytes, consistent(asked), false, at);
+            }
+        }
+    }
+
+    fn charge_transact_get(
+        &self,
+        request: &Value,
+        answer: &Value,
+        schemas: &BTreeMap<String, TableSchema>,
+        at: f64,
+    ) {
+        let responses = answer["Responses"].as_array();
+        for (i, action) in request["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let get = &action["Get"];
+            let Some(table) = get["TableName"].as_str() else {
+                continue;
+            };
+            let Some(schema) = schemas.get(table) else {
+                continue;
+            };
+            let Some(key) = key_label(schema, &get["Key"]) else {
+                continue;
+            };
+            let item = responses
+                .and_then(|r| r.get(i))
+                .and_then(|r| r.get("Item"))
+                .filter(|item| item.is_object());
+            let bytes = self.billed_size(table, Some(&key), item.map_or(0, item_size));
+            self.meter.read(table, &key, bytes, true, true, at);
+            if let Some(item) = item {
+                self.learn(table, schema, get, item);
+            }
+        }
+    }
+
+    fn charge_query(
+        &self,
+        operation: &str,
+        request: &Value,
+        answer: &Value,
+        schemas: &BTreeMap<String, TableSchema>,
+        at: f64,
+    ) -> Option<()> {
+        let table = request["TableName"].as_str()?;
+        let schema = schemas.get(table)?;
+        let global_index = request["IndexName"]
+            .as_str()
+            .and_then(|i| Some((i, schema.global_indexes.get(i)?.first()?)));
+        // a local secondary index lives in the table's partitions
+        let (metered_table, partition_key) = match global_index {
+            Some((index, partition_key)) => (format!("{table}/{index}"), partition_key.as_str()),
+            None => (table.to_string(), schema.partition_key.as_str()),
+        };
+        let key = if operation == "Query" {
+            request["KeyConditionExpression"]
+                .as_str()
+                .and_then(|e| {
+                    partition_value_in(
+                        e,
+                        partition_key,
+                        &request["ExpressionAttributeNames"],
+                        &request["ExpressionAttributeValues"],
+                    )
+                })
+                .unwrap_or_else(|| UNPARSED_QUERY_KEY.to_string())
+        } else {
+            SCAN_KEY.to_string()
+        };
+        let items: &[Value] = answer["Items"].as_array().map_or(&[], Vec::as_slice);
+        let returned: usize = items
+            .iter()
+            .map(|item| {
+                let item_key = if global_index.is_none() {
+                    key_label(schema, item)
+                } else {
+                    None
+                };
+                self.billed_size(table, item_key.as_deref(), item_size(item))
+            })
+            .sum();
+        let count = answer["Count"].as_u64().unwrap_or(items.len() as u64);
+        let scanned = answer["ScannedCount"].as_u64().unwrap_or(count);
+        let dropped = usize::try_from(scanned.saturating_sub(count)).unwrap_or(0);
+        let average = returned.checked_div(items.len()).unwrap_or(0);
+        let bytes = returned.saturating_add(dropped.saturating_mul(average));
+        self.meter.read_units(
+            &metered_table,
+            &key,
+            read_units(bytes, consistent(request), false),
+            at,
+        );
+        Some(())
+    }
+}
+
+fn consistent(request: &Value) -> bool {
+    request["ConsistentRead"].as_bool() == Some(true)
+}
+
+/// The estimate of an update without the new item in hand: what the request itself writes
+/// (its key and the values its expressions use).
+fn updated(request: &Value) -> After {
+    let values: usize = request["ExpressionAttributeValues"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(_, v)| value_size(v))
+        .sum();
+    // what the update changes (a condition only reads)
+    let mut names = request["UpdateExpression"]
+        .as_str()
+        .map(|e| names_in(e, &request["ExpressionAttributeNames"]))
+        .unwrap_or_default();
+    // the legacy `AttributeUpdates` names its attributes as keys
+    if let Some(updates) = request["AttributeUpdates"].as_object() {
+        names.extend(updates.keys().cloned());
+    }
+    After::Updated {
+        estimate: item_size(&request["Key"]) + values,
+        names,
+    }
+}
+
+/// The attribute names an expression names, `#aliases` resolved.
+fn names_in(expression: &str, aliases: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut word = String::new();
+    for c in expression.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '#' || c == ':' {
+            word.push(c);
+            continue;
+        }
+        if let Some(alias) = word.strip_prefix('#') {
+            if let Some(name) = aliases[format!("#{alias}")].as_str() {
+                out.insert(name.to_string());
+            }
+        } else if !word.is_empty() && !word.starts_with(':') {
+            out.insert(word.clone());
+        }
+        word.clear();
+    }
+    out
+}
+
+/// The text of a scalar attribute value (`S`, `N` or `B`, as sent).
+fn scalar_text(value: &Value) -> Option<&str> {
+    let (kind, inner) = value.as_object()?.iter().next()?;
+    matches!(kind.as_str(), "S" | "N" | "B")
+        .then(|| inner.as_str())
+        .flatten()
+}
+
+/// `attribute=value` of one key attribute of `item`.
+fn attribute_label(item: &Value, attribute: &str) -> Option<String> {
+    Some(format!("{attribute}={}", scalar_text(item.get(attribute)?)?))
+}
+
+/// The meter's label of an item's key: `id=abc`, or `execution_id=abc|path=root.a` with a
+/// sort key.
+pub fn key_label(schema: &TableSchema, item: &Value) -> Option<String> {
+    let partition = attribute_label(item, &schema.partition_key)?;
+    match &schema.sort_key {
+        Some(sort) => Some(format!("{partition}|{}", attribute_label(item, sort)?)),
+        None => Some(partition),
+    }
+}
+
+/// What the meter keeps of an item: its size and its index entries.
+fn stored_of(schema: &TableSchema, item: &Value) -> Stored {
+    Stored {
+        bytes: item_size(item),
+        entries: index_entries(schema, item),
+    }
+}
+
+/// The item's entry in each global secondary index whose key attributes it carries (an
+/// item without them is not in the index: a sparse index).
+fn index_entries(schema: &TableSchema, item: &Value) -> BTreeMap<String, IndexEntry> {
+    let mut out = BTreeMap::new();
+    for (index, attributes) in &schema.global_indexes {
+        let labels: Option<Vec<String>> = attributes.iter().map(|a| attribute_label(item, a)).collect();
+        let Some(labels) = labels else {
+            continue;
+        };
+        let Some(partition) = labels.first().cloned() else {
+            continue;
+        };
+        let projection = schema.index_projections.get(index).cloned().unwrap_or_default();
+        let bytes = match projection {
+            Projection::All => item_size(item),
+            Projection::KeysOnly | Projection::Include(_) => {
+                let mut names: BTreeSet<&str> = attributes.iter().map(String::as_str).collect();
+                names.insert(&schema.partition_key);
+                names.extend(schema.sort_key.as_deref());
+                if let Projection::Include(more) = &projection {
+                    names.extend(more.iter().map(String::as_str));
+                }
+                names
+                    .into_iter()
+                    .filter_map(|n| Some(n.len() + value_size(item.get(n)?)))
+                    .sum()
+            }
+        };
+        out.insert(
+            index.clone(),
+            IndexEntry {
+                partition,
+                key: labels.join("|"),
+                bytes,
+            },
+        );
+    }
+    out
+}
+
+/// `attribute=value` of the partition key a `KeyConditionExpression` pins
+/// (`pk = :v`, `#pk = :v`, `:v = pk`, in parentheses or not, beside a sort key condition).
+pub fn partition_value_in(
+    expression: &str,
+    partition_key: &str,
+    aliases: &Value,
+    values: &Value,
+) -> Option<String> {
+    let resolve = |side: &str| -> Option<String> {
+        let side = side.trim().trim_matches(|c| c == '(' || c == ')').trim();
+        match side.strip_prefix('#') {
+            Some(_) => aliases[side].as_str().map(str::to_string),
+            None => Some(side.to_string()),
+        }
+    };
+    let words: Vec<&str> = expression.split_whitespace().collect();
+    for condition in words.split(|w| w.eq_ignore_ascii_case("AND")) {
+        let condition = condition.join(" ");
+        let Some(at) = condition.find('=') else {
+            continue;
+        };
+        // `<=`, `>=` and `<>` compare a sort key, never the partition key
+        if condition[..at].ends_with(['<', '>', '!']) || condition[at + 1..].starts_with(['=', '>']) {
+            continue;
+        }
+        let (left, right) = (&condition[..at], &condition[at + 1..]);
+        let (name, placeholder) = if right.trim().trim_end_matches(')').trim().starts_with(':') {
+            (left, right)
+        } else {
+            (right, left)
+        };
+        if resolve(name).as_deref() != Some(partition_key) {
+            continue;
+        }
+        let placeholder = placeholder.trim().trim_matches(|c| c == '(' || c == ')').trim();
+        let value = scalar_text(values.get(placeholder)?)?;
+        return Some(format!("{partition_key}={value}"));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,6 +1289,189 @@ mod tests {
             Some("data".into())
         );
         assert!(reserved_word_count() > 500, "{}", reserved_word_count());
+    }
+
+    fn timers_schema() -> BTreeMap<String, TableSchema> {
+        let description = json!({
+            "KeySchema": [
+                {"AttributeName": "execution_id", "KeyType": "HASH"},
+                {"AttributeName": "path", "KeyType": "RANGE"},
+            ],
+            "GlobalSecondaryIndexes": [{
+                "IndexName": "due_index",
+                // listed sort key first: the schema still puts the partition key first
+                "KeySchema": [
+                    {"AttributeName": "fire_at", "KeyType": "RANGE"},
+                    {"AttributeName": "due_shard", "KeyType": "HASH"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }],
+        });
+        let schema = TableSchema::from_description(&description).expect("a key schema");
+        assert_eq!(schema.global_indexes["due_index"], ["due_shard", "fire_at"]);
+        assert_eq!(schema.index_projections["due_index"], Projection::KeysOnly);
+        BTreeMap::from([("timers".to_string(), schema)])
+    }
+
+    #[test]
+    fn a_request_the_meter_cannot_read_is_counted_and_charged_nothing() {
+        let metering = Metering::new();
+        let schemas = timers_schema();
+        let malformed = [
+            ("PutItem", Value::Null, Value::Null),
+            (
+                "PutItem",
+                json!({"TableName": "timers", "Item": "not an item"}),
+                Value::Null,
+            ),
+            (
+                "PutItem",
+                json!({"TableName": "timers", "Item": {"execution_id": {"S": "e"}}}),
+                Value::Null,
+            ),
+            (
+                "PutItem",
+                json!({"TableName": "unknown", "Item": {"id": {"S": "e"}}}),
+                Value::Null,
+            ),
+            (
+                "UpdateItem",
+                json!({"TableName": 7, "Key": []}),
+                json!({"Attributes": 3}),
+            ),
+            (
+                "DeleteItem",
+                json!({"TableName": "timers", "Key": {"execution_id": {"N": 1}}}),
+                Value::Null,
+            ),
+            (
+                "TransactWriteItems",
+                json!({"TransactItems": [1, {"Put": 2}, {"Update": {"TableName": "timers"}}]}),
+                Value::Null,
+            ),
+            (
+                "TransactWriteItems",
+                json!({"TransactItems": {"Put": {}}}),
+                Value::Null,
+            ),
+            (
+                "BatchWriteItem",
+                json!({"RequestItems": {"timers": [{"PutRequest": 1}, 2]}}),
+                json!([]),
+            ),
+            ("BatchWriteItem", json!({"RequestItems": []}), Value::Null),
+            (
+                "GetItem",
+                json!({"TableName": "timers", "Key": {"path": {"S": "a"}}}),
+                json!({"Item": 5}),
+            ),
+            (
+                "BatchGetItem",
+                json!({"RequestItems": {"timers": {"Keys": 3}}}),
+                json!({"Responses": {"timers": 4}}),
+            ),
+            (
+                "TransactGetItems",
+                json!({"TransactItems": [{"Get": {"TableName": "timers", "Key": 1}}]}),
+                json!({"Responses": 2}),
+            ),
+            ("Query", json!({"TableName": []}), Value::Null),
+            ("Scan", json!({"TableName": "unknown"}), json!({"Items": [1, 2]})),
+        ];
+        for (operation, request, answer) in &malformed {
+            metering.observe(operation, request, answer, &schemas, 1.0);
+        }
+        let report = metering.meter().report();
+        assert_eq!(report.total_requests(), malformed.len() as u64);
+        assert_eq!(report.requests["PutItem"], 4);
+        assert_eq!(report.total_units(), (0.0, 0.0), "{:?}", report.units_per_table);
+    }
+
+    #[test]
+    fn a_scan_or_a_query_whose_answer_is_malformed_is_charged_the_minimum() {
+        let metering = Metering::new();
+        let schemas = timers_schema();
+        let request = json!({"TableName": "timers", "ConsistentRead": true});
+        metering.observe(
+            "Scan",
+            &request,
+            &json!({"Items": "x", "Count": "y"}),
+            &schemas,
+            1.0,
+        );
+        assert_eq!(metering.meter().key_units("timers", SCAN_KEY), (1.0, 0.0));
+    }
+
+    #[test]
+    fn an_update_without_the_new_item_rewrites_an_index_entry_only_when_it_may_change() {
+        let metering = Metering::new();
+        let schemas = timers_schema();
+        let key = json!({"execution_id": {"S": "e"}, "path": {"S": "a"}});
+        let mut item = key.clone();
+        item["due_shard"] = json!({"S": "7"});
+        item["fire_at"] = json!({"N": "10"});
+        metering.observe(
+            "PutItem",
+            &json!({"TableName": "timers", "Item": item}),
+            &Value::Null,
+            &schemas,
+            1.0,
+        );
+        let meter = metering.meter();
+        let shard = || meter.key_units("timers/due_index", "due_shard=7");
+        assert_eq!(shard(), (0.0, 1.0));
+        // a KEYS_ONLY entry does not change when the update names no index key
+        let other = json!({"TableName": "timers", "Key": key, "UpdateExpression": "SET #n = :n",
+                           "ExpressionAttributeNames": {"#n": "note"}, "ExpressionAttributeValues": {":n": {"S": "x"}}});
+        metering.observe("UpdateItem", &other, &Value::Null, &schemas, 2.0);
+        assert_eq!(shard(), (0.0, 1.0));
+        // one that names an index key (through an alias) rewrites it
+        let moved = json!({"TableName": "timers", "Key": key, "UpdateExpression": "SET #f = :f",
+                           "ExpressionAttributeNames": {"#f": "fire_at"}, "ExpressionAttributeValues": {":f": {"N": "20"}}});
+        metering.observe("UpdateItem", &moved, &Value::Null, &schemas, 3.0);
+        assert_eq!(shard(), (0.0, 2.0));
+        metering.observe(
+            "DeleteItem",
+            &json!({"TableName": "timers", "Key": key}),
+            &Value::Null,
+            &schemas,
+            4.0,
+        );
+        assert_eq!(shard(), (0.0, 3.0));
+        // the item is gone: deleting it again touches no index entry
+        metering.observe(
+            "DeleteItem",
+            &json!({"TableName": "timers", "Key": key}),
+            &Value::Null,
+            &schemas,
+            5.0,
+        );
+        assert_eq!(shard(), (0.0, 3.0));
+        assert_eq!(meter.key_units("timers", "execution_id=e|path=a"), (0.0, 5.0));
+    }
+
+    #[test]
+    fn the_partition_key_of_a_key_condition_is_found_in_its_usual_forms() {
+        let values = json!({":v": {"S": "abc"}, ":n": {"N": "12"}, ":t": {"N": "5"}});
+        let aliases = json!({"#p": "pk", "#s": "sk"});
+        let found = |e: &str| partition_value_in(e, "pk", &aliases, &values);
+        assert_eq!(found("pk = :v").as_deref(), Some("pk=abc"));
+        assert_eq!(found("pk=:v").as_deref(), Some("pk=abc"));
+        assert_eq!(found("#p = :v AND #s <= :t").as_deref(), Some("pk=abc"));
+        assert_eq!(found("sk >= :t and (:n = pk)").as_deref(), Some("pk=12"));
+        assert_eq!(
+            found("#s BETWEEN :t AND :n AND pk = :v").as_deref(),
+            Some("pk=abc")
+        );
+        assert_eq!(
+            found("sk = :t"),
+            None,
+            "a sort key equality is not the partition's"
+        );
+        assert_eq!(found("pk = :missing"), None);
+        assert_eq!(found("begins_with(pk, :v)"), None);
+        assert_eq!(found(""), None);
+        assert_eq!(found("= = ="), None);
     }
 
     #[test]

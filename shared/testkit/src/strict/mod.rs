@@ -25,6 +25,10 @@
 //! between functions. Requests to other services (Lambda, moto's own API) pass through
 //! unchecked.
 //! Every refusal is counted by rule ([`StrictLayer::refusals`]).
+//!
+//! Every DynamoDB request moto answers with 200 is charged to the layer's partition meter
+//! ([`StrictLayer::meter`], [`dynamodb::Metering::observe`]): DynamoDB's read and write
+//! units per table, key and second, before the answer goes back to the client.
 
 pub mod dynamodb;
 pub mod sqs;
@@ -38,9 +42,10 @@ use tokio::net::TcpListener;
 
 use crate::http::{forward, Conn, Request};
 use crate::iam::{self, Grant, Physical};
+use crate::meter::PartitionMeter;
 use crate::template::Template;
 
-use self::dynamodb::TableSchema;
+use self::dynamodb::{Metering, TableSchema};
 use self::sqs::QueueInfo;
 
 /// Whose credentials a request carries: which port of the layer it was sent to.
@@ -350,6 +355,7 @@ struct Shared {
     schemas: Mutex<BTreeMap<String, TableSchema>>,
     queues: Mutex<BTreeMap<String, QueueInfo>>,
     refusals: Mutex<BTreeMap<String, usize>>,
+    metering: Metering,
 }
 
 /// The layer; see the module docs. It runs on its own thread and runtime, for the life
@@ -389,6 +395,7 @@ impl StrictLayer {
             schemas: Mutex::default(),
             queues: Mutex::default(),
             refusals: Mutex::default(),
+            metering: Metering::new(),
         });
         let mut listeners = Vec::new();
         let mut endpoints = BTreeMap::new();
@@ -449,6 +456,20 @@ impl StrictLayer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The partition meter: the read and write units of every DynamoDB request moto
+    /// answered with 200, per table and key, on the clock of
+    /// [`meter_clock`](Self::meter_clock) ([`dynamodb::Metering::observe`] says what is
+    /// charged). A clone shares the counts; the tests of one process share the layer, so a
+    /// test reads its own tables ([`PartitionMeter::report_where`]).
+    pub fn meter(&self) -> PartitionMeter {
+        self.shared.metering.meter()
+    }
+
+    /// The meter's clock now: wall-clock seconds since the layer started.
+    pub fn meter_clock(&self) -> f64 {
+        self.shared.metering.now()
     }
 }
 
@@ -666,6 +687,8 @@ async fn serve(stream: tokio::net::TcpStream, principal: Principal, shared: &Sha
         Value::Null
     };
     let mut partial_failures = None;
+    // the key schemas of the tables a DynamoDB request names: for the check, then the meter
+    let mut schemas = BTreeMap::new();
     if checked {
         let refusal = 'verdict: {
             if let Ok(policies) = &shared.policies {
@@ -707,7 +730,7 @@ async fn serve(stream: tokio::net::TcpStream, principal: Principal, shared: &Sha
                     }
                 }
             } else {
-                let schemas = shared
+                schemas = shared
                     .schemas_for(&dynamodb::tables_named(operation, &body))
                     .await;
                 dynamodb::check(operation, &body, &schemas).err()
@@ -721,6 +744,21 @@ async fn serve(stream: tokio::net::TcpStream, principal: Principal, shared: &Sha
         shared.invalidate(operation, &body);
     }
     let answer = forward(&request, &shared.upstream).await?;
+    if service == DYNAMODB_TARGET {
+        // charged before the client has the answer, so a test that reads the meter after
+        // its request sees the request's units
+        if let Some((200, bytes)) = split_response(&answer) {
+            let moto_answer = if Metering::reads_answer(operation, &body) {
+                serde_json::from_slice(bytes).unwrap_or(Value::Null)
+            } else {
+                Value::Null
+            };
+            let at = shared.metering.now();
+            shared
+                .metering
+                .observe(operation, &body, &moto_answer, &schemas, at);
+        }
+    }
     let answer = match partial_failures {
         Some(failed) => match split_response(&answer) {
             Some((200, bytes)) => {
