@@ -50,7 +50,7 @@ use stm_runtime::{
 };
 use stm_store::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
-    SpawnEntry, StoreError, Written,
+    PendingSeq, SpawnEntry, StoreError, Written,
 };
 
 fn definitions() -> Definitions {
@@ -164,6 +164,22 @@ impl ExecutionStore for Jitter {
     async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
         self.pause().await;
         self.inner.pending_rows_of(id).await
+    }
+    async fn oldest_pending_seqs(
+        &self,
+        limit: usize,
+        settled_before: f64,
+    ) -> Result<Vec<PendingSeq>, StoreError> {
+        self.pause().await;
+        self.inner.oldest_pending_seqs(limit, settled_before).await
+    }
+    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
+        self.pause().await;
+        self.inner.pending_rows(spawns, outbox).await
+    }
+    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
+        self.pause().await;
+        self.inner.ack_rows(spawns, outbox).await
     }
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
         self.inner.due_timers(now).await

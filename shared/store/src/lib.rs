@@ -369,52 +369,24 @@ pub trait ExecutionStore: Send + Sync {
     /// `limit`, not by the backlog (DynamoDB: the keys alone are scanned, page by page).
     /// Leaving out the newest rows keeps each execution's order although a scan is not a
     /// snapshot: a row committed before `settled_before` follows its execution's earlier
-    /// rows, which existed when the scan began, so the scan sees them too. The default
-    /// reads every pending row.
+    /// rows, which existed when the scan began, so the scan sees them too. Read the outbox
+    /// before the spawn intents: an event read there was committed after the spawn intents
+    /// of the regions it goes to, so the second read finds those still pending (or they
+    /// were published already); the other way round, a commit landing between the reads
+    /// gives an event without its region's intent. No default, as for every method a
+    /// wrapper must forward: a default would read everything.
     async fn oldest_pending_seqs(
         &self,
         limit: usize,
         settled_before: f64,
-    ) -> Result<Vec<PendingSeq>, StoreError> {
-        let _ = settled_before;
-        // the outbox first: an event read there was committed after the spawn intents of
-        // the regions it goes to, so the second read finds those still pending (or they
-        // were published already); the other way round, a commit landing between the reads
-        // gives an event without its region's intent
-        let outbox = self.pending_outbox().await?;
-        let spawns = self.pending_spawns().await?;
-        Ok(PendingSeq::lowest(
-            spawns.iter().map(|s| s.seq),
-            outbox.iter().map(|o| o.seq),
-            limit,
-        ))
-    }
+    ) -> Result<Vec<PendingSeq>, StoreError>;
 
     /// The rows of these seqs that are still pending, read by key, each list in seq order.
-    /// The default reads every pending row.
-    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
-        let mut rows = PendingRows {
-            spawns: self.pending_spawns().await?,
-            outbox: self.pending_outbox().await?,
-        };
-        rows.spawns.retain(|s| spawns.contains(&s.seq));
-        rows.outbox.retain(|o| outbox.contains(&o.seq));
-        rows.spawns.sort_by_key(|s| s.seq);
-        rows.outbox.sort_by_key(|o| o.seq);
-        Ok(rows)
-    }
+    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError>;
 
-    /// Ack these rows (DynamoDB: 25 deletes a request). An error may leave some of them
-    /// pending; acking one again is harmless. The default acks each.
-    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
-        for seq in spawns {
-            self.ack_spawn(*seq).await?;
-        }
-        for seq in outbox {
-            self.ack_outbox(*seq).await?;
-        }
-        Ok(())
-    }
+    /// Ack these rows together (DynamoDB: 25 deletes a request). An error may leave some
+    /// of them pending; acking one again is harmless.
+    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError>;
 
     /// Timers with `fire_at <= now`, earliest first.
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError>;

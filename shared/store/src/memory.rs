@@ -289,6 +289,17 @@ impl ExecutionStore for MemoryStore {
         Ok(rows)
     }
 
+    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        for seq in spawns {
+            inner.spawns.remove(seq);
+        }
+        for seq in outbox {
+            inner.outbox.remove(seq);
+        }
+        Ok(())
+    }
+
     async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
         let inner = self.lock();
         let Some(written) = inner.last_rows.get(id) else {

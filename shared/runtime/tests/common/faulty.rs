@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use stm_core::{Execution, Map};
 use stm_store::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
-    SpawnEntry, StoreError, Written,
+    PendingSeq, SpawnEntry, StoreError, Written,
 };
 
 /// MemoryStore, but once `faulty` is on: loading `throttled` fails as a throttle that
@@ -101,6 +101,26 @@ impl ExecutionStore for Faulty {
     }
     async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
         self.inner.pending_rows_of(id).await
+    }
+    async fn oldest_pending_seqs(
+        &self,
+        limit: usize,
+        _settled_before: f64,
+    ) -> Result<Vec<PendingSeq>, StoreError> {
+        // through this store's own reads, outbox first, so a commit can land between them
+        let outbox = self.pending_outbox().await?;
+        let spawns = self.pending_spawns().await?;
+        Ok(PendingSeq::lowest(
+            spawns.iter().map(|s| s.seq),
+            outbox.iter().map(|o| o.seq),
+            limit,
+        ))
+    }
+    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
+        self.inner.pending_rows(spawns, outbox).await
+    }
+    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
+        self.inner.ack_rows(spawns, outbox).await
     }
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
         self.inner.due_timers(now).await
