@@ -11,7 +11,7 @@
 //! never breaks: e.g. a broadcast event must not reach a region whose spawn intent failed
 //! to publish.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use stm_store::{ExecutionStore, OutboxEntry, SpawnEntry};
@@ -48,7 +48,7 @@ impl RelaySummary {
 /// How many pending rows one pass of the scheduled relay takes, lowest seqs first: the
 /// memory a pass holds is these seqs (16 bytes each) and one read of rows at a time, not
 /// the backlog.
-pub const RELAY_PASS_ROWS: usize = 10_000;
+pub const RELAY_PASS_ROWS: usize = 100_000;
 
 /// The rows one read of a pass takes by key (one `BatchGetItem`).
 pub const RELAY_READ_ROWS: usize = 100;
@@ -112,7 +112,11 @@ impl Delivery {
         outbox: &[OutboxEntry],
     ) {
         let mut pending: Vec<(OutgoingMessage, Ackable)> = Vec::with_capacity(spawns.len() + outbox.len());
+        // a packed spawn row holds several intents under one seq: it is acked once all of
+        // them are published, never before (its row is what keeps the rest pending)
+        let mut unpublished: HashMap<i64, usize> = HashMap::new();
         for spawn in spawns {
+            *unpublished.entry(spawn.seq).or_default() += 1;
             pending.push((OutgoingMessage::spawn(spawn), Ackable::Spawn(spawn.seq)));
         }
         let mut no_target: Vec<Ackable> = Vec::new();
@@ -123,7 +127,7 @@ impl Delivery {
                 None => no_target.push(Ackable::Outbox(entry.seq)),
             }
         }
-        self.ack(store, &no_target, false).await;
+        self.ack(store, &no_target, 0).await;
         let mut rest = pending.into_iter().peekable();
         while rest.peek().is_some() {
             // one chunk is one SendMessageBatch (the queue's own cut, `plan_batches`, keeps
@@ -175,7 +179,8 @@ impl Delivery {
                     );
                 }
             }
-            let mut published = Vec::with_capacity(chunk.len());
+            let mut done = Vec::with_capacity(chunk.len());
+            let mut entries = 0;
             for (i, (message, ackable)) in chunk.into_iter().enumerate() {
                 if failed_at.contains(&i) {
                     // hold back the rest of this group (a later chunk) so its order
@@ -183,19 +188,33 @@ impl Delivery {
                     // already accepted by SQS and cannot be recalled: it is acked
                     // (at-least-once either way).
                     self.blocked.insert(message.group_id.clone());
+                    if let Ackable::Spawn(seq) = ackable {
+                        // its row stays pending: the next run publishes its intents again
+                        unpublished.insert(seq, usize::MAX);
+                    }
                     self.summary.failed += 1;
                     self.summary.remaining += 1;
                     continue;
                 }
-                published.push(ackable);
+                entries += 1;
+                if let Ackable::Spawn(seq) = ackable {
+                    let left = unpublished.entry(seq).or_default();
+                    *left = left.saturating_sub(1);
+                    if *left > 0 {
+                        continue;
+                    }
+                }
+                done.push(ackable);
             }
-            self.ack(store, &published, true).await;
+            self.ack(store, &done, entries).await;
         }
     }
 
-    /// Ack `rows` together; `published` counts them forwarded.
-    async fn ack(&mut self, store: &dyn ExecutionStore, rows: &[Ackable], published: bool) {
+    /// Ack `rows` together, and count `published` entries forwarded (a packed row's
+    /// intents are its own entries), or unacked if the ack fails.
+    async fn ack(&mut self, store: &dyn ExecutionStore, rows: &[Ackable], published: usize) {
         if rows.is_empty() {
+            self.summary.forwarded += published;
             return;
         }
         let (mut spawns, mut outbox) = (Vec::new(), Vec::new());
@@ -206,12 +225,12 @@ impl Delivery {
             }
         }
         match store.ack_rows(&spawns, &outbox).await {
-            Ok(()) if published => self.summary.forwarded += rows.len(),
-            Ok(()) => {}
+            Ok(()) => self.summary.forwarded += published,
             Err(err) => {
                 tracing::warn!(error = %err, rows = rows.len(), "ack failed; the entries stay pending (a re-publish is deduplicated)");
-                self.summary.unacked += rows.len();
-                self.summary.remaining += rows.len();
+                // a row without a target was never published, but stays pending all the same
+                self.summary.unacked += published.max(rows.len());
+                self.summary.remaining += published.max(rows.len());
             }
         }
     }

@@ -1346,9 +1346,11 @@ async fn a_commit_over_dynamodbs_limits_fails_the_execution_at_once() {
     assert!(store.is_processed("big2", "nudge-2").await.expect("processed"));
     assert!(store.is_processed("big2", "fill-2").await.expect("processed"));
 
-    // a fan-out too wide for one transaction (a child's spawn intent per item, over
-    // DynamoDB's 100 actions): the parent fails at its start with the reason, at once
-    let recipients: Vec<String> = (0..150).map(|n| format!("r{n}")).collect();
+    // a fan-out of 1,000 children, ten times a transaction's 100 items: its spawn intents
+    // are packed into a few rows of the one commit; every child starts and the parent joins
+    let started_wide = Instant::now();
+    let width = 1_000;
+    let recipients: Vec<String> = (0..width).map(|n| format!("r{n}")).collect();
     control
         .create(
             "FanOut",
@@ -1357,21 +1359,57 @@ async fn a_commit_over_dynamodbs_limits_fails_the_execution_at_once() {
         )
         .await
         .expect("create");
-    eventsource::drain(queue.as_ref(), &worker, &settings, || START, 50)
+    eventsource::drain(queue.as_ref(), &worker, &settings, || START, 5_000)
         .await
         .expect("drain");
     let wide = store.load("wide").await.expect("load").expect("wide");
-    let reason = wide.error.clone().unwrap_or_default();
-    assert_eq!(wide.status, Status::Failed, "{reason}");
-    assert!(
-        reason.starts_with("StoreError: ") && reason.contains("100"),
-        "the reason names DynamoDB's limit: {reason}"
+    assert_eq!(
+        (wide.status, wide.active_path.as_deref(), wide.error.as_deref()),
+        (Status::Done, Some("AllSent"), None),
+        "the parent joined all {width} children"
     );
+    assert_eq!(wide.children.len(), width);
+    assert!(wide
+        .children
+        .values()
+        .all(|c| c.finished && c.outcome.as_deref() == Some("success")));
+    let children = store.ids_with_prefix("wide:").await.expect("children");
+    assert_eq!(children.len(), width, "each child created once");
+    assert!(store.pending_spawns().await.expect("spawns").is_empty());
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
     assert!(
-        wide.children.is_empty(),
-        "no child was spawned: {:?}",
-        wide.children
+        queue.is_empty() && queue.dead_letters().is_empty(),
+        "nothing retried or dead-lettered"
     );
+    println!(
+        "a fan-out of {width} children started and joined on moto in {:.2?}",
+        started_wide.elapsed()
+    );
+
+    // past what the parent's item holds (each child is an entry of its `children`): the
+    // parent fails at its start with the reason, at once, nothing spawned
+    let recipients: Vec<String> = (0..4_000).map(|n| format!("recipient-{n}")).collect();
+    control
+        .create(
+            "FanOut",
+            Some(object(json!({ "recipients": recipients }))),
+            Some("widest"),
+        )
+        .await
+        .expect("create");
+    eventsource::drain(queue.as_ref(), &worker, &settings, || START, 50)
+        .await
+        .expect("drain");
+    let widest = store.load("widest").await.expect("load").expect("widest");
+    let reason = widest.error.clone().unwrap_or_default();
+    assert_eq!(widest.status, Status::Failed, "{reason}");
+    assert!(
+        reason.starts_with("StoreError: execution widest item is ")
+            && reason.contains("over DynamoDB's limit of 409600 bytes"),
+        "the reason names DynamoDB's item limit: {reason}"
+    );
+    assert!(widest.children.is_empty(), "undone: no child");
+    assert!(store.ids_with_prefix("widest:").await.expect("ids").is_empty());
     assert!(store.pending_spawns().await.expect("spawns").is_empty());
     assert!(
         queue.is_empty() && queue.dead_letters().is_empty(),

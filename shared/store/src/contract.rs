@@ -35,6 +35,7 @@ macro_rules! store_contract_tests {
             seq_blocks_monotonic_across_concurrent_committers,
             pending_rows_of_the_last_commit,
             oldest_pending_seqs_bounded_and_in_order,
+            a_wide_fan_out_commits_whole,
             outbox_and_spawns_round_trip_and_ack,
             trace_ring_keeps_last_n,
             append_trace_and_read_back,
@@ -483,6 +484,70 @@ pub async fn pending_rows_of_the_last_commit<S: ExecutionStore>(make: impl Async
         2,
         "another execution's rows are its own"
     );
+}
+
+/// A step that spawns 250 children (DynamoDB: past a transaction's 100 items, so the
+/// intents are packed into a few rows) commits whole: every intent comes back in order with
+/// the seq the commit gave it, by a scan, by key and through the relay's pass, and acking
+/// the seqs removes them all.
+pub async fn a_wide_fan_out_commits_whole<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
+    let store = make(DEFAULT_TRACE_MAX).await;
+    let mut parent = exe("wide-1", "def");
+    store.save(&mut parent).await.expect("create");
+    let width = 250;
+    let spawns: Vec<SpawnIntent> = (0..width)
+        .map(|i| SpawnIntent {
+            child_id: format!("wide-1:Notify:0:{i}"),
+            root_path: "root".into(),
+            context: map(json!({"recipient": format!("r{i}"), "é": [i, 0.5]})),
+        })
+        .collect();
+    let written = store
+        .commit(
+            &mut parent,
+            Commit {
+                spawns: spawns.clone(),
+                processed_event_ids: vec!["start-wide".into()],
+                ..Commit::default()
+            },
+        )
+        .await
+        .expect("a wide fan-out commits");
+    assert_eq!(written.spawns.len(), width, "a seq for each intent");
+    assert!(
+        written.spawns.windows(2).all(|w| w[0] <= w[1]),
+        "{:?}",
+        written.spawns
+    );
+    let check = |got: &[crate::SpawnEntry], how: &str| {
+        assert_eq!(got.len(), width, "{how}");
+        for (i, (entry, intent)) in got.iter().zip(&spawns).enumerate() {
+            assert_eq!(
+                (entry.child_id.as_str(), &entry.context, entry.parent_id.as_str()),
+                (intent.child_id.as_str(), &intent.context, "wide-1"),
+                "{how}: intent {i}"
+            );
+            assert_eq!(entry.seq, written.spawns[i], "{how}: intent {i}'s seq");
+        }
+    };
+    check(&store.pending_spawns().await.expect("scan"), "pending_spawns");
+    check(
+        &store.pending_rows_of("wide-1").await.expect("by key").spawns,
+        "pending_rows_of",
+    );
+    let seqs = store
+        .oldest_pending_seqs(10_000, f64::INFINITY)
+        .await
+        .expect("seqs");
+    let mut distinct = written.spawns.clone();
+    distinct.dedup();
+    assert_eq!(seqs.iter().map(|s| s.seq).collect::<Vec<_>>(), distinct);
+    check(
+        &store.pending_rows(&distinct, &[]).await.expect("rows").spawns,
+        "pending_rows",
+    );
+    store.ack_rows(&distinct, &[]).await.expect("ack");
+    assert!(store.pending_spawns().await.expect("spawns").is_empty());
 }
 
 /// The relay's bounded pass: `oldest_pending_seqs` gives the lowest seqs of both tables

@@ -89,7 +89,7 @@
 //!   of an integer offset; it drains the scan and pages by offset) is accepted too.
 //! - **Timers are swept through an index** ([`due`]): our timer items carry `due_shard`,
 //!   the partition key of the `timers` table's sparse GSI `due_index` (sort key `fire_at`),
-//!   and `due_timers` queries the 16 shards for `fire_at <= now` instead of scanning the
+//!   and `due_timers` queries the 64 shards for `fire_at <= now` instead of scanning the
 //!   table; the seed's full scan still runs, rarely (default every 10 minutes, shared across
 //!   instances), for timers harel wrote. harel's scan reads our items as its own.
 //! - **Processed marks can expire**: with a retention configured, processed items carry a

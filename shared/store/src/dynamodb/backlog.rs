@@ -119,11 +119,12 @@ impl DynamoDbStore {
         let mut rows = PendingRows::default();
         for (table, item) in &found {
             if *table == self.tables.spawns {
-                rows.spawns.push(super::store::spawn_entry(item)?);
+                rows.spawns.extend(super::store::spawn_entries(item)?);
             } else {
                 rows.outbox.push(super::store::outbox_entry(item)?);
             }
         }
+        // stable: a packed row's intents keep their order
         rows.spawns.sort_by_key(|s| s.seq);
         rows.outbox.sort_by_key(|o| o.seq);
         Ok(rows)

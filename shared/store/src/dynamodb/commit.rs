@@ -2,6 +2,7 @@
 //! with its idempotency token, one attempt of it and the classification of its failures.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
@@ -279,12 +280,68 @@ pub(super) struct Prepared {
     pub(super) data: String,
     pub(super) events: Vec<(Option<String>, String)>,
     pub(super) spawns: Vec<(String, String, String)>,
+    /// The spawn rows: which intents each holds, in order (one each, unless the commit
+    /// would go over a transaction's 100 items: then as many as fit an item, see
+    /// [`MORE_SPAWNS_ATTRIBUTE`]).
+    pub(super) spawn_rows: Vec<Range<usize>>,
     pub(super) processed: Vec<String>,
     pub(super) timers: Vec<TimerOp>,
     pub(super) trace_entries: Vec<String>,
     /// [`DedupeMarks::OnItem`]: the processed window the execution item is written with
     /// (the previous one plus `processed`), set once the previous one is known.
     pub(super) recent: Option<Recent>,
+}
+
+/// The extra spawn-row attribute holding the intents packed after the row's own: a JSON
+/// list of `[child_id, root_path, context]` (the context as the row's own, `json.dumps`).
+/// A wide fan-out's intents (a child per item of a list) would take an item each, and one
+/// transaction holds 100: packed, a thousand fit a few rows and the step stays one atomic
+/// commit. harel's relay reads such a row as its first intent only.
+pub const MORE_SPAWNS_ATTRIBUTE: &str = "more_spawns";
+
+/// How large a packed spawn row grows (under the 400 KB item limit, with room for its
+/// first intent's attributes).
+const PACKED_ROW_BYTES: usize = 350 * 1024;
+
+/// The spawn rows for `spawns` when the commit's other items are `others`: one intent a
+/// row while the commit fits a transaction's item limit, else packed by size.
+fn spawn_rows(spawns: &[(String, String, String)], others: usize) -> Vec<Range<usize>> {
+    if others + spawns.len() <= MAX_TRANSACTION_ITEMS {
+        return (0..spawns.len()).map(|i| i..i + 1).collect();
+    }
+    let mut rows: Vec<Range<usize>> = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0;
+    for (i, (child, root, ctx)) in spawns.iter().enumerate() {
+        // the JSON list's quotes, commas and escapes, roughly: a row is cut well before
+        // the item limit, which `check_side_items` checks exactly on the serialized row
+        let intent = child.len() + root.len() + ctx.len() * 2 + 16;
+        if i > start && bytes + intent > PACKED_ROW_BYTES {
+            rows.push(start..i);
+            start = i;
+            bytes = 0;
+        }
+        bytes += intent;
+    }
+    if start < spawns.len() {
+        rows.push(start..spawns.len());
+    }
+    rows
+}
+
+/// The `more_spawns` attribute's text for the intents after a row's first.
+pub(super) fn more_spawns_json(rest: &[(String, String, String)]) -> String {
+    let list: Vec<Value> = rest
+        .iter()
+        .map(|(child, root, ctx)| {
+            Value::Array(vec![
+                Value::String(child.clone()),
+                Value::String(root.clone()),
+                Value::String(ctx.clone()),
+            ])
+        })
+        .collect();
+    pyjson::dumps(&Value::Array(list))
 }
 
 impl Prepared {
@@ -299,6 +356,25 @@ impl DynamoDbStore {
     /// Timer ops are collapsed to the last per path: one transaction may not touch an item
     /// twice.
     pub(super) fn prepare(&self, data: String, commit: &Commit) -> Prepared {
+        let spawns: Vec<(String, String, String)> = commit
+            .spawns
+            .iter()
+            .map(|sp| {
+                (
+                    sp.child_id.clone(),
+                    sp.root_path.clone(),
+                    pyjson::dumps(&Value::Object(sp.context.clone())),
+                )
+            })
+            .collect();
+        let timers = collapse_timers(commit.timers.clone());
+        let marks = if self.on_item() {
+            0
+        } else {
+            commit.processed_event_ids.len()
+        };
+        let traces = commit.traces.len() * if self.trace_max > 0 { 2 } else { 1 };
+        let others = 1 + commit.emits.len() + marks + timers.len() + traces;
         Prepared {
             data,
             events: commit
@@ -306,19 +382,10 @@ impl DynamoDbStore {
                 .iter()
                 .map(|(target, event)| (target.clone(), event.to_json()))
                 .collect(),
-            spawns: commit
-                .spawns
-                .iter()
-                .map(|sp| {
-                    (
-                        sp.child_id.clone(),
-                        sp.root_path.clone(),
-                        pyjson::dumps(&Value::Object(sp.context.clone())),
-                    )
-                })
-                .collect(),
+            spawn_rows: spawn_rows(&spawns, others),
+            spawns,
             processed: commit.processed_event_ids.clone(),
-            timers: collapse_timers(commit.timers.clone()),
+            timers,
             trace_entries: commit
                 .traces
                 .iter()
@@ -408,8 +475,13 @@ impl DynamoDbStore {
             }
             total += bytes;
         }
-        for (child, root, ctx) in &p.spawns {
-            let bytes = seq_bytes + 9 + exe.id.len() + 8 + child.len() + 9 + root.len() + 7 + ctx.len();
+        for row in &p.spawn_rows {
+            let (child, root, ctx) = &p.spawns[row.start];
+            let mut bytes = seq_bytes + 9 + exe.id.len() + 8 + child.len() + 9 + root.len() + 7 + ctx.len();
+            if row.len() > 1 {
+                bytes +=
+                    MORE_SPAWNS_ATTRIBUTE.len() + more_spawns_json(&p.spawns[row.start + 1..row.end]).len();
+            }
             if bytes > MAX_ITEM_BYTES {
                 return Err(too_large(
                     &format!("the spawn item of child {child}"),
@@ -441,7 +513,7 @@ impl DynamoDbStore {
         }
         let count = 1
             + p.events.len()
-            + p.spawns.len()
+            + p.spawn_rows.len()
             + mark_items
             + p.timers.len()
             + p.trace_entries.len() * if self.trace_max > 0 { 2 } else { 1 };
@@ -540,17 +612,20 @@ impl DynamoDbStore {
                 ]),
             )?);
         }
-        for (i, (child, root, ctx)) in p.spawns.iter().enumerate() {
-            tx.push(row_put_of(
-                &t.spawns,
-                HashMap::from([
-                    ("seq".to_string(), n_i64(spawn_seqs[i])),
-                    ("parent_id".to_string(), s(&exe.id)),
-                    ("child_id".to_string(), s(child)),
-                    ("root_path".to_string(), s(root)),
-                    ("context".to_string(), s(ctx)),
-                ]),
-            )?);
+        for (i, row) in p.spawn_rows.iter().enumerate() {
+            let (child, root, ctx) = &p.spawns[row.start];
+            let mut item = HashMap::from([
+                ("seq".to_string(), n_i64(spawn_seqs[i])),
+                ("parent_id".to_string(), s(&exe.id)),
+                ("child_id".to_string(), s(child)),
+                ("root_path".to_string(), s(root)),
+                ("context".to_string(), s(ctx)),
+            ]);
+            if row.len() > 1 {
+                let rest = more_spawns_json(&p.spawns[row.start + 1..row.end]);
+                item.insert(MORE_SPAWNS_ATTRIBUTE.to_string(), s(&rest));
+            }
+            tx.push(row_put_of(&t.spawns, item)?);
         }
         let row_positions: Vec<usize> = (first_row..tx.len()).collect();
         // on the item, the marks are in the execution put's window

@@ -52,26 +52,26 @@
 //!   are non-empty (state to keep and repair), and all new 30-day timers still land in one
 //!   bucket (the same hot partition).
 //! - **Hash shards** `due#0 .. due#15`, chosen by a stable hash of `(execution_id, path)`
-//!   ([`timer_shard`]): writes spread evenly over 16 partition key values, and each shard's
+//!   ([`timer_shard`]): writes spread evenly over 64 partition key values, and each shard's
 //!   sort key answers "due by now" directly, however overdue. No state, no bookkeeping.
 //!
-//! ## The quota math ([`TIMER_SHARDS`] = 16)
+//! ## The quota math ([`TIMER_SHARDS`] = 64)
 //!
 //! - **Writes.** A GSI partition serves 1,000 WCU/s (as a table's does). An index entry is
 //!   ~100–200 bytes: 1 write unit. Arming or cancelling a timer is one index write, a
-//!   re-arm that moves `fire_at` two (delete + put, the sort key changes). 16 shards put
-//!   the ceiling at ~16,000 index writes/s (~8,000 re-arms/s), before the table's own
-//!   limits; 1,000,000 timers armed over 30 days is ~0.4 writes/s on average. Each
-//!   timer write costs one extra WRU in the index (on-demand, ~$0.625 per million).
-//! - **Reads.** A sweep is 16 eventually consistent `Query` calls; each bills 0.5 RRU per
-//!   4 KB read, at least 0.5: ~8 RRU per sweep while fewer than ~20 timers per shard are
-//!   due (~11,500 RRU a day at one sweep a minute, well under a cent), and 0.5 RRU per
-//!   ~20–40 more due timers beyond that. A partition's 3,000 RCU/s lets one shard's query
-//!   read ~24 MB/s, so a backlog (a stalled sweeper) drains fast.
-//! - **Calls.** 16 requests per sweep, sent together: the latency of about one request.
+//!   re-arm that moves `fire_at` two (delete + put, the sort key changes). 64 shards put
+//!   the ceiling at ~64,000 index writes/s: 100,000 events/s of which 10% arm a timer (and
+//!   its exit cancels it) is ~20,000 writes/s, ~31% of each shard's limit (the scale
+//!   simulator, `scripts/scale.sh`, measured 134% with 16 shards). Each timer write costs
+//!   one extra WRU in the index (on-demand, ~$0.625 per million).
+//! - **Reads.** A sweep is 64 eventually consistent `Query` calls; each bills 0.5 RRU per
+//!   4 KB read, at least 0.5: ~32 RRU per sweep while fewer than ~20 timers per shard are
+//!   due (~46,000 RRU a day at one sweep a minute, about a cent), and 0.5 RRU per ~20–40
+//!   more due timers beyond that. A partition's 3,000 RCU/s lets one shard's query read
+//!   ~24 MB/s, so a backlog (a stalled sweeper) drains fast.
+//! - **Calls.** 64 requests per sweep, sent together: the latency of about one request.
 //!   More shards raise the write ceiling and the per-sweep floor (calls, 0.5 RRU each);
-//!   fewer lower both. 16 is far above any write rate a 1,000,000-timer workload needs and
-//!   keeps the sweep at one round trip.
+//!   fewer lower both.
 //!
 //! Changing [`TIMER_SHARDS`] is safe: the full scan below finds due timers in any shard
 //! (or none), so timers written under another shard count still fire during a rollout.
@@ -215,7 +215,7 @@ fn timer_of(item: &Item) -> Result<DueTimer, StoreError> {
 ///
 /// A transient failure (throttling, a 5xx, a lost answer) is retried with the store's
 /// bounded backoff, as a commit is: a read is idempotent, and a sweep needs every shard.
-/// Without it one throttled shard of sixteen failed the whole sweep, so under sustained
+/// Without it one throttled shard failed the whole sweep, so under sustained
 /// throttling almost no sweep completed (the fault suite at 20% with one SDK attempt
 /// spent hundreds of rounds on sweeps: 97% of them failed).
 async fn query_shard(

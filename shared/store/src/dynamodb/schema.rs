@@ -104,7 +104,7 @@ pub const TIMER_DUE_INDEX: &str = "due_index";
 /// (written by harel) are not in the index.
 pub const TIMER_SHARD_ATTRIBUTE: &str = "due_shard";
 /// The number of shards of [`TIMER_DUE_INDEX`]; a sweep queries each one.
-pub const TIMER_SHARDS: u32 = 16;
+pub const TIMER_SHARDS: u32 = 64;
 
 const TIMER_INDEXES: &[IndexSpec] = &[IndexSpec {
     name: TIMER_DUE_INDEX,

@@ -344,7 +344,7 @@ impl ExecutionStore for DynamoDbStore {
         // the rows' block follows the execution's last one (see `rows`); the item keeps
         // recording the last block through commits that write no rows
         let next_block = |floor: Option<i64>| {
-            let (events, spawns) = (prepared.events.len(), prepared.spawns.len());
+            let (events, spawns) = (prepared.events.len(), prepared.spawn_rows.len());
             (events + spawns > 0).then(|| Rows::next(floor, events, spawns, rows::now_millis(), random_u64()))
         };
         let mut block = next_block(Rows::floor(previous_rows));
@@ -453,9 +453,14 @@ impl ExecutionStore for DynamoDbStore {
         }
         exe.version = new;
         self.remember_hint(&exe.id, new, stored_idx, prepared.recent, block.or(previous_rows));
+        // each intent's seq is its row's (a packed row holds several)
         Ok(block.map_or_else(Written::default, |b| Written {
             outbox: b.outbox_seqs().collect(),
-            spawns: b.spawn_seqs().collect(),
+            spawns: b
+                .spawn_seqs()
+                .zip(&prepared.spawn_rows)
+                .flat_map(|(seq, row)| std::iter::repeat_n(seq, row.len()))
+                .collect(),
         }))
     }
 
@@ -543,8 +548,11 @@ impl ExecutionStore for DynamoDbStore {
             .scan_all(&self.tables.spawns, None)
             .await?
             .iter()
-            .map(spawn_entry)
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(spawn_entries)
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>();
         out.sort_by_key(|e| e.seq);
         Ok(out)
     }
@@ -732,17 +740,42 @@ pub(super) fn outbox_entry(item: &Item) -> Result<OutboxEntry, StoreError> {
     })
 }
 
-/// The spawn intent in `item`.
-pub(super) fn spawn_entry(item: &Item) -> Result<SpawnEntry, StoreError> {
+/// The spawn intents in `item`: its own, then those packed after it
+/// ([`MORE_SPAWNS_ATTRIBUTE`](super::commit::MORE_SPAWNS_ATTRIBUTE)), all with its seq.
+pub(super) fn spawn_entries(item: &Item) -> Result<Vec<SpawnEntry>, StoreError> {
     let seq = req_i64(item, "seq", "spawn item")?;
     let what = format!("spawn item {seq}");
-    let context = pyjson::loads_object(req_s(item, "context", &what)?, "a spawn's context")
-        .map_err(|e| corrupt(what.clone(), e.to_string()))?;
-    Ok(SpawnEntry {
+    let parent_id = req_s(item, "parent_id", &what)?.to_string();
+    let context = |text: &str| {
+        pyjson::loads_object(text, "a spawn's context").map_err(|e| corrupt(what.clone(), e.to_string()))
+    };
+    let mut entries = vec![SpawnEntry {
         seq,
-        parent_id: req_s(item, "parent_id", &what)?.to_string(),
+        parent_id: parent_id.clone(),
         child_id: req_s(item, "child_id", &what)?.to_string(),
         root_path: req_s(item, "root_path", &what)?.to_string(),
-        context,
-    })
+        context: context(req_s(item, "context", &what)?)?,
+    }];
+    if let Some(more) = get_s(item, super::commit::MORE_SPAWNS_ATTRIBUTE) {
+        let bad = |reason: &str| corrupt(what.clone(), format!("`more_spawns` {reason}"));
+        let Value::Array(list) = pyjson::loads(more).map_err(|e| bad(&e.to_string()))? else {
+            return Err(bad("is not a list"));
+        };
+        for intent in list {
+            let Value::Array(parts) = intent else {
+                return Err(bad("holds an intent that is not a list"));
+            };
+            let [Value::String(child_id), Value::String(root_path), Value::String(ctx)] = &parts[..] else {
+                return Err(bad("holds an intent that is not [child_id, root_path, context]"));
+            };
+            entries.push(SpawnEntry {
+                seq,
+                parent_id: parent_id.clone(),
+                child_id: child_id.clone(),
+                root_path: root_path.clone(),
+                context: context(ctx)?,
+            });
+        }
+    }
+    Ok(entries)
 }

@@ -1,0 +1,791 @@
+//! [`MeteredStore`]: a `MemoryStore` that charges a [`PartitionMeter`] with what the
+//! DynamoDB store (`stm_store::dynamodb`, the default table layout for the dedupe marks)
+//! sends for each trait call, at the simulated time of a shared [`ManualClock`]. The scale
+//! simulator (tests/scale.rs) runs the real worker, relay and sweeper over it.
+//!
+//! The request pattern, per call (read from `dynamodb/store.rs`, `commit.rs`, `due.rs`):
+//! - `load`: one consistent `GetItem` of the execution;
+//! - `load_for_event(s)`: one consistent `BatchGetItem`: the execution and one processed
+//!   mark per (distinct) event, each item billed on its own (a missing one as 0 bytes);
+//! - `commit`: one `TransactWriteItems` (the execution put, each outbox row, each spawn
+//!   row, each processed mark, each timer put or delete, each trace put and its ring
+//!   delete: every item billed twice), or one plain `PutItem` when the commit has no side
+//!   item at all. A timer put also writes the timers table's global secondary index
+//!   `due_index` under its shard (`due_shard`, [`timer_shard`]): one index write for a new
+//!   entry, two when `fire_at` (the index's sort key) moves, one for a removed entry; index
+//!   writes are billed as plain writes. The DynamoDB store's refusals before any call
+//!   (over 100 transaction items, an item over 400 KB) are refused here the same way, with
+//!   its message;
+//! - `ack_outbox` / `ack_spawn` / `delete_timer`: one `DeleteItem` each (a conditional one
+//!   for the timer, plus its index entry); `ack_rows`: `BatchWriteItem`s of 25 deletes per
+//!   table;
+//! - `pending_outbox` / `pending_spawns`: a consistent `Scan` of the whole table;
+//!   `oldest_pending_seqs`: a consistent `Scan` of both whole tables (projected to the
+//!   seq, but a scan is billed on the items it reads, filter and projection or not). A
+//!   scan goes in pages of 1 MB, each billed on its bytes (one unit per 4 KB started, at
+//!   least one) to a key of its own, `(scan page N)` (a page reads one key range: the
+//!   meter's stand-in for the partition it reads);
+//! - `pending_rows`: consistent `BatchGetItem`s of 100 keys, each item billed on its own (a
+//!   row acked meanwhile as 0 bytes);
+//! - `due_timers`: one eventually consistent `Query` per shard of the due index (a page per
+//!   MB), billed on the due entries it reads (at least half a unit), to the shard's key. The
+//!   DynamoDB store also runs a full `Scan` of the timers table once per 10 minutes (for
+//!   timers harel wrote): charged here pro rata, a 600th of it per simulated second
+//!   between sweeps, to the key `(full scan)`, in units only (its few requests per 10
+//!   minutes are left out of the request counts);
+//! - `pending_rows_of`: one `GetItem` (the execution's rows block), plus a `BatchGetItem`
+//!   of the block's rows (its last commit's with rows, acked ones too) when it has one;
+//!   `is_processed`, `armed_timer`: one `GetItem`.
+//!
+//! For a serial caller (the relay's pass, which nothing else runs beside in the
+//! simulation), [`MeteredStore::set_serial`] advances the clock by the latency model's
+//! time per request, so its load spreads over the seconds it would take.
+//!
+//! Item sizes are estimated from what is stored (DynamoDB counts attribute names and
+//! values; a number is about its digits):
+//! - execution: its JSON `data` plus the `id` and `definition_id` attributes (their values
+//!   again) plus 80 bytes for the attribute names, the version, the 32-byte commit token
+//!   and the rows block;
+//! - processed mark: `execution_id` + id + `event_id` + event id (~66 bytes);
+//! - outbox row: `seq` and its number (~24 bytes), `target_id` + target, `event` + the
+//!   event's JSON (~40 bytes + the JSON);
+//! - spawn row: `seq`, `parent_id`, `child_id`, `root_path`, `context` and their values;
+//! - timer: `execution_id` + id, `path` + path, `fire_at` + ~18 digits, `due_shard` +
+//!   `due#k` (~82 bytes); its index entry the same attributes (under 1 KB: one unit);
+//! - trace row: `execution_id` + id, `idx` and its number, `entry` + the entry's JSON.
+//!
+//! There is no `counters` item: the rows' seqs come from the clock, no shared item is
+//! written by every commit.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use stm_core::{Execution, Map, Value};
+use stm_runtime::{Clock, ManualClock};
+// DynamoDB's limits and the store's constants, as the DynamoDB store has them
+use stm_store::dynamodb::{
+    timer_shard, DEFAULT_TIMER_FULL_SCAN_INTERVAL, MAX_BATCH_GET_KEYS, MAX_ITEM_BYTES, MAX_TRANSACTION_ITEMS,
+    TIMER_SHARDS,
+};
+use stm_store::{
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
+    PendingSeq, SpawnEntry, StoreError, TimerOp, Written,
+};
+use stm_testkit::meter::PartitionMeter;
+
+pub const EXECUTIONS: &str = "executions";
+pub const PROCESSED: &str = "processed";
+pub const OUTBOX: &str = "outbox";
+pub const SPAWNS: &str = "spawns";
+pub const TIMERS: &str = "timers";
+pub const DUE_INDEX: &str = "timers.due_index";
+pub const TRACE: &str = "trace";
+
+/// A `Scan` or `Query` page.
+const PAGE_BYTES: usize = 1024 * 1024;
+/// Deletes per `BatchWriteItem` (DynamoDB's limit, the store's `BATCH_WRITE_MAX`).
+const BATCH_WRITE_ITEMS: usize = 25;
+/// A timer item's size when none was seen yet (bench/cost_inputs.json).
+const TYPICAL_TIMER_BYTES: usize = 82;
+
+/// A `MemoryStore` that bills the meter as the DynamoDB store would (module docs).
+#[derive(Debug)]
+pub struct MeteredStore {
+    pub inner: MemoryStore,
+    pub meter: PartitionMeter,
+    clock: Arc<ManualClock>,
+    /// Off: nothing is charged (a simulation's setup).
+    enabled: AtomicBool,
+    /// DynamoDB requests charged so far (the meter's count, cheap to read).
+    requests: AtomicU64,
+    /// Execution id -> its item's size as last written.
+    exe_sizes: Mutex<HashMap<String, usize>>,
+    /// The pending rows' sizes, the tables' bytes, each execution's last rows block.
+    rows: Mutex<RowBook>,
+    /// The clock's advance per request (0: none; see `set_serial`).
+    serial: Mutex<f64>,
+    /// The most a single call handed back at once: seqs, and rows' bytes.
+    peak: Mutex<(usize, usize)>,
+    /// Timer item bytes written so far and how many (the mean sizes the full scan).
+    timer_bytes: Mutex<(usize, usize)>,
+    /// When the last sweep's share of the full scan was charged.
+    last_sweep: Mutex<Option<f64>>,
+}
+
+/// The pending rows as the meter sizes them.
+#[derive(Debug, Default)]
+struct RowBook {
+    /// (table, seq) -> the row's size.
+    sizes: HashMap<(&'static str, i64), usize>,
+    /// table -> the pending rows' bytes in all.
+    bytes: HashMap<&'static str, usize>,
+    /// execution id -> the seqs of its last commit that wrote rows.
+    last_block: HashMap<String, Written>,
+}
+
+impl RowBook {
+    fn add(&mut self, table: &'static str, seq: i64, bytes: usize) {
+        if let Some(old) = self.sizes.insert((table, seq), bytes) {
+            *self.bytes.entry(table).or_default() -= old;
+        }
+        *self.bytes.entry(table).or_default() += bytes;
+    }
+
+    /// The row's size, forgotten (0 if it was not pending).
+    fn remove(&mut self, table: &'static str, seq: i64) -> usize {
+        let bytes = self.sizes.remove(&(table, seq)).unwrap_or(0);
+        if let Some(total) = self.bytes.get_mut(table) {
+            *total -= bytes;
+        }
+        bytes
+    }
+
+    fn size(&self, table: &'static str, seq: i64) -> usize {
+        self.sizes.get(&(table, seq)).copied().unwrap_or(0)
+    }
+
+    fn table_bytes(&self, table: &'static str) -> usize {
+        self.bytes.get(table).copied().unwrap_or(0)
+    }
+}
+
+fn exe_item_bytes(exe: &Execution) -> usize {
+    exe.to_json().len() + exe.id.len() + exe.definition_id.len() + 80
+}
+
+fn mark_bytes(id: &str, event_id: &str) -> usize {
+    "execution_id".len() + id.len() + "event_id".len() + event_id.len()
+}
+
+fn outbox_row_bytes(target: Option<&str>, event_json: usize) -> usize {
+    24 + "target_id".len() + target.map_or(1, str::len) + "event".len() + event_json
+}
+
+fn spawn_row_bytes(parent: &str, child: &str, root: &str, context: &Map) -> usize {
+    let ctx = stm_core::pyjson::dumps(&Value::Object(context.clone())).len();
+    24 + "parent_id".len()
+        + parent.len()
+        + "child_id".len()
+        + child.len()
+        + "root_path".len()
+        + root.len()
+        + "context".len()
+        + ctx
+}
+
+fn timer_bytes(id: &str, path: &str) -> usize {
+    "execution_id".len() + id.len() + "path".len() + path.len() + "fire_at".len() + 18 + "due_shard".len() + 6
+}
+
+fn trace_row_bytes(id: &str, entry: &Map) -> usize {
+    "execution_id".len()
+        + id.len()
+        + "idx".len()
+        + 8
+        + "entry".len()
+        + stm_core::pyjson::dumps(&Value::Object(entry.clone())).len()
+}
+
+/// The timer ops with only the last op per path kept (one transaction touches an item
+/// once: the DynamoDB store's `collapse_timers`).
+fn collapse_timers(ops: &[TimerOp]) -> Vec<TimerOp> {
+    let path = |op: &TimerOp| match op {
+        TimerOp::Schedule { path, .. } | TimerOp::Cancel { path } => path.clone(),
+    };
+    let mut out: Vec<TimerOp> = Vec::with_capacity(ops.len());
+    for op in ops {
+        let p = path(op);
+        out.retain(|o| path(o) != p);
+        out.push(op.clone());
+    }
+    out
+}
+
+impl MeteredStore {
+    pub fn new(clock: Arc<ManualClock>) -> Self {
+        MeteredStore {
+            inner: MemoryStore::new(),
+            meter: PartitionMeter::new(),
+            clock,
+            enabled: AtomicBool::new(true),
+            requests: AtomicU64::new(0),
+            exe_sizes: Mutex::default(),
+            rows: Mutex::default(),
+            serial: Mutex::new(0.0),
+            peak: Mutex::default(),
+            timer_bytes: Mutex::default(),
+            last_sweep: Mutex::default(),
+        }
+    }
+
+    /// Charge (on) or not (off, a setup).
+    pub fn set_enabled(&self, on: bool) {
+        self.enabled.store(on, Ordering::SeqCst);
+    }
+
+    /// Forget what was charged (the meter and the request count).
+    pub fn reset(&self) {
+        self.meter.reset();
+        self.requests.store(0, Ordering::SeqCst);
+        *lock(&self.last_sweep) = None;
+        *lock(&self.peak) = (0, 0);
+    }
+
+    /// DynamoDB requests charged since the last reset.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    /// A serial caller: every request advances the clock by `seconds` (0: off).
+    pub fn set_serial(&self, seconds: f64) {
+        *lock(&self.serial) = seconds;
+    }
+
+    /// The pending outbox rows' bytes in all.
+    pub fn outbox_bytes(&self) -> usize {
+        lock(&self.rows).table_bytes(OUTBOX)
+    }
+
+    /// The most seqs one call handed back, and the most rows' bytes one call handed back,
+    /// since the last reset (what a relay pass holds at once).
+    pub fn peak(&self) -> (usize, usize) {
+        *lock(&self.peak)
+    }
+
+    fn note_held(&self, seqs: usize, row_bytes: usize) {
+        let mut peak = lock(&self.peak);
+        peak.0 = peak.0.max(seqs);
+        peak.1 = peak.1.max(row_bytes);
+    }
+
+    fn on(&self) -> bool {
+        self.enabled.load(Ordering::SeqCst)
+    }
+
+    fn now(&self) -> f64 {
+        self.clock.now()
+    }
+
+    fn request(&self, op: &str) {
+        if self.on() {
+            self.meter.request(op);
+            self.requests.fetch_add(1, Ordering::SeqCst);
+            let step = *lock(&self.serial);
+            if step > 0.0 {
+                self.clock.advance(step);
+            }
+        }
+    }
+
+    fn read(&self, table: &str, key: &str, bytes: usize) {
+        if self.on() {
+            self.meter.read(table, key, bytes, true, false, self.now());
+        }
+    }
+
+    fn write(&self, table: &str, key: &str, bytes: usize, transactional: bool) {
+        if self.on() {
+            self.meter.write(table, key, bytes, transactional, self.now());
+        }
+    }
+
+    /// The execution item's size: as last written, else from the stored execution.
+    async fn exe_size(&self, id: &str, loaded: Option<&Execution>) -> usize {
+        if let Some(bytes) = lock(&self.exe_sizes).get(id) {
+            return *bytes;
+        }
+        let bytes = match loaded {
+            Some(exe) => exe_item_bytes(exe),
+            None => match self.inner.load(id).await {
+                Ok(Some(exe)) => exe_item_bytes(&exe),
+                _ => 0,
+            },
+        };
+        if bytes > 0 {
+            lock(&self.exe_sizes).insert(id.to_string(), bytes);
+        }
+        bytes
+    }
+
+    /// A consistent `Scan` of all of `table` (its pending rows' bytes), in 1 MB pages.
+    fn scan(&self, table: &'static str, bytes: usize) {
+        let pages = bytes.div_ceil(PAGE_BYTES).max(1);
+        for page in 0..pages {
+            let page_bytes = bytes.saturating_sub(page * PAGE_BYTES).min(PAGE_BYTES);
+            self.request("Scan");
+            if self.on() {
+                let units = page_bytes.div_ceil(4096).max(1) as f64;
+                self.meter
+                    .read_units(table, &format!("(scan page {page})"), units, self.now());
+            }
+        }
+    }
+
+    /// Consistent `BatchGetItem`s of these rows by key, 100 keys a request.
+    fn batch_get_rows(&self, keys: &[(&'static str, i64)]) {
+        let sizes: Vec<usize> = {
+            let book = lock(&self.rows);
+            keys.iter().map(|(table, seq)| book.size(table, *seq)).collect()
+        };
+        for chunk in keys
+            .iter()
+            .zip(sizes)
+            .collect::<Vec<_>>()
+            .chunks(MAX_BATCH_GET_KEYS)
+        {
+            self.request("BatchGetItem");
+            for ((table, seq), bytes) in chunk {
+                self.read(table, &seq.to_string(), *bytes);
+            }
+        }
+    }
+
+    /// `BatchWriteItem`s of 25 deletes of these rows of `table`.
+    fn batch_delete_rows(&self, table: &'static str, seqs: &[i64]) {
+        for chunk in seqs.chunks(BATCH_WRITE_ITEMS) {
+            self.request("BatchWriteItem");
+            for seq in chunk {
+                let bytes = lock(&self.rows).remove(table, *seq);
+                self.write(table, &seq.to_string(), bytes, false);
+            }
+        }
+    }
+
+    /// What the DynamoDB store refuses before sending a commit (`check_side_items`), the
+    /// execution's item being `exe_bytes`.
+    fn check_limits(&self, exe: &Execution, exe_bytes: usize, commit: &Commit) -> Result<(), StoreError> {
+        if exe_bytes > MAX_ITEM_BYTES {
+            return Err(StoreError::TooLarge(format!(
+                "execution {} item is {exe_bytes} bytes, over DynamoDB's limit of {MAX_ITEM_BYTES} bytes \
+                 (shrink the context or the event data)",
+                exe.id
+            )));
+        }
+        let others = 1
+            + commit.emits.len()
+            + commit.processed_event_ids.len()
+            + collapse_timers(&commit.timers).len()
+            + commit.traces.len() * 2;
+        // past a transaction's items the store packs the spawn intents into rows of up to
+        // ~350 KB each (`more_spawns`): count those rows (the charges below stay one row
+        // an intent, an upper bound on a packed fan-out's units)
+        let spawn_rows = if others + commit.spawns.len() <= MAX_TRANSACTION_ITEMS {
+            commit.spawns.len()
+        } else {
+            let bytes: usize = commit
+                .spawns
+                .iter()
+                .map(|s| {
+                    s.child_id.len()
+                        + s.root_path.len()
+                        + serde_json::to_string(&s.context).map_or(0, |c| c.len()) * 2
+                        + 16
+                })
+                .sum();
+            bytes.div_ceil(350 * 1024).max(1)
+        };
+        let count = others + spawn_rows;
+        if count > MAX_TRANSACTION_ITEMS {
+            return Err(StoreError::TooLarge(format!(
+                "the commit of {} needs {count} transaction items, over DynamoDB's limit of \
+                 {MAX_TRANSACTION_ITEMS} (too many emits, spawns or timers in one step)",
+                exe.id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Index writes of a timer item going from `before` to `after` (its `fire_at`).
+    fn index_writes(&self, shard: &str, before: Option<f64>, after: Option<f64>) {
+        let writes = match (before, after) {
+            (None, None) => 0,
+            (Some(_), None) | (None, Some(_)) => 1,
+            (Some(a), Some(b)) if a == b => 0,
+            // the sort key moved: the old entry is deleted and a new one put
+            (Some(_), Some(_)) => 2,
+        };
+        for _ in 0..writes {
+            self.write(DUE_INDEX, shard, 100, false);
+        }
+    }
+
+    fn note_timer_bytes(&self, bytes: usize) {
+        let mut t = lock(&self.timer_bytes);
+        t.0 += bytes;
+        t.1 += 1;
+    }
+
+    fn mean_timer_bytes(&self) -> usize {
+        let t = lock(&self.timer_bytes);
+        t.0.checked_div(t.1).unwrap_or(TYPICAL_TIMER_BYTES)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[async_trait]
+impl ExecutionStore for MeteredStore {
+    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
+        let exe = self.inner.load(id).await?;
+        self.request("GetItem");
+        let bytes = match &exe {
+            Some(e) => self.exe_size(id, Some(e)).await,
+            None => 0,
+        };
+        self.read(EXECUTIONS, id, bytes);
+        Ok(exe)
+    }
+
+    async fn load_for_event(
+        &self,
+        id: &str,
+        event_id: &str,
+    ) -> Result<(Option<Execution>, bool), StoreError> {
+        let (exe, marks) = self.load_for_events(id, &[event_id]).await?;
+        Ok((exe, marks.first().copied().unwrap_or(false)))
+    }
+
+    async fn load_for_events(
+        &self,
+        id: &str,
+        event_ids: &[&str],
+    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
+        let (exe, marks) = self.inner.load_for_events(id, event_ids).await?;
+        self.request("BatchGetItem");
+        let bytes = match &exe {
+            Some(e) => self.exe_size(id, Some(e)).await,
+            None => 0,
+        };
+        self.read(EXECUTIONS, id, bytes);
+        let mut seen: Vec<&str> = Vec::with_capacity(event_ids.len());
+        for (event_id, marked) in event_ids.iter().zip(&marks) {
+            if seen.contains(event_id) {
+                continue;
+            }
+            seen.push(event_id);
+            let bytes = if *marked { mark_bytes(id, event_id) } else { 0 };
+            self.read(PROCESSED, &format!("{id}|{event_id}"), bytes);
+        }
+        Ok((exe, marks))
+    }
+
+    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
+        self.check_limits(exe, exe_item_bytes(exe), commit)?;
+        self.inner.check_commit(exe, commit)
+    }
+
+    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError> {
+        // the item as written (at its next version), refused before any call as the
+        // DynamoDB store does
+        exe.version += 1;
+        let exe_bytes = exe_item_bytes(exe);
+        exe.version -= 1;
+        self.check_limits(exe, exe_bytes, &commit)?;
+        let id = exe.id.clone();
+        let timers = collapse_timers(&commit.timers);
+        let mut timers_before = Vec::with_capacity(timers.len());
+        for op in &timers {
+            let path = match op {
+                TimerOp::Schedule { path, .. } | TimerOp::Cancel { path } => path,
+            };
+            timers_before.push(self.inner.armed_timer(&id, path).await?);
+        }
+        let traced_before = if commit.traces.is_empty() {
+            0
+        } else {
+            self.inner.read_trace(&id).await?.len()
+        };
+        let emits: Vec<usize> = commit
+            .emits
+            .iter()
+            .map(|(target, event)| outbox_row_bytes(target.as_deref(), event.to_json().len()))
+            .collect();
+        let spawns: Vec<usize> = commit
+            .spawns
+            .iter()
+            .map(|s| spawn_row_bytes(&id, &s.child_id, &s.root_path, &s.context))
+            .collect();
+        let marks: Vec<String> = commit.processed_event_ids.clone();
+        let traces: Vec<usize> = commit.traces.iter().map(|t| trace_row_bytes(&id, t)).collect();
+        let side_items = emits.len() + spawns.len() + marks.len() + timers.len() + traces.len();
+
+        let written = self.inner.commit(exe, commit).await?;
+
+        lock(&self.exe_sizes).insert(id.clone(), exe_bytes);
+        {
+            let mut book = lock(&self.rows);
+            for (seq, bytes) in written.outbox.iter().zip(&emits) {
+                book.add(OUTBOX, *seq, *bytes);
+            }
+            for (seq, bytes) in written.spawns.iter().zip(&spawns) {
+                book.add(SPAWNS, *seq, *bytes);
+            }
+            if !written.outbox.is_empty() || !written.spawns.is_empty() {
+                book.last_block.insert(id.clone(), written.clone());
+            }
+        }
+        let tx = side_items > 0;
+        self.request(if tx { "TransactWriteItems" } else { "PutItem" });
+        self.write(EXECUTIONS, &id, exe_bytes, tx);
+        for (seq, bytes) in written.outbox.iter().zip(&emits) {
+            self.write(OUTBOX, &seq.to_string(), *bytes, tx);
+        }
+        for (seq, bytes) in written.spawns.iter().zip(&spawns) {
+            self.write(SPAWNS, &seq.to_string(), *bytes, tx);
+        }
+        for event_id in &marks {
+            self.write(
+                PROCESSED,
+                &format!("{id}|{event_id}"),
+                mark_bytes(&id, event_id),
+                tx,
+            );
+        }
+        for (op, before) in timers.iter().zip(timers_before) {
+            let (path, after) = match op {
+                TimerOp::Schedule { path, fire_at } => (path, Some(*fire_at)),
+                TimerOp::Cancel { path } => (path, None),
+            };
+            let bytes = timer_bytes(&id, path);
+            if after.is_some() {
+                self.note_timer_bytes(bytes);
+            }
+            self.write(TIMERS, &format!("{id}|{path}"), bytes, tx);
+            self.index_writes(&timer_shard(&id, path), before, after);
+        }
+        for (i, bytes) in traces.iter().enumerate() {
+            let idx = traced_before + i;
+            self.write(TRACE, &format!("{id}|{idx}"), *bytes, tx);
+            if idx >= stm_store::DEFAULT_TRACE_MAX {
+                // the ring's delete of the step that falls out
+                let gone = idx - stm_store::DEFAULT_TRACE_MAX;
+                self.write(TRACE, &format!("{id}|{gone}"), *bytes, tx);
+            }
+        }
+        Ok(written)
+    }
+
+    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
+        let marked = self.inner.is_processed(id, event_id).await?;
+        self.request("GetItem");
+        let bytes = if marked { mark_bytes(id, event_id) } else { 0 };
+        self.read(PROCESSED, &format!("{id}|{event_id}"), bytes);
+        Ok(marked)
+    }
+
+    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
+        let page = self.inner.list_executions(query).await?;
+        // a Scan page of the executions table, billed on what it returned (approximate:
+        // a filtered scan reads more than it returns)
+        let mut bytes = 0;
+        for item in &page.items {
+            bytes += self.exe_size(&item.id, None).await;
+        }
+        self.scan(EXECUTIONS, bytes);
+        Ok(page)
+    }
+
+    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
+        let rows = self.inner.pending_outbox().await?;
+        let bytes = lock(&self.rows).table_bytes(OUTBOX);
+        self.scan(OUTBOX, bytes);
+        self.note_held(0, bytes);
+        Ok(rows)
+    }
+
+    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
+        self.inner.ack_outbox(seq).await?;
+        let bytes = lock(&self.rows).remove(OUTBOX, seq);
+        self.request("DeleteItem");
+        self.write(OUTBOX, &seq.to_string(), bytes, false);
+        Ok(())
+    }
+
+    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
+        let rows = self.inner.pending_spawns().await?;
+        let bytes = lock(&self.rows).table_bytes(SPAWNS);
+        self.scan(SPAWNS, bytes);
+        self.note_held(0, bytes);
+        Ok(rows)
+    }
+
+    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
+        self.inner.ack_spawn(seq).await?;
+        let bytes = lock(&self.rows).remove(SPAWNS, seq);
+        self.request("DeleteItem");
+        self.write(SPAWNS, &seq.to_string(), bytes, false);
+        Ok(())
+    }
+
+    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
+        let rows = self.inner.pending_rows_of(id).await?;
+        self.request("GetItem");
+        let bytes = self.exe_size(id, None).await;
+        self.read(EXECUTIONS, id, bytes);
+        let block = lock(&self.rows).last_block.get(id).cloned();
+        if let Some(block) = block {
+            // the block's rows by key, those acked since too
+            let keys: Vec<(&'static str, i64)> = block
+                .spawns
+                .iter()
+                .map(|seq| (SPAWNS, *seq))
+                .chain(block.outbox.iter().map(|seq| (OUTBOX, *seq)))
+                .collect();
+            self.batch_get_rows(&keys);
+        }
+        Ok(rows)
+    }
+
+    async fn oldest_pending_seqs(
+        &self,
+        limit: usize,
+        settled_before: f64,
+    ) -> Result<Vec<PendingSeq>, StoreError> {
+        let seqs = self.inner.oldest_pending_seqs(limit, settled_before).await?;
+        if limit > 0 {
+            // both tables scanned whole, the lowest `limit` seqs kept
+            let (spawns, outbox) = {
+                let book = lock(&self.rows);
+                (book.table_bytes(SPAWNS), book.table_bytes(OUTBOX))
+            };
+            self.scan(SPAWNS, spawns);
+            self.scan(OUTBOX, outbox);
+        }
+        self.note_held(seqs.len(), 0);
+        Ok(seqs)
+    }
+
+    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
+        let rows = self.inner.pending_rows(spawns, outbox).await?;
+        let keys: Vec<(&'static str, i64)> = spawns
+            .iter()
+            .map(|seq| (SPAWNS, *seq))
+            .chain(outbox.iter().map(|seq| (OUTBOX, *seq)))
+            .collect();
+        let held: usize = {
+            let book = lock(&self.rows);
+            keys.iter().map(|(table, seq)| book.size(table, *seq)).sum()
+        };
+        self.batch_get_rows(&keys);
+        self.note_held(0, held);
+        Ok(rows)
+    }
+
+    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
+        self.inner.ack_rows(spawns, outbox).await?;
+        self.batch_delete_rows(SPAWNS, spawns);
+        self.batch_delete_rows(OUTBOX, outbox);
+        Ok(())
+    }
+
+    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
+        let due = self.inner.due_timers(now).await?;
+        // one Query per shard, billed on the entries it reads (eventually consistent)
+        let mut per_shard: HashMap<String, usize> = HashMap::new();
+        for timer in &due {
+            *per_shard
+                .entry(timer_shard(&timer.execution_id, &timer.path))
+                .or_default() += timer_bytes(&timer.execution_id, &timer.path);
+        }
+        for k in 0..TIMER_SHARDS {
+            let shard = format!("due#{k}");
+            let bytes = per_shard.get(&shard).copied().unwrap_or(0);
+            for _ in 0..bytes.div_ceil(PAGE_BYTES).max(1) {
+                self.request("Query");
+            }
+            if self.on() {
+                let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
+                self.meter.read_units(DUE_INDEX, &shard, units, now);
+            }
+        }
+        // the full scan's share since the last sweep (module docs)
+        let since = lock(&self.last_sweep)
+            .replace(now)
+            .map(|last| (now - last).max(0.0));
+        if let (Some(seconds), true) = (since, self.on()) {
+            let table_bytes = self.inner.timer_count() * self.mean_timer_bytes();
+            let scan_units = table_bytes.div_ceil(4096).max(1) as f64;
+            self.meter.read_units(
+                TIMERS,
+                "(full scan)",
+                scan_units * seconds / DEFAULT_TIMER_FULL_SCAN_INTERVAL.as_secs_f64(),
+                now,
+            );
+        }
+        Ok(due)
+    }
+
+    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
+        let before = self.inner.armed_timer(id, path).await?;
+        self.inner.delete_timer(id, path, fire_at).await?;
+        self.request("DeleteItem");
+        self.write(TIMERS, &format!("{id}|{path}"), timer_bytes(id, path), false);
+        if before == Some(fire_at) {
+            self.index_writes(&timer_shard(id, path), before, None);
+        }
+        Ok(())
+    }
+
+    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
+        let armed = self.inner.armed_timer(id, path).await?;
+        self.request("GetItem");
+        let bytes = if armed.is_some() { timer_bytes(id, path) } else { 0 };
+        self.read(TIMERS, &format!("{id}|{path}"), bytes);
+        Ok(armed)
+    }
+
+    async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
+        let steps = self.inner.read_trace(id).await?;
+        let bytes: usize = steps.iter().map(|s| trace_row_bytes(id, s)).sum();
+        for _ in 0..bytes.div_ceil(PAGE_BYTES).max(1) {
+            self.request("Query");
+        }
+        if self.on() {
+            self.meter
+                .read_units(TRACE, id, bytes.div_ceil(4096).max(1) as f64, self.now());
+        }
+        Ok(steps)
+    }
+
+    async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {
+        let bytes = trace_row_bytes(id, &entry);
+        self.inner.append_trace(id, entry).await?;
+        // the put, the execution item's `trace_idx` removal (the ring's delete left out)
+        self.request("PutItem");
+        self.write(TRACE, id, bytes, false);
+        self.request("UpdateItem");
+        let exe = self.exe_size(id, None).await;
+        self.write(EXECUTIONS, id, exe, false);
+        Ok(())
+    }
+
+    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
+        // approximate: the execution's conditional delete only (its rows' queries and
+        // deletes are left out; the simulator purges nothing)
+        let bytes = self.exe_size(id, None).await;
+        let deleted = self.inner.purge(id, expected_version).await?;
+        self.request("DeleteItem");
+        self.write(EXECUTIONS, id, bytes, false);
+        lock(&self.exe_sizes).remove(id);
+        Ok(deleted)
+    }
+
+    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.ids_with_any_prefix(&[prefix.to_string()]).await
+    }
+
+    async fn ids_with_any_prefix(&self, prefixes: &[String]) -> Result<Vec<String>, StoreError> {
+        let ids = self.inner.ids_with_any_prefix(prefixes).await?;
+        // a Scan of the whole executions table (projected to the id, billed on the items)
+        let mut bytes = 0;
+        for exe in self.inner.all_executions() {
+            bytes += self.exe_size(&exe.id, Some(&exe)).await;
+        }
+        self.scan(EXECUTIONS, bytes);
+        Ok(ids)
+    }
+}
