@@ -69,7 +69,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use stm_core::{Event, Execution, Status};
-use stm_store::StoreError;
+use stm_store::{OutboxEntry, SpawnEntry, StoreError};
 
 use crate::doorbell::Doorbell;
 use crate::driver::{Driver, DriverError, StepReport};
@@ -572,21 +572,29 @@ impl Worker {
         if pending.is_empty() {
             return Ok(());
         }
-        let summary = relay::deliver(
-            self.driver.store.as_ref(),
-            self.queue.as_ref(),
-            &pending.spawns,
-            &pending.outbox,
-        )
-        .await;
+        self.publish(&pending.spawns, &pending.outbox, flushed, |failed| {
+            format!("{failed} pending entries could not be published after a redelivery; retried so they go out first")
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Publish these rows in order and ack them; `Failed::Retryable` (worded by
+    /// `failure`) when some could not be published, so the record comes back and they go
+    /// out before its group's next event.
+    async fn publish(
+        &self,
+        spawns: &[SpawnEntry],
+        outbox: &[OutboxEntry],
+        flushed: &mut RelaySummary,
+        failure: impl FnOnce(usize) -> String,
+    ) -> Result<RelaySummary, Failed> {
+        let summary = relay::deliver(self.driver.store.as_ref(), self.queue.as_ref(), spawns, outbox).await;
         flushed.add(&summary);
         if summary.failed > 0 {
-            return Err(Failed::Retryable(format!(
-                "{} pending entries could not be published after a redelivery; retried so they go out first",
-                summary.failed
-            )));
+            return Err(Failed::Retryable(failure(summary.failed)));
         }
-        Ok(())
+        Ok(summary)
     }
 
     /// The inline flush: publish what this commit enqueued and ack it.
@@ -605,21 +613,14 @@ impl Worker {
         if !self.settings.inline_flush || !report.enqueued() {
             return Ok(());
         }
-        let summary = relay::deliver(
-            self.driver.store.as_ref(),
-            self.queue.as_ref(),
-            &report.spawns,
-            &report.outbox,
-        )
-        .await;
-        flushed.add(&summary);
-        if summary.failed > 0 {
-            return Err(Failed::Retryable(format!(
-                "committed, but {} of its entries could not be published; retried so they go out \
-                 before the group's next event",
-                summary.failed
-            )));
-        }
+        let summary = self
+            .publish(&report.spawns, &report.outbox, flushed, |failed| {
+                format!(
+                    "committed, but {failed} of its entries could not be published; retried so they go \
+                     out before the group's next event"
+                )
+            })
+            .await?;
         if summary.unacked > 0 {
             // published, in order: only the ack is missing, and the relay's re-publish of
             // them is deduplicated by SQS or by the processed marks

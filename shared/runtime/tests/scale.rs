@@ -38,7 +38,8 @@
 //! - **Lambda concurrency needed** = offered events/s x modelled worker seconds per event.
 //! - **Served** = min(offered, `WorkerMaxConcurrency` (template.yaml) x events/s one instance
 //!   serves); for the hot execution min(offered, its group's ceiling); with timers, the
-//!   timer events are also capped by what one serial sweep fires per second.
+//!   timer events are also capped by what a sweep fires per second (`SWEEP_CONCURRENCY`
+//!   executions' timers at once).
 //!
 //! # Workloads
 //!
@@ -909,16 +910,19 @@ async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> Row {
     let sweep_seconds = sim.tally.sweep_ddb as f64 * DDB_SECONDS + sim.tally.sweep_sqs as f64 * SQS_SECONDS;
     let (mut row, _) = measured_row(&sim, workload, rate, offered, env);
     if fired > 0 {
-        // one sweep is serial: what it fires per second caps the timer events served
+        // a sweep fires `SWEEP_CONCURRENCY` executions' timers at once: what it fires per
+        // second caps the timer events served
         let per_timer = sweep_seconds / fired as f64;
-        let sweeper_cap = 1.0 / per_timer.max(1e-9);
+        let sweeper_cap = stm_runtime::sweeper::SWEEP_CONCURRENCY as f64 / per_timer.max(1e-9);
         let timer_rate = fired as f64 / env.cfg.window;
         if let Some(served) = row.served.as_mut() {
             *served = served.min(offered - timer_rate + timer_rate.min(sweeper_cap));
         }
         row.note += &format!(
-            "; sweeper: {:.0} timers/s needed, one serial sweep fires {:.0}/s",
-            timer_rate, sweeper_cap
+            "; sweeper: {:.0} timers/s needed, a sweep fires {:.0}/s ({} at once)",
+            timer_rate,
+            sweeper_cap,
+            stm_runtime::sweeper::SWEEP_CONCURRENCY
         );
     }
     row

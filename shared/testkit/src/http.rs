@@ -220,3 +220,48 @@ pub(crate) async fn exchange(request: &[u8], upstream: &str) -> std::io::Result<
     bytes.extend_from_slice(&response[head_end + 4..]);
     Ok(bytes)
 }
+
+/// What a plain AWS JSON call answered: the status, the response head and the JSON body
+/// (`Null` when it is not JSON).
+#[derive(Debug, Clone)]
+pub struct JsonAnswer {
+    pub status: u16,
+    pub head: String,
+    pub body: serde_json::Value,
+}
+
+/// One AWS JSON-protocol call (`X-Amz-Target: target`) to `endpoint`, over a plain
+/// blocking connection with a dummy signature: what an SDK sends, for the tests of the
+/// strict layer itself. Panics when the endpoint cannot be reached (a test harness).
+pub fn json_call(endpoint: &str, target: &str, body: &serde_json::Value) -> JsonAnswer {
+    use std::io::{Read, Write};
+    let address = endpoint.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).expect("connect to the strict layer");
+    let text = body.to_string();
+    let service = if target.starts_with("AmazonSQS") {
+        "sqs"
+    } else {
+        "dynamodb"
+    };
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: {target}\r\n\
+         Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let head_end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("an HTTP answer");
+    let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = serde_json::from_slice(&raw[head_end + 4..]).unwrap_or(serde_json::Value::Null);
+    JsonAnswer { status, head, body }
+}

@@ -3,11 +3,10 @@
 //! the SDKs send them (the style of `strict_layer.rs`). The tests of this process share
 //! the layer and its meter, so each reads its own tables (`report_where` on its prefix).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use stm_testkit::http::json_call;
 use stm_testkit::meter::{MeterReport, PartitionMeter};
 use stm_testkit::strict::dynamodb::{item_size, SCAN_KEY, UNPARSED_QUERY_KEY};
 
@@ -17,30 +16,11 @@ struct Answer {
 }
 
 fn ddb(endpoint: &str, op: &str, body: Value) -> Answer {
-    let address = endpoint.trim_start_matches("http://");
-    let mut stream = TcpStream::connect(address).expect("connect to the strict layer");
-    let text = body.to_string();
-    let request = format!(
-        "POST / HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: DynamoDB_20120810.{op}\r\n\
-         Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    );
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("read");
-    let head_end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("an HTTP answer");
-    let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body: Value = serde_json::from_slice(&raw[head_end + 4..]).unwrap_or(Value::Null);
-    Answer { status, body }
+    let answer = json_call(endpoint, &format!("DynamoDB_20120810.{op}"), &body);
+    Answer {
+        status: answer.status,
+        body: answer.body,
+    }
 }
 
 /// Send a request moto must take.

@@ -2,10 +2,8 @@
 //! refused with AWS's code), beside a request that keeps it (and goes through to moto).
 //! Plain HTTP with JSON bodies, as the SDKs send them; moto behind the layer.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-
 use serde_json::{json, Value};
+use stm_testkit::http::{json_call, JsonAnswer};
 use stm_testkit::strict::{self, Principal};
 
 struct Answer {
@@ -16,34 +14,7 @@ struct Answer {
 }
 
 fn call(endpoint: &str, target: &str, body: &Value) -> Answer {
-    let address = endpoint.trim_start_matches("http://");
-    let mut stream = TcpStream::connect(address).expect("connect to the strict layer");
-    let text = body.to_string();
-    let service = if target.starts_with("AmazonSQS") {
-        "sqs"
-    } else {
-        "dynamodb"
-    };
-    let request = format!(
-        "POST / HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: {target}\r\n\
-         Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    );
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("read");
-    let head_end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("an HTTP answer");
-    let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body: Value = serde_json::from_slice(&raw[head_end + 4..]).unwrap_or(Value::Null);
+    let JsonAnswer { status, head, body } = json_call(endpoint, target, body);
     let query_code = head.lines().find_map(|l| {
         let (k, v) = l.split_once(':')?;
         k.trim()
