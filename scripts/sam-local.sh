@@ -59,7 +59,15 @@ ENV_FILE=events/sam-local/env-vars.json
 PREFIX=samlocal
 QUEUE=samlocal-events.fifo
 SUITE=${DEBIAN_SUITE:-bookworm}
-MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# the Debian archive the invoke image is bootstrapped from: the machine's own apt source
+# (its first deb822 URIs line or sources.list deb line) unless DEBIAN_MIRROR names one
+apt_mirror() {
+  local uri
+  uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n 1)
+  [ -n "$uri" ] || uri=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) { print $i; exit } }' /etc/apt/sources.list 2>/dev/null | head -n 1)
+  printf '%s' "$uri"
+}
+MIRROR=${DEBIAN_MIRROR:-$(apt_mirror)}
 
 build=1
 rebuild_image=0
@@ -111,6 +119,7 @@ if [[ $rebuild_image == 1 ]] || ! docker image inspect "$IMAGE" >/dev/null 2>&1;
   step "building the invoke image $IMAGE (debootstrap $SUITE minbase + docker import; no registry)"
   [[ $(id -u) == 0 ]] || die "building $IMAGE needs root (debootstrap); run as root once, or build it yourself and set STM_INVOKE_IMAGE"
   command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get install -y debootstrap"
+  [[ -n $MIRROR ]] || die "no Debian archive found in this machine's apt sources: set DEBIAN_MIRROR to one"
   t0=$(now)
   rootfs=$WORK/rootfs
   debootstrap --variant=minbase --include=ca-certificates "$SUITE" "$rootfs" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
