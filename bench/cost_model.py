@@ -95,6 +95,14 @@ PRICES = {
     # https://airbyte.com/data-engineering-resources/dynamodb-pricing (the Nov 2024 cut).
     "ddb_write_per_million_wru": 0.625,
     "ddb_read_per_million_rru": 0.125,
+    # DynamoDB provisioned capacity (CapacityMode=provisioned), standard table class,
+    # us-east-1, per capacity unit-hour, billed whether used or not. Rules (a WCU is one
+    # 1 KB write a second, transactional writes 2; an RCU one strongly consistent 4 KB read
+    # a second, eventually consistent half): https://aws.amazon.com/dynamodb/pricing/provisioned/.
+    # FIGURES NOT CONFIRMED on an AWS page (the stored copy has the table client-rendered):
+    # $0.00065 per WCU-hour and $0.00013 per RCU-hour, the long-standing list prices.
+    "ddb_provisioned_wcu_hour": 0.00065,
+    "ddb_provisioned_rcu_hour": 0.00013,
     # Storage: FIGURE NOT CONFIRMED on an AWS page; $0.25 per GB-month, +100 bytes per item,
     # as used by AWS's own cost calculator script (aws/agent-toolkit-for-aws,
     # skills/.../amazon-dynamodb/scripts/calculate_costs.py). TTL deletes are free
@@ -145,6 +153,7 @@ PRICES = {
 # from the code is in bench/cost_inputs.json, what comes from the deployment in
 # template.yaml (both below); these are conventions and AWS's rules.
 MINUTES_PER_MONTH = 30 * 24 * 60  # a 30-day month
+HOURS_PER_MONTH = MINUTES_PER_MONTH / 60
 SQS_MAX_CHUNK = 64 * 1024  # one SQS request per 64 KB of payload (AWS's rule, above)
 # Lambda's SQS pollers long-poll (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html:
 # five concurrent batches at low traffic, "as few as 2" except with maximum concurrency
@@ -274,6 +283,12 @@ def template_inputs(path: str = DEFAULT_TEMPLATE) -> dict:
         for name, fn in fns.items()
         for src in event(fn, "SQS")
     ]
+    # CapacityMode=provisioned: the scalable targets, by dimension (read or write)
+    scaled = [
+        str(r.get("Properties", {}).get("ScalableDimension", ""))
+        for r in resources.values()
+        if r.get("Type") == "AWS::ApplicationAutoScaling::ScalableTarget"
+    ]
     alarms = {
         name: alarm_metric_count(r.get("Properties", {}))
         for name, r in resources.items()
@@ -300,6 +315,11 @@ def template_inputs(path: str = DEFAULT_TEMPLATE) -> dict:
         "dedupe_marks": default("DedupeMarks"),
         "trace": str(default("Trace")).lower() == "true",
         "log_level": default("LogLevel"),
+        "capacity_mode": default("CapacityMode"),
+        "provisioned_min_units": float(default("ProvisionedMinUnits")),
+        "provisioned_target_utilization": float(default("ProvisionedTargetUtilization")),
+        "scaled_read_targets": sum(1 for d in scaled if d.endswith(":ReadCapacityUnits")),
+        "scaled_write_targets": sum(1 for d in scaled if d.endswith(":WriteCapacityUnits")),
     }
 
 
@@ -319,6 +339,17 @@ def wru(item_bytes: float, transactional: bool = False) -> int:
 def rru_strong(item_bytes: float) -> int:
     """Read units of one strongly consistent item read (a missing item still costs 1)."""
     return max(1, math.ceil(item_bytes / 4096))
+
+
+def unit_prices(a) -> tuple[float, float]:
+    """Dollars per read unit and per write unit consumed. On-demand: the request price.
+    Provisioned: the unit-hour's price spread over the unit-seconds it serves at the
+    target utilization (auto scaling keeps the capacity that much above the use)."""
+    P = PRICES
+    if a.capacity_mode == "provisioned":
+        use = a.target_utilization / 100
+        return P["ddb_provisioned_rcu_hour"] / 3600 / use, P["ddb_provisioned_wcu_hour"] / 3600 / use
+    return P["ddb_read_per_million_rru"] / 1e6, P["ddb_write_per_million_wru"] / 1e6
 
 
 def fifo_chunks(messages: int, message_bytes: int) -> int:
@@ -372,6 +403,7 @@ def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: b
 def per_transition(a, d: Design, emit: float, timer: float) -> dict:
     """Dollars per transition, by row, and the unit counts behind them."""
     P = PRICES
+    read_unit, write_unit = unit_prices(a)
     k = d.burst
     trace = a.trace
     rru, w = worker_units(a, d.layout, k, emit, timer, trace)
@@ -406,8 +438,8 @@ def per_transition(a, d: Design, emit: float, timer: float) -> dict:
     doorbell = timer * (
         db_std * P["sqs_standard_per_million"] / 1e6
         + db_fifo * P["sqs_fifo_per_million"] / 1e6
-        + db_rru * P["ddb_read_per_million_rru"] / 1e6
-        + db_wru * P["ddb_write_per_million_wru"] / 1e6
+        + db_rru * read_unit
+        + db_wru * write_unit
         + db_inv * P["lambda_per_million_requests"] / 1e6
         + db_gbs * P["lambda_arm_per_gb_second"]
         + db_log / 1e9 * P["logs_ingest_per_gb"]
@@ -427,8 +459,8 @@ def per_transition(a, d: Design, emit: float, timer: float) -> dict:
         )
 
     rows = {
-        "DynamoDB reads": rru * P["ddb_read_per_million_rru"] / 1e6,
-        "DynamoDB writes": w * P["ddb_write_per_million_wru"] / 1e6,
+        "DynamoDB reads": rru * read_unit,
+        "DynamoDB writes": w * write_unit,
         "SQS FIFO": fifo * P["sqs_fifo_per_million"] / 1e6,
         "Lambda (worker)": lam,
         "CloudWatch Logs (worker)": logs,
@@ -472,7 +504,17 @@ def fixed_monthly(a, layout: str, emit: float = 0.0, timer: float = 0.0) -> dict
         scans = MINUTES_PER_MONTH / a.full_scan_minutes
         rru += scans * rru_strong(a.pending_timers * a.timer_bytes)  # consistent full Scan
         wru_ += scans * 1  # the claim's conditional UpdateItem on the counters item
-    ddb = rru * P["ddb_read_per_million_rru"] / 1e6 + wru_ * P["ddb_write_per_million_wru"] / 1e6
+    read_unit, write_unit = unit_prices(a)
+    ddb = rru * read_unit + wru_ * write_unit
+    # provisioned: each scalable target's minimum, billed by the hour used or not. Counted
+    # in full on top of the traffic's units: an upper bound, since a busy table's minimum
+    # is part of the capacity its traffic pays for.
+    floor = 0.0
+    if a.capacity_mode == "provisioned":
+        floor = a.min_units * HOURS_PER_MONTH * (
+            a.scaled_read_targets * P["ddb_provisioned_rcu_hour"]
+            + a.scaled_write_targets * P["ddb_provisioned_wcu_hour"]
+        )
     polls_per_month = MINUTES_PER_MONTH * 60 / LONG_POLL_SECONDS
     # each SQS event source of the template: the worker's on the FIFO queue, the sweeper's
     # doorbells on the standard one
@@ -490,6 +532,7 @@ def fixed_monthly(a, layout: str, emit: float = 0.0, timer: float = 0.0) -> dict
         "schedules: Lambda": lam,
         "schedules: logs": logs,
         "schedules: DynamoDB": ddb,
+        "provisioned minimum": floor,
         "idle long polls": idle,
         "metrics and alarms": monitoring,
     }
@@ -539,6 +582,8 @@ def parser(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS) -> ar
         sweeper_memory_mb=tpl["sweeper_memory_mb"],
         sqs_sources=tpl["sqs_sources"],
         dedupe_marks=tpl["dedupe_marks"],
+        scaled_read_targets=tpl["scaled_read_targets"],
+        scaled_write_targets=tpl["scaled_write_targets"],
     )
     p.add_argument("--item-bytes", type=int, default=code["execution_item_bytes"], help="execution item size as DynamoDB counts it (default: measured, cost_inputs.json)")
     p.add_argument("--lambda-ms", type=float, default=8.0, help="worker billed ms per event")
@@ -570,6 +615,9 @@ def parser(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS) -> ar
     p.add_argument("--fifo-pollers", type=int, default=5, help="idle long pollers of each event source on a FIFO queue, the worker's (ASSUMED)")
     p.add_argument("--doorbell-pollers", type=int, default=2, help="idle long pollers of each event source on a standard queue, the doorbells' (ASSUMED)")
     p.add_argument("--log-bytes-per-event", type=float, default=0, help="log bytes the worker writes per processed event: none at LogLevel=info (its info lines are for dropped events, unknown executions and parking: worker.rs); set it for a debug deployment")
+    p.add_argument("--capacity-mode", choices=["on-demand", "provisioned"], default=tpl["capacity_mode"], help="the tables' capacity mode (default: template.yaml's CapacityMode)")
+    p.add_argument("--target-utilization", type=float, default=tpl["provisioned_target_utilization"], help="provisioned: the share of its capacity auto scaling keeps a table at, percent (default: template.yaml's ProvisionedTargetUtilization)")
+    p.add_argument("--min-units", type=float, default=tpl["provisioned_min_units"], help="provisioned: each scalable target's minimum units (default: template.yaml's ProvisionedMinUnits)")
     p.add_argument("--log-bytes-per-invocation", type=float, default=700, help="START/END/REPORT + the metrics line (ESTIMATED)")
     return p
 
@@ -603,7 +651,12 @@ def main(argv=None) -> None:
     print(
         f"cost per million transitions (us-east-1 list prices; item {a.item_bytes} B, Lambda {a.lambda_ms:g} ms "
         f"@ {a.memory_mb} MB arm64, batch {a.batch_size}, emits {a.emit_ratio:.0%}, near timers {a.timer_ratio:.0%}, "
-        f"trace {'on' if a.trace else 'off'}, {a.transitions_per_month / 1e6:g} M transitions a month)"
+        f"trace {'on' if a.trace else 'off'}, {a.transitions_per_month / 1e6:g} M transitions a month, "
+        + (
+            f"provisioned tables at {a.target_utilization:g}% utilization, {a.min_units:g} units at least)"
+            if a.capacity_mode == "provisioned"
+            else "on-demand tables)"
+        )
     )
     print()
     print("(1) where the money goes, $ per million transitions")
@@ -729,6 +782,38 @@ def main(argv=None) -> None:
                 f"- at LogLevel=info (without the {a.log_bytes_per_event:g} B logged per event, ${saved:.3f} less everywhere), {label}: "
                 + ("; ".join(under) if under else "none")
             )
+
+    print()
+    capacity_modes(a)
+
+
+def capacity_modes(a) -> None:
+    """(4) on-demand against provisioned capacity with auto scaling, for the cheapest
+    layout, at three monthly volumes: provisioned bills a floor by the hour and each unit
+    at a fraction of the request price, so it wins with volume."""
+    volumes = (10e6, 100e6, 1e9)
+    alone = Design("cheapest layout", "cheap")
+
+    def total(mode: str, volume: float, e: float, t: float) -> float:
+        x = argparse.Namespace(**vars(a))
+        x.capacity_mode, x.transitions_per_month = mode, volume
+        return per_transition(x, alone, e, t)["total"] * 1e6
+
+    floor = fixed_monthly(argparse.Namespace(**{**vars(a), "capacity_mode": "provisioned"}), "cheap")[
+        "provisioned minimum"
+    ]
+    print(
+        f"(4) capacity modes, cheapest layout, $ per million transitions (provisioned: auto scaling at "
+        f"{a.target_utilization:g}% utilization, {a.scaled_read_targets} read and {a.scaled_write_targets} write "
+        f"targets of at least {a.min_units:g} units: ${floor:.2f} a month whatever the traffic)"
+    )
+    print()
+    print("| mix | " + " | ".join(f"{v / 1e6:g} M a month: on-demand | provisioned" for v in volumes) + " |")
+    print("|---|" + "---:|---:|" * len(volumes))
+    for label, e, t in (("plain", 0.0, 0.0), (f"{a.emit_ratio:.0%} emits, {a.timer_ratio:.0%} near timers", a.emit_ratio, a.timer_ratio)):
+        cells = [f"{total('on-demand', v, e, t):.2f} | {total('provisioned', v, e, t):.2f}" for v in volumes]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
 
 if __name__ == "__main__":
     main()

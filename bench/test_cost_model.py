@@ -345,6 +345,32 @@ def main() -> None:
     totals = [round(cm.per_transition(a, d, a.emit_ratio, a.timer_ratio)["total"] * 1e6, 2) for d in ds]
     check("10% emits, 10% timers: 4.62 / 2.75 / 2.35 / 2.07 / 1.94 / 2.39 (README)", totals == [4.62, 2.75, 2.35, 2.07, 1.94, 2.39], totals)
 
+    # capacity modes: on-demand by default (the figures above); provisioned with auto scaling
+    # on each table and the due index, read and write (template.yaml: 7 tables + 1 index)
+    check("on-demand by default (template.yaml CapacityMode)", a.capacity_mode == "on-demand", a.capacity_mode)
+    with open(cm.DEFAULT_TEMPLATE, encoding="utf-8") as f:
+        text = f.read()
+    read_targets = len(re.findall(r"ScalableDimension: dynamodb:(?:table|index):ReadCapacityUnits", text))
+    write_targets = len(re.findall(r"ScalableDimension: dynamodb:(?:table|index):WriteCapacityUnits", text))
+    check("8 read and 8 write scalable targets (text scan): 7 tables + the due index",
+          (a.scaled_read_targets, a.scaled_write_targets) == (read_targets, write_targets) == (8, 8),
+          (a.scaled_read_targets, a.scaled_write_targets, read_targets, write_targets))
+    prov = cm.defaults(capacity_mode="provisioned")
+    check("provisioned defaults: 70% utilization, 5 units at least", (prov.target_utilization, prov.min_units) == (70, 5))
+    read_unit, write_unit = cm.unit_prices(prov)
+    check("provisioned: a write unit-second at 70% costs $0.00065 / 3600 / 0.7",
+          close(write_unit, 0.00065 / 3600 / 0.7) and close(read_unit, 0.00013 / 3600 / 0.7), (read_unit, write_unit))
+    floor = cm.fixed_monthly(prov, "cheap")["provisioned minimum"]
+    check("provisioned minimum: 5 units x 720 h x (8 x $0.00013 + 8 x $0.00065) = $22.46 a month",
+          close(floor, 5 * 720 * 8 * (0.00013 + 0.00065)), floor)
+    check("on-demand has no minimum", cm.fixed_monthly(a, "cheap")["provisioned minimum"] == 0.0)
+    p_rows = cm.per_transition(prov, cm.Design("c", "cheap"), 0.0, 0.0)["rows"]
+    check("provisioned plain writes: 1 WRU at $0.258 per million",
+          close(p_rows["DynamoDB writes"] * 1e6, 0.00065 / 3600 / 0.7 * 1e6), p_rows["DynamoDB writes"])
+    table = run([])
+    check("the printed comparison (README): plain 1.59 | 3.39, 1.44 | 1.22, 1.42 | 1.00",
+          "| plain | 1.59 | 3.39 | 1.44 | 1.22 | 1.42 | 1.00 |" in table, table[-600:])
+
     # the output says plainly what $1.10 needs at the defaults
     text = run([])
     check("output names what $1.10 needs", "needs coalescing or producer batching" in text, text[-400:])

@@ -103,6 +103,9 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
             folder.display()
         ))
     })?;
+    // an emulator's Region only names its namespace: the environment's or the profile's
+    // if one is set (so the export line matches the user's other tools), else us-east-1
+    dep.tables.region = Some(dep.tables.region(true).await?);
     if args.print_env {
         return print_env(&dep, &args, &definitions_dir).await;
     }
@@ -186,7 +189,7 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
             stm_store::dynamodb::TIMER_DUE_INDEX
         );
     }
-    let client = SqsQueue::client(dep.tables.endpoint.as_deref(), &dep.tables.region).await;
+    let client = SqsQueue::client(dep.tables.endpoint.as_deref(), region(dep)).await;
     // a URL names a queue that exists: join it as it is; a name is joined, or created if
     // missing (an existing queue, harel's say, is never re-created with our attributes)
     let urls = if is_queue_url(&dep.queue) {
@@ -227,7 +230,7 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
             dep.tables.endpoint.clone().unwrap_or_default(),
         ),
         ("STM_TABLE_PREFIX", dep.tables.prefix.clone()),
-        ("AWS_REGION", dep.tables.region.clone()),
+        ("AWS_REGION", region(dep).to_string()),
         ("STM_DEFINITIONS_DIR", definitions_dir.display().to_string()),
     ];
     let config = stm_runtime::config::FunctionConfig::from_lookup(|name| {
@@ -313,7 +316,7 @@ async fn print_env(dep: &Deployment, args: &LocalArgs, definitions_dir: &Path) -
             return Err(not_running());
         }
     }
-    let client = SqsQueue::client(Some(&endpoint), &dep.tables.region).await;
+    let client = SqsQueue::client(Some(&endpoint), region(dep)).await;
     let queue_url = if is_queue_url(&dep.queue) {
         SqsQueue::check_event_queue(&client, &dep.queue)
             .await
@@ -353,8 +356,13 @@ fn export_line(dep: &Deployment, endpoint: &str, queue_url: &str, definitions_di
         shell_word(&dep.tables.prefix),
         shell_word(queue_url),
         shell_word(&definitions_dir.display().to_string()),
-        shell_word(&dep.tables.region)
+        shell_word(region(dep))
     )
+}
+
+/// The stack's Region, as [`run`] resolved it.
+fn region(dep: &Deployment) -> &str {
+    dep.tables.region.as_deref().unwrap_or(stm_store::DEFAULT_REGION)
 }
 
 /// The FIFO queue's name: a URL's last segment, or the name with `.fifo` (as

@@ -25,9 +25,15 @@ pub struct Tables {
     /// The table prefix (the tables are PREFIX_executions, PREFIX_timers, ...).
     #[arg(long, env = "STM_TABLE_PREFIX", default_value = stm_store::DEFAULT_PREFIX)]
     pub prefix: String,
-    /// The AWS region.
-    #[arg(long, env = "AWS_REGION", default_value = stm_store::DEFAULT_REGION)]
-    pub region: String,
+    /// The AWS Region. Unset: `AWS_REGION`, else `AWS_DEFAULT_REGION`, else the profile's
+    /// `region` in the shared config file, as the AWS CLI finds it; `us-east-1` only with a
+    /// local `--endpoint`.
+    #[arg(long, value_name = "REGION")]
+    pub region: Option<String>,
+    /// The profile of the shared config files (`~/.aws/config`, `~/.aws/credentials`) whose
+    /// credentials and Region to use.
+    #[arg(long, env = "AWS_PROFILE", value_name = "NAME")]
+    pub profile: Option<String>,
     /// Where the deployment keeps its dedupe marks (the stack's DedupeMarks): `table` or
     /// `item`. It must match the worker's: `send --wait` reads the marks, and a commit on
     /// the item layout carries them.
@@ -76,29 +82,61 @@ impl Tables {
 
     /// The store, not yet shared (to configure it further).
     pub async fn open(&self, create_schema: bool) -> Result<DynamoDbStore> {
+        let region = self.region(self.endpoint.is_some()).await?;
         let options = CreateOptions {
             prefix: self.prefix.clone(),
             create_schema,
             connect_attempts: if create_schema { 30 } else { 3 },
             dedupe_marks: self.dedupe_marks,
+            profile: self.profile.clone(),
             ..CreateOptions::default()
         };
-        let store = DynamoDbStore::create_with(self.endpoint.as_deref(), &self.region, options)
+        let store = DynamoDbStore::create_with(self.endpoint.as_deref(), &region, options)
             .await
-            .with_context(|| format!("DynamoDB tables {}_* at {}", self.prefix, self.where_()))?;
+            .with_context(|| {
+                let at = match &self.endpoint {
+                    Some(endpoint) => format!("{endpoint} ({region})"),
+                    None => format!("AWS {region}"),
+                };
+                format!("DynamoDB tables {}_* at {at}", self.prefix)
+            })?;
         Ok(store)
     }
 
-    fn where_(&self) -> String {
-        self.endpoint
-            .clone()
-            .unwrap_or_else(|| format!("AWS {}", self.region))
+    /// The Region to use: `--region`, else the one the environment or the profile gives
+    /// (as the AWS CLI reads them), else `us-east-1` when `local` (an emulator, where the
+    /// Region only names the tables' namespace). Real AWS without a Region is an error
+    /// rather than a guess: a guessed Region is someone else's tables, or none.
+    pub async fn region(&self, local: bool) -> Result<String> {
+        if let Some(region) = &self.region {
+            return Ok(region.clone());
+        }
+        if let Some(region) = stm_store::aws::configured_region(self.profile.as_deref()).await {
+            return Ok(region);
+        }
+        if local {
+            return Ok(stm_store::DEFAULT_REGION.to_string());
+        }
+        let profile = match &self.profile {
+            Some(name) => format!(" --profile {name}"),
+            None => String::new(),
+        };
+        Err(usage(format!(
+            "no AWS Region: pass --region REGION, set AWS_REGION, or give the profile one \
+             (`aws configure set region REGION{profile}`)"
+        )))
     }
 }
 
 impl Deployment {
     pub async fn queue(&self) -> Result<SqsQueue> {
-        let client = SqsQueue::client(self.tables.endpoint.as_deref(), &self.tables.region).await;
+        let region = self.tables.region(self.tables.endpoint.is_some()).await?;
+        let client = SqsQueue::client_with_profile(
+            self.tables.endpoint.as_deref(),
+            &region,
+            self.tables.profile.as_deref(),
+        )
+        .await;
         if is_queue_url(&self.queue) {
             // any queue will do if it is FIFO (harel's, ours): a standard one is refused here
             // by name, not by SQS's complaint about MessageGroupId at the first send
@@ -599,7 +637,8 @@ mod tests {
             tables: Tables {
                 endpoint: Some("http://127.0.0.1:9".into()),
                 prefix: "nowhere".into(),
-                region: "us-east-1".into(),
+                region: Some("us-east-1".into()),
+                profile: None,
                 dedupe_marks: stm_store::DedupeMarks::Table,
             },
             queue: "nowhere.fifo".into(),

@@ -329,7 +329,7 @@ print("{}")
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     let expected = format!(
-        "error: DynamoDB tables {prefix}_* at {}: store backend error: table {prefix}_counters exists with \
+        "error: DynamoDB tables {prefix}_* at {} (us-east-1): store backend error: table {prefix}_counters exists with \
          the key schema name (HASH, S) but stm and harel 0.9.0 key it by id (HASH, S): delete it or use \
          another table prefix (--prefix, STM_TABLE_PREFIX)",
         moto.endpoint()

@@ -18,7 +18,10 @@ use std::time::Duration;
 #[cfg(feature = "aws")]
 mod sdk;
 #[cfg(feature = "aws")]
-pub use sdk::{function_tag, https_client, long_poll_timeout, sdk_config, timeout_config, Readable};
+pub use sdk::{
+    configured_region, function_tag, https_client, long_poll_timeout, sdk_config, sdk_config_with_profile,
+    timeout_config, Readable,
+};
 
 /// The variable that says the clients talk to an emulator (moto, LocalStack, DynamoDB
 /// Local): `STM_EMULATOR=1`. `stm local` sets it for its functions; the test kit sets it in

@@ -254,6 +254,9 @@ pub struct CreateOptions {
     pub timer_full_scan_interval: Option<Duration>,
     /// Where the processed marks are kept (default: harel's `processed` table).
     pub dedupe_marks: DedupeMarks,
+    /// The shared config files' profile whose credentials to use (default: `AWS_PROFILE`'s,
+    /// else `default`); the operator CLI's `--profile`.
+    pub profile: Option<String>,
 }
 
 impl Default for CreateOptions {
@@ -269,6 +272,7 @@ impl Default for CreateOptions {
             retry: RetryPolicy::default(),
             timer_full_scan_interval: Some(DEFAULT_TIMER_FULL_SCAN_INTERVAL),
             dedupe_marks: DedupeMarks::Table,
+            profile: None,
         }
     }
 }

@@ -188,6 +188,21 @@ impl<'a> Resolver<'a> {
         self
     }
 
+    /// Each table's `Ref` as CloudFormation returns it: the table's name (its `TableName`
+    /// evaluated with these parameters).
+    pub fn with_table_refs(mut self) -> Self {
+        for id in self.template.of_type("AWS::DynamoDB::Table") {
+            let name = self
+                .template
+                .properties(&id)
+                .and_then(|p| self.string(&p["TableName"]));
+            if let Ok(name) = name {
+                self.refs.insert(id, name);
+            }
+        }
+        self
+    }
+
     fn name(&self, name: &str) -> Result<String> {
         if let Some((resource, attribute)) = name.split_once('.') {
             if !name.starts_with("AWS::") {

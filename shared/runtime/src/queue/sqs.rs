@@ -153,7 +153,17 @@ impl SqsQueue {
 
     /// A client for `endpoint_url` (an emulator) or real AWS (`None`).
     pub async fn client(endpoint_url: Option<&str>, region: &str) -> aws_sdk_sqs::Client {
-        let config = stm_store::aws::sdk_config(endpoint_url, region).await;
+        Self::client_with_profile(endpoint_url, region, None).await
+    }
+
+    /// [`client`](Self::client) with the credentials of a named profile (the operator
+    /// CLI's `--profile`).
+    pub async fn client_with_profile(
+        endpoint_url: Option<&str>,
+        region: &str,
+        profile: Option<&str>,
+    ) -> aws_sdk_sqs::Client {
+        let config = stm_store::aws::sdk_config_with_profile(endpoint_url, region, profile).await;
         let mut builder = aws_sdk_sqs::config::Builder::from(&config);
         if let Some(tag) = stm_store::aws::function_tag() {
             builder.push_interceptor(tag);

@@ -57,10 +57,25 @@ pub fn long_poll_timeout(wait: Duration) -> TimeoutConfig {
 /// emulator takes and AWS refuses. An endpoint alone never swaps them in: real endpoints
 /// (VPC endpoints through `AWS_ENDPOINT_URL`) need real credentials.
 pub async fn sdk_config(endpoint_url: Option<&str>, region: &str) -> SdkConfig {
+    sdk_config_with_profile(endpoint_url, region, None).await
+}
+
+/// [`sdk_config`] with the credentials of the named profile of the shared config files
+/// (`~/.aws/config` and `~/.aws/credentials`, or `AWS_CONFIG_FILE` and
+/// `AWS_SHARED_CREDENTIALS_FILE`) instead of `AWS_PROFILE`'s or `default`: the operator
+/// CLI's `--profile`.
+pub async fn sdk_config_with_profile(
+    endpoint_url: Option<&str>,
+    region: &str,
+    profile: Option<&str>,
+) -> SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new(region.to_string()))
         .http_client(https_client())
         .timeout_config(timeout_config());
+    if let Some(profile) = profile {
+        loader = loader.profile_name(profile);
+    }
     if let Some(url) = endpoint_url {
         loader = loader.endpoint_url(url);
     }
@@ -68,6 +83,25 @@ pub async fn sdk_config(endpoint_url: Option<&str>, region: &str) -> SdkConfig {
         loader = loader.credentials_provider(Credentials::new("test", "test", None, None, "stm-emulator"));
     }
     loader.load().await
+}
+
+/// The Region the AWS CLI and SDKs would use, from the environment (`AWS_REGION`, then
+/// `AWS_DEFAULT_REGION`) or else the `region` of `profile` (or of `AWS_PROFILE`'s, or
+/// `default`) in the shared config file; `None` when neither says one. The instance
+/// metadata service, the default chain's last resort, is not asked: an operator's machine
+/// has none, and asking it costs a timeout.
+pub async fn configured_region(profile: Option<&str>) -> Option<String> {
+    use aws_config::environment::region::EnvironmentVariableRegionProvider;
+    use aws_config::meta::region::ProvideRegion;
+    use aws_config::profile::region::ProfileFileRegionProvider;
+    if let Some(region) = EnvironmentVariableRegionProvider::new().region().await {
+        return Some(region.to_string());
+    }
+    let mut from_file = ProfileFileRegionProvider::builder();
+    if let Some(profile) = profile {
+        from_file = from_file.profile_name(profile);
+    }
+    from_file.build().region().await.map(|r| r.to_string())
 }
 
 /// Adds [`FUNCTION_HEADER`] inside an [`as_function`] scope.

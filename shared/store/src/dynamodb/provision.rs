@@ -14,7 +14,7 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use super::schema::{table_specs, KeyAttr, KeyType, Projection, TableSpec, TIMER_DUE_INDEX};
 use super::{build_err, sdk_error, CreateOptions, DynamoDbStore};
-use crate::aws::sdk_config;
+use crate::aws::sdk_config_with_profile;
 use crate::StoreError;
 
 impl DynamoDbStore {
@@ -31,7 +31,7 @@ impl DynamoDbStore {
         region: &str,
         options: CreateOptions,
     ) -> Result<Self, StoreError> {
-        let config = sdk_config(endpoint_url, region).await;
+        let config = sdk_config_with_profile(endpoint_url, region, options.profile.as_deref()).await;
         let mut builder = aws_sdk_dynamodb::config::Builder::from(&config);
         if let Some(tag) = crate::aws::function_tag() {
             builder.push_interceptor(tag);
