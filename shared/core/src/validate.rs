@@ -12,9 +12,15 @@
 //! prints what `harel validate` prints, prefixed by `file:line:col: ` where known.
 //! [`Finding::harel_text`] gives the bare harel line.
 //!
-//! One deliberate difference: harel collects the event fields a transition reads in a
-//! Python `set`, so the order of several `unknown_event_field` findings for one
-//! transition varies from run to run there; here it is the order of first appearance.
+//! Deliberate differences from harel:
+//! - harel collects the event fields a transition reads in a Python `set`, so the order of
+//!   several `unknown_event_field` findings for one transition varies from run to run
+//!   there; here it is the order of first appearance.
+//! - A literal timeout above [`MAX_TIMEOUT_SECONDS`] is an error (`timeout_too_large`).
+//!   harel 0.9.0 accepts any positive int, and a timer's `fire_at` (now plus the timeout)
+//!   is stored as a DynamoDB number: past 1E+126 every commit entering the state fails in
+//!   DynamoDB (`ValidationException`) and is retried until the dead-letter queue. That is
+//!   a harel bug, so the extra finding is on purpose.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -27,6 +33,17 @@ use crate::definition::{
 };
 use crate::pyvalue;
 use crate::Value;
+
+/// The longest literal `timeout`, in seconds: 2^53 - 1 (about 285 million years).
+///
+/// A timer fires at `now + timeout`, both seconds as a float (a Python `float` in harel,
+/// an `f64` here), and the store writes that `fire_at` as a DynamoDB number, spelled as
+/// Python's `repr` of the float. 2^53 - 1 is the largest integer a float holds exactly, so
+/// a longer literal would not even be the number of seconds written (`2^53 + 1` reads as
+/// `2^53`); below it `fire_at` stays under 2^54, whose `repr` has at most 17 significant
+/// digits and a magnitude far inside what DynamoDB holds (38 significant digits,
+/// 1E-130 to below 1E+126), so every timer this accepts can be stored.
+pub const MAX_TIMEOUT_SECONDS: u64 = (1 << 53) - 1;
 
 /// How bad a [`Finding`] is: an error blocks running the machine, a warning does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -545,6 +562,24 @@ impl<'a> Validator<'a> {
                         id,
                         None,
                         format!("timeout must be a positive int, got {}", seconds_repr(s)),
+                    );
+                } else if s > MAX_TIMEOUT_SECONDS as f64 {
+                    // not harel's: see the module docs and `MAX_TIMEOUT_SECONDS`
+                    self.error(
+                        "timeout_too_large",
+                        id,
+                        None,
+                        format!(
+                            "timeout must be at most {MAX_TIMEOUT_SECONDS} seconds (2**53 - 1, \
+                             the longest a timer's fire_at holds exactly and DynamoDB can store), \
+                             got {}",
+                            // the whole number the float holds, short of an exponent's length
+                            if s < 1e21 {
+                                format!("{s:.0}")
+                            } else {
+                                pyvalue::float_repr(s)
+                            }
+                        ),
                     );
                 }
             }

@@ -47,8 +47,12 @@
 //! - **Classified cancellations.** Only `ConditionalCheckFailed` on the execution (index 0)
 //!   is a [`StoreError::Conflict`]. `TransactionConflict`, throttling and other transient
 //!   faults are retried with bounded, jittered exponential backoff ([`RetryPolicy`]), then
-//!   reported as [`StoreError::Retryable`]; anything else (a `ValidationError`, ...) is a
-//!   [`StoreError::Backend`] carrying DynamoDB's message.
+//!   reported as [`StoreError::Retryable`]. A `ValidationException`, or a `ValidationError`
+//!   among the reasons (moto: `ValidationException`), is never retried: DynamoDB refuses
+//!   the same request every time, so it is a [`StoreError::TooLarge`] naming each refused
+//!   action with DynamoDB's code and message, and the caller fails the step at once
+//!   instead of redelivering it for hours. Anything else is a [`StoreError::Backend`]
+//!   carrying DynamoDB's message.
 //! - **Idempotent retries.** Every commit carries a `ClientRequestToken` (32 hex digits of
 //!   a SHA-256 over the execution id, the version being written, the data, the allocated
 //!   seqs and trace index, and a retry generation), so the SDK's or our own retry after an
@@ -80,7 +84,10 @@
 //! - **Consistent reads** for `load`, `load_for_event`, `is_processed`, the trace reads and
 //!   the relay/sweeper scans, where a stale read would cost a conflict or a late delivery.
 //! - **Limits are checked before any call**: an execution (or any other) item over 400 KB,
-//!   more than 100 items or 4 MB in the transaction give [`StoreError::TooLarge`].
+//!   more than 100 items or 4 MB in the transaction, and a number DynamoDB cannot hold (a
+//!   timer's `fire_at`, now plus a timeout read from the context, of 1E+126 or more or not
+//!   finite: DynamoDB's numbers have at most 38 significant digits and a magnitude from
+//!   1E-130 to below 1E+126) give [`StoreError::TooLarge`].
 //! - **Listing fills its pages.** The cursor is the seed's form: URL-safe base64 of the
 //!   `json.dumps` of a typed DynamoDB key (`{"id": {"S": ...}}`), used as the next
 //!   `ExclusiveStartKey`. We keep scanning (at least 100 items examined per call) until the

@@ -242,7 +242,11 @@ pub enum StoreError {
         #[source]
         source: Option<BoxError>,
     },
-    /// The input cannot be stored as it is (over an item or transaction limit).
+    /// The input cannot be stored as it is, whatever the retry: over an item or
+    /// transaction limit, a number the backend cannot hold (DynamoDB: a timer's `fire_at`
+    /// of 1E+126 or more, or not finite), or a request the backend refuses as invalid
+    /// (DynamoDB's `ValidationException`, or a `ValidationError` cancellation reason).
+    /// The message says what and what to do; callers fail the step instead of retrying it.
     #[error("{0}")]
     TooLarge(String),
     /// A stored record that cannot be read back.

@@ -1,7 +1,8 @@
 //! Fault handling of the DynamoDB commit, with faults injected by `stm_testkit::FaultProxy`
 //! in front of moto: transient cancellations and throttling are retried, then reported as
-//! `Retryable`; other failures are `Backend` errors; an ambiguous failure (the response
-//! lost after the write applied) does not turn into a false conflict. After each case the
+//! `Retryable`; a validation error is refused at once (`TooLarge`); other failures are
+//! `Backend` errors; an ambiguous failure (the response lost after the write applied) does
+//! not turn into a false conflict. After each case the
 //! execution, its outbox rows and its processed marks are read back: what a retried
 //! commit leaves is the commit, once; a refused one leaves nothing.
 
@@ -214,8 +215,11 @@ async fn lost_response_after_the_write_is_not_a_conflict() {
     assert_stored(&store, &e, &["ev-1"], &[]).await;
 }
 
+/// A `ValidationException`, or a `ValidationError` cancellation reason, is refused the same
+/// way on every try: never retried, and a `TooLarge` (the caller fails the step at once)
+/// carrying DynamoDB's code and message.
 #[tokio::test]
-async fn validation_errors_are_backend_errors_without_retry() {
+async fn validation_errors_are_refused_at_once_without_retry() {
     let (store, proxy) = store_behind_proxy(1).await;
     let mut e = stored(&store, "f-invalid").await;
     let before = e.clone();
@@ -230,10 +234,12 @@ async fn validation_errors_are_backend_errors_without_retry() {
     );
     let c = step(&mut e, "ev-1");
     match store.commit(&mut e, c).await {
-        Err(StoreError::Backend { message: msg, .. }) => {
-            assert!(msg.contains("parameter values were invalid"), "{msg}")
-        }
-        other => panic!("expected Backend, got {other:?}"),
+        Err(StoreError::TooLarge(msg)) => assert!(
+            msg.starts_with("DynamoDB refused the commit as invalid")
+                && msg.contains("ValidationException: One or more parameter values were invalid (injected)"),
+            "{msg}"
+        ),
+        other => panic!("expected TooLarge, got {other:?}"),
     }
     assert_eq!(proxy.requests(TWI), 1, "not retried");
     assert_eq!(e.version, 1);
@@ -245,8 +251,12 @@ async fn validation_errors_are_backend_errors_without_retry() {
     );
     let c = step(&mut e, "ev-2");
     match store.commit(&mut e, c).await {
-        Err(StoreError::Backend { message: msg, .. }) => assert!(msg.contains("ValidationError"), "{msg}"),
-        other => panic!("expected Backend for a ValidationError reason, got {other:?}"),
+        Err(StoreError::TooLarge(msg)) => assert!(
+            msg.contains("TransactWriteItems cancelled [None, ValidationError")
+                && msg.contains("action 2 (Put on "),
+            "{msg}"
+        ),
+        other => panic!("expected TooLarge for a ValidationError reason, got {other:?}"),
     }
     assert_eq!(proxy.requests(TWI), 2, "not retried");
     assert_eq!(e.version, 1);

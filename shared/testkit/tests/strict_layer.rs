@@ -406,6 +406,62 @@ fn cases(f: &Fixture) -> Vec<Case> {
             "TransactionCanceledException",
         ),
         case(
+            "dynamodb.number.range",
+            "dynamodb",
+            "PutItem",
+            json!({"TableName": exe, "Item": {"id": {"S": "n1"}, "n": {"N": "1E+126"}}}),
+            "ValidationException",
+        ),
+        case(
+            "dynamodb.number.range",
+            "dynamodb",
+            "PutItem",
+            json!({"TableName": exe, "Item": {"id": {"S": "n2"}, "m": {"M": {"l": {"L": [{"N": format!("1{}", "0".repeat(129))}]}}}}}),
+            "ValidationException",
+        ),
+        case(
+            "dynamodb.number.range",
+            "dynamodb",
+            "UpdateItem",
+            json!({"TableName": exe, "Key": {"id": {"S": "n3"}}, "UpdateExpression": "SET #n = :n", "ExpressionAttributeNames": {"#n": "n"}, "ExpressionAttributeValues": {":n": {"N": "1E-131"}}}),
+            "ValidationException",
+        ),
+        case(
+            "dynamodb.number.range",
+            "dynamodb",
+            "DeleteItem",
+            json!({"TableName": exe, "Key": {"id": {"S": "n4"}}, "ConditionExpression": "#n < :n", "ExpressionAttributeNames": {"#n": "n"}, "ExpressionAttributeValues": {":n": {"N": "-1e200"}}}),
+            "ValidationException",
+        ),
+        case(
+            "dynamodb.number.range",
+            "dynamodb",
+            "BatchWriteItem",
+            json!({"RequestItems": {exe: [{"PutRequest": {"Item": item("n5")}}, {"PutRequest": {"Item": {"id": {"S": "n6"}, "s": {"NS": ["1", "1e999"]}}}}]}}),
+            "ValidationException",
+        ),
+        case(
+            "dynamodb.number.range",
+            "dynamodb",
+            "TransactWriteItems",
+            json!({"TransactItems": [put("n7"), {"Put": {"TableName": f.timers, "Item": {"execution_id": {"S": "e"}, "path": {"S": "n8"}, "due_shard": {"S": "1"}, "fire_at": {"N": "1e+130"}}}}]}),
+            "TransactionCanceledException",
+        ),
+        case(
+            "dynamodb.number.precision",
+            "dynamodb",
+            "PutItem",
+            json!({"TableName": exe, "Item": {"id": {"S": "p1"}, "n": {"N": "123456789012345678901234567890123456789"}}}),
+            "ValidationException",
+        ),
+        case(
+            "dynamodb.number.precision",
+            "dynamodb",
+            "TransactWriteItems",
+            json!({"TransactItems": [{"Update": {"TableName": exe, "Key": {"id": {"S": "p2"}}, "UpdateExpression": "SET #n = :n", "ExpressionAttributeNames": {"#n": "n"}, "ExpressionAttributeValues": {":n": {"N": "0.000123456789012345678901234567890123456789"}}}}]}),
+            "TransactionCanceledException",
+        ),
+        case(
             "dynamodb.transaction.actions",
             "dynamodb",
             "TransactWriteItems",
@@ -608,6 +664,31 @@ fn requests_that_keep_the_rules_reach_moto() {
         ),
         "an eventually consistent GSI query",
     );
+    // DynamoDB's number range and precision, at their edges (zeros trimmed)
+    ok(
+        &ddb(
+            a,
+            "PutItem",
+            json!({"TableName": exe, "Item": {
+                "id": {"S": "numbers"},
+                "max": {"N": "9.9999999999999999999999999999999999999E+125"},
+                "min": {"N": "-1E-130"},
+                "zero": {"N": "0"},
+                "digits": {"N": "12345678901234567890123456789012345678"},
+                "zeros": {"N": format!("0.000{}{}", "12345678901234567890123456789012345678", "0".repeat(60))},
+                "set": {"NS": ["1E+125", "-1E-130"]},
+            }}),
+        ),
+        "numbers at DynamoDB's limits",
+    );
+    ok(
+        &ddb(
+            a,
+            "TransactWriteItems",
+            json!({"TransactItems": [{"Put": {"TableName": f.timers, "Item": {"execution_id": {"S": "e"}, "path": {"S": "num"}, "due_shard": {"S": "1"}, "fire_at": {"N": "9007201054740991.0"}}}}]}),
+        ),
+        "the largest fire_at a validated timeout gives",
+    );
     // a sparse index: the key attribute absent is fine
     ok(
         &ddb(
@@ -618,6 +699,47 @@ fn requests_that_keep_the_rules_reach_moto() {
         "a sparse GSI item",
     );
     let _ = &f.processed;
+}
+
+/// A number DynamoDB cannot hold inside a transaction cancels it, as on AWS: a
+/// `TransactionCanceledException` whose reason for that action is `ValidationError` with
+/// DynamoDB's message, `None` for the others; nothing of the transaction is written.
+#[test]
+fn a_number_dynamodb_cannot_hold_cancels_a_transaction_with_its_reason() {
+    let f = fixture("strict_numbers");
+    let exe = f.executions.as_str();
+    let answer = ddb(
+        &f.admin,
+        "TransactWriteItems",
+        json!({"TransactItems": [
+            {"Put": {"TableName": exe, "Item": {"id": {"S": "first"}}}},
+            {"Put": {"TableName": f.timers, "Item": {"execution_id": {"S": "e"}, "path": {"S": "Waiting"}, "due_shard": {"S": "3"}, "fire_at": {"N": "1e+130"}}}},
+            {"Put": {"TableName": exe, "Item": {"id": {"S": "third"}}}},
+        ]}),
+    );
+    assert_eq!(answer.code, "TransactionCanceledException", "{}", answer.body);
+    assert_eq!(
+        answer.body["CancellationReasons"],
+        json!([
+            {"Code": "None"},
+            {"Code": "ValidationError", "Message": "Number overflow. Attempting to store a number with magnitude larger than supported range"},
+            {"Code": "None"},
+        ])
+    );
+    assert!(
+        answer.body["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("[None, ValidationError, None]")),
+        "{}",
+        answer.body
+    );
+    let got = ddb(
+        &f.admin,
+        "GetItem",
+        json!({"TableName": exe, "Key": {"id": {"S": "first"}}}),
+    );
+    ok(&got, "GetItem");
+    assert!(got.body.get("Item").is_none(), "nothing written: {}", got.body);
 }
 
 #[test]

@@ -8,12 +8,14 @@ use std::time::Duration;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
+use aws_sdk_dynamodb::types::{
+    CancellationReason, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use sha2::{Digest, Sha256};
 use stm_core::{Execution, Status};
 
-use super::item::{item_size, n_f64, n_i64, s, s_or_null, Item};
+use super::item::{float_refusal, item_size, n_f64, n_i64, s, s_or_null, Item};
 use super::recent::Recent;
 use super::rows::{Rows, ROWS_ATTRIBUTE};
 use super::schema::{TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE};
@@ -32,6 +34,16 @@ const TRANSIENT_REASONS: &[&str] = &[
     "ProvisionedThroughputExceeded",
     "RequestLimitExceeded",
 ];
+
+/// Cancellation reason codes of an action DynamoDB refuses as invalid: `ValidationError`
+/// (AWS: an item too large, a number overflow, a type mismatch, ... see
+/// `TransactionCanceledException` in the DynamoDB API reference) and `ValidationException`
+/// (moto's spelling). The same transaction is refused every time.
+const VALIDATION_REASONS: &[&str] = &["ValidationError", "ValidationException"];
+
+/// What a commit DynamoDB refuses as invalid says before DynamoDB's own words.
+const REFUSED_AS_INVALID: &str = "DynamoDB refused the commit as invalid, so no retry can succeed \
+     (fix the cause, then redrive the execution)";
 
 impl DynamoDbStore {
     /// The size DynamoDB counts for the item a commit of `exe` writes (the one checked
@@ -116,6 +128,12 @@ impl DynamoDbStore {
                     );
                     if code(0) == "ConditionalCheckFailed" {
                         Attempt::Conflict(reasons.first().and_then(|r| r.item()).cloned())
+                    } else if listed.iter().any(|c| VALIDATION_REASONS.contains(c)) {
+                        // never transient, whatever else the reasons say
+                        Attempt::Fail(StoreError::TooLarge(format!(
+                            "{REFUSED_AS_INVALID}: {}",
+                            refused_actions(&plan.tx, reasons)
+                        )))
                     } else if plan
                         .trace_positions
                         .iter()
@@ -196,6 +214,42 @@ pub(super) enum Attempt {
     Fail(StoreError),
 }
 
+/// The refused actions of a cancelled transaction, DynamoDB's words for each:
+/// `TransactWriteItems cancelled [None, ValidationError]: action 2 (Put on t_timers):
+/// ValidationError: Number overflow. ...`.
+fn refused_actions(tx: &[TransactWriteItem], reasons: &[CancellationReason]) -> String {
+    let code = |r: &CancellationReason| r.code().unwrap_or("None").to_string();
+    let listed: Vec<String> = reasons.iter().map(code).collect();
+    let refused: Vec<String> = reasons
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.code().is_some_and(|c| c != "None"))
+        .map(|(i, r)| {
+            let action = tx.get(i).map_or_else(String::new, |a| {
+                let (kind, table) = if let Some(p) = a.put() {
+                    ("Put", p.table_name())
+                } else if let Some(d) = a.delete() {
+                    ("Delete", d.table_name())
+                } else if let Some(u) = a.update() {
+                    ("Update", u.table_name())
+                } else if let Some(c) = a.condition_check() {
+                    ("ConditionCheck", c.table_name())
+                } else {
+                    ("an action", "")
+                };
+                format!(" ({kind} on {table})")
+            });
+            let message = r.message().map_or_else(String::new, |m| format!(": {m}"));
+            format!("action {}{action}: {}{message}", i + 1, code(r))
+        })
+        .collect();
+    format!(
+        "TransactWriteItems cancelled [{}]: {}",
+        listed.join(", "),
+        refused.join("; ")
+    )
+}
+
 fn classify_service(
     op: &str,
     code: Option<&str>,
@@ -203,7 +257,10 @@ fn classify_service(
     err: &dyn std::fmt::Display,
 ) -> Attempt {
     let msg = format!("{op}: {err}");
-    if raw.status().is_server_error() || code == Some("TransactionInProgressException") {
+    if code == Some("ValidationException") {
+        // the request as it is: the same one is refused every time
+        Attempt::Fail(StoreError::TooLarge(format!("{REFUSED_AS_INVALID}: {msg}")))
+    } else if raw.status().is_server_error() || code == Some("TransactionInProgressException") {
         // the request may have been (or is being) applied
         Attempt::Retry {
             msg,
@@ -241,6 +298,27 @@ fn too_large(what: &str, bytes: usize, limit: usize) -> StoreError {
     StoreError::TooLarge(format!(
         "{what} is {bytes} bytes, over DynamoDB's limit of {limit} bytes (shrink the context or the event data)"
     ))
+}
+
+/// Refuse a timer whose `fire_at` DynamoDB cannot store as a number (a timeout from the
+/// context of 1E+126 seconds or more, or not a finite number), before any call: the
+/// `ValidationException` it would get is the same on every retry.
+fn check_timer_numbers(exe: &Execution, p: &Prepared) -> Result<(), StoreError> {
+    for op in &p.timers {
+        let TimerOp::Schedule { path, fire_at } = op else {
+            continue;
+        };
+        let text = stm_core::pyvalue::float_repr(*fire_at);
+        if let Some(why) = float_refusal(*fire_at, &text) {
+            return Err(StoreError::TooLarge(format!(
+                "the timer of {} at {path} would fire at {text} (epoch seconds), which DynamoDB \
+                 cannot store as a number ({why}): give the state a timeout of at most {} seconds",
+                exe.id,
+                stm_core::validate::MAX_TIMEOUT_SECONDS
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn to_hex(bytes: &[u8]) -> String {
@@ -464,6 +542,7 @@ impl DynamoDbStore {
         p: &Prepared,
         exe_bytes: usize,
     ) -> Result<(), StoreError> {
+        check_timer_numbers(exe, p)?;
         let on_item = self.on_item();
         let mut total = exe_bytes;
         let seq_bytes = 3 + 21;
@@ -698,5 +777,47 @@ impl DynamoDbStore {
             row_positions,
             token,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(table: &str) -> TransactWriteItem {
+        let put = Put::builder()
+            .table_name(table)
+            .item("id", s("x"))
+            .build()
+            .expect("a put");
+        TransactWriteItem::builder().put(put).build()
+    }
+
+    #[test]
+    fn a_refused_transaction_names_each_refused_action_in_dynamodbs_words() {
+        let tx = vec![put("t_executions"), put("t_processed"), put("t_timers")];
+        let reasons = vec![
+            CancellationReason::builder().code("None").build(),
+            CancellationReason::builder().build(),
+            CancellationReason::builder()
+                .code("ValidationError")
+                .message("Number overflow. Attempting to store a number with magnitude larger than supported range")
+                .build(),
+        ];
+        assert_eq!(
+            refused_actions(&tx, &reasons),
+            "TransactWriteItems cancelled [None, None, ValidationError]: action 3 (Put on t_timers): \
+             ValidationError: Number overflow. Attempting to store a number with magnitude larger \
+             than supported range"
+        );
+        // more reasons than actions (an emulator's answer): still every reason, no panic
+        let reasons = vec![
+            CancellationReason::builder().code("None").build(),
+            CancellationReason::builder().code("ValidationException").build(),
+        ];
+        assert_eq!(
+            refused_actions(&tx[..1], &reasons),
+            "TransactWriteItems cancelled [None, ValidationException]: action 2: ValidationException"
+        );
     }
 }

@@ -26,15 +26,86 @@ pub fn n_i64(v: i64) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
-/// A float as a DynamoDB number, spelled as Python's `repr` (DynamoDB rejects NaN and
-/// infinities, so they are an error here rather than a 400 later).
+/// A float as a DynamoDB number, spelled as Python's `repr`. One DynamoDB cannot hold
+/// (NaN, an infinity, a magnitude of 1E+126 or more: see [`number_refusal`]) is a
+/// [`StoreError::TooLarge`] here, before any call, rather than a `ValidationException`
+/// that no retry cures.
 pub fn n_f64(what: &str, v: f64) -> Result<AttributeValue, StoreError> {
-    if !v.is_finite() {
-        return Err(StoreError::backend(format!(
-            "{what} must be a finite number, got {v}"
+    let text = float_repr(v);
+    if let Some(why) = float_refusal(v, &text) {
+        return Err(StoreError::TooLarge(format!(
+            "{what} is {text}, which DynamoDB cannot store as a number ({why})"
         )));
     }
-    Ok(AttributeValue::N(float_repr(v)))
+    Ok(AttributeValue::N(text))
+}
+
+/// DynamoDB's numbers ("Supported data types and naming rules in Amazon DynamoDB",
+/// Number: <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html#HowItWorks.DataTypes.Number>):
+/// at most 38 significant digits, leading and trailing zeros trimmed...
+pub const MAX_NUMBER_DIGITS: usize = 38;
+/// ... and zero or a magnitude from 1E-130 ...
+pub const MIN_NUMBER_EXPONENT: i64 = -130;
+/// ... to 9.9999999999999999999999999999999999999E+125, positive or negative.
+pub const MAX_NUMBER_EXPONENT: i64 = 125;
+
+/// Why DynamoDB would refuse `v`, spelled `text` (its `repr`), as a number; `None` if it
+/// holds it. A finite float's `repr` has at most 17 significant digits, so only its
+/// magnitude can be out of range.
+pub(crate) fn float_refusal(v: f64, text: &str) -> Option<&'static str> {
+    if !v.is_finite() {
+        return Some("not a finite number");
+    }
+    number_refusal(text)
+}
+
+/// Why DynamoDB would refuse the decimal `text` as a number (see [`MAX_NUMBER_DIGITS`]);
+/// `None` if it holds it. Text that is not a decimal number at all is not judged here
+/// (the store writes only numbers it formatted itself).
+pub(crate) fn number_refusal(text: &str) -> Option<&'static str> {
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e),
+        None => (unsigned, "0"),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = || int_part.bytes().chain(frac_part.bytes());
+    if int_part.len() + frac_part.len() == 0 || !digits().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let exponent_digits = exponent.strip_prefix(['-', '+']).unwrap_or(exponent);
+    if exponent_digits.is_empty() || !exponent_digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // an exponent past any number's range saturates: only its sign matters then
+    let magnitude = exponent_digits
+        .bytes()
+        .fold(0i64, |n, b| {
+            n.saturating_mul(10).saturating_add(i64::from(b - b'0'))
+        })
+        .min(1 << 40);
+    let exponent = if exponent.starts_with('-') {
+        -magnitude
+    } else {
+        magnitude
+    };
+    let leading = digits().take_while(|b| *b == b'0').count();
+    let all = int_part.len() + frac_part.len();
+    if leading == all {
+        return None; // zero, however it is spelled
+    }
+    let trailing = digits().rev().take_while(|b| *b == b'0').count();
+    // the power of ten of the first significant digit
+    let adjusted = exponent + int_part.len() as i64 - leading as i64 - 1;
+    if adjusted > MAX_NUMBER_EXPONENT {
+        Some("its magnitude is 1E+126 or more")
+    } else if adjusted < MIN_NUMBER_EXPONENT {
+        Some("its magnitude is below 1E-130")
+    } else if all - leading - trailing > MAX_NUMBER_DIGITS {
+        Some("it has more than 38 significant digits")
+    } else {
+        None
+    }
 }
 
 /// `S` or `NULL` (harel writes a missing `target_id` as `NULL`).
@@ -197,6 +268,75 @@ mod tests {
         item.insert("v".into(), AttributeValue::N("7.0".into()));
         assert_eq!(get_i64(&item, "v"), Some(7));
         assert!(n_f64("x", f64::NAN).is_err());
+    }
+
+    #[test]
+    fn numbers_dynamodb_cannot_hold_are_refused_before_any_call() {
+        for (text, refusal) in [
+            ("0", None),
+            ("-0.000", None),
+            ("0e999999999999999999999", None),
+            ("9.9999999999999999999999999999999999999E+125", None),
+            ("-9.9999999999999999999999999999999999999E+125", None),
+            ("1E-130", None),
+            ("-0.0001e-126", None),
+            ("12345678901234567890123456789012345678", None),
+            // trailing and leading zeros do not count
+            ("1234567890123456789012345678901234567800000", None),
+            ("0.0001234567890123456789012345678901234567800", None),
+            ("1e+126", Some("its magnitude is 1E+126 or more")),
+            ("-10E125", Some("its magnitude is 1E+126 or more")),
+            (
+                "1e99999999999999999999999",
+                Some("its magnitude is 1E+126 or more"),
+            ),
+            ("1E-131", Some("its magnitude is below 1E-130")),
+            ("0.1e-130", Some("its magnitude is below 1E-130")),
+            (
+                "1e-99999999999999999999999",
+                Some("its magnitude is below 1E-130"),
+            ),
+            (
+                "123456789012345678901234567890123456789",
+                Some("it has more than 38 significant digits"),
+            ),
+            (
+                "1.00000000000000000000000000000000000001",
+                Some("it has more than 38 significant digits"),
+            ),
+            // not a number: not judged here
+            ("abc", None),
+            ("1e", None),
+            ("", None),
+        ] {
+            assert_eq!(number_refusal(text), refusal, "{text}");
+        }
+        // what the store writes for a float: its repr, at most 17 significant digits, so
+        // only the magnitude can be out of range
+        for (v, refused) in [
+            (f64::MAX, true),
+            (1e126, true),
+            (9.999_999_999_999_9e125, false),
+            (f64::MIN_POSITIVE, true),
+            (5e-324, true),
+            (1e-130, false),
+            (1_700_000_000.123_456_7, false),
+            (-1e200, true),
+            (f64::INFINITY, true),
+            (f64::NAN, true),
+        ] {
+            let written = n_f64("fire_at", v);
+            assert_eq!(written.is_err(), refused, "{v:e}: {written:?}");
+            if let Err(StoreError::TooLarge(message)) = written {
+                assert!(
+                    message.starts_with(&format!(
+                        "fire_at is {}, which DynamoDB cannot store",
+                        float_repr(v)
+                    )),
+                    "{message}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The DynamoDB rules moto skips, checked on the JSON request bodies: key values, item
-//! size, transaction shape, reserved words, consistent reads on a GSI, batch sizes and the
-//! client request token. Table key schemas come from moto (`DescribeTable`), read by the
+//! size, numbers, transaction shape, reserved words, consistent reads on a GSI, batch
+//! sizes and the client request token. Table key schemas come from moto (`DescribeTable`), read by the
 //! layer before the check.
 //!
 //! And the layer's [`PartitionMeter`] ([`Metering`]): every request moto answers with 200 is
@@ -32,6 +32,19 @@ pub const MAX_BATCH_GET_KEYS: usize = 100;
 pub const MAX_BATCH_WRITE_REQUESTS: usize = 25;
 /// `ClientRequestToken`: 1 to 36 characters.
 pub const MAX_CLIENT_REQUEST_TOKEN_CHARS: usize = 36;
+
+/// A number: at most 38 significant digits (leading and trailing zeros trimmed) ...
+///
+/// AWS, "Supported data types and naming rules in Amazon DynamoDB", Number
+/// (<https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html#HowItWorks.DataTypes.Number>):
+/// "Numbers can have up to 38 digits of precision. Exceeding this results in an
+/// exception", positive range 1E-130 to 9.9999999999999999999999999999999999999E+125,
+/// negative range the same, or zero.
+pub const MAX_NUMBER_DIGITS: usize = 38;
+/// ... whose first significant digit is at 10^-130 ...
+pub const MIN_NUMBER_EXPONENT: i64 = -130;
+/// ... to 10^125 (below 1E+126).
+pub const MAX_NUMBER_EXPONENT: i64 = 125;
 
 /// DynamoDB's reserved words (AWS's list, "Reserved words in DynamoDB").
 const RESERVED_WORDS: &str = include_str!("dynamodb_reserved_words.txt");
@@ -307,6 +320,114 @@ fn check_key(schema: &TableSchema, key: &Value, whole_item: bool) -> Result<(), 
     Ok(())
 }
 
+/// Why DynamoDB refuses the number `text`: `(rule, AWS's message)`, `None` if it holds it.
+/// Text that is not a number at all is left to moto, which refuses it with AWS's message.
+///
+/// The messages are DynamoDB's: a `ValidationException` with them answers a `PutItem`,
+/// `UpdateItem`, `DeleteItem` or `BatchWriteItem`; inside `TransactWriteItems` the
+/// transaction is cancelled with a `ValidationError` reason carrying them (the API
+/// reference's `TransactionCanceledException` lists "Number overflow. Attempting to store
+/// a number with magnitude larger than supported range" among that code's messages).
+pub fn number_refusal(text: &str) -> Option<(&'static str, &'static str)> {
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (mantissa, exponent) = unsigned.split_once(['e', 'E']).unwrap_or((unsigned, "0"));
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: Vec<u8> = whole.bytes().chain(fraction.bytes()).collect();
+    let exponent_digits = exponent.strip_prefix(['-', '+']).unwrap_or(exponent);
+    if digits.is_empty()
+        || !digits.iter().all(u8::is_ascii_digit)
+        || exponent_digits.is_empty()
+        || !exponent_digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let Some(first) = digits.iter().position(|d| *d != b'0') else {
+        return None; // zero
+    };
+    let last = digits.iter().rposition(|d| *d != b'0').unwrap_or(first);
+    // an exponent beyond any range only counts by its sign
+    let magnitude: i64 = exponent_digits
+        .bytes()
+        .fold(0i64, |n, b| (n * 10 + i64::from(b - b'0')).min(1_000_000_000));
+    let exponent = if exponent.starts_with('-') {
+        -magnitude
+    } else {
+        magnitude
+    };
+    // the power of ten of the first significant digit
+    let scale = exponent + whole.len() as i64 - first as i64 - 1;
+    if scale > MAX_NUMBER_EXPONENT {
+        Some((
+            "dynamodb.number.range",
+            "Number overflow. Attempting to store a number with magnitude larger than supported range",
+        ))
+    } else if scale < MIN_NUMBER_EXPONENT {
+        Some((
+            "dynamodb.number.range",
+            "Number underflow. Attempting to store a number with magnitude smaller than supported range",
+        ))
+    } else if last - first + 1 > MAX_NUMBER_DIGITS {
+        Some((
+            "dynamodb.number.precision",
+            "Attempting to store more than 38 significant digits in a Number",
+        ))
+    } else {
+        None
+    }
+}
+
+/// The first number DynamoDB refuses in an attribute value, nested ones included.
+fn refused_number_in(value: &Value) -> Option<(&'static str, &'static str)> {
+    let (kind, inner) = value.as_object()?.iter().next()?;
+    match kind.as_str() {
+        "N" => number_refusal(inner.as_str()?),
+        "NS" => inner
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_str)
+            .find_map(number_refusal),
+        "L" => inner.as_array()?.iter().find_map(refused_number_in),
+        "M" => refused_number_in_map(inner),
+        _ => None,
+    }
+}
+
+/// The first refused number among a map of attribute values (an item, a key, the
+/// expression attribute values).
+fn refused_number_in_map(values: &Value) -> Option<(&'static str, &'static str)> {
+    values.as_object()?.values().find_map(refused_number_in)
+}
+
+/// The first number a write request (or one action of a transaction) sends that DynamoDB
+/// refuses: in its item, key, expression values (its update and its condition), and the
+/// legacy `AttributeUpdates` and `Expected`.
+fn refused_number_in_request(request: &Value) -> Option<(&'static str, &'static str)> {
+    let legacy = |field: &str| {
+        request[field].as_object().and_then(|m| {
+            m.values().find_map(|entry| {
+                entry.get("Value").and_then(refused_number_in).or_else(|| {
+                    entry["AttributeValueList"]
+                        .as_array()
+                        .and_then(|list| list.iter().find_map(refused_number_in))
+                })
+            })
+        })
+    };
+    refused_number_in_map(&request["Item"])
+        .or_else(|| refused_number_in_map(&request["Key"]))
+        .or_else(|| refused_number_in_map(&request["ExpressionAttributeValues"]))
+        .or_else(|| legacy("AttributeUpdates"))
+        .or_else(|| legacy("Expected"))
+}
+
+/// A write request's numbers, refused as a whole request (`ValidationException`).
+fn check_numbers(request: &Value) -> Result<(), Refusal> {
+    match refused_number_in_request(request) {
+        Some((rule, message)) => Err(validation(rule, message)),
+        None => Ok(()),
+    }
+}
+
 fn check_item_size(item: &Value) -> Result<(), Refusal> {
     let size = item_size(item);
     if size > MAX_ITEM_BYTES {
@@ -416,10 +537,14 @@ pub fn check(operation: &str, body: &Value, schemas: &BTreeMap<String, TableSche
                 check_key(s, &body["Item"], true)?;
             }
             check_item_size(&body["Item"])?;
+            check_numbers(body)?;
         }
         "GetItem" | "DeleteItem" | "UpdateItem" => {
             if let Some(s) = schema(schemas, table) {
                 check_key(s, &body["Key"], false)?;
+            }
+            if operation != "GetItem" {
+                check_numbers(body)?;
             }
         }
         "Query" | "Scan" if body["ConsistentRead"] == json!(true) => {
@@ -462,6 +587,9 @@ pub fn check(operation: &str, body: &Value, schemas: &BTreeMap<String, TableSche
                     };
                     if item {
                         check_item_size(key)?;
+                    }
+                    if let Some((rule, message)) = refused_number_in_map(key) {
+                        return Err(validation(rule, message));
                     }
                     if let Some(s) = schema(schemas, t) {
                         check_key(s, key, item)?;
@@ -510,7 +638,8 @@ fn check_transaction(
     }
     let mut seen = BTreeSet::new();
     let mut total = 0usize;
-    let mut oversized = None;
+    // the first action an item-level validation refuses: (index, rule, message)
+    let mut invalid: Option<(usize, &'static str, &'static str)> = None;
     for (i, item) in items.iter().enumerate() {
         let Some((kind, action)) = item.as_object().and_then(|m| m.iter().next()) else {
             continue;
@@ -536,8 +665,16 @@ fn check_transaction(
         } else {
             item_size(key) + item_size(&action["ExpressionAttributeValues"])
         };
-        if whole && size > MAX_ITEM_BYTES && oversized.is_none() {
-            oversized = Some(i);
+        if invalid.is_none() && operation == "TransactWriteItems" {
+            if whole && size > MAX_ITEM_BYTES {
+                invalid = Some((
+                    i,
+                    "dynamodb.item.size",
+                    "Item size has exceeded the maximum allowed size",
+                ));
+            } else if let Some((rule, message)) = refused_number_in_request(action) {
+                invalid = Some((i, rule, message));
+            }
         }
         total += size;
     }
@@ -547,14 +684,14 @@ fn check_transaction(
             format!("Transaction request size exceeded the maximum of {MAX_TRANSACTION_BYTES} bytes ({total} bytes)"),
         ));
     }
-    if let (Some(index), "TransactWriteItems") = (oversized, operation) {
+    if let Some((index, rule, message)) = invalid {
         // an item-level validation failure cancels the transaction with a reason per item
         return Err(Refusal::transaction_cancelled(
-            "dynamodb.item.size",
+            rule,
             items.len(),
             index,
             "ValidationError",
-            "Item size has exceeded the maximum allowed size",
+            message,
         ));
     }
     Ok(())
@@ -1472,6 +1609,61 @@ mod tests {
         assert_eq!(found("begins_with(pk, :v)"), None);
         assert_eq!(found(""), None);
         assert_eq!(found("= = ="), None);
+    }
+
+    #[test]
+    fn numbers_follow_dynamodbs_range_and_precision() {
+        const OVERFLOW: &str =
+            "Number overflow. Attempting to store a number with magnitude larger than supported range";
+        const UNDERFLOW: &str =
+            "Number underflow. Attempting to store a number with magnitude smaller than supported range";
+        const PRECISION: &str = "Attempting to store more than 38 significant digits in a Number";
+        let thirty_eight = "12345678901234567890123456789012345678";
+        for (text, refused) in [
+            ("0", None),
+            ("-0.0e-999", None),
+            ("1E-130", None),
+            ("-1E-130", None),
+            ("9.9999999999999999999999999999999999999E+125", None),
+            ("-9.9999999999999999999999999999999999999E+125", None),
+            (thirty_eight, None),
+            // leading and trailing zeros are trimmed before counting
+            (&*format!("000.{thirty_eight}000"), None),
+            (&*format!("{thirty_eight}{}", "0".repeat(80)), None),
+            ("1E+126", Some(OVERFLOW)),
+            ("-10e125", Some(OVERFLOW)),
+            (&*format!("1{}", "0".repeat(129)), Some(OVERFLOW)),
+            ("1e999999999999999999999999", Some(OVERFLOW)),
+            ("1E-131", Some(UNDERFLOW)),
+            ("-0.01e-129", Some(UNDERFLOW)),
+            (&*format!("{thirty_eight}9"), Some(PRECISION)),
+            (&*format!("1.{}1", "0".repeat(37)), Some(PRECISION)),
+            // not a number: moto's to refuse
+            ("abc", None),
+            ("1e", None),
+            ("", None),
+        ] {
+            assert_eq!(number_refusal(text).map(|(_, m)| m), refused, "{text}");
+        }
+        assert_eq!(
+            number_refusal("1e200").map(|(rule, _)| rule),
+            Some("dynamodb.number.range")
+        );
+        assert_eq!(
+            number_refusal(&format!("{thirty_eight}9")).map(|(rule, _)| rule),
+            Some("dynamodb.number.precision")
+        );
+        // nested, in a set, and in a transaction's condition values
+        let nested = json!({"M": {"a": {"L": [{"N": "1"}, {"NS": ["2", "1e200"]}]}}});
+        assert_eq!(refused_number_in(&nested).map(|(_, m)| m), Some(OVERFLOW));
+        let request = json!({"Key": {"id": {"S": "x"}}, "ConditionExpression": "n < :n",
+                             "ExpressionAttributeValues": {":n": {"N": "1e-200"}}});
+        assert_eq!(
+            refused_number_in_request(&request).map(|(_, m)| m),
+            Some(UNDERFLOW)
+        );
+        let legacy = json!({"Expected": {"n": {"AttributeValueList": [{"N": "1e300"}]}}});
+        assert_eq!(refused_number_in_request(&legacy).map(|(_, m)| m), Some(OVERFLOW));
     }
 
     #[test]

@@ -14,7 +14,10 @@
 //!   (0-900, never per message on FIFO), message attributes, visibility ranges. A batch
 //!   entry that breaks a message rule fails alone (`SenderFault`), as on AWS.
 //! - **DynamoDB** ([`dynamodb`]): key values (non-empty, partition ≤ 2,048 B, sort ≤
-//!   1,024 B), item ≤ 400 KB, transactions (≤ 100 actions, ≤ 4 MB, one action per item),
+//!   1,024 B), item ≤ 400 KB, numbers a write sends (≤ 38 significant digits, zero or a
+//!   magnitude from 1E-130 to below 1E+126: a `ValidationException`, inside a transaction
+//!   a `ValidationError` cancellation reason), transactions (≤ 100 actions, ≤ 4 MB, one
+//!   action per item),
 //!   reserved words used bare in any expression, `ConsistentRead` on a GSI, `BatchGetItem`
 //!   ≤ 100 keys, `BatchWriteItem` ≤ 25, `ClientRequestToken` ≤ 36 characters.
 //!
@@ -502,6 +505,8 @@ pub const RULES: &[&str] = &[
     "dynamodb.key.empty",
     "dynamodb.key.size",
     "dynamodb.item.size",
+    "dynamodb.number.range",
+    "dynamodb.number.precision",
     "dynamodb.transaction.actions",
     "dynamodb.transaction.bytes",
     "dynamodb.transaction.one_item_twice",
