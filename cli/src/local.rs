@@ -437,8 +437,12 @@ struct Moto {
     tail: Arc<Mutex<VecDeque<String>>>,
 }
 
-/// moto's server, exiting at the end of its stdin.
-const MOTO_LAUNCHER: &str = "\
+/// moto's server, exiting at the end of its stdin, with the test kit's speed-ups of its
+/// bookkeeping (a wide fan-out's commits and sends no longer slow down as the tables and
+/// the queue grow).
+const MOTO_LAUNCHER: &str = concat!(
+    include_str!("../../shared/testkit/src/moto_speedups.py"),
+    "\
 import os, sys, threading
 
 def watch():
@@ -448,7 +452,8 @@ def watch():
 threading.Thread(target=watch, daemon=True).start()
 from moto.server import main
 main(sys.argv[1:])
-";
+"
+);
 
 impl Moto {
     async fn start(port: u16) -> Result<Moto> {

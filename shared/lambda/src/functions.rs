@@ -140,30 +140,35 @@ pub async fn sweeper_handler(
     event: LambdaEvent<SweeperTrigger>,
 ) -> Result<serde_json::Value, HandlerError> {
     let clock = context.driver.clock.clone();
-    match event.payload {
-        SweeperTrigger::Doorbells(batch) => {
-            let now = move || clock.now();
-            let (response, summary) = stm_runtime::doorbell::handle_doorbells(
-                context.store.as_ref(),
-                context.queue.as_ref(),
-                &batch,
-                &now,
-            )
-            .await;
-            summary.metrics().emit();
-            Ok(serde_json::to_value(response)?)
+    // no store retry starts that could outlast the invocation
+    let deadline = stm_runtime::worker::deadline_from_epoch_millis(event.context.deadline);
+    stm_store::aws::within_deadline(deadline, async {
+        match event.payload {
+            SweeperTrigger::Doorbells(batch) => {
+                let now = move || clock.now();
+                let (response, summary) = stm_runtime::doorbell::handle_doorbells(
+                    context.store.as_ref(),
+                    context.queue.as_ref(),
+                    &batch,
+                    &now,
+                )
+                .await;
+                summary.metrics().emit();
+                Ok(serde_json::to_value(response)?)
+            }
+            SweeperTrigger::Schedule(scheduled) => {
+                let summary = stm_runtime::sweeper::handle_scheduled(
+                    context.store.as_ref(),
+                    context.queue.as_ref(),
+                    &scheduled,
+                    clock.now(),
+                )
+                .await?;
+                Ok(serde_json::to_value(summary)?)
+            }
         }
-        SweeperTrigger::Schedule(scheduled) => {
-            let summary = stm_runtime::sweeper::handle_scheduled(
-                context.store.as_ref(),
-                context.queue.as_ref(),
-                &scheduled,
-                clock.now(),
-            )
-            .await?;
-            Ok(serde_json::to_value(summary)?)
-        }
-    }
+    })
+    .await
 }
 
 /// A function's life: JSON logs, its context from the environment (a failure ends the

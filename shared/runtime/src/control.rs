@@ -228,8 +228,8 @@ impl Control {
         .await
     }
 
-    /// RUNNING -> SUSPENDED (no-op otherwise); children follow. The backlog is kept: the
-    /// worker parks its messages until `resume`.
+    /// RUNNING -> SUSPENDED (no-op otherwise); children follow. Nothing is lost: the
+    /// worker keeps the events that come meanwhile on the execution's item until `resume`.
     pub async fn suspend(&self, execution_id: &str) -> Result<(), DriverError> {
         stm_store::aws::as_function("operator", async {
             if self.load(execution_id).await?.status != Status::Running {
@@ -240,7 +240,10 @@ impl Control {
         .await
     }
 
-    /// SUSPENDED -> RUNNING (no-op otherwise); children follow.
+    /// SUSPENDED -> RUNNING (no-op otherwise); children follow. The events that came
+    /// while it was suspended wait on its item: the same commit arms its recheck timer for
+    /// now, whose `Timeout` (the sweeper's next run) steps them in order, unless its next
+    /// event comes first and does.
     pub async fn resume(&self, execution_id: &str) -> Result<(), DriverError> {
         stm_store::aws::as_function("operator", async {
             if self.load(execution_id).await?.status != Status::Suspended {
@@ -265,8 +268,16 @@ impl Control {
                 return Ok(());
             }
             exe.status = status;
-            exe.stamp(self.driver.clock.now());
-            match self.driver.store.commit(&mut exe, Commit::default()).await {
+            let now = self.driver.clock.now();
+            exe.stamp(now);
+            let mut commit = Commit::default();
+            if status == Status::Running && !exe.parked_events.is_empty() {
+                commit.timers.push(stm_store::TimerOp::Schedule {
+                    path: crate::driver::PARKED_PATH.into(),
+                    fire_at: now,
+                });
+            }
+            match self.driver.store.commit(&mut exe, commit).await {
                 Ok(_) => return Ok(()),
                 Err(e) if e.is_conflict() => continue,
                 Err(e) => return Err(e.into()),

@@ -44,7 +44,9 @@ pub mod worker;
 pub use actions::{ActionFn, ActionInput, ActionRegistry, ActionState, UnboundActions};
 pub use control::Control;
 pub use definitions::Definitions;
-pub use driver::{Burst, BurstStepError, Clock, Driver, DriverError, ManualClock, StepReport, SystemClock};
+pub use driver::{
+    Burst, BurstStepError, Clock, Driver, DriverError, ManualClock, SpawnParents, StepReport, SystemClock,
+};
 #[cfg(feature = "aws")]
 pub use queue::SqsQueue;
 pub use queue::{MemoryQueue, OutgoingMessage, Queue};

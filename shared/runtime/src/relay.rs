@@ -257,7 +257,7 @@ pub async fn relay_pending_until(
     bounds: RelayBounds,
 ) -> Result<RelaySummary, DriverError> {
     let pass_rows = bounds.pass_rows.max(1);
-    stm_store::aws::as_function("relay", async {
+    let run = stm_store::aws::as_function("relay", async {
         let mut delivery = Delivery::default();
         let out_of_time = || deadline.is_some_and(|d| Instant::now() >= d);
         'passes: loop {
@@ -292,8 +292,8 @@ pub async fn relay_pending_until(
             );
         }
         Ok(summary)
-    })
-    .await
+    });
+    stm_store::aws::within_deadline(deadline, run).await
 }
 
 /// The relay function's handler (feature `aws`): a scheduled (EventBridge) invocation runs

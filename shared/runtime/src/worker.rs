@@ -72,7 +72,7 @@ use stm_core::{Event, Execution, Status};
 use stm_store::{OutboxEntry, SpawnEntry, StoreError};
 
 use crate::doorbell::Doorbell;
-use crate::driver::{Driver, DriverError, StepReport};
+use crate::driver::{Driver, DriverError, SpawnParents, StepReport};
 use crate::queue::{Incoming, Queue, ReceivedMessage, MESSAGE_KIND_ATTRIBUTE};
 use crate::relay::{self, RelaySummary};
 
@@ -187,6 +187,9 @@ pub enum Handled {
         execution_id: String,
         version: Option<stm_core::version::Version>,
     },
+    /// Kept on the execution, which is `SUSPENDED`: it steps once the execution is
+    /// resumed (never left waiting in SQS, whose retention would delete it).
+    ParkedWhileSuspended { execution_id: String },
 }
 
 /// Why a record is reported failed.
@@ -234,7 +237,7 @@ impl BatchOutcome {
                 Ok(Handled::Processed { .. } | Handled::Broadcast { .. } | Handled::Spawned { .. }) => {
                     processed += 1.0
                 }
-                Ok(Handled::ParkedForVersion { .. }) => parked += 1.0,
+                Ok(Handled::ParkedForVersion { .. } | Handled::ParkedWhileSuspended { .. }) => parked += 1.0,
                 Ok(_) => skipped += 1.0,
                 Err(Failed::Conflict(_)) => conflicts += 1.0,
                 Err(Failed::Skipped | Failed::Parked | Failed::OutOfTime) => skipped += 1.0,
@@ -325,13 +328,15 @@ impl Worker {
     /// `record_reserve` is left before `deadline`, the records not started yet are
     /// reported [`Failed::OutOfTime`].
     pub async fn handle_batch_until(&self, records: &[Record], deadline: Option<Instant>) -> BatchOutcome {
-        stm_store::aws::as_function("worker", async {
+        let work = stm_store::aws::as_function("worker", async {
             let mut outcome = BatchOutcome::default();
             // group -> the delay its failed record was released with. A local: it must die
             // with this invocation (Powertools TypeScript issue 3673 kept it in the processor
             // and held back the next invocation's records of a once-failed group)
             let mut failed_groups: HashMap<&str, i32> = HashMap::new();
             let mut out_of_time = false;
+            // the parents this batch's spawn intents read (a fan-out's arrive together)
+            let mut parents = SpawnParents::default();
             // what a burst decided for its later records, each reported at its own turn
             let mut decided: Vec<Option<Result<Handled, Failed>>> = records.iter().map(|_| None).collect();
             for (index, record) in records.iter().enumerate() {
@@ -343,7 +348,9 @@ impl Worker {
                 if let Some(&seconds) = failed_groups.get(group) {
                     tracing::debug!(message_id = %record.message_id, group_id = %group, "an earlier record of its group failed; skipped");
                     self.release(record, seconds).await;
-                    outcome.records.push((record.message_id.clone(), Err(Failed::Skipped)));
+                    outcome
+                        .records
+                        .push((record.message_id.clone(), Err(Failed::Skipped)));
                     continue;
                 }
                 if out_of_time || (index > 0 && self.too_late(deadline)) {
@@ -359,7 +366,9 @@ impl Worker {
                         );
                     }
                     self.release(record, 0).await;
-                    outcome.records.push((record.message_id.clone(), Err(Failed::OutOfTime)));
+                    outcome
+                        .records
+                        .push((record.message_id.clone(), Err(Failed::OutOfTime)));
                     continue;
                 }
                 // a burst's results are for a prefix of its records, ending at its first
@@ -370,7 +379,13 @@ impl Worker {
                         let results = self.handle_burst(&run, deadline, &mut outcome.flushed).await;
                         (run.indices, results)
                     }
-                    None => (vec![index], vec![self.handle_record(record, &mut outcome.flushed).await]),
+                    None => (
+                        vec![index],
+                        vec![
+                            self.handle_record(record, &mut parents, &mut outcome.flushed)
+                                .await,
+                        ],
+                    ),
                 };
                 for (at, result) in indices.into_iter().zip(results) {
                     let record = &records[at];
@@ -388,8 +403,9 @@ impl Worker {
                 outcome.records.push((record.message_id.clone(), result));
             }
             outcome
-        })
-        .await
+        });
+        // no store retry starts that could outlast the invocation
+        stm_store::aws::within_deadline(deadline, work).await
     }
 
     /// Less than one record's reserve left before `deadline`.
@@ -409,7 +425,12 @@ impl Worker {
         }
     }
 
-    async fn handle_record(&self, record: &Record, flushed: &mut RelaySummary) -> Result<Handled, Failed> {
+    async fn handle_record(
+        &self,
+        record: &Record,
+        parents: &mut SpawnParents,
+        flushed: &mut RelaySummary,
+    ) -> Result<Handled, Failed> {
         let incoming = Incoming::parse(
             &record.body,
             record.group_id.as_deref(),
@@ -417,19 +438,20 @@ impl Worker {
             &record.message_id,
         )
         .map_err(|p| Failed::Poison(p.0))?;
-        self.handle_incoming(incoming, flushed).await
+        self.handle_incoming(incoming, parents, flushed).await
     }
 
     async fn handle_incoming(
         &self,
         incoming: Incoming,
+        parents: &mut SpawnParents,
         flushed: &mut RelaySummary,
     ) -> Result<Handled, Failed> {
         match incoming {
             Incoming::Spawn(entry) => {
                 let report = self
                     .driver
-                    .create_spawn_reported(&entry)
+                    .create_spawn_remembering(&entry, parents)
                     .await
                     .map_err(classify)?;
                 let created = report.is_some();
@@ -469,10 +491,36 @@ impl Worker {
             self.flush_pending(target_id, flushed).await?;
             return Ok(Handled::Duplicate);
         }
-        if let Some(handled) = lifecycle_gate(&exe, event)? {
-            return Ok(handled);
+        match lifecycle_gate(&exe, event) {
+            Err(Failed::Parked) => self.park_suspended(&mut exe, event).await,
+            Err(other) => Err(other),
+            Ok(Some(handled)) => Ok(handled),
+            Ok(None) => self.step_loaded(&mut exe, event, flushed).await,
         }
-        self.step_loaded(&mut exe, event, flushed).await
+    }
+
+    /// An event for a `SUSPENDED` execution: kept on its item until `resume` (the driver's
+    /// parking). Only an event that would take the item past DynamoDB's 400 KB waits in
+    /// SQS instead, hidden with the park back-off, and says so.
+    async fn park_suspended(&self, exe: &mut Execution, event: &Event) -> Result<Handled, Failed> {
+        match self.driver.park_while_suspended(exe, event).await {
+            Ok(true) => Ok(Handled::ParkedWhileSuspended {
+                execution_id: exe.id.clone(),
+            }),
+            Ok(false) => Ok(Handled::Drained { status: exe.status }),
+            Err(DriverError::Store(stm_store::StoreError::TooLarge(why))) => {
+                tracing::warn!(
+                    execution_id = %exe.id,
+                    event_id = %event.id,
+                    reason = %why,
+                    "event left in SQS: execution {} is SUSPENDED and its item has no room for it; \
+                     resume it before the queue's retention runs out",
+                    exe.id
+                );
+                Err(Failed::Parked)
+            }
+            Err(err) => Err(classify(err)),
+        }
     }
 
     /// Step `event` on the loaded `exe` (new to it, past the lifecycle gate) in its own

@@ -352,12 +352,13 @@ async fn a_cancel_in_the_middle_of_a_burst_drains_what_follows_it() {
     );
 }
 
-/// A SUSPENDED execution parks the burst's first record and holds back the rest; nothing
-/// is written, and after the resume everything is applied once.
+/// A SUSPENDED execution keeps each of the burst's records on its item, in order, one
+/// commit each: every record is acknowledged (none waits in SQS, where its retention could
+/// delete it); the resume arms the recheck, whose `Timeout` steps them once each.
 #[tokio::test]
-async fn a_suspended_execution_parks_the_burst() {
+async fn a_suspended_execution_keeps_the_burst_on_its_item() {
     let queue = Arc::new(MemoryQueue::default());
-    let s = stack(Arc::new(MemoryStore::new()), queue, true);
+    let s = stack(Arc::new(MemoryStore::new()), queue.clone(), true);
     create(&s, "Counter", "c-1").await;
     s.control.suspend("c-1").await.expect("suspended");
     let before = s.load("c-1").await.version;
@@ -365,20 +366,43 @@ async fn a_suspended_execution_parks_the_burst() {
     let messages: Vec<OutgoingMessage> = events.iter().map(|e| OutgoingMessage::event("c-1", e)).collect();
     send(&s, &messages).await;
     let results = one_batch(&s).await;
-    assert!(matches!(results[0].1, Err(Failed::Parked)), "{results:?}");
     assert!(
-        results[1..]
+        results
             .iter()
-            .all(|(_, r)| matches!(r, Err(Failed::Skipped))),
+            .all(|(_, r)| matches!(r, Ok(Handled::ParkedWhileSuspended { .. }))),
         "{results:?}"
     );
-    assert_eq!(s.load("c-1").await.version, before, "nothing written");
+    let parked = s.load("c-1").await;
+    assert_eq!(parked.version, before + 3, "one commit each");
+    assert_eq!(
+        parked
+            .parked_events
+            .iter()
+            .map(|e| e.id.as_str())
+            .collect::<Vec<_>>(),
+        ["t1", "t2", "t3"]
+    );
+    assert!(queue.is_empty(), "nothing left in SQS");
+    // a redelivery of a kept event changes nothing
+    let redelivered = Record {
+        message_id: "again".into(),
+        receipt_handle: None,
+        body: serde_json::to_string(&events[0]).expect("json"),
+        group_id: Some("c-1".into()),
+        kind: None,
+        receive_count: 2,
+    };
+    let again = s.worker.handle_batch(&[redelivered]).await.records;
+    assert!(
+        matches!(again[0].1, Ok(Handled::ParkedWhileSuspended { .. })),
+        "{again:?}"
+    );
+    assert_eq!(s.load("c-1").await.version, before + 3);
     s.control.resume("c-1").await.expect("resumed");
-    // the parked record is hidden for the park back-off (1 s in this stack)
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     s.drain().await;
     let exe = s.load("c-1").await;
     assert_eq!(exe.context.get("total"), Some(&json!(6.5)));
+    assert!(exe.parked_events.is_empty());
     all_marked(&s, "c-1", &events).await;
 }
 

@@ -159,7 +159,9 @@ async fn scenarios(stack: &Stack, tag: &str) {
     assert_eq!(deferring["active_path"], "Published", "{deferring}");
 }
 
-/// Suspend parks the backlog, resume releases it; a modelled Cancel is cooperative.
+/// Suspend keeps the backlog on the execution (nothing waits in SQS, so no retention can
+/// delete it: here 30 days pass, twice SQS's longest), resume releases it; a modelled
+/// Cancel is cooperative.
 async fn lifecycle(stack: &Stack, tag: &str) {
     let ship = format!("{tag}-ship");
     stack
@@ -181,9 +183,20 @@ async fn lifecycle(stack: &Stack, tag: &str) {
         (parked.status, parked.active_path.as_deref()),
         (Status::Suspended, Some("Transit"))
     );
+    assert_eq!(
+        parked
+            .parked_events
+            .iter()
+            .map(|e| e.kind.as_str())
+            .collect::<Vec<_>>(),
+        ["Deliver"],
+        "kept on the execution"
+    );
+    let nothing = stack.queue.receive(10, 0, 0).await.expect("receive");
+    assert!(nothing.is_empty(), "no message waits in SQS: {nothing:?}");
+    stack.clock.advance(30.0 * 86_400.0);
     stack.control.resume(&ship).await.expect("resume");
-    // the parked message reappears after the recheck period
-    tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+    // the resume armed the recheck for now: the sweep fires it, and it steps the backlog
     stack.drain().await;
     let delivered = stack.load(&ship).await;
     assert_eq!(delivered.active_path.as_deref(), Some("Delivered"));

@@ -44,9 +44,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// DynamoDB call answers in milliseconds; an SQS long poll is the exception, and asks for
 /// its own bound (`long_poll_timeout`).
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long one operation may take, all its retries included. With the worker's function
-/// timeout of 30 s, this plus the per-record reserve keeps one stalled call from timing
-/// out the whole batch (`shared/deploytest/tests/template.rs` checks the sums).
+/// How long one operation may take, all its SDK retries included: one stalled call costs
+/// at most this, and the worker keeps a record's reserve of it before starting a record
+/// (`shared/deploytest/tests/template.rs` checks the reserve against the functions'
+/// timeouts). The store's own retries of a commit are bounded by the invocation's
+/// deadline besides ([`within_deadline`]).
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(12);
 
 /// The header that names the function whose code sent a request, under an emulator only
@@ -55,6 +57,32 @@ pub const FUNCTION_HEADER: &str = "x-stm-function";
 
 tokio::task_local! {
     static FUNCTION: &'static str;
+    static DEADLINE: std::time::Instant;
+}
+
+/// Run `f` under the invocation's `deadline` (Lambda's, taken from its context; `None`:
+/// none known, as in `stm run`): the store starts no retry that could run past it
+/// ([`time_for`]), and reports the failure as retryable instead, so the invocation ends
+/// with its answer rather than being killed mid-call. An inner scope keeps the earlier
+/// deadline of the two.
+pub async fn within_deadline<F: std::future::Future>(
+    deadline: Option<std::time::Instant>,
+    f: F,
+) -> F::Output {
+    let outer = DEADLINE.try_with(|d| *d).ok();
+    match (deadline, outer) {
+        (Some(d), Some(o)) if o <= d => f.await,
+        (Some(d), _) => DEADLINE.scope(d, f).await,
+        (None, _) => f.await,
+    }
+}
+
+/// Whether `needed` more time fits before the deadline of [`within_deadline`] (always,
+/// outside one).
+pub fn time_for(needed: Duration) -> bool {
+    DEADLINE
+        .try_with(|d| d.saturating_duration_since(std::time::Instant::now()) >= needed)
+        .unwrap_or(true)
 }
 
 /// Run `f` as the code of `function` (`worker`, `relay`, `sweeper`, `operator`). Under an

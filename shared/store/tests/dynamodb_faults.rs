@@ -461,3 +461,41 @@ async fn on_item_lost_put_response_is_not_a_conflict_and_keeps_the_marks() {
     assert_eq!(marks, vec![true, true, true, false]);
     assert!(store.pending_outbox().await.expect("outbox").is_empty());
 }
+
+/// Under an invocation's deadline a commit starts no retry that could outlast it: with
+/// throttling on every attempt and less time left than one more attempt may take (a
+/// back-off plus the SDK's operation timeout), the first failure is reported as retryable
+/// at once, saying why, instead of after the policy's four attempts. Without a deadline
+/// the policy runs in full (`throttling_outliving_the_retries_is_retryable_and_writes_nothing`).
+#[tokio::test]
+async fn no_retry_starts_past_the_invocations_deadline() {
+    let (store, proxy) = store_behind_proxy(1).await;
+    let mut e = stored(&store, "f-deadline").await;
+    let before = e.clone();
+    proxy.fail_next(TWI, 100, Fault::Throttling);
+    let c = step(&mut e, "ev-1");
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let started = std::time::Instant::now();
+    let result = stm_store::aws::within_deadline(Some(deadline), store.commit(&mut e, c)).await;
+    match result {
+        Err(StoreError::Retryable { message: msg, .. }) => assert!(
+            msg.contains("Throttling")
+                && msg.contains("no time for another before the invocation's deadline"),
+            "{msg}"
+        ),
+        other => panic!("expected Retryable, got {other:?}"),
+    }
+    assert_eq!(
+        proxy.requests(TWI),
+        1,
+        "one attempt: the next could outlast the deadline"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(e.version, 1, "the version is restored");
+    proxy.clear();
+    assert_stored(&store, &before, &[], &["ev-1"]).await;
+}

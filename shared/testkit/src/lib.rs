@@ -174,7 +174,8 @@ pub fn unique_prefix(tag: &str) -> String {
     out
 }
 
-const LAUNCHER: &str = r#"
+const LAUNCHER: &str = concat!(
+    r#"
 import logging, os, sys, threading
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 try:
@@ -195,52 +196,9 @@ def _receive_in_order(self, queue_name, *args, **kwargs):
         queue.pending_messages.discard(message)
     return _receive_message(self, queue_name, *args, **kwargs)
 SQSBackend.receive_message = _receive_in_order
-# moto backs a TransactWriteItems up by deep-copying every table it touches, to restore on
-# a cancellation: each commit costs the size of the tables (a fan-out of 1,000 children
-# copied the executions table, its 130 KB parent included, 2,000 times). Back up the items
-# the transaction names instead and restore those: the same rollback, since a transaction
-# writes nothing else. The lock below keeps other requests out meanwhile.
-import copy as _copy
-import moto.dynamodb.models as _ddb_models
-from moto.dynamodb.models import DynamoDBBackend
-from moto.dynamodb.models.table import Table as _Table
-class _NoTableCopies:
-    @staticmethod
-    def deepcopy(value, *args, **kwargs):
-        return value if isinstance(value, _Table) else _copy.deepcopy(value, *args, **kwargs)
-    def __getattr__(self, name):
-        return getattr(_copy, name)
-_ddb_models.copy = _NoTableCopies()
-_transact_write_items = DynamoDBBackend.transact_write_items
-def _transact_with_item_backups(self, transact_items):
-    from moto.dynamodb.models.dynamo_type import DynamoType
-    backups = []
-    for action in transact_items:
-        for op in action.values():
-            table = self.tables.get(op.get("TableName")) if isinstance(op, dict) else None
-            if table is None:
-                continue
-            key = op.get("Key") or op.get("Item") or {}
-            names = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
-            if any(name not in key for name in names):
-                continue  # refused by moto before anything is written
-            parts = tuple(DynamoType(key[name]) for name in names)
-            backups.append((table, parts, _copy.deepcopy(table.get_item(*parts))))
-    try:
-        return _transact_write_items(self, transact_items)
-    except Exception:
-        for table, parts, old in reversed(backups):
-            if len(parts) == 2:
-                table.items[parts[0]].pop(parts[1], None)
-                if old is not None:
-                    table.items[parts[0]][parts[1]] = old
-            else:
-                table.items.pop(parts[0], None)
-                if old is not None:
-                    table.items[parts[0]] = old
-        raise
-DynamoDBBackend.transact_write_items = _transact_with_item_backups
-inner = DomainDispatcherApplication(create_backend_app)
+"#,
+    include_str!("moto_speedups.py"),
+    r#"inner = DomainDispatcherApplication(create_backend_app)
 lock = threading.Lock()
 def app(environ, start_response):
     # one request at a time: moto's transactions are only atomic when nothing interleaves
@@ -257,7 +215,8 @@ try:
 except OSError:
     pass
 os._exit(0)
-"#;
+"#
+);
 
 fn start_moto() -> Moto {
     let py = python();

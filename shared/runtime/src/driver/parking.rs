@@ -10,6 +10,12 @@
 //! comes first: each parked event steps in its own commit, which also takes it off the
 //! list, so a crash half-way resumes where it stopped.
 //!
+//! A `SUSPENDED` execution's events wait on the same list ([`Driver::park_while_suspended`]):
+//! never in SQS, whose retention (14 days at most) would delete an event that waits
+//! longer, and where a waiting message holds its group and counts receives toward the
+//! dead-letter queue. `resume` arms the recheck at once, and the recheck (or the next
+//! event) releases them in order.
+//!
 //! The list lives in the execution's item, so it counts toward DynamoDB's 400 KB item
 //! size: an event that would not fit fails as a too-large write does.
 
@@ -60,6 +66,38 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Keep `event` on `exe`, which is `SUSPENDED`, until a resume releases it: appended
+    /// to `parked_events` in a commit of its own (CAS, as a step), its processed mark left
+    /// for when it steps. `false`: nothing to keep (the recheck timer, which `resume` arms
+    /// again). A redelivery of an event already kept changes nothing.
+    pub async fn park_while_suspended(
+        &self,
+        exe: &mut Execution,
+        event: &Event,
+    ) -> Result<bool, DriverError> {
+        if is_recheck(event) {
+            return Ok(false);
+        }
+        if exe.parked_events.iter().any(|p| p.id == event.id) {
+            return Ok(true);
+        }
+        exe.parked_events.push(event.clone());
+        exe.stamp(self.clock.now());
+        if let Err(err) = self.store.commit(exe, Commit::default()).await {
+            exe.parked_events.pop();
+            return Err(err.into());
+        }
+        tracing::info!(
+            execution_id = %exe.id,
+            event_id = %event.id,
+            kind = %event.kind,
+            parked = exe.parked_events.len(),
+            "event parked: execution {} is SUSPENDED; it steps when the execution is resumed",
+            exe.id
+        );
+        Ok(true)
     }
 
     async fn park(

@@ -143,6 +143,10 @@ async fn dead_letter_url_of(client: &aws_sdk_sqs::Client, arn: &str) -> Option<S
     out.queue_url().map(str::to_string).filter(|u| !u.is_empty())
 }
 
+/// The queues' retention, SQS's longest (14 days), as template.yaml sets it: SQS deletes a
+/// message at its end whatever its receives, so every retry schedule must end before it.
+const RETENTION_SECONDS: &str = "1209600";
+
 impl SqsQueue {
     pub fn new(client: aws_sdk_sqs::Client, url: impl Into<String>) -> Self {
         SqsQueue {
@@ -207,6 +211,7 @@ impl SqsQueue {
             .queue_name(&dlq_name)
             .attributes(QueueAttributeName::FifoQueue, "true")
             .attributes(QueueAttributeName::MaximumMessageSize, &size)
+            .attributes(QueueAttributeName::MessageRetentionPeriod, RETENTION_SECONDS)
             .send()
             .await
         {
@@ -246,6 +251,7 @@ impl SqsQueue {
                 visibility_seconds.to_string(),
             )
             .attributes(QueueAttributeName::MaximumMessageSize, &size)
+            .attributes(QueueAttributeName::MessageRetentionPeriod, RETENTION_SECONDS)
             .attributes(QueueAttributeName::RedrivePolicy, redrive)
             .send()
             .await;

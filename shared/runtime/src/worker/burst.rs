@@ -183,6 +183,7 @@ impl Worker {
             } else {
                 match gate {
                     Ok(Some(handled)) => Ok(handled),
+                    Err(Failed::Parked) => self.park_suspended(&mut exe, event).await,
                     Err(why) => Err(why),
                     Ok(None) => self.step_loaded(&mut exe, event, flushed).await,
                 }

@@ -129,12 +129,15 @@ impl DynamoDbStore {
             }
             match out.unprocessed_keys() {
                 Some(rest) if !rest.is_empty() => {
-                    if attempt >= self.retry.max_attempts.max(1) {
+                    let pause = self.retry.backoff(attempt);
+                    if attempt >= self.retry.max_attempts.max(1)
+                        || !crate::aws::time_for(pause + crate::aws::OPERATION_TIMEOUT)
+                    {
                         return Err(StoreError::retryable(format!(
                             "BatchGetItem left keys unprocessed after {attempt} attempts"
                         )));
                     }
-                    tokio::time::sleep(self.retry.backoff(attempt)).await;
+                    tokio::time::sleep(pause).await;
                     request = rest.clone();
                 }
                 _ => return Ok(found),
@@ -441,8 +444,17 @@ impl ExecutionStore for DynamoDbStore {
                     if attempt >= self.retry.max_attempts.max(1) {
                         return Err(StoreError::retryable(format!("{msg} (after {attempt} attempts)")));
                     }
+                    let pause = self.retry.backoff(attempt);
+                    if !crate::aws::time_for(pause + crate::aws::OPERATION_TIMEOUT) {
+                        // another attempt could outlast the invocation: SQS redelivers
+                        // the record instead, with all its time
+                        return Err(StoreError::retryable(format!(
+                            "{msg} (after {attempt} attempts; no time for another before the \
+                             invocation's deadline)"
+                        )));
+                    }
                     tracing::debug!(id = %exe.id, attempt, %msg, maybe_applied, "transient commit failure, retrying");
-                    tokio::time::sleep(self.retry.backoff(attempt)).await;
+                    tokio::time::sleep(pause).await;
                     if !maybe_applied {
                         generation += 1;
                         plan = plan_for(block, trace_idx, stored_idx, generation)?;
