@@ -51,10 +51,22 @@ Counted per design (read from the code, 2026-12-02):
   `SendMessage` to the FIFO queue and the guarded `DeleteItem` (+ its GSI delete).
 * fixed monthly costs, amortized over `--transitions-per-month`: the relay's scheduled
   consistent `Scan`s of the outbox and spawns tables and the sweeper's due-index `Query`s, one
-  per shard (both on template.yaml's schedules), the harel layout's full timer scan (`due.rs`,
-  every 10 minutes; the cheapest layout has no harel writer and sets the interval to `None`),
-  those schedules' Lambda invocations and logs, and the event sources' idle long polls.
-* storage: the processed marks until their TTL (harel layout), trace rows when trace is on.
+  per shard (both on template.yaml's schedules), the full timer scan (`due.rs`, every 10
+  minutes, claimed with a conditional `UpdateItem` on the counters item; in every layout: the
+  functions take `CreateOptions`' default interval whatever STM_DEDUPE_MARKS says; until
+  2026-12-03 this model counted it for the harel layout only; `--no-due-index`, a timers table
+  without the index, harel's reused with ExistingTables=true: every sweep is the full scan),
+  those schedules' Lambda invocations and logs, the event sources' idle long polls, and the
+  KMS requests of the tables' encryption (below).
+* storage: the processed marks until their TTL (harel layout), trace rows when trace is on;
+  and point-in-time recovery on the same bytes (every table has it: billed per GB-month of
+  the table's size).
+* encryption: the tables' `SSESpecification: {SSEEnabled: true}` is an AWS managed KMS key
+  (`aws/dynamodb`), so DynamoDB's `Decrypt` of each table key is a billed KMS request: one per
+  connection and table when it opens, and again after five minutes without use; counted as
+  one per 5 minutes for every (function, table it reads or writes items of) pair, per warm
+  instance (`--kms-instances`): an upper bound for a connection in steady use, which decrypts
+  once. The queues' `SqsManagedSseEnabled` (SSE-SQS) uses SQS-owned keys: no KMS request.
 * CloudWatch Logs: the platform's START/END/REPORT lines and the metrics line per
   invocation (a processed event writes no line at LogLevel=info: `--log-bytes-per-event`
   for a debug deployment). Until 2026-12-02 (second round) this model charged an info
@@ -63,8 +75,9 @@ Counted per design (read from the code, 2026-12-02):
   zero count is not sent, so only those a mix makes non-zero) and the template's alarms.
 
 Not counted (the same for every design, or not per transition): the execution items'
-storage, spawns, the free tiers (1 M SQS requests, 1 M Lambda requests and 400,000 GB-s,
-25 GB of DynamoDB storage, 5 GB of logs a month), data transfer (same region: none).
+storage (and its point-in-time recovery), spawns, the free tiers (1 M SQS requests, 1 M
+Lambda requests and 400,000 GB-s, 25 GB of DynamoDB storage, 5 GB of logs, 20,000 KMS
+requests a month), data transfer (same region: none).
 Prices are us-east-1 list prices; no network, no AWS account.
 """
 
@@ -112,6 +125,31 @@ PRICES = {
     # (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateTimeToLive.html).
     "ddb_storage_per_gb_month": 0.25,
     "ddb_storage_item_overhead_bytes": 100,
+    # Point-in-time recovery (the template's `PointInTimeRecoveryEnabled: true` on every
+    # table): billed on "the size of each DynamoDB table, including table data and local
+    # secondary indexes", whatever the recovery period
+    # (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/PointInTimeRecovery_Howitworks.html).
+    # FIGURE NOT CONFIRMED on an AWS page: $0.20 per GB-month, as quoted by
+    # https://finops.com.py/services/dynamodb/backups.
+    "ddb_pitr_per_gb_month": 0.20,
+    # KMS, for the tables' encryption at rest. `SSEEnabled: true` without a key: "server-side
+    # encryption type is set to KMS and an AWS managed key is used (AWS KMS charges apply)";
+    # false or absent: an AWS owned key, no KMS charge
+    # (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_SSESpecification.html).
+    # DynamoDB "caches the plaintext table keys for each connection in memory. If DynamoDB
+    # gets a request for the cached table key after five minutes of inactivity, it sends a
+    # new request to AWS KMS to decrypt the table key"
+    # (https://docs.aws.amazon.com/kms/latest/developerguide/services-dynamodb.html). An AWS
+    # managed key has no monthly fee ("can exist in your account for free":
+    # https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html); its requests are
+    # billed. FIGURE NOT CONFIRMED on an AWS page (https://aws.amazon.com/kms/pricing/ renders
+    # it client-side): $0.03 per 10,000 requests, as quoted by
+    # https://gist.github.com/dasgoll/b88d5be05dcc0deb052ad40446c2fb40.
+    "kms_per_10k_requests": 0.03,
+    # The queues: `SqsManagedSseEnabled: true` is SSE-SQS, "SQS-owned encryption keys"
+    # (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-server-side-encryption.html),
+    # not KMS: no KMS request, no charge. (SSE-KMS, `KmsMasterKeyId`, would bill KMS requests
+    # per data key reuse period: the model refuses a template with it.)
     # SQS, per request, each 64 KB chunk of a payload one request (rule:
     # https://aws.amazon.com/jp/sqs/features/). FIGURES NOT CONFIRMED on an AWS page: FIFO
     # $0.50, standard $0.40 per million (first 100 billion a month), as quoted by
@@ -161,6 +199,8 @@ SQS_MAX_CHUNK = 64 * 1024  # one SQS request per 64 KB of payload (AWS's rule, a
 # and how long each waits are not documented: ASSUMED 5 (worker, FIFO) and 2 (doorbells,
 # standard), each a 20 s long poll (SQS's longest), i.e. 3 empty receives a minute.
 LONG_POLL_SECONDS = 20
+# DynamoDB decrypts a table key again after this long without use (the KMS rule, above).
+KMS_TABLE_KEY_IDLE_MINUTES = 5
 
 
 # ---------------------------------------------------------------- inputs from the code
@@ -244,6 +284,21 @@ def alarm_metric_count(props: dict) -> int:
     return sum(1 for q in props.get("Metrics", []) if "MetricStat" in q)
 
 
+def table_of(template: dict, value) -> str | None:
+    """The store's name of the table a policy resource or a `TableName` names (`executions`
+    for `!Sub ${Prefix}_executions`, for `!Sub arn:...:table/${Prefix}_executions[/index/X]`
+    and for `!GetAtt ExecutionsTable.Arn`), else None."""
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        target = template.get("Resources", {}).get(value["Fn::GetAtt"][0], {})
+        if target.get("Type") != "AWS::DynamoDB::Table":
+            return None
+        value = target.get("Properties", {}).get("TableName")
+    if isinstance(value, dict) and "Fn::Sub" in value and isinstance(value["Fn::Sub"], str):
+        m = re.search(r"(?:^|table/)\$\{Prefix\}_([a-z_]+?)(?:/index/.*)?$", value["Fn::Sub"])
+        return m.group(1) if m else None
+    return None
+
+
 def template_inputs(path: str = DEFAULT_TEMPLATE) -> dict:
     """What the model takes from the deployment, read from template.yaml (the parameters at
     their defaults). The functions are the template's `Worker`, `Relay` and `Sweeper`."""
@@ -294,6 +349,50 @@ def template_inputs(path: str = DEFAULT_TEMPLATE) -> dict:
         for name, r in resources.items()
         if r.get("Type") == "AWS::CloudWatch::Alarm"
     }
+    # the tables' encryption and point-in-time recovery, by the store's table name
+    tables = {
+        table_of(t, r.get("Properties", {}).get("TableName")): r.get("Properties", {})
+        for r in resources.values()
+        if r.get("Type") == "AWS::DynamoDB::Table"
+    }
+
+    def sse(props: dict) -> str:
+        spec = props.get("SSESpecification", {})
+        if str(resolve(t, spec.get("SSEEnabled", False))).lower() != "true":
+            return "aws-owned"
+        if spec.get("KMSMasterKeyId"):
+            raise SystemExit(f"{path}: a table with a customer managed KMS key; the model prices AWS owned and AWS managed keys only")
+        return "aws-managed"
+
+    sse_tables = {name: sse(props) for name, props in tables.items()}
+    pitr_tables = sorted(
+        name
+        for name, props in tables.items()
+        if str(resolve(t, props.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled", False))).lower() == "true"
+    )
+    for name, r in resources.items():
+        if r.get("Type") == "AWS::SQS::Queue" and r.get("Properties", {}).get("KmsMasterKeyId"):
+            raise SystemExit(f"{path}: {name} is encrypted with a KMS key (SSE-KMS); the model prices SSE-SQS only")
+
+    # (function, table) pairs whose table key a function's connections decrypt: the tables
+    # its role lets it read or write items of (DescribeTable reads no item)
+    def role_tables(fn: dict) -> set:
+        role = resources.get((fn.get("Role") or {}).get("Fn::GetAtt", [None])[0], {})
+        out = set()
+        for policy in role.get("Properties", {}).get("Policies", []):
+            for s in policy.get("PolicyDocument", {}).get("Statement", []):
+                actions = s.get("Action", [])
+                actions = [actions] if isinstance(actions, str) else actions
+                if not any(a.startswith("dynamodb:") and a != "dynamodb:DescribeTable" for a in actions):
+                    continue
+                res = s.get("Resource", [])
+                for r in res if isinstance(res, list) else [res]:
+                    name = table_of(t, r)
+                    if name:
+                        out.add(name)
+        return out
+
+    item_tables = {name: sorted(role_tables(fn)) for name, fn in fns.items()}
 
     def default(name: str):
         return params[name]["Default"]
@@ -320,6 +419,11 @@ def template_inputs(path: str = DEFAULT_TEMPLATE) -> dict:
         "provisioned_target_utilization": float(default("ProvisionedTargetUtilization")),
         "scaled_read_targets": sum(1 for d in scaled if d.endswith(":ReadCapacityUnits")),
         "scaled_write_targets": sum(1 for d in scaled if d.endswith(":WriteCapacityUnits")),
+        "sse_tables": sse_tables,
+        "pitr_tables": pitr_tables,
+        "item_tables": item_tables,
+        # the (function, table) pairs whose table key is an AWS managed KMS key
+        "kms_pairs": sum(1 for fn in item_tables.values() for n in fn if sse_tables.get(n) == "aws-managed"),
     }
 
 
@@ -447,16 +551,19 @@ def per_transition(a, d: Design, emit: float, timer: float) -> dict:
 
     fixed = fixed_monthly(a, d.layout, emit, timer)["total"] / a.transitions_per_month
 
-    # storage: the marks until their TTL (+ the TTL's lag), trace rows for --trace-days
-    gb_month = 0.0
+    # storage: the marks until their TTL (+ the TTL's lag), trace rows for --trace-days;
+    # point-in-time recovery bills the same bytes again on the tables that have it
+    stored = {"processed": 0.0, "trace": 0.0}
     if d.layout == "harel":
-        gb_month += (a.mark_bytes + P["ddb_storage_item_overhead_bytes"]) / 1e9 * (
+        stored["processed"] = (a.mark_bytes + P["ddb_storage_item_overhead_bytes"]) / 1e9 * (
             (a.processed_ttl_days + a.ttl_lag_days) / (MINUTES_PER_MONTH / 1440)
         )
     if trace:
-        gb_month += (a.trace_bytes + P["ddb_storage_item_overhead_bytes"]) / 1e9 * (
+        stored["trace"] = (a.trace_bytes + P["ddb_storage_item_overhead_bytes"]) / 1e9 * (
             a.trace_days / (MINUTES_PER_MONTH / 1440)
         )
+    gb_month = sum(stored.values())
+    pitr_gb_month = sum(gb for table, gb in stored.items() if table in a.pitr_tables)
 
     rows = {
         "DynamoDB reads": rru * read_unit,
@@ -465,8 +572,9 @@ def per_transition(a, d: Design, emit: float, timer: float) -> dict:
         "Lambda (worker)": lam,
         "CloudWatch Logs (worker)": logs,
         "doorbells (near timers)": doorbell,
-        "fixed: schedules, idle polls, metrics, alarms": fixed,
+        "fixed: schedules, idle polls, KMS, metrics, alarms": fixed,
         "storage": gb_month * P["ddb_storage_per_gb_month"],
+        "point-in-time recovery": pitr_gb_month * P["ddb_pitr_per_gb_month"],
     }
     units = {
         "exe_bytes": exe,
@@ -497,15 +605,26 @@ def fixed_monthly(a, layout: str, emit: float = 0.0, timer: float = 0.0) -> dict
     logs = (relay_runs + sweep_runs) * a.log_bytes_per_invocation / 1e9 * P["logs_ingest_per_gb"]
     # relay: consistent Scan of outbox and spawns, near-empty (the inline flush acks them)
     rru = relay_runs * 2 * 1
-    # sweeper: one eventually consistent Query per shard of the due index, 0.5 RRU each at least
-    rru += sweep_runs * a.timer_shards * 0.5
+    # the timer full scan (`due.rs`), in every layout (the functions take CreateOptions'
+    # default interval whatever the dedupe marks): a consistent Scan of every pending timer
     wru_ = 0.0
-    if layout == "harel":
+    scan = rru_strong(a.pending_timers * a.timer_bytes)
+    if a.no_due_index:
+        # a timers table without the due index (harel's, ExistingTables=true): every sweep
+        # is the full scan, and no claim is taken
+        rru += sweep_runs * scan
+    else:
+        # sweeper: one eventually consistent Query per shard of the due index, 0.5 RRU each
+        # at least; every 10 minutes the claimed full scan instead
         scans = MINUTES_PER_MONTH / a.full_scan_minutes
-        rru += scans * rru_strong(a.pending_timers * a.timer_bytes)  # consistent full Scan
+        rru += (sweep_runs - scans) * a.timer_shards * 0.5 + scans * scan
         wru_ += scans * 1  # the claim's conditional UpdateItem on the counters item
     read_unit, write_unit = unit_prices(a)
     ddb = rru * read_unit + wru_ * write_unit
+    # KMS: each (function, table) pair's connection decrypts its table key again after five
+    # idle minutes; counted every five minutes for each warm instance
+    kms_requests = a.kms_pairs * a.kms_instances * MINUTES_PER_MONTH / KMS_TABLE_KEY_IDLE_MINUTES
+    kms = kms_requests * P["kms_per_10k_requests"] / 1e4
     # provisioned: each scalable target's minimum, billed by the hour used or not. Counted
     # in full on top of the traffic's units: an upper bound, since a busy table's minimum
     # is part of the capacity its traffic pays for.
@@ -534,6 +653,7 @@ def fixed_monthly(a, layout: str, emit: float = 0.0, timer: float = 0.0) -> dict
         "schedules: DynamoDB": ddb,
         "provisioned minimum": floor,
         "idle long polls": idle,
+        "KMS (table keys)": kms,
         "metrics and alarms": monitoring,
     }
     parts["total"] = sum(parts.values())
@@ -584,6 +704,8 @@ def parser(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS) -> ar
         dedupe_marks=tpl["dedupe_marks"],
         scaled_read_targets=tpl["scaled_read_targets"],
         scaled_write_targets=tpl["scaled_write_targets"],
+        pitr_tables=tpl["pitr_tables"],
+        kms_pairs=tpl["kms_pairs"],
     )
     p.add_argument("--item-bytes", type=int, default=code["execution_item_bytes"], help="execution item size as DynamoDB counts it (default: measured, cost_inputs.json)")
     p.add_argument("--lambda-ms", type=float, default=8.0, help="worker billed ms per event")
@@ -605,7 +727,9 @@ def parser(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS) -> ar
     p.add_argument("--processed-ttl-days", type=float, default=tpl["processed_retention_days"], help="days a mark is kept (default: template.yaml's ProcessedRetentionDays)")
     p.add_argument("--ttl-lag-days", type=float, default=2, help="TTL deletes 'typically within two days'")
     p.add_argument("--timer-bytes", type=int, default=code["timer_item_bytes"], help="a timer item (default: measured, cost_inputs.json)")
-    p.add_argument("--pending-timers", type=int, default=0, help="harel layout: timers the 10-minute full scan reads (0: the empty case)")
+    p.add_argument("--pending-timers", type=int, default=0, help="timers the 10-minute full scan reads, every layout's (0: the empty case)")
+    p.add_argument("--no-due-index", action="store_true", help="a timers table without the due index (harel's, reused with ExistingTables=true): every sweep is the full scan")
+    p.add_argument("--kms-instances", type=int, default=1, help="warm instances of each function, each with its connections decrypting its tables' keys every 5 minutes (ASSUMED)")
     p.add_argument("--doorbell-batch", type=int, default=1, help="doorbells per sweeper invocation (ASSUMED spread in time: 1; at most the template's BatchSize)")
     p.add_argument("--doorbell-wait-ms", type=float, default=500, help="the sweeper's billed wait until fire_at (delays round down to whole seconds)")
     p.add_argument("--sweeper-ms", type=float, default=20, help="sweeper billed ms per run, beyond any wait (ASSUMED)")
@@ -690,7 +814,7 @@ def main(argv=None) -> None:
             f"fixed a month ({'harel' if layout == 'harel' else 'cheapest'} layout): ${f['total']:.2f} "
             f"(idle long polls ${f['idle long polls']:.2f}, schedules' Lambda ${f['schedules: Lambda']:.2f}, "
             f"logs ${f['schedules: logs']:.2f}, DynamoDB ${f['schedules: DynamoDB']:.3f}, "
-            f"metrics and alarms ${f['metrics and alarms']:.2f} for a plain mix)"
+            f"KMS ${f['KMS (table keys)']:.2f}, metrics and alarms ${f['metrics and alarms']:.2f} for a plain mix)"
         )
     print()
     print("(2) totals against Step Functions, $ per million transitions")

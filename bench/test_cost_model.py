@@ -170,6 +170,18 @@ def main() -> None:
         check("memory, batch size, retention, DedupeMarks, LogLevel as cfn-lint decodes them", ours == lint, (ours, lint))
         arch = decoded["Globals"]["Function"]["Architectures"]
         check("the functions' architecture (Globals) as cfn-lint decodes it", tpl["architectures"]["Worker"] == [params[arch[0]["Ref"]]["Default"]], arch)
+        lint_tables = [r["Properties"] for r in res.values() if r["Type"] == "AWS::DynamoDB::Table"]
+        managed = sum(1 for p in lint_tables if p.get("SSESpecification", {}).get("SSEEnabled") is True and "KMSMasterKeyId" not in p["SSESpecification"])
+        check("every table an AWS managed KMS key (SSEEnabled true, no key) as cfn-lint decodes them, as the model reads them",
+              managed == len(lint_tables) == 7 and set(tpl["sse_tables"].values()) == {"aws-managed"} and len(tpl["sse_tables"]) == 7,
+              (managed, tpl["sse_tables"]))
+        pitr = sum(1 for p in lint_tables if p.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled") is True)
+        check("point-in-time recovery on every table, as cfn-lint decodes them and the model reads them",
+              pitr == 7 and len(tpl["pitr_tables"]) == 7, (pitr, tpl["pitr_tables"]))
+        lint_queues = [r["Properties"] for r in res.values() if r["Type"] == "AWS::SQS::Queue"]
+        check("every queue SSE-SQS (SqsManagedSseEnabled, no KmsMasterKeyId): no KMS request",
+              len(lint_queues) == 3 and all(q.get("SqsManagedSseEnabled") is True and "KmsMasterKeyId" not in q for q in lint_queues),
+              lint_queues)
 
     check("the flags' defaults are the template's", (a.memory_mb, a.batch_size, a.processed_ttl_days, a.trace)
           == (tpl["worker_memory_mb"], tpl["worker_batch_size"], tpl["processed_retention_days"], tpl["trace"]))
@@ -240,6 +252,32 @@ def main() -> None:
         check("an x86_64 template is refused (the model has arm64's price only)", refused)
     finally:
         os.unlink(path)
+    path = changed_template(lambda t: t.replace("SSESpecification: { SSEEnabled: true }", "SSESpecification: { SSEEnabled: false }"))
+    try:
+        owned = cm.defaults(template=path)
+        check("SSEEnabled false in a copy (AWS owned keys): no KMS request",
+              set(owned.template_inputs["sse_tables"].values()) == {"aws-owned"} and cm.fixed_monthly(owned, "cheap")["KMS (table keys)"] == 0.0)
+    finally:
+        os.unlink(path)
+    path = changed_template(lambda t: t.replace("PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true }",
+                                                "PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: false }"))
+    try:
+        off = cm.defaults(template=path)
+        got = cm.per_transition(off, cm.Design("h", "harel"), 0.0, 0.0)["rows"]["point-in-time recovery"]
+        check("point-in-time recovery off in a copy: not billed", off.pitr_tables == [] and got == 0.0, got)
+    finally:
+        os.unlink(path)
+    path = changed_template(lambda t: t.replace("      SqsManagedSseEnabled: true\n      # 6 x the sweeper's timeout",
+                                                "      KmsMasterKeyId: alias/aws/sqs\n      # 6 x the sweeper's timeout", 1))
+    try:
+        try:
+            cm.defaults(template=path)
+            refused = False
+        except SystemExit as e:
+            refused = "SSE-SQS" in str(e)
+        check("a queue on SSE-KMS in a copy is refused (the model prices SSE-SQS only)", refused)
+    finally:
+        os.unlink(path)
     grown = copy.deepcopy(inputs)
     grown["code"]["execution_item_bytes"] = 1024 - code["dedupe_window_bytes"] + 1
     fd, path = tempfile.mkstemp(suffix=".json")
@@ -306,6 +344,15 @@ def main() -> None:
     want = (a.mark_bytes + 100) / 1e9 * (32 / 30) * 0.25
     check(f"harel stores each {a.mark_bytes} B mark 30 + 2 days (ProcessedRetentionDays 30)",
           a.processed_ttl_days == 30 and close(harel, want), harel)
+    # point-in-time recovery: the same bytes at $0.20 per GB-month (every table has it)
+    pitr = cm.per_transition(a, cm.Design("h", "harel"), 0.0, 0.0)["rows"]["point-in-time recovery"]
+    check("harel: point-in-time recovery of the marks, $0.20 per GB-month of them", close(pitr, want / 0.25 * 0.20), pitr)
+    check("cheapest layout: no marks, no point-in-time recovery", rows["point-in-time recovery"] == 0.0)
+    traced = cm.defaults(trace=True)
+    rows_t = cm.per_transition(traced, cm.Design("c", "cheap"), 0.0, 0.0)["rows"]
+    want_t = (a.trace_bytes + 100) / 1e9 * (30 / 30)
+    check("trace on: the trace rows stored 30 days, and their point-in-time recovery",
+          close(rows_t["storage"], want_t * 0.25) and close(rows_t["point-in-time recovery"], want_t * 0.20), rows_t)
 
     # a doorbell: 1 timer GetItem + 1 execution load; guarded delete + its GSI delete
     one = cm.per_transition(a, cm.Design("c", "cheap"), 0.0, 1.0)["units"]
@@ -316,8 +363,36 @@ def main() -> None:
     check("idle long polls $0.43 a month", close(idle, 129600 * (5 * 0.5 + 2 * 0.4) / 1e6), idle)
     # the schedules: relay 2 consistent Scans, sweeper 64 half-unit Queries, every minute
     check("relay and sweeper every minute, 64 shards", (a.relay_period_min, a.sweeper_period_min, a.timer_shards) == (1, 1, 64))
+    # every 10 minutes the claimed full scan (1 RRU for the empty table, 1 WRU for the
+    # claim) replaces that sweep's 64 index queries, in every layout (the functions take
+    # CreateOptions' default interval whatever STM_DEDUPE_MARKS says)
     ddb = cm.fixed_monthly(a, "cheap")["schedules: DynamoDB"]
-    check("schedules' DynamoDB, cheapest: 43,200 x (2 + 32) RRU", close(ddb, 43200 * 34 * 0.125 / 1e6), ddb)
+    want = (43200 * 2 + (43200 - 4320) * 32 + 4320 * 1) * 0.125 / 1e6 + 4320 * 0.625 / 1e6
+    check("schedules' DynamoDB, cheapest: 43,200 x 2 + 38,880 x 32 + 4,320 x 1 RRU + 4,320 WRU", close(ddb, want), ddb)
+    check("... the harel layout's the same (the full scan runs in both)",
+          close(cm.fixed_monthly(a, "harel")["schedules: DynamoDB"], ddb), cm.fixed_monthly(a, "harel"))
+    with open(os.path.join(REPO, "shared/runtime/src/config/clients.rs"), encoding="utf-8") as f:
+        clients = f.read()
+    check("the functions' store takes CreateOptions' default full-scan interval, whatever the dedupe marks",
+          ".with_timer_full_scan_interval(defaults.timer_full_scan_interval)" in clients)
+    check("... which is 10 minutes (cost_inputs.json)", code["timer_full_scan_minutes"] == 10)
+    bare = cm.defaults(no_due_index=True, pending_timers=200)
+    got = cm.fixed_monthly(bare, "cheap")["schedules: DynamoDB"]
+    want = (43200 * 2 + 43200 * cm.rru_strong(200 * a.timer_bytes)) * 0.125 / 1e6
+    check("--no-due-index (harel's timers table): every sweep a full scan of 200 timers (5 RRU), no claim", close(got, want), got)
+
+    # KMS: SSEEnabled true is an AWS managed key; each (function, table it reads or writes
+    # items of) pair decrypts its table key every 5 idle minutes: worker 6 tables, relay 2
+    # (outbox, spawns), sweeper 3 (timers, counters, executions)
+    check("the tables each role reads or writes items of (template.yaml)",
+          tpl["item_tables"] == {"Worker": ["executions", "outbox", "processed", "spawns", "timers", "trace"],
+                                 "Relay": ["outbox", "spawns"], "Sweeper": ["counters", "executions", "timers"]},
+          tpl["item_tables"])
+    kms = cm.fixed_monthly(a, "cheap")["KMS (table keys)"]
+    check("KMS: 11 pairs x 8,640 five-minute periods x $0.03 per 10,000 = $0.29 a month",
+          close(kms, 11 * 8640 * 0.03 / 1e4), kms)
+    check("... twice with 2 warm instances of each function",
+          close(cm.fixed_monthly(cm.defaults(kms_instances=2), "cheap")["KMS (table keys)"], 2 * kms))
 
     # metrics and alarms: the worker's EventsProcessed alone for a plain mix (zeros are not
     # sent), + the flush's RelayForwarded with emits and TimersFired with timers; the alarm
@@ -341,9 +416,9 @@ def main() -> None:
     # the totals the README quotes (its cost tables): recount them there when these move
     ds = cm.designs(a)
     totals = [round(cm.per_transition(a, d, 0.0, 0.0)["total"] * 1e6, 2) for d in ds]
-    check("plain totals: 3.64 / 1.59 / 1.22 / 0.99 / 0.92 / 1.14 (README)", totals == [3.64, 1.59, 1.22, 0.99, 0.92, 1.14], totals)
+    check("plain totals: 3.70 / 1.62 / 1.25 / 1.02 / 0.95 / 1.17 (README)", totals == [3.70, 1.62, 1.25, 1.02, 0.95, 1.17], totals)
     totals = [round(cm.per_transition(a, d, a.emit_ratio, a.timer_ratio)["total"] * 1e6, 2) for d in ds]
-    check("10% emits, 10% timers: 4.62 / 2.75 / 2.35 / 2.07 / 1.94 / 2.39 (README)", totals == [4.62, 2.75, 2.35, 2.07, 1.94, 2.39], totals)
+    check("10% emits, 10% timers: 4.68 / 2.78 / 2.38 / 2.10 / 1.97 / 2.42 (README)", totals == [4.68, 2.78, 2.38, 2.10, 1.97, 2.42], totals)
 
     # capacity modes: on-demand by default (the figures above); provisioned with auto scaling
     # on each table and the due index, read and write (template.yaml: 7 tables + 1 index)
@@ -368,8 +443,8 @@ def main() -> None:
     check("provisioned plain writes: 1 WRU at $0.258 per million",
           close(p_rows["DynamoDB writes"] * 1e6, 0.00065 / 3600 / 0.7 * 1e6), p_rows["DynamoDB writes"])
     table = run([])
-    check("the printed comparison (README): plain 1.59 | 3.39, 1.44 | 1.22, 1.42 | 1.00",
-          "| plain | 1.59 | 3.39 | 1.44 | 1.22 | 1.42 | 1.00 |" in table, table[-600:])
+    check("the printed comparison (README): plain 1.62 | 3.42, 1.44 | 1.22, 1.42 | 1.00",
+          "| plain | 1.62 | 3.42 | 1.44 | 1.22 | 1.42 | 1.00 |" in table, table[-600:])
 
     # the output says plainly what $1.10 needs at the defaults
     text = run([])

@@ -19,8 +19,9 @@ use stm_runtime::DriverError;
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0  done
-  1  the command ran and failed: a machine with errors, no such execution, a control
-     command with nothing to do (already DONE, not SUSPENDED, ...), a deployment error
+  1  the command ran and failed: a machine with errors, a run that ended FAILED, no such
+     execution, a control command with nothing to do (already DONE, not SUSPENDED, ...),
+     a deployment error
   2  usage: a bad flag or argument, a missing file, bad JSON, an unknown machine or event";
 
 /// The command line is wrong (exit 2).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use stm_core::{Definition, Event, Map};
+use stm_core::{Definition, Event, Execution, Map};
 use stm_runtime::driver::Held;
 use stm_runtime::{ActionRegistry, Definitions, Driver};
 use stm_store::MemoryStore;
@@ -234,11 +234,64 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         .into_iter()
         .map(parse_run_event)
         .collect::<Result<Vec<_>>>()?;
+    // before anything runs: a kind no state handles, or data that does not fit its
+    // declaration, is a mistake in the command line, not an event to drop
+    for event in &events {
+        check_run_event(&defn, event)?;
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(run_machine(defn, seed, events, args.json))?;
+    let Some(last) = runtime.block_on(run_machine(defn, seed, events, args.json))? else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    if last.status == stm_core::Status::Failed {
+        // the output above is harel's, line for line; harel exits 0 here too, which
+        // reports a failed run as a success: we say why and exit 1
+        eprintln!(
+            "error: execution {} ended FAILED: {}",
+            last.id,
+            last.error.as_deref().unwrap_or("no error recorded")
+        );
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An event `stm run` may deliver to `defn`: a kind the machine knows
+/// ([`Definition::event_kinds`]) with data that fits its declaration; else a usage error
+/// naming the kinds it knows.
+fn check_run_event(defn: &Definition, event: &Event) -> Result<()> {
+    if let Some(known) = unknown_kind(defn, &event.kind) {
+        bail!(usage(format!(
+            "-e {}: no state of machine {} handles {:?} (nothing run): it knows {known}",
+            event.kind, defn.id, event.kind
+        )));
+    }
+    stm_runtime::Driver::check_event(defn, event).map_err(|e| usage(format!("-e {}: {e}", event.kind)))
+}
+
+/// `None` when `defn` knows `kind`; else the kinds it knows, as a sentence's end: its
+/// domain events, then the control events a user may send.
+pub fn unknown_kind(defn: &Definition, kind: &str) -> Option<String> {
+    let kinds = defn.event_kinds();
+    if kinds.iter().any(|k| k == kind) {
+        return None;
+    }
+    let domain: Vec<&str> = kinds
+        .iter()
+        .map(String::as_str)
+        .filter(|k| !stm_core::definition::RESERVED_EVENTS.contains(k))
+        .collect();
+    Some(format!(
+        "{}, and the control events {}",
+        if domain.is_empty() {
+            "no domain event".to_string()
+        } else {
+            domain.join(", ")
+        },
+        ["Cancel", "Reset", "SetState"].join(", ")
+    ))
 }
 
 /// A JSON object argument (`--seed`, `--reason`, an event's data), or a usage error
@@ -312,7 +365,14 @@ fn bind_remote_actions(_: &mut ActionRegistry) -> Result<()> {
     Ok(())
 }
 
-async fn run_machine(defn: Definition, seed: Option<Map>, events: Vec<Event>, json: bool) -> Result<()> {
+/// Run and show it; the execution as it ended (`None`: the reader of the output went away
+/// first).
+async fn run_machine(
+    defn: Definition,
+    seed: Option<Map>,
+    events: Vec<Event>,
+    json: bool,
+) -> Result<Option<Execution>> {
     let mut actions = ActionRegistry::with_builtins();
     bind_remote_actions(&mut actions)?;
     actions.check(&defn)?;
@@ -326,10 +386,10 @@ async fn run_machine(defn: Definition, seed: Option<Map>, events: Vec<Event>, js
     let shown = show_run(&driver, &store, &defn_id, seed, events, json, &mut out).await;
     // the steps that ran are shown, before the error that stopped the run if one did
     let flushed = out.flush();
-    match shown.and(flushed.map_err(anyhow::Error::from)) {
+    match shown.and_then(|last| flushed.map(|()| last).map_err(anyhow::Error::from)) {
         // the reader went away (`stm run ... | head`): stop quietly, as Unix tools do
-        Err(err) if is_broken_pipe(&err) => Ok(()),
-        other => other,
+        Err(err) if is_broken_pipe(&err) => Ok(None),
+        other => other.map(Some),
     }
 }
 
@@ -363,7 +423,7 @@ async fn show_run(
     events: Vec<Event>,
     json: bool,
     out: &mut impl Write,
-) -> Result<()> {
+) -> Result<Execution> {
     let exe = driver.create(defn_id, seed, None).await.map_err(errors::driver)?;
     let id = exe.id.clone();
     if !json {
@@ -398,5 +458,5 @@ async fn show_run(
             last.outcome.as_deref().unwrap_or("None")
         )?;
     }
-    Ok(())
+    Ok(last)
 }

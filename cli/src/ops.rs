@@ -230,21 +230,13 @@ pub async fn create(
 
 /// The kinds `defn` knows, or a usage error naming them.
 fn check_kind(defn: &stm_core::Definition, id: &str, kind: &str) -> Result<()> {
-    let kinds = defn.event_kinds();
-    if kinds.iter().any(|k| k == kind) {
-        return Ok(());
+    match crate::machine::unknown_kind(defn, kind) {
+        None => Ok(()),
+        Some(known) => Err(usage(format!(
+            "{id} is a {} and no state of it handles {kind:?} (nothing sent): it knows {known}",
+            defn.id
+        ))),
     }
-    let domain: Vec<&str> = kinds
-        .iter()
-        .map(String::as_str)
-        .filter(|k| !stm_core::definition::RESERVED_EVENTS.contains(k))
-        .collect();
-    Err(usage(format!(
-        "{id} is a {} and no state of it handles {kind:?} (nothing sent): it knows {}, and the control events {}",
-        defn.id,
-        if domain.is_empty() { "no domain event".to_string() } else { domain.join(", ") },
-        ["Cancel", "Reset", "SetState"].join(", ")
-    )))
 }
 
 /// `stm send`: checked against the deployment (the execution exists, its machine knows

@@ -334,6 +334,29 @@ fn the_event_queue_is_fifo_encrypted_and_dead_letters() {
     // the dead-letter queue keeps messages at least as long as the queue
     let keep = |p: &Value| p["MessageRetentionPeriod"].as_i64().unwrap_or(345_600);
     assert!(keep(d) >= keep(q));
+    // SQS deletes a message at the end of its retention, dead-letter queue or not: every
+    // retry schedule the template allows must end before it. The most receives
+    // MaxReceiveCount takes, each hidden for the longest the worker hides a message (its
+    // back-off caps) or the visibility timeout (a worker that dies holding it)
+    let most_receives: i64 = t.doc["Parameters"]["MaxReceiveCount"]["MaxValue"]
+        .as_i64()
+        .expect("MaxReceiveCount has a MaxValue");
+    let s = stm_runtime::worker::WorkerSettings::default();
+    let longest_hidden = [
+        visibility,
+        i64::from(s.retry_max_seconds),
+        i64::from(s.poison_retry_seconds),
+        i64::from(s.suspend_recheck_max_seconds),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(visibility);
+    assert!(
+        most_receives * longest_hidden < keep(q),
+        "{most_receives} receives of up to {longest_hidden} s outlast the queue's retention of {} s",
+        keep(q)
+    );
+    assert_eq!(keep(q), 1_209_600, "SQS's longest retention, 14 days");
     // SQS's largest message (1 MiB), explicit on both: the runtime refuses a bigger one at
     // commit (stm-runtime's MAX_MESSAGE_BYTES) and relies on the queues taking up to it,
     // and a redriven message must fit the dead-letter queue too
@@ -647,10 +670,317 @@ fn outputs_name_the_queues_tables_and_functions() {
     let outputs = t.doc["Outputs"].as_object().expect("Outputs");
     let pointed: BTreeSet<String> = outputs.values().filter_map(|o| referenced(&o["Value"])).collect();
     let mut want: Vec<String> = vec!["EventQueue".into(), "DeadLetterQueue".into()];
-    want.extend(t.of_type("AWS::DynamoDB::Table"));
     want.extend(FUNCTIONS.iter().map(|f| f.to_string()));
     for id in want {
         assert!(pointed.contains(&id), "no output for {id}");
+    }
+    // the tables by name (a Ref of a table would not hold with ExistingTables=true), under
+    // any prefix
+    let r = Resolver::new(&t, &[("Prefix", "shop_7")]).with_placeholders();
+    let values: BTreeSet<String> = outputs
+        .values()
+        .filter_map(|o| r.string(&o["Value"]).ok())
+        .collect();
+    for name in r.table_names().expect("table names").keys() {
+        assert!(name.starts_with("shop_7_"), "{name}");
+        assert!(values.contains(name), "no output names table {name}: {values:?}");
+    }
+}
+
+/// The evaluated template, as a stack deployed with `overrides` would have it: each
+/// created resource's `Properties`, `Metadata` and `DependsOn`, and the outputs. Fails on
+/// any reference to a resource the stack does not create (CloudFormation refuses those).
+fn deployed(t: &Template, r: &Resolver) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    for (id, resource) in t.resources() {
+        if !r.created(id).expect("condition") {
+            continue;
+        }
+        for part in ["Properties", "Metadata"] {
+            if !resource[part].is_null() {
+                let value = r
+                    .eval(&resource[part])
+                    .unwrap_or_else(|e| panic!("{id}.{part}: {e:#}"))
+                    .unwrap_or(Value::Null);
+                out.insert(format!("{id}.{part}"), value);
+            }
+        }
+        let depends: Vec<String> = match &resource["DependsOn"] {
+            Value::String(one) => vec![one.clone()],
+            Value::Array(many) => many
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            _ => Vec::new(),
+        };
+        for on in depends {
+            assert!(
+                r.created(&on).expect("condition"),
+                "{id} DependsOn {on}, which the stack does not create"
+            );
+        }
+    }
+    for (name, output) in t.doc["Outputs"].as_object().expect("Outputs") {
+        let value = r
+            .string(&output["Value"])
+            .unwrap_or_else(|e| panic!("output {name}: {e:#}"));
+        out.insert(format!("Outputs.{name}"), Value::String(value));
+    }
+    out
+}
+
+/// Every statement of every role and managed policy, evaluated: (policy, Sid) -> its
+/// `Resource`s, as a sorted list.
+fn statement_resources(t: &Template, r: &Resolver) -> BTreeMap<(String, String), Vec<String>> {
+    let mut out = BTreeMap::new();
+    let mut documents: Vec<(String, &Value)> = Vec::new();
+    for id in t.of_type("AWS::IAM::Role") {
+        for p in t.properties(&id).expect("role")["Policies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            documents.push((id.clone(), &p["PolicyDocument"]));
+        }
+    }
+    for id in t.of_type("AWS::IAM::ManagedPolicy") {
+        documents.push((id.clone(), &t.properties(&id).expect("policy")["PolicyDocument"]));
+    }
+    for (policy, document) in documents {
+        for statement in document["Statement"].as_array().into_iter().flatten() {
+            let Some(statement) = r.eval(statement).unwrap_or_else(|e| panic!("{policy}: {e:#}")) else {
+                continue;
+            };
+            let sid = statement["Sid"].as_str().unwrap_or("?").to_string();
+            let mut resources: Vec<String> = match &statement["Resource"] {
+                Value::String(one) => vec![one.clone()],
+                Value::Array(many) => many
+                    .iter()
+                    .map(|v| v.as_str().unwrap_or_default().to_string())
+                    .collect(),
+                other => panic!("{policy}/{sid}: Resource {other}"),
+            };
+            resources.sort();
+            assert!(
+                out.insert((policy.clone(), sid.clone()), resources).is_none(),
+                "{policy}: two statements {sid}"
+            );
+        }
+    }
+    out
+}
+
+/// `ExistingTables=true` deploys over tables that are already there (harel's, `stm
+/// local`'s, or retained from a deleted stack): the stack creates no table and no scaling
+/// of one, with either capacity mode, yet its roles and policies grant exactly the table
+/// and index ARNs they grant when it creates the tables (those tables' own ARNs), and the
+/// functions get the same environment and the outputs the same values.
+#[test]
+fn existing_tables_create_no_table_and_change_no_grant_or_environment() {
+    let t = Template::repo();
+    assert_eq!(
+        t.parameter_defaults().get("ExistingTables").map(String::as_str),
+        Some("false"),
+        "the stack creates its tables unless told otherwise"
+    );
+    let tables = t.of_type("AWS::DynamoDB::Table");
+    assert_eq!(tables.len(), 7);
+    let scaling: Vec<String> = [
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+    ]
+    .iter()
+    .flat_map(|ty| t.of_type(ty))
+    .collect();
+    assert!(!scaling.is_empty());
+    let queues = [
+        (
+            "EventQueue",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/q.fifo",
+        ),
+        ("TimerQueue", "https://sqs.us-east-1.amazonaws.com/123456789012/t"),
+    ];
+    for capacity in ["on-demand", "provisioned"] {
+        let resolver = |existing: &str| {
+            let mut r = Resolver::new(
+                &t,
+                &[
+                    ("ExistingTables", existing),
+                    ("CapacityMode", capacity),
+                    ("Prefix", "shop"),
+                ],
+            )
+            .with_placeholders();
+            for (id, url) in queues {
+                r = r.with_ref(id, url);
+            }
+            r
+        };
+        // the stack's own tables: Ref and Arn as CloudFormation gives them
+        let own = resolver("false").with_table_refs().with_table_arns();
+        let existing = resolver("true");
+
+        // (a) what is created
+        for id in &tables {
+            assert!(
+                own.created(id).expect("condition"),
+                "{capacity}: {id} is created by default"
+            );
+            assert!(
+                !existing.created(id).expect("condition"),
+                "{capacity}, ExistingTables=true: {id} must not be created (it exists)"
+            );
+        }
+        for id in &scaling {
+            assert_eq!(
+                own.created(id).expect("condition"),
+                capacity == "provisioned",
+                "{capacity}: {id}"
+            );
+            assert!(
+                !existing.created(id).expect("condition"),
+                "{capacity}, ExistingTables=true: {id} scales a table the stack does not own"
+            );
+        }
+        // nothing created refers to a table that is not (the evaluation fails if it does)
+        let own_stack = deployed(&t, &own);
+        let existing_stack = deployed(&t, &existing);
+
+        // (b) the grants: the same ARNs either way, and those are the tables' own
+        let own_grants = statement_resources(&t, &own);
+        let existing_grants = statement_resources(&t, &existing);
+        assert_eq!(
+            own_grants, existing_grants,
+            "{capacity}: the roles' and policies' resources differ with ExistingTables=true"
+        );
+        let arns: BTreeSet<String> = tables
+            .iter()
+            .map(|id| own.attributes[&format!("{id}.Arn")].clone())
+            .collect();
+        let mut granted_tables = BTreeSet::new();
+        for ((policy, sid), resources) in &own_grants {
+            for arn in resources.iter().filter(|a| a.contains(":dynamodb:")) {
+                let table = arn.split("/index/").next().unwrap_or_default().to_string();
+                assert!(
+                    arns.contains(&table),
+                    "{policy}/{sid}: {arn} is not a table of the stack ({arns:?})"
+                );
+                if let Some(index) = arn.split("/index/").nth(1) {
+                    assert_eq!(index, "due_index", "{policy}/{sid}");
+                    assert!(table.ends_with("/shop_timers"), "{policy}/{sid}: {arn}");
+                }
+                granted_tables.insert(table);
+            }
+        }
+        assert_eq!(
+            granted_tables, arns,
+            "{capacity}: every table is granted to someone"
+        );
+
+        // (c) the environment and the outputs
+        for function in FUNCTIONS {
+            assert_eq!(
+                own.environment(function).expect("environment"),
+                existing.environment(function).expect("environment"),
+                "{capacity}: {function}'s environment"
+            );
+        }
+        let outputs = |stack: &BTreeMap<String, Value>| {
+            stack
+                .iter()
+                .filter(|(k, _)| k.starts_with("Outputs."))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert_eq!(
+            outputs(&own_stack),
+            outputs(&existing_stack),
+            "{capacity}: outputs"
+        );
+        // the rest of the stack is the same but for the tables and their scaling (so an
+        // IMPORT change set of the tables, which may change nothing else, can flip it)
+        let rest = |stack: &BTreeMap<String, Value>| {
+            stack
+                .iter()
+                .filter(|(k, _)| {
+                    let id = k.split('.').next().unwrap_or_default().to_string();
+                    !tables.contains(&id) && !scaling.contains(&id)
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert_eq!(
+            rest(&own_stack),
+            rest(&existing_stack),
+            "{capacity}: the other resources"
+        );
+    }
+}
+
+/// SQS allows a queue name of at most 80 characters (alphanumerics, `-`, `_`; a FIFO
+/// queue's ends in `.fifo`), and CloudFormation a stack name of 128: the queue names must
+/// fit whatever the stack is called, differ between two stacks with one `Prefix`, and
+/// still be the names the strict layer maps to the template's queues.
+#[test]
+fn queue_names_fit_sqs_whatever_the_stack_name() {
+    let t = Template::repo();
+    let prefix = "p".repeat(30); // the longest Prefix allows
+    let long = Resolver {
+        stack_name: format!("s{}", "-x".repeat(63) + "y"), // 128 characters
+        ..Resolver::new(&t, &[("Prefix", &prefix)])
+    };
+    assert_eq!(long.stack_name.len(), 128);
+    let other = Resolver {
+        stack_uuid: "0b5e5a70-1f0d-11ef-9d2b-0a58a9feac02".into(),
+        ..long.clone()
+    };
+    let queues = t.of_type("AWS::SQS::Queue");
+    assert_eq!(queues.len(), 3);
+    let physical = iam::Physical::from_template(&t);
+    for id in &queues {
+        let p = t.properties(id).expect("queue");
+        let name = long
+            .string(&p["QueueName"])
+            .unwrap_or_else(|e| panic!("{id}.QueueName: {e:#}"));
+        assert!(
+            name.len() <= 80,
+            "{id}: {name:?} has {} characters, SQS allows 80",
+            name.len()
+        );
+        let base = name.strip_suffix(".fifo").unwrap_or(&name);
+        assert!(
+            base.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "{id}: {name:?}"
+        );
+        assert_eq!(p["FifoQueue"] == true, name.ends_with(".fifo"), "{id}: {name:?}");
+        assert!(
+            name.starts_with(&format!("{prefix}-")),
+            "{id}: {name:?} starts with the Prefix"
+        );
+        let second = other.string(&p["QueueName"]).expect("QueueName");
+        assert_ne!(
+            name, second,
+            "{id}: two stacks with one Prefix must not share a queue"
+        );
+        // the strict layer's roles know it for this queue, as they know a test's own
+        // `{prefix}-events.fifo`, `{prefix}-events-dlq.fifo`, `{prefix}-timers`
+        let local = match id.as_str() {
+            "EventQueue" => "t7_x-events.fifo",
+            "DeadLetterQueue" => "t7_x-events-dlq.fifo",
+            _ => "t7_x-timers",
+        };
+        for queue in [name.as_str(), local] {
+            let url = format!("https://sqs.us-east-1.amazonaws.com/123456789012/{queue}");
+            let grants = iam::required_by("AmazonSQS", "SendMessage", &json!({"QueueUrl": url}), &physical)
+                .unwrap_or_else(|e| panic!("{queue}: {e:#}"));
+            assert_eq!(
+                grants,
+                BTreeSet::from([("sqs:SendMessage".to_string(), id.clone())]),
+                "{queue}"
+            );
+        }
     }
 }
 

@@ -7,8 +7,12 @@
 //!   (`dynamodb:GetItem`), a `BatchGetItem`/`BatchWriteItem` on every table it names; SQS
 //!   authorizes a batch call as its single form (`SendMessageBatch` -> `sqs:SendMessage`).
 //! - [`role_grants`]: what a role in the template allows, statement by statement. Every
-//!   resource must be a `!GetAtt X.Arn` (or `!Ref X`) of a resource in the template: an ARN
-//!   string, a wildcard or a condition is refused, so the comparison is exact.
+//!   resource must be a `!GetAtt X.Arn` (or `!Ref X`) of a resource in the template, or a
+//!   table's ARN by its name (`!Sub arn:${AWS::Partition}:dynamodb:${AWS::Region}:
+//!   ${AWS::AccountId}:table/${Prefix}_executions`, optionally `/index/NAME`), whose
+//!   `table/...` part is exactly a template table's `TableName` (so it holds whether the
+//!   stack creates the table or `ExistingTables` says it exists): any other ARN string, a
+//!   wildcard or a condition is refused, so the comparison is exact.
 //! - [`service_grants`]: what the Lambda service itself needs of a function's role, not its
 //!   code: writing the function's log group, and polling the queue of an SQS event source
 //!   (`sqs:ReceiveMessage`, `sqs:DeleteMessage`, `sqs:GetQueueAttributes`).
@@ -117,6 +121,11 @@ impl Physical {
                     Value::String(literal) => literal.clone(),
                     other => match crate::template::single(other) {
                         Some(("Fn::Sub", Value::String(text))) => text.clone(),
+                        // `!Sub [text, {variables}]`: each variable is a placeholder too
+                        Some(("Fn::Sub", Value::Array(parts))) => match parts.first() {
+                            Some(Value::String(text)) => text.clone(),
+                            _ => continue,
+                        },
                         _ => continue,
                     },
                 };
@@ -350,10 +359,11 @@ pub fn role_grants(template: &Template, role: &str) -> Result<BTreeSet<Grant>> {
                     bail!("{role}/{sid}: wildcard action {action}");
                 }
                 for r in &resources {
-                    let id = resource_id(r).ok_or_else(|| {
+                    let id = resource_id(template, r).ok_or_else(|| {
                         anyhow!(
                             "{role}/{sid}: resource {r} is not a !GetAtt/!Ref of a template resource \
-                             (or !Sub ${{Table.Arn}}/index/NAME)"
+                             (or !Sub ${{Table.Arn}}/index/NAME, or !Sub {TABLE_ARN}<a template \
+                             table's TableName>[/index/NAME])"
                         )
                     })?;
                     template.resource(id.split('/').next().unwrap_or_default())?;
@@ -409,10 +419,14 @@ fn check_conditional_grant(template: &Template, role: &str, args: &Value) -> Res
     Ok(())
 }
 
-/// A policy resource as `Logical` (`!GetAtt X.Arn`, `!Ref X`) or `Logical/index/NAME`
-/// (`!Sub ${X.Arn}/index/NAME`, a DynamoDB index); anything else (an ARN string, a
-/// wildcard) is `None`.
-fn resource_id(v: &Value) -> Option<String> {
+/// The start of a table's ARN by name, in the account and Region the stack is deployed to.
+pub const TABLE_ARN: &str = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/";
+
+/// A policy resource as `Logical` (`!GetAtt X.Arn`, `!Ref X`, or `!Sub {TABLE_ARN}NAME`
+/// where NAME is exactly the `TableName` text of table X) or `Logical/index/NAME`
+/// (`!Sub ${X.Arn}/index/NAME` or `!Sub {TABLE_ARN}NAME/index/NAME`, a DynamoDB index);
+/// anything else (another ARN string, a wildcard) is `None`.
+fn resource_id(template: &Template, v: &Value) -> Option<String> {
     if let Some(id) = referenced(v) {
         return Some(id);
     }
@@ -420,9 +434,24 @@ fn resource_id(v: &Value) -> Option<String> {
         ("Fn::Sub", Value::String(text)) => text,
         _ => return None,
     };
+    let valid = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    if let Some(name) = text.strip_prefix(TABLE_ARN) {
+        let (name, index) = match name.split_once("/index/") {
+            Some((name, index)) => (name, Some(index)),
+            None => (name, None),
+        };
+        let table = template.of_type("AWS::DynamoDB::Table").into_iter().find(|id| {
+            template
+                .properties(id)
+                .is_ok_and(|p| p["TableName"] == serde_json::json!({ "Fn::Sub": name }))
+        })?;
+        return match index {
+            None => Some(table),
+            Some(index) => valid(index).then(|| format!("{table}/index/{index}")),
+        };
+    }
     let rest = text.strip_prefix("${")?;
     let (table, index) = rest.split_once(".Arn}/index/")?;
-    let valid = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
     (valid(table) && valid(index)).then(|| format!("{table}/index/{index}"))
 }
 

@@ -163,7 +163,13 @@ pub struct Resolver<'a> {
     /// `Logical.Attribute` -> what `Fn::GetAtt` returns.
     pub attributes: BTreeMap<String, String>,
     pub stack_name: String,
+    /// The UUID at the end of `AWS::StackId` (`arn:...:stack/{stack_name}/{stack_uuid}`).
+    pub stack_uuid: String,
     pub region: String,
+    /// A `Ref` or `GetAtt` of a resource with no value in [`Resolver::refs`] /
+    /// [`Resolver::attributes`] gives a placeholder (`{Id}`, `{Id.Attribute}`) instead of an
+    /// error: for evaluating a whole template ([`Resolver::with_placeholders`]).
+    pub placeholders: bool,
 }
 
 impl<'a> Resolver<'a> {
@@ -179,8 +185,58 @@ impl<'a> Resolver<'a> {
             refs: BTreeMap::new(),
             attributes: BTreeMap::new(),
             stack_name: "stm".into(),
+            stack_uuid: "51af3dc0-da77-11e4-872e-1234567db123".into(),
             region: "us-east-1".into(),
+            placeholders: false,
         }
+    }
+
+    /// Every resource's `Ref` and `GetAtt` not given otherwise resolves to a placeholder
+    /// (`{Id}`, `{Id.Attribute}`); a reference to a resource the stack does not create (its
+    /// `Condition` false) still fails, as CloudFormation refuses it.
+    pub fn with_placeholders(mut self) -> Self {
+        self.placeholders = true;
+        self
+    }
+
+    /// Each table's `Arn` as CloudFormation returns it:
+    /// `arn:aws:dynamodb:{region}:123456789012:table/{TableName}`.
+    pub fn with_table_arns(mut self) -> Self {
+        for id in self.template.of_type("AWS::DynamoDB::Table") {
+            let name = self
+                .template
+                .properties(&id)
+                .and_then(|p| self.string(&p["TableName"]));
+            if let Ok(name) = name {
+                let arn = format!("arn:aws:dynamodb:{}:123456789012:table/{name}", self.region);
+                self.attributes.insert(format!("{id}.Arn"), arn);
+            }
+        }
+        self
+    }
+
+    /// Whether the stack creates resource `id`: it has no `Condition`, or its condition holds.
+    /// (An id that is not a resource is `true`: parameters and pseudo parameters.)
+    pub fn created(&self, id: &str) -> Result<bool> {
+        let Some(resource) = self.template.resources().get(id) else {
+            return Ok(true);
+        };
+        match &resource["Condition"] {
+            Value::Null => Ok(true),
+            Value::String(condition) => self.condition(condition),
+            other => bail!("{id}: Condition {other} is not a condition name"),
+        }
+    }
+
+    /// A reference to `id`, refused when the stack does not create it.
+    fn check_created(&self, id: &str) -> Result<()> {
+        if !self.created(id)? {
+            bail!(
+                "a reference to {id}, which the stack does not create (its Condition {} is false)",
+                self.template.resources()[id]["Condition"]
+            );
+        }
+        Ok(())
     }
 
     pub fn with_ref(mut self, logical: &str, value: impl Into<String>) -> Self {
@@ -206,26 +262,74 @@ impl<'a> Resolver<'a> {
     fn name(&self, name: &str) -> Result<String> {
         if let Some((resource, attribute)) = name.split_once('.') {
             if !name.starts_with("AWS::") {
-                return self
-                    .attributes
-                    .get(name)
-                    .cloned()
-                    .ok_or_else(|| anyhow!("no value for {resource}.{attribute} (Resolver::attributes)"));
+                self.check_created(resource)?;
+                return match self.attributes.get(name) {
+                    Some(v) => Ok(v.clone()),
+                    None if self.placeholders && self.template.resources().contains_key(resource) => {
+                        Ok(format!("{{{name}}}"))
+                    }
+                    None => Err(anyhow!(
+                        "no value for {resource}.{attribute} (Resolver::attributes)"
+                    )),
+                };
             }
         }
         Ok(match name {
             "AWS::StackName" => self.stack_name.clone(),
+            "AWS::StackId" => format!(
+                "arn:aws:cloudformation:{}:123456789012:stack/{}/{}",
+                self.region, self.stack_name, self.stack_uuid
+            ),
             "AWS::Region" => self.region.clone(),
             "AWS::Partition" => "aws".into(),
             "AWS::AccountId" => "123456789012".into(),
             "AWS::URLSuffix" => "amazonaws.com".into(),
             other => match self.parameters.get(other) {
                 Some(v) => v.clone(),
-                None => self.refs.get(other).cloned().ok_or_else(|| {
-                    anyhow!("no value for Ref {other} (a parameter without default, or a resource)")
-                })?,
+                None => {
+                    self.check_created(other)?;
+                    match self.refs.get(other) {
+                        Some(v) => v.clone(),
+                        None if self.placeholders && self.template.resources().contains_key(other) => {
+                            format!("{{{other}}}")
+                        }
+                        None => {
+                            bail!("no value for Ref {other} (a parameter without default, or a resource)")
+                        }
+                    }
+                }
             },
         })
+    }
+
+    /// A list argument (`Fn::Join`'s, `Fn::Select`'s): a literal list evaluated item by
+    /// item, or an intrinsic that gives one (`Fn::Split`; a list parameter's `Ref`, which
+    /// this resolver holds comma-separated).
+    fn list(&self, v: &Value) -> Result<Vec<String>> {
+        let items = match v {
+            Value::Array(items) => {
+                let mut out = Vec::new();
+                for item in items {
+                    if self.eval(item)?.is_some() {
+                        out.push(self.string(item)?);
+                    }
+                }
+                return Ok(out);
+            }
+            other => self.eval(other)?,
+        };
+        match items {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| match i {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Ok(other.to_string()),
+                })
+                .collect(),
+            Some(Value::String(s)) => Ok(s.split(',').map(str::to_string).collect()),
+            None => Ok(Vec::new()),
+            Some(other) => bail!("{v} is not a list: {other}"),
+        }
     }
 
     /// `Fn::Sub` on a string.
@@ -336,13 +440,27 @@ impl<'a> Resolver<'a> {
                 }
                 "Fn::Join" => {
                     let sep = arg[0].as_str().unwrap_or_default();
-                    let mut parts = Vec::new();
-                    for p in arg[1].as_array().into_iter().flatten() {
-                        if self.eval(p)?.is_some() {
-                            parts.push(self.string(p)?);
-                        }
-                    }
-                    return Ok(Some(Value::String(parts.join(sep))));
+                    return Ok(Some(Value::String(self.list(&arg[1])?.join(sep))));
+                }
+                "Fn::Split" => {
+                    let sep = arg[0]
+                        .as_str()
+                        .ok_or_else(|| anyhow!("Fn::Split: the delimiter must be a string: {arg}"))?;
+                    let text = self.string(&arg[1])?;
+                    return Ok(Some(Value::Array(
+                        text.split(sep).map(|s| Value::String(s.to_string())).collect(),
+                    )));
+                }
+                "Fn::Select" => {
+                    let index: usize = self
+                        .string(&arg[0])?
+                        .parse()
+                        .map_err(|e| anyhow!("Fn::Select: index {}: {e}", arg[0]))?;
+                    let items = self.list(&arg[1])?;
+                    let item = items
+                        .get(index)
+                        .ok_or_else(|| anyhow!("Fn::Select: no item {index} in {items:?}"))?;
+                    return Ok(Some(Value::String(item.clone())));
                 }
                 _ if key.starts_with("Fn::") => bail!("unsupported intrinsic {key}"),
                 _ => {}
