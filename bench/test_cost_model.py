@@ -404,7 +404,7 @@ def main() -> None:
     check("metrics and alarms, plain mix: $0.30 + 8 x $0.10", close(plain_m, 0.30 + 0.80), plain_m)
     mixed_m = cm.fixed_monthly(a, "cheap", 0.1, 0.1)["metrics and alarms"]
     check("metrics and alarms, emits and timers: 3 metrics", close(mixed_m, 0.90 + 0.80), mixed_m)
-    check("the functions' metrics: worker 6, relay 3, sweeper 3", inputs["function_metrics"] == {"worker": 6, "relay": 3, "sweeper": 3})
+    check("the functions' metrics: worker 6, relay 3, sweeper 4", inputs["function_metrics"] == {"worker": 6, "relay": 3, "sweeper": 4})
 
     # logs: no line per processed event at LogLevel=info, the invocation's lines over 10 records
     logs = plain["rows"]["CloudWatch Logs (worker)"]

@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 use stm_core::definition::CONTROL_EVENTS;
 use stm_core::engine::{self, ActionCall, ActionError, ActionHost, Effect, StepError};
 use stm_core::{Definition, Event, Execution, Map, Status, Value};
-use stm_store::{Commit, ExecutionStore, OutboxEntry, SpawnEntry, SpawnIntent, StoreError, TimerOp};
+use stm_store::{
+    Commit, ExecutionStore, OutboxEntry, SpawnEntry, SpawnIntent, StoreError, TimerClaim, TimerOp,
+};
 
 use crate::actions::{ActionInput, ActionRegistry};
 use crate::definitions::Definitions;
@@ -276,6 +278,9 @@ struct Collected {
     actions: Vec<String>,
     assigned: Map,
     dropped: Option<String>,
+    /// Why the step did not run the engine at all: a stale `Timeout`
+    /// ([`Driver::stale_timeout`]); the trace step says so.
+    ignored: Option<String>,
 }
 
 impl Collected {
@@ -617,7 +622,7 @@ impl Driver {
         // the step may have to be undone (see `prepare_step`); a clone is cheap next to
         // the commit's serialization of the same execution
         let before = exe.clone();
-        let step = self.prepare_step(defn, exe, event, &before)?;
+        let step = self.prepare_checked(defn, exe, event, &before, &[]).await?;
         let actions = step.report.actions.clone();
         match self.commit_prepared(exe, step).await {
             Err(DriverError::Store(err @ StoreError::TooLarge(_))) => {
@@ -673,6 +678,87 @@ impl Driver {
             };
         }
         Ok(self.finish_step(exe, event, from_path, collected))
+    }
+
+    /// [`prepare_step`](Self::prepare_step), unless `event` is a stale `Timeout`
+    /// ([`stale_timeout`](Self::stale_timeout); `pending`: the timer ops of steps prepared
+    /// and not yet written, a burst's): that step runs nothing, and its commit is the
+    /// event's processed mark and a trace step saying why it was ignored.
+    pub(crate) async fn prepare_checked(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+        event: Option<&Event>,
+        before: &Execution,
+        pending: &[TimerOp],
+    ) -> Result<PreparedStep, DriverError> {
+        match self.stale_timeout(exe, event, pending).await? {
+            Some(reason) => {
+                let ignored = Collected {
+                    dropped: Some(reason.clone()),
+                    ignored: Some(reason),
+                    ..Collected::default()
+                };
+                Ok(self.finish_step(exe, event, exe.active_path.clone(), ignored))
+            }
+            None => self.prepare_step(defn, exe, event, before),
+        }
+    }
+
+    /// Why `event` is a stale `Timeout` that must not step, if it is one: a `Timeout` of a
+    /// state's timer whose `fire_at` is not the one armed now. Its state was left and
+    /// re-entered (the timer re-armed) after the sweeper fired it, by events ahead of it in
+    /// the execution's group, or the sweeper read a stale due index; applied, it would time
+    /// the new visit out early. The engine's own guard only asks whether the state is
+    /// active, which a re-entered state is (harel 0.9.0's guard, `_is_active`, is the same).
+    ///
+    /// The armed timer is the last op on the path among `pending`, else the store's,
+    /// claimed ([`ExecutionStore::claim_timer`]): deleted if it is this `Timeout`'s, so
+    /// the step that applies it consumes it. Only a timer armed with another `fire_at`
+    /// makes the `Timeout` stale; none armed (cancelled, or fired and deleted) leaves it to
+    /// the engine's guard, as does a store that cannot tell. Not checked: a `Timeout`
+    /// without a numeric `fire_at` (one sent by hand: harel's sweep always sets it), the
+    /// `@` timers (the engine checks `@ttl` against `expires_at`, the parking gate handles
+    /// `@parked`), and an execution that is not running (the engine drops it anyway).
+    async fn stale_timeout(
+        &self,
+        exe: &Execution,
+        event: Option<&Event>,
+        pending: &[TimerOp],
+    ) -> Result<Option<String>, DriverError> {
+        let Some(event) = event.filter(|e| e.kind == "Timeout") else {
+            return Ok(None);
+        };
+        let path = event.data.get("path").and_then(Value::as_str);
+        let fire_at = event.data.get("fire_at").and_then(Value::as_f64);
+        let (Some(path), Some(fire_at)) = (path, fire_at) else {
+            return Ok(None);
+        };
+        if exe.status != Status::Running || path.starts_with('@') || !fire_at.is_finite() {
+            return Ok(None);
+        }
+        let last_pending = pending.iter().rev().find_map(|op| match op {
+            TimerOp::Schedule { path: p, fire_at } if p == path => Some(Some(*fire_at)),
+            TimerOp::Cancel { path: p } if p == path => Some(None),
+            _ => None,
+        });
+        let armed = match last_pending {
+            Some(armed) => armed,
+            None => match self.store.claim_timer(&exe.id, path, fire_at).await? {
+                TimerClaim::Rearmed(armed) => Some(armed),
+                // claimed (the current arming's), absent or unknown: the engine decides
+                _ => None,
+            },
+        };
+        Ok(armed.filter(|armed| *armed != fire_at).map(|armed| {
+            let repr = stm_core::pyvalue::float_repr;
+            format!(
+                "a stale Timeout of {path}: its timer was armed for {} and is now armed for {} \
+                 (the state was left and re-entered since)",
+                repr(fire_at),
+                repr(armed)
+            )
+        }))
     }
 
     /// What a step's commit writes and what it reports, from what the engine collected.
@@ -1109,7 +1195,7 @@ impl Driver {
         }
         // `run_step` with nothing parked: `step_on`, its undo snapshot reusing `before`
         before.clone_from(exe);
-        let step = self.prepare_step(&defn, exe, Some(event), before)?;
+        let step = self.prepare_checked(&defn, exe, Some(event), before, &[]).await?;
         match self.commit_prepared(exe, step).await {
             Err(err) if err.is_conflict() => return Ok(false),
             other => other?,
@@ -1215,6 +1301,10 @@ fn trace_step(
     step.insert("timestamp".into(), stm_core::pyvalue::float(now));
     if !c.assigned.is_empty() {
         step.insert("assigned".into(), Value::Object(c.assigned.clone()));
+    }
+    // a key harel's trace steps lack (a reader of them ignores it): the step ran nothing
+    if let Some(reason) = &c.ignored {
+        step.insert("ignored".into(), Value::from(reason.as_str()));
     }
     step
 }

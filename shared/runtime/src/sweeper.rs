@@ -5,6 +5,17 @@
 //! and deduplication id derive from execution, path and fire_at), which SQS or the worker's
 //! dedupe mark drops. The guarded delete keeps a timer that was re-armed meanwhile.
 //!
+//! Confirm before publish: the due timers come from the timers' due index, a global
+//! secondary index, and every read of a GSI is eventually consistent (AWS, "DynamoDB read
+//! consistency": <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.ReadConsistency.html>).
+//! A timer cancelled, or re-armed by a state left and re-entered, an instant before the
+//! sweep can still be listed with its old `fire_at`; its `Timeout` would time the new
+//! visit out early. So each listed timer is read again, consistently (one `GetItem`, side
+//! by side with the execution's), and fired only if it is still armed with the listed
+//! `fire_at`; otherwise it is counted `stale` and left alone (the new arming fires when
+//! due). A `Timeout` published and then overtaken by a re-entry is the worker's to ignore
+//! (`Driver`'s stale-timeout check).
+//!
 //! A suspended execution's timer stays armed (it fires once resumed), as in harel's
 //! embedded runner: publishing it would only park the message until the DLQ took it.
 
@@ -34,6 +45,9 @@ pub struct SweepSummary {
     pub orphaned: usize,
     /// Timers whose publish or delete failed: they stay for the next sweep.
     pub failed: usize,
+    /// Listed by the (eventually consistent) index but no longer armed with that
+    /// `fire_at` (cancelled or re-armed since): nothing published.
+    pub stale: usize,
 }
 
 /// Fire every timer due at `now`.
@@ -75,6 +89,7 @@ pub async fn sweep(
             summary.suspended += part.suspended;
             summary.orphaned += part.orphaned;
             summary.failed += part.failed;
+            summary.stale += part.stale;
         }
         if summary.due > 0 {
             tracing::info!(
@@ -83,6 +98,7 @@ pub async fn sweep(
                 suspended = summary.suspended,
                 orphaned = summary.orphaned,
                 failed = summary.failed,
+                stale = summary.stale,
                 "sweep"
             );
         }
@@ -101,15 +117,41 @@ async fn fire_in_order(store: &dyn ExecutionStore, queue: &dyn Queue, timers: Ve
 }
 
 /// Fire one due timer: its `Timeout` on the execution's group, then the guarded delete.
-/// A suspended execution's timer stays; a gone execution's is deleted without an event.
-/// Failures are counted in `summary.failed` (the timer stays for the next sweep).
+/// Only if it is still armed with `timer.fire_at` (a consistent read: the listing may be
+/// stale, see the module docs); otherwise it is counted in `summary.stale`. A suspended
+/// execution's timer stays; a gone execution's is deleted without an event. Failures are
+/// counted in `summary.failed` (the timer stays for the next sweep).
 pub async fn fire_one(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
     timer: &DueTimer,
     summary: &mut SweepSummary,
 ) {
-    let loaded = store.load(&timer.execution_id).await;
+    // read together: one round trip, as the doorbell's check (the execution is only used
+    // if the timer is still armed)
+    let (armed, loaded) = tokio::join!(
+        store.armed_timer(&timer.execution_id, &timer.path),
+        store.load(&timer.execution_id)
+    );
+    match armed {
+        Ok(Some(fire_at)) if fire_at == timer.fire_at => {}
+        Ok(armed) => {
+            tracing::info!(
+                execution_id = %timer.execution_id, path = %timer.path, listed = timer.fire_at,
+                armed = ?armed, "a stale due-index entry: the timer was cancelled or re-armed; not fired"
+            );
+            summary.stale += 1;
+            return;
+        }
+        Err(err) => {
+            tracing::warn!(
+                execution_id = %timer.execution_id, path = %timer.path, error = %err,
+                "could not confirm a due timer; it stays for the next sweep"
+            );
+            summary.failed += 1;
+            return;
+        }
+    }
     fire_loaded(store, queue, timer, loaded, summary).await;
 }
 
@@ -183,6 +225,7 @@ impl SweepSummary {
         m.count("TimersFired", self.fired as f64);
         m.count("TimersFailed", self.failed as f64);
         m.count("TimersSuspended", self.suspended as f64);
+        m.count("TimersStale", self.stale as f64);
         m
     }
 }

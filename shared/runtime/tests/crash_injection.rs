@@ -370,6 +370,22 @@ impl ExecutionStore for CrashingStore {
         self.inner.delete_timer(id, path, fire_at).await
     }
 
+    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
+        self.alive()?;
+        self.inner.armed_timer(id, path).await
+    }
+
+    async fn claim_timer(
+        &self,
+        id: &str,
+        path: &str,
+        fire_at: f64,
+    ) -> Result<stm_store::TimerClaim, StoreError> {
+        // the worker's, before its commit: a dead process claims nothing
+        self.alive()?;
+        self.inner.claim_timer(id, path, fire_at).await
+    }
+
     async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
         self.alive()?;
         self.inner.read_trace(id).await

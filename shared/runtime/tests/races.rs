@@ -187,6 +187,18 @@ impl ExecutionStore for Jitter {
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
         self.inner.delete_timer(id, path, fire_at).await
     }
+    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
+        self.inner.armed_timer(id, path).await
+    }
+
+    async fn claim_timer(
+        &self,
+        id: &str,
+        path: &str,
+        fire_at: f64,
+    ) -> Result<stm_store::TimerClaim, StoreError> {
+        self.inner.claim_timer(id, path, fire_at).await
+    }
     async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
         self.inner.read_trace(id).await
     }

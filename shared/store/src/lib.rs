@@ -161,6 +161,23 @@ pub struct SpawnEntry {
     pub context: Map,
 }
 
+/// What [`ExecutionStore::claim_timer`] found: whether a `Timeout` is its timer's
+/// current arming.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum TimerClaim {
+    /// The timer was armed with this `fire_at`: the `Timeout` is the current arming's,
+    /// and the timer is now deleted (the step that applies it consumes it).
+    Claimed,
+    /// The timer is armed with another `fire_at` (kept): the `Timeout` is an earlier
+    /// arming's, its state left and re-entered since.
+    Rearmed(f64),
+    /// No timer is armed for the path (fired and deleted, or cancelled).
+    Absent,
+    /// The store cannot tell (it keeps no timers it could read).
+    Unknown,
+}
+
 /// A timer that is due.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DueTimer {
@@ -400,16 +417,19 @@ pub trait ExecutionStore: Send + Sync {
 
     /// The `fire_at` of the timer armed for `(id, path)`, if any (a strongly consistent
     /// point read): a precise timer's doorbell checks it before firing, so a timer
-    /// cancelled or re-armed since is not fired early. The default reads every timer;
-    /// stores override it with a key lookup.
-    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
-        Ok(self
-            .due_timers(f64::INFINITY)
-            .await?
-            .into_iter()
-            .find(|t| t.execution_id == id && t.path == path)
-            .map(|t| t.fire_at))
-    }
+    /// cancelled or re-armed since is not fired early, and the sweeper confirms each timer
+    /// its eventually consistent index listed. A store that wraps another forwards it (no
+    /// default: reading every timer instead would grow with the table).
+    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError>;
+
+    /// Claim the timer of `(id, path)` for a `Timeout` fired for `fire_at`: delete it if it
+    /// is armed with that `fire_at`, else say what is armed (one conditional write, read
+    /// and decided together, so a re-arm cannot slip between a check and the delete). The
+    /// worker calls it before applying a `Timeout`, to ignore one whose state was left and
+    /// re-entered since it was published. The default cannot tell
+    /// ([`TimerClaim::Unknown`]) only where it has no timers to read; a store that wraps
+    /// another forwards it (no default, so none forgets to).
+    async fn claim_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<TimerClaim, StoreError>;
 
     /// The recorded trace steps, oldest first, each with its `index`.
     async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError>;

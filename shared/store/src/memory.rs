@@ -13,7 +13,7 @@ use stm_core::{Execution, FastMap, FastSet, Map, Value};
 
 use crate::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, ListQuery, OutboxEntry, PendingRows,
-    PendingSeq, SpawnEntry, StoreError, TimerOp, Written, DEFAULT_TRACE_MAX,
+    PendingSeq, SpawnEntry, StoreError, TimerClaim, TimerOp, Written, DEFAULT_TRACE_MAX,
 };
 
 #[derive(Default, Debug)]
@@ -351,6 +351,19 @@ impl ExecutionStore for MemoryStore {
             .timers
             .get(&(id.to_string(), path.to_string()))
             .copied())
+    }
+
+    async fn claim_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<TimerClaim, StoreError> {
+        let mut inner = self.lock();
+        let key = (id.to_string(), path.to_string());
+        Ok(match inner.timers.get(&key).copied() {
+            Some(armed) if armed == fire_at => {
+                inner.timers.shift_remove(&key);
+                TimerClaim::Claimed
+            }
+            Some(armed) => TimerClaim::Rearmed(armed),
+            None => TimerClaim::Absent,
+        })
     }
 
     async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {

@@ -124,7 +124,11 @@ impl Driver {
         burst: &mut Burst,
     ) -> Result<Option<BurstWritten>, BurstStepError> {
         let before = exe.clone();
-        let step = match self.prepare_step(defn, exe, Some(event), &before) {
+        // a stale Timeout is judged against the burst's own timer ops before the table's
+        let step = match self
+            .prepare_checked(defn, exe, Some(event), &before, &burst.commit.timers)
+            .await
+        {
             Ok(step) => step,
             Err(err) => {
                 *exe = before;

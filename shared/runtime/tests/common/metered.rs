@@ -719,6 +719,23 @@ impl ExecutionStore for MeteredStore {
         Ok(due)
     }
 
+    async fn claim_timer(
+        &self,
+        id: &str,
+        path: &str,
+        fire_at: f64,
+    ) -> Result<stm_store::TimerClaim, StoreError> {
+        // one conditional DeleteItem, as the DynamoDB store sends it; the index entry goes
+        // with the timer when it was the armed one
+        let claim = self.inner.claim_timer(id, path, fire_at).await?;
+        self.request("DeleteItem");
+        self.write(TIMERS, &format!("{id}|{path}"), timer_bytes(id, path), false);
+        if claim == stm_store::TimerClaim::Claimed {
+            self.index_writes(&timer_shard(id, path), Some(fire_at), None);
+        }
+        Ok(claim)
+    }
+
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
         let before = self.inner.armed_timer(id, path).await?;
         self.inner.delete_timer(id, path, fire_at).await?;

@@ -78,11 +78,16 @@
 //!
 //! ## Consistency
 //!
-//! A GSI is eventually consistent (typically well under a second behind): a timer armed
-//! an instant before a sweep, already due, fires on the next sweep. A timer cancelled or
-//! re-armed an instant before may still be listed once, as with the seed's scan racing a
-//! commit: the sweeper's `Timeout` is then stale and its guarded `delete_timer`
-//! (`fire_at = :f`) leaves the new arm alone.
+//! A GSI is eventually consistent (every GSI read is: AWS, "DynamoDB read consistency",
+//! <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.ReadConsistency.html>;
+//! typically well under a second behind): a timer armed an instant before a sweep, already
+//! due, fires on the next sweep. A timer cancelled or re-armed an instant before (its state
+//! left, or left and re-entered) may still be listed with its old `fire_at`. The sweeper
+//! therefore confirms every listed timer with a consistent `GetItem`
+//! ([`ExecutionStore::armed_timer`](crate::ExecutionStore::armed_timer)) before it publishes
+//! the `Timeout`, and skips one no longer armed with the listed `fire_at`; its guarded
+//! `delete_timer` (`fire_at = :f`) leaves a new arm alone all the same. (The strict test
+//! layer serves lagged index reads to prove it: `tests/stale_timers.rs` of the runtime.)
 //!
 //! # The full-scan fallback (harel's timers)
 //!

@@ -21,7 +21,7 @@ use super::{
 };
 use crate::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, OutboxEntry, PendingRows, PendingSeq,
-    SpawnEntry, StoreError, Written,
+    SpawnEntry, StoreError, TimerClaim, Written,
 };
 use stm_core::pyjson;
 
@@ -655,6 +655,45 @@ impl ExecutionStore for DynamoDbStore {
             Some(item) => item::get_f64(item, "fire_at")
                 .map(Some)
                 .ok_or_else(|| corrupt(format!("timer {id}/{path}"), "no number `fire_at`")),
+        }
+    }
+
+    /// The guarded delete of [`delete_timer`](ExecutionStore::delete_timer), returning the
+    /// item when the guard fails (`ReturnValuesOnConditionCheckFailure = ALL_OLD`): the
+    /// worker's role may delete timers but not read them, and the answer is decided by the
+    /// same write that consumes the timer.
+    async fn claim_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<TimerClaim, StoreError> {
+        use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+        use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+        // a number DynamoDB cannot hold is no armed timer's `fire_at`: nothing to compare
+        let Ok(value) = n_f64("fire_at", fire_at) else {
+            return Ok(TimerClaim::Unknown);
+        };
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.tables.timers)
+            .key("execution_id", s(id))
+            .key("path", s(path))
+            .condition_expression("fire_at = :f")
+            .expression_attribute_values(":f", value)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(TimerClaim::Claimed),
+            Err(err) => {
+                if let Some(DeleteItemError::ConditionalCheckFailedException(failed)) = err.as_service_error()
+                {
+                    return match failed.item() {
+                        None => Ok(TimerClaim::Absent),
+                        Some(item) => item::get_f64(item, "fire_at")
+                            .map(TimerClaim::Rearmed)
+                            .ok_or_else(|| corrupt(format!("timer {id}/{path}"), "no number `fire_at`")),
+                    };
+                }
+                Err(sdk_error("DeleteItem", err))
+            }
         }
     }
 

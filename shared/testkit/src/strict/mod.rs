@@ -29,11 +29,17 @@
 //! unchecked.
 //! Every refusal is counted by rule ([`StrictLayer::refusals`]).
 //!
+//! - **Eventually consistent indexes** ([`index_lag`]), opt-in per table-name prefix
+//!   ([`StrictLayer::lag_indexes`], [`StrictLayer::hold_indexes`]): a `Query` on a GSI of
+//!   those tables is answered with the index as it was a while ago, as AWS's GSIs are
+//!   eventually consistent; moto's are always current.
+//!
 //! Every DynamoDB request moto answers with 200 is charged to the layer's partition meter
 //! ([`StrictLayer::meter`], [`dynamodb::Metering::observe`]): DynamoDB's read and write
 //! units per table, key and second, before the answer goes back to the client.
 
 pub mod dynamodb;
+pub mod index_lag;
 pub mod sqs;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,6 +55,7 @@ use crate::meter::PartitionMeter;
 use crate::template::Template;
 
 use self::dynamodb::{Metering, TableSchema};
+use self::index_lag::{IndexLag, IndexView};
 use self::sqs::QueueInfo;
 
 /// Whose credentials a request carries: which port of the layer it was sent to.
@@ -359,6 +366,8 @@ struct Shared {
     queues: Mutex<BTreeMap<String, QueueInfo>>,
     refusals: Mutex<BTreeMap<String, usize>>,
     metering: Metering,
+    /// The tables whose GSIs lag, and their items' history.
+    index_lag: IndexLag,
 }
 
 /// The layer; see the module docs. It runs on its own thread and runtime, for the life
@@ -399,6 +408,7 @@ impl StrictLayer {
             queues: Mutex::default(),
             refusals: Mutex::default(),
             metering: Metering::new(),
+            index_lag: IndexLag::default(),
         });
         let mut listeners = Vec::new();
         let mut endpoints = BTreeMap::new();
@@ -474,6 +484,31 @@ impl StrictLayer {
     pub fn meter_clock(&self) -> f64 {
         self.shared.metering.now()
     }
+
+    /// From now on, a `Query` on a global secondary index of a table whose name starts
+    /// with `table_prefix` sees the index as it was `lag` ago, as on AWS, where every GSI
+    /// read is eventually consistent (see [`index_lag`]). Other tables are not affected:
+    /// a test lags its own prefix. The lag is wall-clock time.
+    pub fn lag_indexes(&self, table_prefix: &str, lag: std::time::Duration) {
+        self.shared
+            .index_lag
+            .set(table_prefix, IndexView::Behind(lag.as_secs_f64()));
+    }
+
+    /// From now on, the GSIs of the tables named with `table_prefix` show the tables as they
+    /// are at this instant, whatever is written later, until [`live_indexes`](Self::live_indexes)
+    /// (or [`lag_indexes`](Self::lag_indexes)): propagation at its slowest, held still so a
+    /// test can act while the index is stale.
+    pub fn hold_indexes(&self, table_prefix: &str) {
+        let now = self.shared.metering.now();
+        self.shared.index_lag.set(table_prefix, IndexView::HeldAt(now));
+    }
+
+    /// The GSIs of the tables named with `table_prefix` answer from the live table again
+    /// (moto's own behaviour).
+    pub fn live_indexes(&self, table_prefix: &str) {
+        self.shared.index_lag.clear(table_prefix);
+    }
 }
 
 /// The rules the layer enforces, by name (README §Reliability lists them).
@@ -544,6 +579,18 @@ async fn ask_upstream(upstream: &str, target: &str, body: &Value) -> Option<Valu
     (status == 200)
         .then(|| serde_json::from_slice(body).ok())
         .flatten()
+}
+
+/// The item a lagged write names, as moto holds it now (a consistent `GetItem`); `None`
+/// when there is none (or moto did not answer: the index then shows no item).
+async fn read_item(upstream: &str, write: &index_lag::LaggedWrite) -> Option<Value> {
+    let answer = ask_upstream(
+        upstream,
+        &format!("{DYNAMODB_TARGET}.GetItem"),
+        &IndexLag::get_item_request(write),
+    )
+    .await?;
+    answer.get("Item").filter(|i| i.is_object()).cloned()
 }
 
 /// `(status, body)` of a whole HTTP response.
@@ -657,6 +704,9 @@ impl Shared {
         if matches!(operation, "CreateTable" | "DeleteTable" | "UpdateTable") {
             if let Some(t) = body["TableName"].as_str() {
                 self.schemas.lock().unwrap_or_else(|e| e.into_inner()).remove(t);
+                if operation != "UpdateTable" {
+                    self.index_lag.forget_table(t);
+                }
             }
         }
         if matches!(operation, "SetQueueAttributes" | "DeleteQueue" | "CreateQueue") {
@@ -748,8 +798,21 @@ async fn serve(stream: tokio::net::TcpStream, principal: Principal, shared: &Sha
         }
         shared.invalidate(operation, &body);
     }
-    let answer = forward(&request, &shared.upstream).await?;
+    // the items a write changes on tables whose indexes lag: their state before the first
+    // write the layer sees, so the index can go on showing it
+    let lagged_writes = if service == DYNAMODB_TARGET {
+        shared.index_lag.writes_of(operation, &body, &schemas)
+    } else {
+        Vec::new()
+    };
+    for write in lagged_writes.iter().filter(|w| shared.index_lag.unknown(w)) {
+        let before = read_item(&shared.upstream, write).await;
+        let now = shared.metering.now();
+        shared.index_lag.record(write, f64::NEG_INFINITY, before, now);
+    }
+    let mut answer = forward(&request, &shared.upstream).await?;
     if service == DYNAMODB_TARGET {
+        let mut lagged_answer = None;
         // charged before the client has the answer, so a test that reads the meter after
         // its request sees the request's units
         if let Some((200, bytes)) = split_response(&answer) {
@@ -762,6 +825,20 @@ async fn serve(stream: tokio::net::TcpStream, principal: Principal, shared: &Sha
             shared
                 .metering
                 .observe(operation, &body, &moto_answer, &schemas, at);
+            for write in &lagged_writes {
+                let after = read_item(&shared.upstream, write).await;
+                shared.index_lag.record(write, at, after, shared.metering.now());
+            }
+            if operation == "Query" {
+                // (a `Query` is one of the requests whose answer the meter reads)
+                lagged_answer =
+                    shared
+                        .index_lag
+                        .answer_query(&body, &moto_answer, &schemas, shared.metering.now());
+            }
+        }
+        if let Some(lagged) = lagged_answer {
+            answer = replace_body(&answer, &lagged);
         }
     }
     let answer = match partial_failures {
