@@ -124,7 +124,10 @@ fn a_scaffolded_project_builds_validates_runs_and_deploys_as_it_is() {
     let validated = stm(&["validate", "machines/hello.stm"], None);
     assert!(validated.status.success(), "{}", stderr(&validated));
     assert_eq!(without_versions(&stdout(&validated)).trim(), "hello: ok");
-    let unbound = stm(&["run", "machines/hello.stm", "-e", "Greet"], None);
+    let unbound = stm(
+        &["run", "machines/hello.stm", "-e", r#"Greet:{"name": "Ada"}"#],
+        None,
+    );
     assert!(!unbound.status.success());
     assert!(
         stderr(&unbound).contains("unbound actions: hello.greet"),

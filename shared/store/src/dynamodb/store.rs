@@ -608,22 +608,10 @@ impl ExecutionStore for DynamoDbStore {
     }
 
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
-        let result = self
-            .client
-            .delete_item()
-            .table_name(&self.tables.timers)
-            .key("execution_id", s(id))
-            .key("path", s(path))
-            .condition_expression("fire_at = :f")
-            .expression_attribute_values(":f", n_f64("fire_at", fire_at)?)
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            // re-scheduled (or already gone) since the sweep read it: leave it
-            Err(err) if err.code() == Some("ConditionalCheckFailedException") => Ok(()),
-            Err(err) => Err(sdk_error("DeleteItem", err)),
-        }
+        // the same guarded delete: a timer re-scheduled (or already gone) since the sweep
+        // read it is left
+        n_f64("fire_at", fire_at)?;
+        self.claim_timer(id, path, fire_at).await.map(|_| ())
     }
 
     async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
