@@ -202,17 +202,28 @@ impl<'a> Resolver<'a> {
     /// Each table's `Arn` as CloudFormation returns it:
     /// `arn:aws:dynamodb:{region}:123456789012:table/{TableName}`.
     pub fn with_table_arns(mut self) -> Self {
-        for id in self.template.of_type("AWS::DynamoDB::Table") {
-            let name = self
-                .template
-                .properties(&id)
-                .and_then(|p| self.string(&p["TableName"]));
-            if let Ok(name) = name {
-                let arn = format!("arn:aws:dynamodb:{}:123456789012:table/{name}", self.region);
-                self.attributes.insert(format!("{id}.Arn"), arn);
-            }
+        for (id, name) in self.tables_named() {
+            let arn = format!("arn:aws:dynamodb:{}:123456789012:table/{name}", self.region);
+            self.attributes.insert(format!("{id}.Arn"), arn);
         }
         self
+    }
+
+    /// Each `AWS::DynamoDB::Table`'s logical id and its `TableName` as evaluated with these
+    /// parameters (a table whose name does not evaluate is left out).
+    fn tables_named(&self) -> Vec<(String, String)> {
+        self.template
+            .of_type("AWS::DynamoDB::Table")
+            .into_iter()
+            .filter_map(|id| {
+                let name = self
+                    .template
+                    .properties(&id)
+                    .and_then(|p| self.string(&p["TableName"]))
+                    .ok()?;
+                Some((id, name))
+            })
+            .collect()
     }
 
     /// Whether the stack creates resource `id`: it has no `Condition`, or its condition holds.
@@ -247,14 +258,8 @@ impl<'a> Resolver<'a> {
     /// Each table's `Ref` as CloudFormation returns it: the table's name (its `TableName`
     /// evaluated with these parameters).
     pub fn with_table_refs(mut self) -> Self {
-        for id in self.template.of_type("AWS::DynamoDB::Table") {
-            let name = self
-                .template
-                .properties(&id)
-                .and_then(|p| self.string(&p["TableName"]));
-            if let Ok(name) = name {
-                self.refs.insert(id, name);
-            }
+        for (id, name) in self.tables_named() {
+            self.refs.insert(id, name);
         }
         self
     }
