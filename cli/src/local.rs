@@ -93,6 +93,13 @@ pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     if args.batch_size == 0 || args.batch_size > 10 {
         return Err(usage("--batch-size must be 1..=10 (SQS FIFO)"));
     }
+    // by name, the queue and the ones made beside it (dead-letter, doorbell) must fit SQS's
+    // rules, or the start fails half-way with SQS's words about a name the user never typed
+    if !is_queue_url(&dep.queue) {
+        if let Some(problem) = stm_runtime::queue::queue_name_problem(&dep.queue) {
+            return Err(usage(format!("--queue: {problem}")));
+        }
+    }
     let folder = dep
         .definitions
         .clone()

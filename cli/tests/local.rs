@@ -357,3 +357,22 @@ fn fresh_and_one_stack_per_queue_on_an_emulator() {
     let (status, said) = fresh.terminate();
     assert!(status.success(), "{said}");
 }
+
+/// A queue name SQS would refuse (here: its dead-letter queue's name would be 81
+/// characters) is a usage error before anything starts, naming the limit and what fits.
+#[test]
+fn a_queue_name_sqs_would_refuse_is_a_usage_error_up_front() {
+    let long = "q".repeat(72);
+    let out = stm_command()
+        .args(["local", "--queue", &long, "--port", "1"])
+        .output()
+        .expect("stm local");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "--queue: the queue name \"{long}\" is too long: its dead-letter queue {long}-dlq.fifo would be 81 characters, over SQS's 80; choose a name of at most 71 characters"
+        )),
+        "{stderr}"
+    );
+}

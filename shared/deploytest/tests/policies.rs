@@ -630,15 +630,60 @@ async fn sweeper_role_is_exactly_what_the_sweeper_sends() {
     let messages = doorbells.receive(10, 30, 1).await.expect("receive doorbells");
     assert_eq!(messages.len(), 1);
     let clock = context.driver.clock.clone();
+    let redelay = context.doorbell.as_ref().map(|d| d.queue());
+    let redelay = redelay.as_ref().map(|q| q as &dyn stm_runtime::queue::Queue);
+    assert!(redelay.is_some(), "the sweeper has STM_TIMER_QUEUE_URL");
     let (response, summary) = stm_runtime::doorbell::handle_doorbells(
         context.store.as_ref(),
         context.queue.as_ref(),
         &stm_runtime::eventsource::sqs_event(&messages, "arn:aws:sqs:us-east-1:123456789012:timers"),
         &move || clock.now(),
+        redelay,
     )
     .await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(summary.fired, 1, "{summary:?}");
+
+    // a doorbell that arrives early (here: rung as if its timer were due, 3 s before it
+    // is) is made visible again at the timer's fire_at, not after the 30 s it was
+    // received for
+    let mut exe = Execution::new("sweep-4", "Order");
+    exe.status = stm_core::Status::Running;
+    let fire_at = context.driver.clock.now() + 3.0;
+    let commit = Commit {
+        timers: vec![TimerOp::Schedule {
+            path: "Payment".into(),
+            fire_at,
+        }],
+        ..Commit::default()
+    };
+    stack.store.commit(&mut exe, commit).await.expect("commit");
+    let early = stm_store::DueTimer {
+        execution_id: "sweep-4".into(),
+        path: "Payment".into(),
+        fire_at,
+    };
+    assert_eq!(doorbell.ring(std::slice::from_ref(&early), fire_at).await, 0);
+    let messages = doorbells.receive(10, 30, 1).await.expect("receive doorbells");
+    assert_eq!(messages.len(), 1);
+    let clock = context.driver.clock.clone();
+    let (response, summary) = stm_runtime::doorbell::handle_doorbells(
+        context.store.as_ref(),
+        context.queue.as_ref(),
+        &stm_runtime::eventsource::sqs_event(&messages, "arn:aws:sqs:us-east-1:123456789012:timers"),
+        &move || clock.now(),
+        redelay,
+    )
+    .await;
+    assert_eq!(response.batch_item_failures.len(), 1, "not due: retried");
+    assert_eq!(summary.fired, 0, "{summary:?}");
+    assert!(
+        doorbells.receive(10, 30, 0).await.expect("receive").is_empty(),
+        "hidden until fire_at"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let again = doorbells.receive(10, 30, 1).await.expect("receive doorbells");
+    assert_eq!(again.len(), 1, "visible again at its fire_at, not after 30 s");
 
     stack.assert_role_matches("Sweeper");
 }

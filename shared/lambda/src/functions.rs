@@ -146,11 +146,14 @@ pub async fn sweeper_handler(
         match event.payload {
             SweeperTrigger::Doorbells(batch) => {
                 let now = move || clock.now();
+                // an early doorbell is re-delayed on its own queue (STM_TIMER_QUEUE_URL)
+                let doorbells = context.doorbell.as_ref().map(|d| d.queue());
                 let (response, summary) = stm_runtime::doorbell::handle_doorbells(
                     context.store.as_ref(),
                     context.queue.as_ref(),
                     &batch,
                     &now,
+                    doorbells.as_ref().map(|q| q as &dyn stm_runtime::queue::Queue),
                 )
                 .await;
                 summary.metrics().emit();

@@ -211,7 +211,7 @@ async fn answer_doorbells(
     now: &(dyn Fn() -> f64 + Send + Sync),
 ) -> PollOutcome {
     let event = sqs_event(messages, "arn:aws:sqs:us-east-1:000000000000:timer-doorbells");
-    let (response, _) = crate::doorbell::handle_doorbells(store, queue, &event, now).await;
+    let (response, _) = crate::doorbell::handle_doorbells(store, queue, &event, now, Some(doorbells)).await;
     settle(doorbells, messages, &response).await
 }
 

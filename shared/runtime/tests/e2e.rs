@@ -160,9 +160,10 @@ async fn scenarios(stack: &Stack, tag: &str) {
 }
 
 /// Suspend keeps the backlog on the execution (nothing waits in SQS, so no retention can
-/// delete it: here 30 days pass, twice SQS's longest), resume releases it; a modelled
-/// Cancel is cooperative.
-async fn lifecycle(stack: &Stack, tag: &str) {
+/// delete it: here 30 days pass, twice SQS's longest, on the queue's clock too where it
+/// has one: `advance_queue`), while other executions go on; resume releases it; a
+/// modelled Cancel is cooperative.
+async fn lifecycle(stack: &Stack, tag: &str, advance_queue: impl Fn(f64)) {
     let ship = format!("{tag}-ship");
     stack
         .control
@@ -194,7 +195,22 @@ async fn lifecycle(stack: &Stack, tag: &str) {
     );
     let nothing = stack.queue.receive(10, 0, 0).await.expect("receive");
     assert!(nothing.is_empty(), "no message waits in SQS: {nothing:?}");
+    // another execution's group moves while this one is suspended
+    let other = format!("{tag}-other");
+    stack
+        .control
+        .create("Shipment", None, Some(&other))
+        .await
+        .expect("create");
+    stack
+        .control
+        .send(&other, &event("Deliver", json!({})))
+        .await
+        .expect("send");
+    stack.drain().await;
+    assert_eq!(stack.load(&other).await.active_path.as_deref(), Some("Delivered"));
     stack.clock.advance(30.0 * 86_400.0);
+    advance_queue(30.0 * 86_400.0);
     stack.control.resume(&ship).await.expect("resume");
     // the resume armed the recheck for now: the sweep fires it, and it steps the backlog
     stack.drain().await;
@@ -249,10 +265,12 @@ async fn lifecycle(stack: &Stack, tag: &str) {
 async fn scenarios_over_memory() {
     let stack = Stack::new(Arc::new(MemoryStore::new()), Arc::new(MemoryQueue::new(5)));
     scenarios(&stack, "m").await;
-    lifecycle(&stack, "m").await;
+    lifecycle(&stack, "m", |_| {}).await;
 }
 
-pub async fn moto_stack(tag: &str) -> Stack {
+/// A stack over moto whose tables and queue are named with `unique_prefix(tag)`, and that
+/// prefix.
+pub async fn moto_stack(tag: &str) -> (Stack, String) {
     let moto = stm_testkit::moto().await;
     let prefix = stm_testkit::unique_prefix(tag);
     let options = CreateOptions {
@@ -266,12 +284,22 @@ pub async fn moto_stack(tag: &str) -> Stack {
     let urls = SqsQueue::ensure(&client, &format!("{prefix}-events"), 2, 5)
         .await
         .expect("queue");
-    Stack::new(Arc::new(store), Arc::new(SqsQueue::new(client, urls.queue_url)))
+    let stack = Stack::new(Arc::new(store), Arc::new(SqsQueue::new(client, urls.queue_url)));
+    (stack, prefix)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenarios_over_dynamodb_and_sqs() {
-    let stack = moto_stack("e2e").await;
+    let (stack, prefix) = moto_stack("e2e").await;
     scenarios(&stack, "d").await;
-    lifecycle(&stack, "d").await;
+    // the queue's clock moves with the stack's: SQS's retention counts on it (the strict
+    // layer deletes what SQS would have)
+    let strict = stm_testkit::moto().await.strict();
+    lifecycle(&stack, "d", |seconds| {
+        strict.advance_queues(
+            &format!("{prefix}-events"),
+            std::time::Duration::from_secs_f64(seconds),
+        )
+    })
+    .await;
 }

@@ -247,7 +247,7 @@ async fn every_sample_event_runs_through_its_handler() {
     let doorbells = sqs("sweeper-doorbell.json");
     let now = move || later;
     let (response, summary) =
-        stm_runtime::doorbell::handle_doorbells(store.as_ref(), queue.as_ref(), &doorbells, &now).await;
+        stm_runtime::doorbell::handle_doorbells(store.as_ref(), queue.as_ref(), &doorbells, &now, None).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert_eq!(summary.fired, 0, "{summary:?}");
 }

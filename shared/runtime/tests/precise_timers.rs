@@ -80,11 +80,14 @@ impl Rig {
             event.records.push(m);
         }
         let clock = self.clock.clone();
-        let (response, summary) =
-            doorbell::handle_doorbells(self.store.as_ref(), self.queue.as_ref(), &event, &move || {
-                clock.now()
-            })
-            .await;
+        let (response, summary) = doorbell::handle_doorbells(
+            self.store.as_ref(),
+            self.queue.as_ref(),
+            &event,
+            &move || clock.now(),
+            None,
+        )
+        .await;
         (visible.len(), summary.fired, response.batch_item_failures.len())
     }
 
@@ -178,13 +181,13 @@ async fn a_doorbell_answered_early_waits_or_is_retried() {
     event.records.push(m);
     let now = || T0 + 10.0;
     let (response, summary) =
-        doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &event, &now).await;
+        doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &event, &now, None).await;
     assert_eq!(response.batch_item_failures.len(), 1);
     assert_eq!(summary.fired, 0);
     // a fraction early (delays are whole seconds): it waits, then fires
     let now = || T0 + 29.95;
     let (response, summary) =
-        doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &event, &now).await;
+        doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &event, &now, None).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(summary.fired, 1);
     // a malformed doorbell is dropped with a log line, not retried forever
@@ -193,7 +196,8 @@ async fn a_doorbell_answered_early_waits_or_is_retried() {
     m.message_id = Some("bad".into());
     m.body = Some("{}".into());
     bad.records.push(m);
-    let (response, _) = doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &bad, &now).await;
+    let (response, _) =
+        doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &bad, &now, None).await;
     assert!(response.batch_item_failures.is_empty());
 }
 
@@ -254,7 +258,8 @@ async fn a_doorbell_is_delayed_whole_seconds_rounded_down_and_fires_at_fire_at_n
         now: Box::new(now),
         at: std::sync::Mutex::default(),
     };
-    let (response, summary) = doorbell::handle_doorbells(rig.store.as_ref(), &stamping, &event, &now).await;
+    let (response, summary) =
+        doorbell::handle_doorbells(rig.store.as_ref(), &stamping, &event, &now, None).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert_eq!(summary.fired, 1);
     let published = stamping.at.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -204,6 +204,11 @@ impl SqsQueue {
         if let Some(url) = existing_queue_url(client, &main_name).await? {
             return Self::join(client, &url, visibility_seconds, max_receive_count).await;
         }
+        // before the first CreateQueue: a name SQS refuses would otherwise leave a
+        // dead-letter queue behind, or fail with SQS's words about a name we derived
+        if let Some(problem) = super::queue_name_problem(base) {
+            return Err(QueueError::failed(format!("CreateQueue {main_name}"), problem).into());
+        }
         let size = MAX_MESSAGE_BYTES.to_string();
         let dlq_name = format!("{base}-dlq.fifo");
         let dead_letter_url = match client

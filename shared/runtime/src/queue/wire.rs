@@ -28,6 +28,48 @@ pub const MAX_MESSAGE_BYTES: usize = 1_048_576;
 /// (`BatchRequestTooLong`), so ten 120 KB events must go in two requests.
 pub const MAX_BATCH_BYTES: usize = 1_048_576;
 
+/// SQS's longest queue name, a FIFO queue's `.fifo` counted (`CreateQueue`, `QueueName`).
+pub const MAX_QUEUE_NAME_CHARS: usize = 80;
+
+/// The names the runtime derives from a queue's base name (the event queue, its
+/// dead-letter queue, the timers' doorbell queue), the longest last.
+pub fn derived_queue_names(base: &str) -> [String; 3] {
+    let base = base.strip_suffix(".fifo").unwrap_or(base);
+    [
+        format!("{base}.fifo"),
+        format!("{base}-timers"),
+        format!("{base}-dlq.fifo"),
+    ]
+}
+
+/// Why SQS would refuse to create the queues named after `base` (with `.fifo` or not), in
+/// words that say what to choose instead; `None` when every derived name is one SQS takes:
+/// at most 80 characters of letters, digits, `-` and `_` (and `.fifo`).
+pub fn queue_name_problem(base: &str) -> Option<String> {
+    let stem = base.strip_suffix(".fifo").unwrap_or(base);
+    let longest_suffix = "-dlq.fifo".len();
+    if stem.is_empty() {
+        return Some("the queue name is empty: name it, for instance harel-events".into());
+    }
+    if let Some(bad) = stem
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_')))
+    {
+        return Some(format!(
+            "the queue name {stem:?} has {bad:?}: SQS takes only letters, digits, - and _ (and the .fifo ending)"
+        ));
+    }
+    let [.., longest] = derived_queue_names(stem);
+    let n = longest.chars().count();
+    (n > MAX_QUEUE_NAME_CHARS).then(|| {
+        format!(
+            "the queue name {stem:?} is too long: its dead-letter queue {longest} would be {n} characters, over SQS's \
+             {MAX_QUEUE_NAME_CHARS}; choose a name of at most {} characters",
+            MAX_QUEUE_NAME_CHARS - longest_suffix
+        )
+    })
+}
+
 /// The size SQS counts for a message with a `body_len`-byte body: the body plus, for each
 /// message attribute, its name, data type and value. The one size function: the batch
 /// chunker and the driver's check at commit both use it.
@@ -461,6 +503,29 @@ pub(crate) mod tests {
         let mut data = Map::new();
         data.insert("blob".into(), Value::from("x".repeat(bytes)));
         OutgoingMessage::event(group, &Event::with_data("Big", data).with_id(format!("big{n}")))
+    }
+
+    #[test]
+    fn a_queue_name_fits_when_its_dead_letter_queue_does() {
+        let fits = "q".repeat(71);
+        assert_eq!(queue_name_problem(&fits), None);
+        assert_eq!(queue_name_problem(&format!("{fits}.fifo")), None);
+        assert!(derived_queue_names(&fits)
+            .iter()
+            .all(|n| n.len() <= MAX_QUEUE_NAME_CHARS));
+        let long = "q".repeat(72);
+        assert_eq!(
+            queue_name_problem(&long).as_deref(),
+            Some(&*format!(
+                "the queue name \"{long}\" is too long: its dead-letter queue {long}-dlq.fifo would be 81 \
+                 characters, over SQS's 80; choose a name of at most 71 characters"
+            ))
+        );
+        assert_eq!(
+            queue_name_problem("orders.events").as_deref(),
+            Some("the queue name \"orders.events\" has '.': SQS takes only letters, digits, - and _ (and the .fifo ending)")
+        );
+        assert!(queue_name_problem("").is_some());
     }
 
     #[test]

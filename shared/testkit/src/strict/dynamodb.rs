@@ -526,12 +526,31 @@ fn item_identity(schema: &TableSchema, table: &str, key: &Value) -> String {
     )
 }
 
+/// A table name: 3 to 255 characters, each a letter, a digit, `_`, `-` or `.`.
+pub const TABLE_NAME_CHARS: std::ops::RangeInclusive<usize> = 3..=255;
+
+/// A table name DynamoDB would refuse, with its words (`CreateTable`'s `TableName`).
+fn check_table_name(name: &str) -> Result<(), Refusal> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    if TABLE_NAME_CHARS.contains(&name.len()) && name.chars().all(allowed) {
+        return Ok(());
+    }
+    Err(validation(
+        "dynamodb.table_name",
+        format!(
+            "1 validation error detected: Value '{name}' at 'tableName' failed to satisfy constraint: \
+             Member must have length between 3 and 255 and satisfy regular expression pattern: [a-zA-Z0-9_.-]+"
+        ),
+    ))
+}
+
 /// The verdict on one DynamoDB request, given the schemas of the tables it names (a table
 /// moto does not know is left for moto to refuse).
 pub fn check(operation: &str, body: &Value, schemas: &BTreeMap<String, TableSchema>) -> Result<(), Refusal> {
     let table = body["TableName"].as_str().unwrap_or_default();
     check_expressions(body)?;
     match operation {
+        "CreateTable" => check_table_name(table)?,
         "PutItem" => {
             if let Some(s) = schema(schemas, table) {
                 check_key(s, &body["Item"], true)?;

@@ -34,12 +34,17 @@
 //!   those tables is answered with the index as it was a while ago, as AWS's GSIs are
 //!   eventually consistent; moto's are always current.
 //!
+//! - **SQS's retention on a moved clock** ([`retention`]), opt-in per queue-name prefix
+//!   ([`StrictLayer::advance_queues`]): a message as old as its queue's retention period
+//!   is deleted, not received; moto keeps the wall clock.
+//!
 //! Every DynamoDB request moto answers with 200 is charged to the layer's partition meter
 //! ([`StrictLayer::meter`], [`dynamodb::Metering::observe`]): DynamoDB's read and write
 //! units per table, key and second, before the answer goes back to the client.
 
 pub mod dynamodb;
 pub mod index_lag;
+pub mod retention;
 pub mod sqs;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,6 +61,7 @@ use crate::template::Template;
 
 use self::dynamodb::{Metering, TableSchema};
 use self::index_lag::{IndexLag, IndexView};
+use self::retention::QueueClocks;
 use self::sqs::QueueInfo;
 
 /// Whose credentials a request carries: which port of the layer it was sent to.
@@ -368,6 +374,10 @@ struct Shared {
     metering: Metering,
     /// The tables whose GSIs lag, and their items' history.
     index_lag: IndexLag,
+    /// The queues whose clocks the tests moved (SQS's retention on them).
+    queue_clocks: QueueClocks,
+    /// Messages SQS's retention deleted (on moved queues), by queue name.
+    expired: Mutex<BTreeMap<String, usize>>,
 }
 
 /// The layer; see the module docs. It runs on its own thread and runtime, for the life
@@ -409,6 +419,8 @@ impl StrictLayer {
             refusals: Mutex::default(),
             metering: Metering::new(),
             index_lag: IndexLag::default(),
+            queue_clocks: QueueClocks::default(),
+            expired: Mutex::default(),
         });
         let mut listeners = Vec::new();
         let mut endpoints = BTreeMap::new();
@@ -504,6 +516,24 @@ impl StrictLayer {
         self.shared.index_lag.set(table_prefix, IndexView::HeldAt(now));
     }
 
+    /// Move on by `by` the clock of every queue whose name starts with `queue_prefix`, for
+    /// SQS's retention: from now on a receive on such a queue deletes, and does not hand
+    /// out, a message whose age on that clock has reached the queue's
+    /// `MessageRetentionPeriod` (see [`retention`]). Moves add up; other queues keep the
+    /// wall clock (moto's own retention).
+    pub fn advance_queues(&self, queue_prefix: &str, by: std::time::Duration) {
+        self.shared.queue_clocks.advance(queue_prefix, by.as_secs_f64());
+    }
+
+    /// Messages deleted by SQS's retention on moved queues so far, by queue name.
+    pub fn expired_messages(&self) -> BTreeMap<String, usize> {
+        self.shared
+            .expired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The GSIs of the tables named with `table_prefix` answer from the live table again
     /// (moto's own behaviour).
     pub fn live_indexes(&self, table_prefix: &str) {
@@ -536,6 +566,8 @@ pub const RULES: &[&str] = &[
     "sqs.receive.max_messages",
     "sqs.receive.wait",
     "sqs.queue_attributes.range",
+    "sqs.queue_name",
+    "dynamodb.table_name",
     "dynamodb.key.missing",
     "dynamodb.key.empty",
     "dynamodb.key.size",
@@ -691,12 +723,37 @@ impl Shared {
                 .as_str()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(sqs::MAX_BATCH_BYTES),
+            retention_seconds: attrs["MessageRetentionPeriod"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(sqs::DEFAULT_RETENTION_SECONDS),
         };
         self.queues
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(url.to_string(), info.clone());
         Some(info)
+    }
+
+    /// Delete from moto the messages SQS's retention would have deleted, and count them.
+    async fn delete_expired(&self, url: &str, receipt_handles: &[String]) {
+        for handle in receipt_handles {
+            let _ = ask_upstream(
+                &self.upstream,
+                &format!("{SQS_TARGET}.DeleteMessage"),
+                &json!({"QueueUrl": url, "ReceiptHandle": handle}),
+            )
+            .await;
+        }
+        if !receipt_handles.is_empty() {
+            let name = url.rsplit('/').next().unwrap_or(url).to_string();
+            *self
+                .expired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(name)
+                .or_default() += receipt_handles.len();
+        }
     }
 
     /// A request that changes what the caches hold drops their entries.
@@ -810,7 +867,31 @@ async fn serve(stream: tokio::net::TcpStream, principal: Principal, shared: &Sha
         let now = shared.metering.now();
         shared.index_lag.record(write, f64::NEG_INFINITY, before, now);
     }
+    // a receive on a queue whose clock a test moved: SQS's retention on that clock
+    let mut moved_receive = None;
+    if service == SQS_TARGET && operation == "ReceiveMessage" {
+        let mut asked = body.clone();
+        if let Some(moved) = shared.queue_clocks.before_receive(&mut asked) {
+            request.body = asked.to_string().into_bytes();
+            moved_receive = Some(moved);
+        }
+    }
     let mut answer = forward(&request, &shared.upstream).await?;
+    if service == SQS_TARGET {
+        if let Some((200, bytes)) = split_response(&answer) {
+            let moto: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+            shared.queue_clocks.record_sends(operation, &body, &moto);
+            if let (Some(moved), Some(url)) = (moved_receive, body["QueueUrl"].as_str()) {
+                let retention = shared
+                    .queue_info(url)
+                    .await
+                    .map_or(sqs::DEFAULT_RETENTION_SECONDS, |q| q.retention_seconds);
+                let (kept, expired) = shared.queue_clocks.after_receive(&moto, moved, retention);
+                shared.delete_expired(url, &expired).await;
+                answer = replace_body(&answer, &kept);
+            }
+        }
+    }
     if service == DYNAMODB_TARGET {
         let mut lagged_answer = None;
         // charged before the client has the answer, so a test that reads the meter after

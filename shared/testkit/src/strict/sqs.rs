@@ -30,7 +30,12 @@ pub struct QueueInfo {
     pub content_based_dedup: bool,
     /// `MaximumMessageSize`, in bytes.
     pub max_message_size: usize,
+    /// `MessageRetentionPeriod`, in seconds.
+    pub retention_seconds: f64,
 }
+
+/// SQS's default `MessageRetentionPeriod`: 4 days.
+pub const DEFAULT_RETENTION_SECONDS: f64 = 345_600.0;
 
 /// What to do with a request.
 #[derive(Debug, PartialEq)]
@@ -405,7 +410,11 @@ pub fn check(operation: &str, body: &Value, queue: Option<&QueueInfo>) -> Verdic
                     "sqs.visibility.range",
                 )?;
             }
-            "CreateQueue" | "SetQueueAttributes" => check_queue_attributes(&body["Attributes"])?,
+            "CreateQueue" => {
+                check_queue_name(body)?;
+                check_queue_attributes(&body["Attributes"])?;
+            }
+            "SetQueueAttributes" => check_queue_attributes(&body["Attributes"])?,
             _ => {}
         }
         Ok(Verdict::Forward)
@@ -414,6 +423,43 @@ pub fn check(operation: &str, body: &Value, queue: Option<&QueueInfo>) -> Verdic
         Ok(v) => v,
         Err(refusal) => Verdict::Refuse(refusal),
     }
+}
+
+/// A queue name: 1 to 80 characters (a FIFO queue's `.fifo` suffix counted), each a
+/// letter, a digit, `-` or `_`; a FIFO queue's ends in `.fifo`, and only its does.
+pub const MAX_QUEUE_NAME_CHARS: usize = 80;
+
+fn check_queue_name(body: &Value) -> Result<(), Refusal> {
+    let name = body["QueueName"].as_str().unwrap_or_default();
+    let fifo = body["Attributes"]["FifoQueue"]
+        .as_str()
+        .map(|s| s.eq_ignore_ascii_case("true"))
+        .or_else(|| body["Attributes"]["FifoQueue"].as_bool())
+        .unwrap_or(false);
+    let stem = if fifo {
+        name.strip_suffix(".fifo")
+    } else {
+        Some(name)
+    };
+    let fits = stem.is_some_and(|stem| {
+        !stem.is_empty()
+            && name.chars().count() <= MAX_QUEUE_NAME_CHARS
+            && stem
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+    });
+    if fits {
+        return Ok(());
+    }
+    Err(invalid(
+        "InvalidParameterValue",
+        "sqs.queue_name",
+        format!(
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length \
+             (a FIFO queue's name ends in .fifo, counted): {name:?} ({} characters)",
+            name.chars().count()
+        ),
+    ))
 }
 
 fn check_queue_attributes(attributes: &Value) -> Result<(), Refusal> {
