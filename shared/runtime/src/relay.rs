@@ -12,7 +12,7 @@
 //! to publish.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use stm_store::{ExecutionStore, OutboxEntry, SpawnEntry};
 
@@ -259,21 +259,32 @@ pub async fn relay_pending_until(
     let pass_rows = bounds.pass_rows.max(1);
     let run = stm_store::aws::as_function("relay", async {
         let mut delivery = Delivery::default();
-        let out_of_time = || deadline.is_some_and(|d| Instant::now() >= d);
+        // a page is started only if it can end before the deadline: as long as the
+        // longest page so far took (a page forwarded half-way would be sent again, and an
+        // invocation past its deadline is killed mid-page)
+        let mut longest_page = Duration::ZERO;
+        let out_of_time = |longest_page: Duration| {
+            deadline.is_some_and(|d| d.saturating_duration_since(Instant::now()) <= longest_page)
+        };
         'passes: loop {
             // spawn intents and outbox entries together, lowest seqs first: a commit's spawn
             // intents take its block's first seqs, and an event's region was spawned by an
             // earlier commit, so no event is forwarded before its region's intent
+            if out_of_time(longest_page) {
+                break;
+            }
             let seqs = store.oldest_pending_seqs(pass_rows, settled_before).await?;
             let forwarded_before = delivery.summary.forwarded;
             for read in seqs.chunks(bounds.read_rows.max(1)) {
-                if out_of_time() {
+                if out_of_time(longest_page) {
                     break 'passes;
                 }
+                let page_started = Instant::now();
                 let spawns: Vec<i64> = read.iter().filter(|s| s.spawn).map(|s| s.seq).collect();
                 let outbox: Vec<i64> = read.iter().filter(|s| !s.spawn).map(|s| s.seq).collect();
                 let rows = store.pending_rows(&spawns, &outbox).await?;
                 delivery.deliver(store, queue, &rows.spawns, &rows.outbox).await;
+                longest_page = longest_page.max(page_started.elapsed());
             }
             // a short pass saw everything settled; a pass that forwarded nothing would only
             // find the same rows again

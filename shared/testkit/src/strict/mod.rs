@@ -38,6 +38,9 @@
 //!   ([`StrictLayer::advance_queues`]): a message as old as its queue's retention period
 //!   is deleted, not received; moto keeps the wall clock.
 //!
+//! - **A slow AWS**, opt-in per name prefix ([`StrictLayer::slow_requests`]): requests on
+//!   those tables and queues are held before they go on, for tests of deadlines.
+//!
 //! Every DynamoDB request moto answers with 200 is charged to the layer's partition meter
 //! ([`StrictLayer::meter`], [`dynamodb::Metering::observe`]): DynamoDB's read and write
 //! units per table, key and second, before the answer goes back to the client.
@@ -378,6 +381,8 @@ struct Shared {
     queue_clocks: QueueClocks,
     /// Messages SQS's retention deleted (on moved queues), by queue name.
     expired: Mutex<BTreeMap<String, usize>>,
+    /// Name prefix -> how long its requests are held ([`StrictLayer::slow_requests`]).
+    slow: Mutex<BTreeMap<String, std::time::Duration>>,
 }
 
 /// The layer; see the module docs. It runs on its own thread and runtime, for the life
@@ -421,6 +426,7 @@ impl StrictLayer {
             index_lag: IndexLag::default(),
             queue_clocks: QueueClocks::default(),
             expired: Mutex::default(),
+            slow: Mutex::default(),
         });
         let mut listeners = Vec::new();
         let mut endpoints = BTreeMap::new();
@@ -523,6 +529,27 @@ impl StrictLayer {
     /// wall clock (moto's own retention).
     pub fn advance_queues(&self, queue_prefix: &str, by: std::time::Duration) {
         self.shared.queue_clocks.advance(queue_prefix, by.as_secs_f64());
+    }
+
+    /// From now on, every request naming a table or queue whose name starts with `prefix`
+    /// is held `by` before it goes to moto: a slow AWS (a throttled partition, a far
+    /// Region), for tests of work under a deadline. [`normal_speed`](Self::normal_speed)
+    /// ends it.
+    pub fn slow_requests(&self, prefix: &str, by: std::time::Duration) {
+        self.shared
+            .slow
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(prefix.to_string(), by);
+    }
+
+    /// Requests naming `prefix`'s tables and queues are no longer held.
+    pub fn normal_speed(&self, prefix: &str) {
+        self.shared
+            .slow
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(prefix);
     }
 
     /// Messages deleted by SQS's retention on moved queues so far, by queue name.
@@ -735,6 +762,28 @@ impl Shared {
         Some(info)
     }
 
+    /// How long to hold a request that names a table or queue a test slowed down.
+    fn hold_for(&self, service: &str, operation: &str, body: &Value) -> Option<std::time::Duration> {
+        let slow = self.slow.lock().unwrap_or_else(|e| e.into_inner());
+        if slow.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = match service {
+            DYNAMODB_TARGET => dynamodb::tables_named(operation, body),
+            SQS_TARGET => body["QueueUrl"]
+                .as_str()
+                .and_then(|url| url.rsplit('/').next())
+                .map(String::from)
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        slow.iter()
+            .filter(|(prefix, _)| names.iter().any(|n| n.starts_with(prefix.as_str())))
+            .map(|(_, by)| *by)
+            .max()
+    }
+
     /// Delete from moto the messages SQS's retention would have deleted, and count them.
     async fn delete_expired(&self, url: &str, receipt_handles: &[String]) {
         for handle in receipt_handles {
@@ -875,6 +924,9 @@ async fn serve(stream: tokio::net::TcpStream, principal: Principal, shared: &Sha
             request.body = asked.to_string().into_bytes();
             moved_receive = Some(moved);
         }
+    }
+    if let Some(hold) = shared.hold_for(service, operation, &body) {
+        tokio::time::sleep(hold).await;
     }
     let mut answer = forward(&request, &shared.upstream).await?;
     if service == SQS_TARGET {
