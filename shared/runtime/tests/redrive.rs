@@ -106,7 +106,8 @@ async fn rules(store: Arc<dyn ExecutionStore>) {
     control.redrive("r", "Idle").await.expect("a no-op");
     assert_eq!(store.load("r").await.expect("load").expect("r"), before);
 
-    // the redrive: RUNNING at the leaf, context kept, error and history cleared, ttl re-armed
+    // the redrive: RUNNING at the leaf, context kept, error and history cleared, ttl
+    // left to the worker's clock
     control.redrive("f", "Work.B").await.expect("redrive");
     let exe = store.load("f").await.expect("load").expect("f");
     assert_eq!(
@@ -119,10 +120,12 @@ async fn rules(store: Arc<dyn ExecutionStore>) {
         (Status::Running, Some("Work.B"), None, 0)
     );
     assert_eq!((exe.context["n"].clone(), exe.version), (Value::from(7), 2));
-    assert_eq!(exe.expires_at, Some(NOW + 600.0));
+    assert_eq!(exe.expires_at, None, "not from the operator's clock");
+    assert_eq!(store.armed_timer("f", "@ttl").await.expect("timers"), None);
     assert_eq!(
-        store.armed_timer("f", "@ttl").await.expect("timers"),
-        Some(NOW + 600.0)
+        store.armed_timer("f", "@parked").await.expect("timers"),
+        Some(NOW - 50.0),
+        "the recheck, due at the failed step's time: at once by the functions' clocks"
     );
     let trace = store.read_trace("f").await.expect("trace");
     let step = trace.last().expect("a control step");
@@ -139,6 +142,37 @@ async fn rules(store: Arc<dyn ExecutionStore>) {
     // and a second redrive of what is now RUNNING changes nothing
     control.redrive("f", "Idle").await.expect("a no-op");
     assert_eq!(store.load("f").await.expect("load").expect("f").version, 2);
+
+    // the worker, whose clock is an hour ahead of the operator's here, takes the recheck
+    // and arms the ttl from its own clock; the state does not move
+    let worker_now = NOW + 3_600.0;
+    let worker = control_over(store.clone())
+        .driver
+        .clone()
+        .with_clock(Arc::new(ManualClock::new(worker_now)));
+    let recheck = stm_core::Event::with_data(
+        "Timeout",
+        serde_json::json!({"path": "@parked", "fire_at": NOW - 50.0})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    )
+    .with_id("recheck-f");
+    let exe = worker.process("f", &recheck).await.expect("the recheck");
+    assert_eq!(
+        (exe.status, exe.active_path.as_deref(), exe.expires_at),
+        (Status::Running, Some("Work.B"), Some(worker_now + 600.0))
+    );
+    assert_eq!(
+        store.armed_timer("f", "@ttl").await.expect("timers"),
+        Some(worker_now + 600.0)
+    );
+    // a later recheck leaves the armed ttl as it is
+    let again = worker
+        .process("f", &recheck.clone().with_id("recheck-f-2"))
+        .await
+        .expect("recheck");
+    assert_eq!(again.expires_at, Some(worker_now + 600.0));
 }
 
 #[tokio::test]
@@ -220,6 +254,14 @@ async fn harel_and_we_leave_the_same_item() {
             }
             Err(e) => Err(e.to_string()),
         };
-        assert_eq!(ours, harel_redrive(&item, target), "{id} to {target}");
+        // the one deliberate difference: harel arms the ttl from the caller's clock (the
+        // operator's laptop); we leave `expires_at` to the worker's (see control/redrive.rs)
+        let theirs = harel_redrive(&item, target).map(|mut item| {
+            if item["expires_at"] == serde_json::json!(NOW + 600.0) {
+                item["expires_at"] = Value::Null;
+            }
+            item
+        });
+        assert_eq!(ours, theirs, "{id} to {target}");
     }
 }

@@ -7,13 +7,19 @@
 //! the history are cleared (a cascade an `on exit` failure cut short leaves a partial
 //! history), and the machine's `ttl` restarts. Anything but a FAILED execution is left
 //! as it is. One CAS commit, checked again on every attempt against the record it writes.
+//!
+//! The `ttl` restarts on the worker's clock, not the operator's: a laptop's clock off by
+//! an hour would otherwise end the execution an hour early or late. The redrive clears
+//! `expires_at` and arms the recheck timer (`@parked`) at the failed step's time, due at
+//! once by any clock near the functions'; the worker, handling the recheck, arms the
+//! `ttl` from its own clock.
 
 use stm_core::definition::NodeKind;
 use stm_core::{engine, Definition, Execution, Status};
 use stm_store::{Commit, TimerOp};
 
 use super::{control_step, Control, RETRIES};
-use crate::driver::DriverError;
+use crate::driver::{DriverError, PARKED_PATH};
 
 /// Why `target` is not a place to redrive `exe` to, in harel's words (`None`: it is).
 pub fn redrive_refusal(defn: &Definition, exe: &Execution, target: &str) -> Option<String> {
@@ -69,17 +75,19 @@ impl Control {
                     return Err(DriverError::Redrive(why));
                 }
                 let (from_status, from_path) = (exe.status, exe.active_path.clone());
+                let now = self.driver.clock.now();
+                // the failed step's time, on a function's clock (the operator's if unknown)
+                let failed_at = exe.updated_at.unwrap_or(now).min(now);
                 exe.status = Status::Running;
                 exe.active_path = Some(target.to_string());
                 exe.error = None;
                 exe.history.clear();
-                let now = self.driver.clock.now();
                 let mut timers = Vec::new();
-                if let Some(delay) = engine::ttl_delay(&defn, &exe) {
-                    exe.expires_at = Some(now + delay);
+                if engine::ttl_delay(&defn, &exe).is_some() {
+                    exe.expires_at = None;
                     timers.push(TimerOp::Schedule {
-                        path: engine::TTL_PATH.into(),
-                        fire_at: now + delay,
+                        path: PARKED_PATH.into(),
+                        fire_at: failed_at,
                     });
                 }
                 exe.stamp(now);

@@ -58,7 +58,12 @@ impl Driver {
             }
             Err(other) => Err(other),
             Ok(defn) => {
-                let report = self.release_parked(&defn, exe).await?;
+                let mut report = self.release_parked(&defn, exe).await?;
+                if recheck {
+                    report
+                        .armed_timers
+                        .extend(self.arm_missing_ttl(&defn, exe).await?);
+                }
                 if recheck || report.released.contains(&event.id) {
                     Ok(Gate::Done(report))
                 } else {
@@ -145,6 +150,36 @@ impl Driver {
             armed_timers: vec![(PARKED_PATH.into(), fire_at)],
             ..parked
         })
+    }
+
+    /// A running execution whose machine has a `ttl` and that has none armed (a redrive
+    /// leaves it to the worker, whose clock it runs on): arm it from now. Returns the timer
+    /// armed, if any.
+    async fn arm_missing_ttl(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+    ) -> Result<Option<(String, f64)>, DriverError> {
+        let Some(delay) = stm_core::engine::ttl_delay(defn, exe) else {
+            return Ok(None);
+        };
+        if exe.expires_at.is_some() {
+            return Ok(None);
+        }
+        let now = self.clock.now();
+        let fire_at = now + delay;
+        exe.expires_at = Some(fire_at);
+        exe.stamp(now);
+        let path = stm_core::engine::TTL_PATH.to_string();
+        let commit = Commit {
+            timers: vec![TimerOp::Schedule {
+                path: path.clone(),
+                fire_at,
+            }],
+            ..Commit::default()
+        };
+        self.store.commit(exe, commit).await?;
+        Ok(Some((path, fire_at)))
     }
 
     /// Step every parked event of `exe`, oldest first, each in its own commit. (The
