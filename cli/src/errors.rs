@@ -96,6 +96,10 @@ fn one_line(err: &anyhow::Error) -> String {
 }
 
 fn carries_its_causes(err: &(dyn std::error::Error + 'static)) -> bool {
+    #[cfg(feature = "aws")]
+    if err.is::<crate::ops::MissingTables>() {
+        return true;
+    }
     err.is::<DriverError>()
         || err.is::<stm_store::StoreError>()
         || err.is::<stm_runtime::config::ConfigError>()

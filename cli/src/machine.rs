@@ -69,8 +69,9 @@ pub fn validate(targets: &[String], machine: Option<&str>) -> Result<ExitCode> {
     }
     if files.len() > 1 || paths.iter().any(|p| p.is_dir()) {
         println!(
-            "checked {machines} machine(s) in {} file(s): {}",
-            files.len(),
+            "checked {} in {}: {}",
+            crate::plural::count(machines, "machine"),
+            crate::plural::count(files.len(), "file"),
             if failing == 0 {
                 "all valid".to_string()
             } else {

@@ -23,6 +23,7 @@ mod monitor;
 mod new;
 #[cfg(feature = "aws")]
 mod ops;
+mod plural;
 #[cfg(feature = "aws")]
 mod purge;
 mod run_args;

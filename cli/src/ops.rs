@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::Value;
 use stm_core::{Event, Execution, Map, Status};
@@ -91,18 +91,98 @@ impl Tables {
             profile: self.profile.clone(),
             ..CreateOptions::default()
         };
-        let store = DynamoDbStore::create_with(self.endpoint.as_deref(), &region, options)
-            .await
-            .with_context(|| {
-                let at = match &self.endpoint {
-                    Some(endpoint) => format!("{endpoint} ({region})"),
-                    None => format!("AWS {region}"),
-                };
-                format!("DynamoDB tables {}_* at {at}", self.prefix)
-            })?;
-        Ok(store)
+        let at = match &self.endpoint {
+            Some(endpoint) => format!("{endpoint} ({region})"),
+            None => format!("AWS {region}"),
+        };
+        match DynamoDbStore::create_with(self.endpoint.as_deref(), &region, options).await {
+            Ok(store) => Ok(store),
+            Err(err) => match missing_table(&err) {
+                Some(table) => Err(self.no_tables(err, table, &region, &at).await),
+                None => {
+                    Err(anyhow::Error::new(err).context(format!("DynamoDB tables {}_* at {at}", self.prefix)))
+                }
+            },
+        }
     }
 
+    /// A deployment with no table of this prefix, in the operator's words: the table and
+    /// the prefix tried, and the flag or command that fixes it. The default prefix's
+    /// tables are looked for there, as the likeliest right `--prefix`.
+    async fn no_tables(
+        &self,
+        err: stm_store::StoreError,
+        table: String,
+        region: &str,
+        at: &str,
+    ) -> anyhow::Error {
+        let default = stm_store::DEFAULT_PREFIX;
+        let default_exists = self.prefix != default && {
+            let probe = CreateOptions {
+                prefix: default.to_string(),
+                create_schema: false,
+                connect_attempts: 1,
+                profile: self.profile.clone(),
+                ..CreateOptions::default()
+            };
+            DynamoDbStore::create_with(self.endpoint.as_deref(), region, probe)
+                .await
+                .is_ok()
+        };
+        let fix = if default_exists {
+            format!("the tables there have the prefix {default}: pass `--prefix {default}`")
+        } else if self.endpoint.is_some() {
+            "pass the prefix the tables were made with (`--prefix`, or STM_TABLE_PREFIX), or start a \
+             local deployment with `stm local`"
+                .to_string()
+        } else {
+            "pass the prefix of the deployment (`--prefix`, or STM_TABLE_PREFIX: the stack's TablePrefix), \
+             its Region (`--region`), or deploy it first (`sam deploy`)"
+                .to_string()
+        };
+        anyhow::Error::new(MissingTables {
+            message: format!(
+                "no table {table} at {at}: --prefix {} names no deployment there; {fix}",
+                self.prefix
+            ),
+            source: err,
+        })
+    }
+}
+
+/// The table a store's check found missing. The store says it only in its message
+/// (`table NAME does not exist (...)`), so it is read from there; any other failure is
+/// `None` and reported as it is.
+fn missing_table(err: &stm_store::StoreError) -> Option<String> {
+    let stm_store::StoreError::Backend { message, .. } = err else {
+        return None;
+    };
+    let rest = message.strip_prefix("table ")?;
+    let (name, tail) = rest.split_once(' ')?;
+    tail.starts_with("does not exist").then(|| name.to_string())
+}
+
+/// A deployment whose tables are not there: what to do, with the store's own failure
+/// kept as the source (`-v` shows it).
+#[derive(Debug)]
+pub struct MissingTables {
+    message: String,
+    source: stm_store::StoreError,
+}
+
+impl std::fmt::Display for MissingTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for MissingTables {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+impl Tables {
     /// The Region to use: `--region`, else the one the environment or the profile gives
     /// (as the AWS CLI reads them), else `us-east-1` when `local` (an emulator, where the
     /// Region only names the tables' namespace). Real AWS without a Region is an error

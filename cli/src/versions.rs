@@ -263,8 +263,9 @@ pub async fn migrate(deployment: &crate::ops::Deployment, args: MigrateArgs) -> 
     }
     if !failed.is_empty() {
         bail!(
-            "{} execution(s) pinned to {from} were not migrated: {}",
-            failed.len(),
+            "{} pinned to {from} {} not migrated: {}",
+            crate::plural::count(failed.len(), "execution"),
+            if failed.len() == 1 { "was" } else { "were" },
             failed.join(", ")
         );
     }
@@ -349,15 +350,16 @@ mod in_use {
                 .map(|(_, n)| n)
                 .sum();
             println!(
-                "{machine} {} ({status}): {total} live execution(s){}{}",
+                "{machine} {} ({status}): {}{}{}",
                 version.map_or("-".to_string(), |v| v.to_string()),
+                crate::plural::count(total, "live execution"),
                 if risky > 0 {
                     format!(", {risky} in states the current version puts at risk")
                 } else {
                     String::new()
                 },
                 if u.parked > 0 {
-                    format!(", {} parked event(s)", u.parked)
+                    format!(", {}", crate::plural::count(u.parked, "parked event"))
                 } else {
                     String::new()
                 }

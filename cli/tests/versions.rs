@@ -117,7 +117,7 @@ fn in_use_and_migrate_against_a_deployment() {
     }
     let used = local.ok(&["versions", "in-use", "--definitions", &folder]);
     assert!(
-        used.starts_with(&format!("Order {v1} (current): 2 live execution(s)\n")),
+        used.starts_with(&format!("Order {v1} (current): 2 live executions\n")),
         "{used}"
     );
     let shown = local.ok(&["show", "v-1"]);
@@ -137,7 +137,7 @@ fn in_use_and_migrate_against_a_deployment() {
     let used = local.ok(&["versions", "in-use", "--definitions", &folder]);
     assert!(
         used.starts_with(&format!(
-            "Order {v1} (retained): 2 live execution(s), 2 in states the current version puts at risk\n"
+            "Order {v1} (retained): 2 live executions, 2 in states the current version puts at risk\n"
         )),
         "{used}"
     );
@@ -191,7 +191,7 @@ fn in_use_and_migrate_against_a_deployment() {
     assert_eq!(moved, format!("migrated v-1: {v1} -> {v2}\n"));
     let used = local.ok(&["versions", "in-use", "--definitions", &folder]);
     assert!(
-        used.contains(&format!("Order {v2} (current): 1 live execution(s)\n")),
+        used.contains(&format!("Order {v2} (current): 1 live execution\n")),
         "{used}"
     );
     // the rest pinned to v1, in batches
@@ -202,7 +202,7 @@ fn in_use_and_migrate_against_a_deployment() {
     );
     let used = local.ok(&["versions", "in-use", "--definitions", &folder]);
     assert!(
-        used.starts_with(&format!("Order {v2} (current): 2 live execution(s)\n")),
+        used.starts_with(&format!("Order {v2} (current): 2 live executions\n")),
         "{used}"
     );
     let not_a_version = local.stm(&["migrate", "v-1", "--to", "v2", "--definitions", &folder]);

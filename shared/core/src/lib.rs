@@ -16,6 +16,7 @@ pub mod pyjson;
 pub mod pynum;
 pub mod pyvalue;
 pub mod render;
+mod suggest;
 pub mod validate;
 pub mod version;
 

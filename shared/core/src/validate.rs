@@ -82,6 +82,10 @@ pub struct Finding {
     pub column: Option<usize>,
     /// The source file (the definition's `source_file`), when known.
     pub file: Option<String>,
+    /// What to do about it beyond harel's message ("did you mean `Go`?"), when there is
+    /// something to say; not part of [`harel_text`](Self::harel_text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 impl Finding {
@@ -118,7 +122,11 @@ impl fmt::Display for Finding {
         if let Some(loc) = self.location() {
             write!(f, "{loc}: ")?;
         }
-        f.write_str(&self.harel_text())
+        f.write_str(&self.harel_text())?;
+        if let Some(hint) = &self.hint {
+            write!(f, " ({hint})")?;
+        }
+        Ok(())
     }
 }
 
@@ -330,6 +338,7 @@ impl<'a> Validator<'a> {
             line: pos.map(|p| p.line),
             column: pos.map(|p| p.column),
             file: self.defn.source_file.clone(),
+            hint: None,
         });
     }
 
@@ -800,6 +809,12 @@ impl<'a> Validator<'a> {
                     pos,
                     format!("transition references undeclared event {}", srepr(kind)),
                 );
+                let declared = self.defn.events.keys().map(String::as_str);
+                if let (Some(finding), Some(near)) =
+                    (self.out.last_mut(), crate::suggest::nearest(kind, declared))
+                {
+                    finding.hint = Some(format!("did you mean `{near}`?"));
+                }
                 continue;
             };
             if etype.fields.is_empty() {

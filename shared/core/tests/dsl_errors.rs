@@ -22,6 +22,9 @@ struct Case {
     file: Option<&'static str>,
     /// a substring of the hint
     hint: Option<&'static str>,
+    /// our location where harel points at the start of the transition: the caret goes
+    /// under the name that does not resolve
+    name_at: Option<(usize, usize)>,
 }
 
 const fn case(name: &'static str, message: &'static [&'static str]) -> Case {
@@ -31,6 +34,7 @@ const fn case(name: &'static str, message: &'static [&'static str]) -> Case {
         own_location: None,
         file: None,
         hint: None,
+        name_at: None,
     }
 }
 
@@ -45,6 +49,10 @@ impl Case {
     }
     const fn hint(mut self, hint: &'static str) -> Self {
         self.hint = Some(hint);
+        self
+    }
+    const fn name_at(mut self, line: usize, column: usize) -> Self {
+        self.name_at = Some((line, column));
         self
     }
 }
@@ -131,27 +139,32 @@ const CASES: &[Case] = &[
     ),
     case(
         "unresolved_target",
-        &["cannot resolve transition target 'Missing' from scope 'A'"],
-    ),
+        &["cannot resolve transition target 'Missing' from state A"],
+    )
+    .name_at(6, 15),
     case(
         "unresolved_source",
-        &["cannot resolve transition source 'Nope' in ''"],
-    ),
+        &["cannot resolve transition source 'Nope' from machine M"],
+    )
+    .name_at(4, 8),
     case(
         "unresolved_choice_target",
-        &["cannot resolve choice target 'Elsewhere' from scope ''"],
-    ),
+        &["cannot resolve choice target 'Elsewhere' from machine M"],
+    )
+    .name_at(6, 13),
     // harel resolves transitions composite by composite, innermost first
     case(
         "unresolved_in_nested_first",
-        &["cannot resolve transition target 'Inner' from scope 'P'"],
-    ),
+        &["cannot resolve transition target 'Inner' from state P"],
+    )
+    .name_at(8, 15),
     case("import_missing", &["import not found: lib/does_not_exist.stm"]).hint("lib/does_not_exist.stm"),
     case("import_syntax_error", &["found `X`"]).in_file("lib/broken.stm"),
     case(
         "import_fragment_bad_target",
-        &["cannot resolve transition target 'Gone' from scope 'X'"],
+        &["cannot resolve transition target 'Gone' from state X"],
     )
+    .name_at(4, 13)
     .in_file("lib/badfrag.stm"),
     case("multiple_machines", &["multiple machines (One, Two)"]),
     case("no_machine", &["no machine declared"]),
@@ -226,6 +239,7 @@ fn errors_match_harel() {
             _ => None,
         };
         let expected_loc = match (harel["outcome"].as_str(), harel_loc, c.own_location) {
+            (Some("error"), Some(_), None) if c.name_at.is_some() => c.name_at,
             (Some("error"), Some(loc), None) => Some(loc),
             (Some("error"), Some(_), Some(_)) => {
                 problems.push("harel reports a location: do not override it".into());
@@ -292,8 +306,47 @@ fn errors_from_text_name_no_file() {
     assert_eq!((e.file.as_deref(), e.line, e.column), (None, Some(3), Some(1)));
     assert!(e.to_string().contains(" --> <input>:3:1"), "{e}");
     let e = dsl::load_definition_str("machine M { state A {} from A to B }", None, None).expect_err("target");
-    assert_eq!((e.line, e.column), (Some(1), Some(24)));
+    assert_eq!((e.line, e.column), (Some(1), Some(34)));
     assert!(e.message.contains("cannot resolve transition target 'B'"));
+}
+
+/// A misspelt state: the message names where it was looked up (never an empty scope),
+/// the caret is under the name, and the hint offers the nearest state.
+#[test]
+fn a_misspelt_target_state_is_pointed_at_with_the_nearest_name() {
+    let source = "event Pay {}\nevent Go {}\nmachine Shop {\n  initial Cart\n  state Cart {}\n  state Paid {}\n  from Cart to Piad on Pay\n}\n";
+    let e = dsl::load_definition_str(source, None, None).expect_err("an unknown target");
+    assert_eq!(
+        e.to_string(),
+        "error: cannot resolve transition target 'Piad' from machine Shop\n \
+         --> <input>:7:16\n  |\n7 |   from Cart to Piad on Pay\n  |                ^\n  = hint: did you mean `Paid`?"
+    );
+    // inside a composite, a choice target, and a source: the same three parts
+    let source = "machine M {\n  initial A\n  state A {\n    initial Waiting\n    state Waiting {}\n    from Waiting choose {\n      when x == 1 to Wating\n    }\n  }\n}\n";
+    let e = dsl::load_definition_str(source, None, None).expect_err("an unknown choice target");
+    assert_eq!(e.message, "cannot resolve choice target 'Wating' from state A");
+    assert_eq!((e.line, e.column), (Some(7), Some(22)));
+    assert_eq!(e.hint.as_deref(), Some("did you mean `Waiting`?"));
+    let e = dsl::load_definition_str(
+        "machine M {\n  initial Cart\n  state Cart {}\n  from Crat to Cart on Go\n}\n",
+        None,
+        None,
+    )
+    .expect_err("an unknown source");
+    assert_eq!(
+        e.message,
+        "cannot resolve transition source 'Crat' from machine M"
+    );
+    assert_eq!((e.line, e.column), (Some(4), Some(8)));
+    assert_eq!(e.hint.as_deref(), Some("did you mean `Cart`?"));
+    // nothing close: no guess
+    let e = dsl::load_definition_str(
+        "machine M {\n  initial A\n  state A {}\n  from A to Elsewhere on Go\n}\n",
+        None,
+        None,
+    )
+    .expect_err("an unknown target");
+    assert_eq!(e.hint, None);
 }
 
 #[test]

@@ -92,9 +92,18 @@ fn findings_on_parsed_stm_carry_their_source_location() {
     let findings = validate(&defn);
     let first = &findings[0];
     assert_eq!((first.line, first.column), (Some(7), Some(3)), "{first}");
-    assert!(first.to_string().ends_with(
-        "unknown_event.stm:7:3: [error] unknown_event at <root>: transition references undeclared event 'Goo'"
-    ));
+    // the nearest declared event is offered beside harel's message
+    assert!(
+        first.to_string().ends_with(
+            "unknown_event.stm:7:3: [error] unknown_event at <root>: transition references undeclared event \
+             'Goo' (did you mean `Go`?)"
+        ),
+        "{first}"
+    );
+    assert_eq!(first.hint.as_deref(), Some("did you mean `Go`?"));
+    // `Stop` is nothing like `Go`: no guess
+    assert_eq!(findings[1].message, "transition references undeclared event 'Stop'");
+    assert_eq!(findings[1].hint, None);
 }
 
 /// The parser builds the definition harel builds (compared as `model::project` lines):

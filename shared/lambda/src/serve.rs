@@ -30,6 +30,10 @@ pub const MAX_REQUEST_BYTES: usize = 6 * 1024 * 1024;
 /// `STM_ACTIONS` line that binds the project's own actions (the `harel.lib.*` built-ins
 /// run inside `stm local` already).
 ///
+/// The actions get the state the worker gives them: the registry's own, and the
+/// worker's DynamoDB and SQS clients, built from the same variables (`STM_ENDPOINT_URL`
+/// or `AWS_ENDPOINT_URL`, `AWS_REGION`), see [`stm_runtime::config::provide_clients`].
+///
 /// ```no_run
 /// # async fn run() -> std::io::Result<()> {
 /// let mut actions = stm_runtime::ActionRegistry::with_builtins();
@@ -46,9 +50,12 @@ pub async fn serve_actions(actions: ActionRegistry, addr: SocketAddr) -> std::io
 /// [`serve_actions`] on a listener the caller bound (port 0 in a test, say), printing
 /// nothing.
 pub async fn serve_actions_on(
-    actions: ActionRegistry,
+    mut actions: ActionRegistry,
     listener: tokio::net::TcpListener,
 ) -> std::io::Result<()> {
+    // an action that reads the worker's clients must find them here too, or a run that
+    // works on AWS fails under `stm local`
+    stm_runtime::config::provide_clients_from_env(&mut actions).await;
     let actions = std::sync::Arc::new(actions);
     loop {
         let (stream, _) = listener.accept().await?;

@@ -114,6 +114,71 @@ async fn a_served_actions_error_reaches_on_error_with_its_type() {
     );
 }
 
+/// A machine with no `on error`: an action error the caller gets fails the execution.
+const CALLING_MACHINE: &str = r#"
+event Go {}
+
+machine Checker {
+  initial Idle
+  state Idle {}
+  final Checked checked
+  final Other other
+  from Idle select stock.check() on Go {
+    "checked" to Checked
+    else to Other
+  }
+}
+"#;
+
+/// Served as `worker serve-actions` serves it, an action that reads the clients the
+/// worker gives its actions finds them: the execution is DONE, where it was FAILED with a
+/// `LookupError` ("no shared state of type aws_sdk_dynamodb::Client").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_action_gets_the_workers_clients_in_its_state() {
+    let mut served = ActionRegistry::with_builtins();
+    served.register("stock.check", |input| {
+        let dynamodb = input.state::<aws_sdk_dynamodb::Client>()?;
+        let sqs = input.state::<aws_sdk_sqs::Client>()?;
+        let region = |r: Option<&aws_sdk_dynamodb::config::Region>| r.map(ToString::to_string);
+        input.context.insert(
+            "dynamodb_region".into(),
+            json!(region(dynamodb.config().region())),
+        );
+        input.context.insert(
+            "sqs_region".into(),
+            json!(sqs.config().region().map(ToString::to_string)),
+        );
+        Ok(json!("checked"))
+    });
+    let addr = serve(served.clone()).await;
+    let line = stm_lambda::bindings(&served, addr);
+    let remote = RemoteActions::start(
+        parse_bindings(&line).expect("the line parses"),
+        RemoteSettings::default(),
+    )
+    .expect("the client starts");
+    let mut actions = ActionRegistry::with_builtins();
+    remote.register_into(&mut actions);
+    let mut definitions = Definitions::new();
+    definitions.register(stm_core::dsl::load_definition_str(CALLING_MACHINE, None, None).expect("valid"));
+    let driver = Driver::new(Arc::new(stm_store::MemoryStore::new()), definitions, actions);
+    driver
+        .create("Checker", None, Some("c-1"))
+        .await
+        .expect("created");
+    let exe = driver.process("c-1", &Event::new("Go")).await.expect("processed");
+    assert_eq!(
+        (exe.status.as_str(), exe.outcome.as_deref()),
+        ("DONE", Some("checked")),
+        "{:?}",
+        exe.context.get("_error")
+    );
+    // built from the variables the worker's own clients are built from
+    let region = stm_runtime::config::region(|name| std::env::var(name).ok());
+    assert_eq!(exe.context.get("dynamodb_region"), Some(&json!(region)));
+    assert_eq!(exe.context.get("sqs_region"), Some(&json!(region)));
+}
+
 /// One raw HTTP/1.1 exchange: the status line and the body.
 fn exchange(addr: std::net::SocketAddr, request: &str) -> (String, String) {
     let mut stream = std::net::TcpStream::connect(addr).expect("connects");

@@ -23,7 +23,9 @@ pub use error::ConfigError;
 #[cfg(feature = "aws")]
 mod clients;
 #[cfg(feature = "aws")]
-pub use clients::{DeploymentCheck, Function, FunctionContext};
+pub use clients::{
+    aws_clients, provide_clients, provide_clients_from_env, DeploymentCheck, Function, FunctionContext,
+};
 
 pub use stm_store::{DEFAULT_PREFIX, DEFAULT_REGION};
 
@@ -180,7 +182,7 @@ impl FunctionConfig {
             table_prefix: get("STM_TABLE_PREFIX").unwrap_or_else(|| DEFAULT_PREFIX.into()),
             queue_url,
             timer_queue_url: get("STM_TIMER_QUEUE_URL"),
-            endpoint_url: get("STM_ENDPOINT_URL").or_else(|| get("AWS_ENDPOINT_URL")),
+            endpoint_url: endpoint_url(get),
             definitions_dir,
             trace,
             trace_max,
@@ -191,11 +193,25 @@ impl FunctionConfig {
             action_bindings,
             action_timeout,
             action_max_response_bytes,
-            region: get("AWS_REGION")
-                .or_else(|| get("AWS_DEFAULT_REGION"))
-                .unwrap_or_else(|| DEFAULT_REGION.into()),
+            region: region(get),
         })
     }
+}
+
+/// `STM_ENDPOINT_URL`, else `AWS_ENDPOINT_URL`: where a function's (and its actions')
+/// clients send their requests, when not to AWS.
+pub fn endpoint_url(get: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+    get("STM_ENDPOINT_URL").or_else(|| get("AWS_ENDPOINT_URL"))
+}
+
+/// `AWS_REGION`, else `AWS_DEFAULT_REGION`, else [`DEFAULT_REGION`]: the Region of a
+/// function's (and its actions') clients.
+pub fn region(get: impl Fn(&str) -> Option<String>) -> String {
+    let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+    get("AWS_REGION")
+        .or_else(|| get("AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|| DEFAULT_REGION.into())
 }
 
 /// Load and validate every machine of every `*.stm` file directly in `dir` (sorted, as

@@ -1541,7 +1541,7 @@ fn a_broken_definitions_directory_fails_the_cold_start_naming_the_place() {
         text.contains("cannot resolve transition target 'Nowhere'"),
         "{text}"
     );
-    assert!(text.contains(&format!("--> {file}:4:3")), "{text}");
+    assert!(text.contains(&format!("--> {file}:4:13")), "{text}");
 
     // (b) a validation error: the file, the machine, the finding and where
     let dir = TempDir::new("invalid");

@@ -9,6 +9,14 @@ pub(crate) struct At {
     pub col: usize,
 }
 
+/// Where a transition's state names are written: its source, then its targets in the
+/// order they appear.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct NamesAt {
+    pub from: At,
+    pub targets: Vec<At>,
+}
+
 /// A literal value (`?value: STRING | SIGNED_NUMBER | BOOL | list`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Lit {
@@ -178,6 +186,8 @@ pub(crate) enum Item {
         trigger: Option<Trigger>,
         set: Option<Vec<Assignment>>,
         at: At,
+        /// Where the source and the target names are written (an error points at them).
+        names_at: NamesAt,
     },
     Choice {
         from: String,
@@ -186,8 +196,12 @@ pub(crate) enum Item {
         branches: Vec<(Pred, String, Option<Vec<Assignment>>)>,
         default: Option<(String, Option<Vec<Assignment>>)>,
         at: At,
+        /// Where the source and the targets (the branches', then the default's) are written.
+        names_at: NamesAt,
     },
     Select {
+        /// Where the source name is written.
+        from_at: At,
         from: String,
         action: Action,
         returns: Option<Vec<Lit>>,
@@ -197,6 +211,8 @@ pub(crate) enum Item {
         at: At,
     },
     Join {
+        /// Where the source name is written.
+        from_at: At,
         from: String,
         all: bool,
         success: String,

@@ -24,6 +24,8 @@ use crate::{pyvalue, Map, Value};
 pub(crate) struct BuildError {
     pub message: String,
     pub pos: Option<SrcPos>,
+    /// What to do about it ("did you mean `Paid`?"), when there is something to say.
+    pub hint: Option<String>,
 }
 
 type BResult<T> = Result<T, BuildError>;
@@ -92,6 +94,7 @@ impl<'c> Builder<'c> {
                         pyvalue::repr(v)
                     ),
                     pos: cfg.pos,
+                    hint: None,
                 })
             }
             // unbound value parameters are reported before building
@@ -99,6 +102,7 @@ impl<'c> Builder<'c> {
                 return Err(BuildError {
                     message: format!("unbound value params: {p}"),
                     pos: cfg.pos,
+                    hint: None,
                 })
             }
         };
@@ -142,25 +146,29 @@ impl<'c> Builder<'c> {
     }
 
     fn transition(&self, scope: NodeId, raw: &TransCfg) -> BResult<Transition> {
-        let err = |message: String| BuildError {
-            message,
-            pos: Some(raw.pos),
+        // pointed at the name that does not resolve, with the nearest one that does
+        let unresolved = |what: &str, name: &str, pos: SrcPos, candidates: Vec<String>| BuildError {
+            message: format!(
+                "cannot resolve {what} {} from {}",
+                py_repr(name),
+                state_label(&self.defn, scope)
+            ),
+            pos: Some(pos),
+            hint: crate::suggest::nearest(name, candidates.iter().map(String::as_str))
+                .map(|near| format!("did you mean `{near}`?")),
         };
-        let scope_path = || py_repr(self.defn.path(scope));
-        let source = self.defn.descend(scope, &raw.from).ok_or_else(|| {
-            err(format!(
-                "cannot resolve transition source {} in {}",
-                py_repr(&raw.from),
-                scope_path()
-            ))
-        })?;
+        let source = self
+            .defn
+            .descend(scope, &raw.from)
+            .ok_or_else(|| unresolved("transition source", &raw.from, raw.from_pos, self.below(scope)))?;
         let target = match &raw.to {
             Some(to) => Some(self.defn.resolve_relative(scope, to).ok_or_else(|| {
-                err(format!(
-                    "cannot resolve transition target {} from scope {}",
-                    py_repr(to),
-                    scope_path()
-                ))
+                unresolved(
+                    "transition target",
+                    to,
+                    raw.to_pos.unwrap_or(raw.pos),
+                    self.reachable(scope),
+                )
             })?),
             None => None,
         };
@@ -180,23 +188,21 @@ impl<'c> Builder<'c> {
         let choice = match &raw.choice {
             None => None,
             Some(c) => {
-                let resolve = |name: &str| {
+                // the n-th target as written (the branches', then the default's)
+                let resolve = |name: &str, n: usize| {
                     self.defn.resolve_relative(scope, name).ok_or_else(|| {
-                        err(format!(
-                            "cannot resolve choice target {} from scope {}",
-                            py_repr(name),
-                            scope_path()
-                        ))
+                        let pos = c.targets_pos.get(n).copied().unwrap_or(raw.pos);
+                        unresolved("choice target", name, pos, self.reachable(scope))
                     })
                 };
                 let mut branches = Vec::with_capacity(c.branches.len());
                 let mut branch_assignments = Vec::with_capacity(c.branches.len());
-                for (pred, to, set) in &c.branches {
-                    branches.push((predicate(pred), resolve(to)?));
+                for (n, (pred, to, set)) in c.branches.iter().enumerate() {
+                    branches.push((predicate(pred), resolve(to, n)?));
                     branch_assignments.push(assigns(set));
                 }
                 let default = match &c.default {
-                    Some(d) => Some(resolve(d)?),
+                    Some(d) => Some(resolve(d, c.branches.len())?),
                     None => None,
                 };
                 Some(Choice {
@@ -219,6 +225,37 @@ impl<'c> Builder<'c> {
                 column: raw.pos.col,
             }),
         })
+    }
+}
+
+impl Builder<'_> {
+    /// The names a source may use from `scope`: the paths below it, relative to it.
+    fn below(&self, scope: NodeId) -> Vec<String> {
+        let base = self.defn.path(scope);
+        let mut out = Vec::new();
+        let mut frontier: Vec<NodeId> = self.defn.node(scope).children.clone();
+        while let Some(id) = frontier.pop() {
+            let path = self.defn.path(id);
+            let relative = if base.is_empty() {
+                path
+            } else {
+                path.strip_prefix(base)
+                    .map_or(path, |p| p.trim_start_matches('.'))
+            };
+            out.push(relative.to_string());
+            frontier.extend(self.defn.node(id).children.iter().copied());
+        }
+        out.sort();
+        out
+    }
+
+    /// The names a target may use from `scope`: those below it and below each of its
+    /// ancestors (innermost first, as [`Definition::resolve_relative`] looks).
+    fn reachable(&self, scope: NodeId) -> Vec<String> {
+        std::iter::once(scope)
+            .chain(self.defn.ancestors(scope))
+            .flat_map(|n| self.below(n))
+            .collect()
     }
 }
 

@@ -356,9 +356,13 @@ impl Loader {
     }
 
     fn build_error(&self, e: BuildError) -> DslError {
-        match e.pos {
+        let error = match e.pos {
             Some(pos) => self.error_at(e.message, pos),
             None => DslError::new(e.message),
+        };
+        match e.hint {
+            Some(hint) => error.with_hint(hint),
+            None => error,
         }
     }
 

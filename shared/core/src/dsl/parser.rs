@@ -30,6 +30,7 @@ use std::collections::HashSet;
 use super::ast::*;
 use super::error::DslError;
 use super::lexer::{decode_string, lex, TokKind, Token};
+use crate::suggest::edit_distance;
 
 /// The marker of a failed parse; what failed is in [`Parser::far`].
 #[derive(Debug)]
@@ -1054,6 +1055,7 @@ impl<'s> Parser<'s> {
     // --- transitions --------------------------------------------------------------
 
     fn transition(&mut self, at: At, alt: u8) -> PResult<Item> {
+        let from_at = self.at();
         let from = self.ref_("the source state")?;
         let word = if self.peek().kind == TokKind::Name {
             self.text(self.pos)
@@ -1063,6 +1065,7 @@ impl<'s> Parser<'s> {
         match word {
             "to" => {
                 self.bump();
+                let to_at = self.at();
                 let to = self.ref_("the target state")?;
                 // alt 0 of an ambiguous `on enter|exit|activity`: the `on` starts a hook item
                 let trigger = if alt == 0 && self.word_at(self.pos, "on") && self.item_hook_follows() {
@@ -1077,6 +1080,10 @@ impl<'s> Parser<'s> {
                     trigger,
                     set,
                     at,
+                    names_at: NamesAt {
+                        from: from_at,
+                        targets: vec![to_at],
+                    },
                 })
             }
             "choose" => {
@@ -1085,6 +1092,7 @@ impl<'s> Parser<'s> {
                 let set = self.assign_clause()?;
                 self.expect_punct("{", "`{`")?;
                 let mut branches = Vec::new();
+                let mut targets = Vec::new();
                 loop {
                     if !self.eat_word("when", "`when`") {
                         if branches.is_empty() {
@@ -1094,12 +1102,14 @@ impl<'s> Parser<'s> {
                     }
                     let pred = self.predicate()?;
                     self.expect_word("to", "`to`")?;
+                    targets.push(self.at());
                     let to = self.ref_("the target state")?;
                     let set = self.assign_clause()?;
                     branches.push((pred, to, set));
                 }
                 let default = if self.eat_word("else", "`else`") {
                     self.expect_word("to", "`to`")?;
+                    targets.push(self.at());
                     let to = self.ref_("the target state")?;
                     Some((to, self.assign_clause()?))
                 } else {
@@ -1113,6 +1123,10 @@ impl<'s> Parser<'s> {
                     branches,
                     default,
                     at,
+                    names_at: NamesAt {
+                        from: from_at,
+                        targets,
+                    },
                 })
             }
             "select" => {
@@ -1152,6 +1166,7 @@ impl<'s> Parser<'s> {
                 };
                 self.expect_punct("}", "`}`")?;
                 Ok(Item::Select {
+                    from_at,
                     from,
                     action,
                     returns,
@@ -1170,6 +1185,7 @@ impl<'s> Parser<'s> {
                 self.expect_word("to", "`to`")?;
                 let otherwise = self.ref_("the target state")?;
                 Ok(Item::Join {
+                    from_at,
                     from,
                     all: mode == "all",
                     success,
@@ -1551,22 +1567,6 @@ fn join_or(items: &[&str]) -> String {
         [one] => (*one).to_string(),
         [init @ .., last] => format!("{} or {last}", init.join(", ")),
     }
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// Where harel reports an end-of-input error: the end of the last line of

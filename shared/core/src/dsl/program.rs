@@ -100,13 +100,19 @@ pub(crate) struct ChoiceCfg {
     pub branches: Vec<(PredCfg, String, Vec<AssignCfg>)>,
     pub default: Option<String>,
     pub default_set: Vec<AssignCfg>,
+    /// Where each target is written: the branches', then the default's.
+    pub targets_pos: Vec<SrcPos>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TransCfg {
     pub pos: SrcPos,
     pub from: String,
+    /// Where the source name is written (an unresolvable one is pointed at there).
+    pub from_pos: SrcPos,
     pub to: Option<String>,
+    /// Where the target name is written.
+    pub to_pos: Option<SrcPos>,
     pub on_event: Option<OnEventCfg>,
     pub set: Vec<AssignCfg>,
     pub selector: Option<SelectorCfg>,
@@ -364,7 +370,13 @@ impl Transform<'_> {
                 trigger,
                 set,
                 at,
-            } => cfg.transitions.push(self.transition(from, to, trigger, set, at)?),
+                names_at,
+            } => {
+                let mut t = self.transition(from, to, trigger, set, at)?;
+                t.from_pos = self.pos(names_at.from);
+                t.to_pos = names_at.targets.first().map(|&at| self.pos(at));
+                cfg.transitions.push(t)
+            }
             Item::Choice {
                 from,
                 trigger,
@@ -372,10 +384,17 @@ impl Transform<'_> {
                 branches,
                 default,
                 at,
-            } => cfg
-                .transitions
-                .push(self.choice(from, trigger, set, branches, default, at)?),
+                names_at,
+            } => {
+                let mut t = self.choice(from, trigger, set, branches, default, at)?;
+                t.from_pos = self.pos(names_at.from);
+                if let Some(choice) = &mut t.choice {
+                    choice.targets_pos = names_at.targets.iter().map(|&at| self.pos(at)).collect();
+                }
+                cfg.transitions.push(t)
+            }
             Item::Select {
+                from_at,
                 from,
                 action,
                 returns,
@@ -383,16 +402,23 @@ impl Transform<'_> {
                 branches,
                 default,
                 at,
-            } => cfg
-                .transitions
-                .push(self.select(from, action, returns, trigger, branches, default, at)?),
+            } => {
+                let mut t = self.select(from, action, returns, trigger, branches, default, at)?;
+                t.from_pos = self.pos(from_at);
+                cfg.transitions.push(t)
+            }
             Item::Join {
+                from_at,
                 from,
                 all,
                 success,
                 otherwise,
                 at,
-            } => cfg.transitions.push(self.join(from, all, success, otherwise, at)),
+            } => {
+                let mut t = self.join(from, all, success, otherwise, at);
+                t.from_pos = self.pos(from_at);
+                cfg.transitions.push(t)
+            }
         }
         Ok(())
     }
@@ -509,8 +535,10 @@ impl Transform<'_> {
         let set = self.assigns(set)?;
         Ok(TransCfg {
             pos: self.pos(at),
+            from_pos: self.pos(at),
             from,
             to: Some(to),
+            to_pos: None,
             on_event,
             set,
             selector: None,
@@ -541,8 +569,10 @@ impl Transform<'_> {
         };
         Ok(TransCfg {
             pos: self.pos(at),
+            from_pos: self.pos(at),
             from,
             to: None,
+            to_pos: None,
             on_event,
             set,
             selector: None,
@@ -550,6 +580,7 @@ impl Transform<'_> {
                 branches: out,
                 default,
                 default_set,
+                targets_pos: Vec::new(),
             }),
         })
     }
@@ -582,8 +613,10 @@ impl Transform<'_> {
         }
         Ok(TransCfg {
             pos: self.pos(at),
+            from_pos: self.pos(at),
             from,
             to: None,
+            to_pos: None,
             on_event,
             set: Vec::new(),
             selector: Some(SelectorCfg {
@@ -613,8 +646,10 @@ impl Transform<'_> {
         mapper.insert("pass".to_string(), success);
         TransCfg {
             pos: self.pos(at),
+            from_pos: self.pos(at),
             from,
             to: None,
+            to_pos: None,
             on_event: None,
             set: Vec::new(),
             selector: Some(SelectorCfg {

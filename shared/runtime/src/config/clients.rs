@@ -42,18 +42,7 @@ impl FunctionConfig {
     /// one HTTP client for both, where building each from its own config loaded the
     /// defaults twice at every cold start. Nothing is sent.
     async fn clients(&self) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
-        let sdk = stm_store::aws::sdk_config(self.endpoint_url.as_deref(), &self.region).await;
-        // what `DynamoDbStore::create_with` and `SqsQueue::client` add to the shared config
-        let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
-        let mut sqs = aws_sdk_sqs::config::Builder::from(&sdk);
-        if let Some(tag) = stm_store::aws::function_tag() {
-            dynamodb.push_interceptor(tag.clone());
-            sqs.push_interceptor(tag);
-        }
-        (
-            aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
-            aws_sdk_sqs::Client::from_conf(sqs.build()),
-        )
+        aws_clients(self.endpoint_url.as_deref(), &self.region).await
     }
 
     /// The store over `client` with this configuration's prefix, trace ring and
@@ -99,6 +88,49 @@ impl FunctionConfig {
             self.queue_url.clone(),
         )
     }
+}
+
+/// The DynamoDB and SQS clients for `endpoint_url` (an emulator; `None`: AWS) in
+/// `region`, built from one SDK config: one credential chain and one HTTP client for
+/// both. Nothing is sent.
+pub async fn aws_clients(
+    endpoint_url: Option<&str>,
+    region: &str,
+) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
+    let sdk = stm_store::aws::sdk_config(endpoint_url, region).await;
+    // what `DynamoDbStore::create_with` and `SqsQueue::client` add to the shared config
+    let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
+    let mut sqs = aws_sdk_sqs::config::Builder::from(&sdk);
+    if let Some(tag) = stm_store::aws::function_tag() {
+        dynamodb.push_interceptor(tag.clone());
+        sqs.push_interceptor(tag);
+    }
+    (
+        aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
+        aws_sdk_sqs::Client::from_conf(sqs.build()),
+    )
+}
+
+/// The state the runtime gives every action: its `aws_sdk_dynamodb::Client` and
+/// `aws_sdk_sqs::Client` (a user's own client of the same type stays). The worker and
+/// `worker serve-actions` both give it here, so an action finds the same state wherever
+/// it runs.
+pub fn provide_clients(
+    actions: &mut ActionRegistry,
+    dynamodb: &aws_sdk_dynamodb::Client,
+    sqs: &aws_sdk_sqs::Client,
+) {
+    actions.provide(dynamodb.clone()).provide(sqs.clone());
+}
+
+/// [`provide_clients`] with clients built as a function builds its own, from the same
+/// variables (`STM_ENDPOINT_URL` or `AWS_ENDPOINT_URL`, `AWS_REGION` or
+/// `AWS_DEFAULT_REGION`): for a process that runs actions outside a function, which has
+/// none of the function's other settings (`worker serve-actions`).
+pub async fn provide_clients_from_env(actions: &mut ActionRegistry) {
+    let lookup = |name: &str| std::env::var(name).ok();
+    let (dynamodb, sqs) = aws_clients(super::endpoint_url(lookup).as_deref(), &super::region(lookup)).await;
+    provide_clients(actions, &dynamodb, &sqs);
 }
 
 /// How many times a function tries to reach DynamoDB for its table check, and the pause
@@ -269,9 +301,7 @@ impl FunctionContext {
                 }
                 // the clients built here, offered to the actions (a user's own client of
                 // the same type stays)
-                actions
-                    .provide(store.client().clone())
-                    .provide(queue.sqs().clone());
+                provide_clients(&mut actions, store.client(), queue.sqs());
                 (load_definitions_dir(&config.definitions_dir)?, actions)
             }
             Function::Relay | Function::Sweeper => (Definitions::new(), ActionRegistry::new()),
