@@ -34,9 +34,31 @@ else
     say "venv $VENV exists"
 fi
 
-# pip's own freshness check makes a re-run quick; --disable-pip-version-check keeps logs short
-say "installing python packages: ${PY_PACKAGES[*]}"
-"$PY" -m pip install --quiet --disable-pip-version-check "${PY_PACKAGES[@]}"
+# the packages not installed at their pinned version (a re-run installs nothing)
+MISSING=()
+for spec in "${PY_PACKAGES[@]}"; do
+    if ! "$PY" - "$spec" >/dev/null 2>&1 <<'PYEOF'
+import importlib.metadata as md, re, sys
+name, _, pinned = re.sub(r"\[.*\]", "", sys.argv[1]).partition("==")
+installed = md.version(name)
+sys.exit(0 if not pinned or installed == pinned else 1)
+PYEOF
+    then
+        MISSING+=("$spec")
+    fi
+done
+if [ "${#MISSING[@]}" -eq 0 ]; then
+    say "python packages: all installed"
+else
+    # the first time: about a minute and some 850 MB (aws-sam-cli and ziglang are most of
+    # it); pip's own lines show each package as it comes, instead of a silent minute
+    say "installing ${#MISSING[@]} python packages (the first time: about a minute, ~850 MB): ${MISSING[*]}"
+    if ! "$PY" -m pip install --disable-pip-version-check --progress-bar off "${MISSING[@]}" 2>&1 \
+        | { grep --line-buffered -E '^(Collecting|Successfully installed|ERROR)' | sed -u 's/^/[setup]   /'; true; }; then
+        say "pip install failed (its errors are above)"
+        exit 1
+    fi
+fi
 
 # cargo-lambda looks for a `zig` executable; the ziglang wheel ships it as a module
 ZIG="$VENV/bin/zig"
@@ -54,9 +76,12 @@ command -v chromium >/dev/null 2>&1 || APT_NEEDED+=(chromium)
 command -v tmux >/dev/null 2>&1 || APT_NEEDED+=(tmux)
 command -v script >/dev/null 2>&1 || APT_NEEDED+=(bsdutils)
 if [ "${#APT_NEEDED[@]}" -gt 0 ]; then
-    say "installing with apt-get (setup runs as root here and in CI): ${APT_NEEDED[*]}"
-    apt-get update
-    apt-get install -y --no-install-recommends "${APT_NEEDED[@]}"
+    say "installing Debian packages with apt-get (setup runs as root here and in CI): ${APT_NEEDED[*]}"
+    if ! { apt-get update -q && apt-get install -y -q --no-install-recommends "${APT_NEEDED[@]}"; } 2>&1 \
+        | { grep --line-buffered -E '^(Get:|Setting up|E:)' | sed -u 's/^/[setup]   /'; true; }; then
+        say "apt-get failed (its errors are above)"
+        exit 1
+    fi
 else
     say "chromium, tmux and script exist"
 fi
