@@ -13,7 +13,7 @@ the project's venv, is the slowest part). Three kinds of checks:
 * ties: a changed copy of the template or of the inputs changes the model's figures;
 * counts: the units and dollars of the current inputs, counted by hand. Those checks say
   which input they were counted for, so a change to the code or the template fails here
-  until they (and the README's cost tables, which quote the same figures) are recounted.
+  until they (and the cost tables in docs/performance.md, which quote the same figures) are recounted.
 """
 
 from __future__ import annotations

@@ -315,7 +315,7 @@ fn samconfig(name: &str) -> Result<String> {
     replace(
         &text,
         "#   bash .ci/setup.sh && export PATH=\"$PWD/.venv/bin:$PATH\"\n",
-        "#   pip install cargo-lambda ziglang   (and a `zig` wrapper: see stm's README)\n",
+        "#   pip install cargo-lambda ziglang   (and a `zig` wrapper: stm's .ci/setup.sh writes one)\n",
         1,
         file,
     )

@@ -8,21 +8,20 @@ use std::process::Output;
 
 use common::{stderr, stdout, stm_alone, without_versions, Local};
 
-/// The fenced blocks after `<!-- newcomer: NAME -->`: the first and the one after it.
+/// The fenced blocks after `<!-- newcomer: NAME -->`: the first and the one after it,
+/// without their info strings (`sh`, `text`).
 fn readme_blocks(name: &str) -> (String, Option<String>) {
     let readme = std::fs::read_to_string(common::repo().join("README.md")).expect("README.md");
     let marker = format!("<!-- newcomer: {name} -->");
     let at = readme
         .find(&marker)
         .unwrap_or_else(|| panic!("README.md has no {marker}"));
-    // split on the fences: odd pieces are the blocks' insides
+    // split on the fences: odd pieces are the blocks' info strings and insides
+    let inside = |piece: &str| piece.split_once('\n').map_or("", |(_, body)| body).to_string();
     let mut pieces = readme[at..].split("```");
     let first = pieces.nth(1).expect("a fenced block after the marker");
     let second = pieces.nth(1);
-    (
-        first.trim_start_matches('\n').to_string(),
-        second.map(|s| s.trim_start_matches('\n').to_string()),
-    )
+    (inside(first), second.map(inside))
 }
 
 /// A shell command line as `sh` splits it: words, 'single' and "double" quotes, and
@@ -292,7 +291,7 @@ fn the_commands_that_need_no_deployment_and_their_mistakes() {
     let two = stm_alone(&["validate", "examples/order.stm", "examples/checkout.stm"]);
     assert_eq!(
         without_versions(&stdout(&two)),
-        "Order: ok\nCheckout: ok\nchecked 2 machine(s) in 2 file(s): all valid\n"
+        "Order: ok\nCheckout: ok\nchecked 2 machines in 2 files: all valid\n"
     );
     let one = stm_alone(&["validate", "examples/order.stm", "Order"]);
     let version = stm_core::version::version_of(

@@ -1,6 +1,6 @@
-//! `stm versions` and `stm migrate` through the binary, as the README's "Deploying a new
-//! version" runs them: freeze, check (examples/order.stm against an edited copy prints the
-//! states at risk, exit 1), in-use against a `stm local` deployment, and a migration
+//! `stm versions` and `stm migrate` through the binary, as docs/versions.md runs them:
+//! freeze, check (examples/order.stm against an edited copy prints the states at risk,
+//! exit 1), in-use against a `stm local` deployment, and a migration
 //! refused without a map, dry-run, then done with one.
 
 mod common;

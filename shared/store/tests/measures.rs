@@ -332,7 +332,7 @@ async fn print_calls_and_bytes() {
 
 // ------------------------------------------------------------------ bench/cost_inputs.json
 
-/// The typical execution's id, as `print_calls_and_bytes` measures it (the README's figures).
+/// The typical execution's id, as `print_calls_and_bytes` measures it (the figures in docs/performance.md).
 const TYPICAL_ID: &str = "m-typ";
 
 /// An event id of the shape the runtime gives one (`stm_core::execution::new_id`: 32 hex
@@ -541,7 +541,7 @@ async fn cost_inputs_match_the_code() {
     assert!(
         wrong.is_empty(),
         "{} disagrees with the code; measured:\n{}\nupdate the file's \"code\" section to the measured \
-         figures (then run `python3 bench/cost_model.py` and update the README's cost tables)",
+         figures (then run `python3 bench/cost_model.py` and update the cost tables in docs/performance.md)",
         path.display(),
         wrong.join("\n")
     );

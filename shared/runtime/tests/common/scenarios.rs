@@ -342,7 +342,7 @@ pub struct Tally {
 }
 
 /// Compare a disturbed run (`got`) with the undisturbed one, execution by execution, on
-/// what the README promises (each event applied once and in order, the same final record):
+/// what docs/reliability.md promises (each event applied once and in order, the same final record):
 ///
 /// * the record: every field a user sees ([`observable`]) and `processed_events`;
 /// * the applied steps, in order: the path each step went from and to, step by step, and

@@ -568,7 +568,7 @@ impl StrictLayer {
     }
 }
 
-/// The rules the layer enforces, by name (README §Reliability lists them).
+/// The rules the layer enforces, by name (docs/reliability.md lists them).
 pub const RULES: &[&str] = &[
     "iam",
     "sqs.group_id.missing",

@@ -1,6 +1,6 @@
 //! The SQS rules moto does not enforce (or enforces against other numbers), checked on the
 //! JSON protocol's request bodies. Each rule names AWS's error code; the numbers are the
-//! documented quotas (README §Reliability lists them with their sources).
+//! documented quotas (docs/reliability.md lists them with their sources).
 
 use serde_json::{json, Map, Value};
 
