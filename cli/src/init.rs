@@ -44,6 +44,23 @@ pub enum StmSource {
 }
 
 impl StmSource {
+    /// The comment above the stm crates in the project's manifest: where they come from,
+    /// and how to switch (a path dependency builds only on a machine with that checkout).
+    fn note(&self) -> &'static str {
+        match self {
+            StmSource::Path(_) => {
+                "# stm's crates, from a checkout of stm on this machine (stm init --stm-path). A\n\
+                 # machine without it (a teammate, CI) builds from git instead: replace `path = ...`\n\
+                 # with `git = \"<stm's repository URL>\"` in both lines, or run stm init --stm-git URL.\n"
+            }
+            StmSource::Git(_) => {
+                "# stm's crates, from git. To build against a local checkout of stm instead (to try\n\
+                 # a change to stm itself), replace `git = ...` with `path = \"<checkout>/shared/lambda\"`\n\
+                 # and `path = \"<checkout>/shared/runtime\"`, or run stm init --stm-path DIR.\n"
+            }
+        }
+    }
+
     /// The dependency table for the crate at `crate_dir` (`shared/lambda`, say).
     fn dependency(&self, crate_dir: &str, extra: &str) -> String {
         match self {
@@ -341,12 +358,14 @@ fn workspace_manifest(source: &StmSource) -> Result<String> {
          edition = {edition}\n\
          \n\
          [workspace.dependencies]\n\
+         {}\
          stm-lambda = {}\n\
          stm-runtime = {}\n\
          serde_json = \"1\"\n\
          tokio = {{ version = \"1\", features = [\"macros\", \"rt-multi-thread\"] }}\n\
          \n\
          {profiles}",
+        source.note(),
         source.dependency("shared/lambda", ""),
         source.dependency("shared/runtime", ", features = [\"aws\"]"),
     ))
@@ -516,6 +535,21 @@ mod tests {
             "{kept} of {} lines kept",
             TEMPLATE.lines().count()
         );
+    }
+
+    #[test]
+    fn the_manifest_says_where_stms_crates_come_from_and_how_to_switch() {
+        let path = StmSource::Path(PathBuf::from("/src/stm"));
+        let git = StmSource::Git("https://example.invalid/stm.git".into());
+        let from_path = workspace_manifest(&path).expect("manifest");
+        assert!(from_path.contains("stm-lambda = { path = \"/src/stm/shared/lambda\" }"));
+        assert!(
+            from_path.contains("or run stm init --stm-git URL."),
+            "{from_path}"
+        );
+        let from_git = workspace_manifest(&git).expect("manifest");
+        assert!(from_git.contains("stm-lambda = { git = \"https://example.invalid/stm.git\" }"));
+        assert!(from_git.contains("or run stm init --stm-path DIR."), "{from_git}");
     }
 
     #[test]
