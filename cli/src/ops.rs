@@ -646,10 +646,15 @@ pub async fn list(
     }
 }
 
+/// `stm trace ID`: the execution's timeline, its regions' steps merged in by time.
 pub async fn trace(dep: &Tables, id: &str) -> Result<()> {
     let store = dep.store(false).await?;
     let exe = load(store.as_ref(), id).await?;
-    let steps = store.read_trace(id).await?;
+    let own = store.read_trace(id).await?;
+    // the regions' steps too: a broadcast is recorded on their traces, not on this one
+    // (harel's table layout; see `inspect::timeline`)
+    let regions = crate::inspect::region_traces(store.as_ref(), &exe).await?;
+    let steps = crate::inspect::timeline(own, regions.traces);
     if steps.is_empty() {
         bail!(
             "{id} ({}, v{}) has no trace steps: the worker records them when it runs with \
@@ -660,39 +665,16 @@ pub async fn trace(dep: &Tables, id: &str) -> Result<()> {
     }
     let first = steps
         .first()
-        .and_then(|s| s.get("timestamp"))
+        .and_then(|s| s.record.get("timestamp"))
         .and_then(Value::as_f64)
         .unwrap_or(0.0);
     for step in &steps {
-        let get = |k: &str| step.get(k).cloned().unwrap_or(Value::Null);
-        let text = |k: &str| match get(k) {
-            Value::String(s) => s,
-            Value::Null => "-".to_string(),
-            other => other.to_string(),
-        };
-        let at = get("timestamp").as_f64().unwrap_or(first) - first;
-        let data = match get("event_data") {
-            Value::Object(m) if !m.is_empty() => format!(" {}", Value::Object(m)),
-            _ => String::new(),
-        };
-        let actions = match get("actions") {
-            Value::Array(a) if !a.is_empty() => {
-                format!(
-                    "  actions: {}",
-                    a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")
-                )
-            }
-            _ => String::new(),
-        };
-        println!(
-            "#{:<4} +{:>9.3}s  {}{}  {} -> {}{}",
-            text("index"),
-            at,
-            text("event_kind"),
-            data,
-            text("from_path"),
-            text("to_path"),
-            actions
+        println!("{}", crate::inspect::trace_line(step, first));
+    }
+    if regions.left_out > 0 {
+        eprintln!(
+            "{} of {id} not shown: `stm show {id}` lists them, `stm trace REGION_ID` prints one",
+            crate::plural::count(regions.left_out, "more region")
         );
     }
     Ok(())

@@ -243,7 +243,7 @@ fn a_stack_with_its_own_moto() {
     local.wait_line(&["  o-1  Start  ", "-> Draft  RUNNING  v"]);
     // an event nothing in Draft takes: processed as nothing, and said so
     local.ok(&["send", "o-1", "Shipped"]);
-    let dropped = local.wait_line(&["event dropped: o-1 took nothing from Shipped"]);
+    let dropped = local.wait_line(&["o-1 did not take Shipped"]);
     assert!(
         dropped.contains("reason=") && dropped.contains("nothing in Draft or above it takes Shipped"),
         "{dropped}"
@@ -265,10 +265,7 @@ fn a_stack_with_its_own_moto() {
 
     // an event for the DONE execution: processed as nothing, and said so
     local.ok(&["send", "o-1", "Shipped"]);
-    let dropped = local.wait_line(&[
-        "event dropped: o-1 took nothing from Shipped",
-        "the execution is DONE",
-    ]);
+    let dropped = local.wait_line(&["o-1 did not take Shipped", "the execution is DONE"]);
     assert!(dropped.contains("reason="), "{dropped}");
     let said = local.said();
     assert!(

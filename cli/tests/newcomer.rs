@@ -117,8 +117,8 @@ fn the_walkthrough_as_the_readme_prints_it_then_the_newcomers_mistakes() {
             }
             ["show", id] => assert!(out.starts_with(&format!("{id}  [Checkout] ")), "{out}"),
             ["trace", _] => {
-                // Charged and Reserved go to the regions (their traces): the parent records the joins
-                for kind in ["Start", "Checkout", "Finished"] {
+                // the parent's steps, and its regions' (Charged and Reserved step the regions)
+                for kind in ["Start", "Checkout", "Finished", "Charged", "Reserved"] {
                     assert!(out.contains(kind), "the trace lacks {kind}: {out}");
                 }
             }

@@ -136,8 +136,12 @@ fn processed_line(time: &str, fields: &Fields) -> Option<String> {
     if let Some(version) = fields.get("version") {
         let _ = write!(line, "  v{version}");
     }
-    if let Some(regions) = fields.get("broadcast_to").filter(|n| *n != "0") {
-        let _ = write!(line, "  broadcast to {regions} regions");
+    if let Some(regions) = fields
+        .get("broadcast_to")
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|n| *n > 0)
+    {
+        let _ = write!(line, "  broadcast to {}", crate::plural::count(regions, "region"));
     }
     if let Some(ms) = fields.get("duration_ms").and_then(|ms| ms.parse::<f64>().ok()) {
         let _ = write!(line, "  ({ms:.1} ms)");
@@ -203,6 +207,32 @@ mod tests {
             format_line("08:09:10", Level::INFO, &done),
             "08:09:10  o-1  Shipped  Shipping -> Delivered  DONE success  v7  (0.5 ms)"
         );
+    }
+
+    #[test]
+    fn a_broadcast_counts_its_regions_in_the_right_number() {
+        let line = |n: &str| {
+            let f = fields(
+                "event processed",
+                &[
+                    ("execution_id", "co-1"),
+                    ("kind", "Reserved"),
+                    ("from", "Fulfil"),
+                    ("to", "Fulfil"),
+                    ("status", "RUNNING"),
+                    ("version", "6"),
+                    ("broadcast_to", n),
+                    ("duration_ms", "4.3"),
+                ],
+            );
+            format_line("12:09:03", Level::INFO, &f)
+        };
+        assert_eq!(
+            line("1"),
+            "12:09:03  co-1  Reserved  Fulfil -> Fulfil  RUNNING  v6  broadcast to 1 region  (4.3 ms)"
+        );
+        assert!(line("2").contains("  broadcast to 2 regions  "), "{}", line("2"));
+        assert!(!line("0").contains("broadcast"), "{}", line("0"));
     }
 
     #[test]

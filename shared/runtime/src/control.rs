@@ -334,8 +334,9 @@ impl Control {
                 "SendMessageBatch",
                 format!(
                     "execution {execution_id} is not started and its Start could not be published \
-                     ({} entries); the event was not sent",
-                    summary.failed
+                     ({} {}); the event was not sent",
+                    summary.failed,
+                    if summary.failed == 1 { "entry" } else { "entries" }
                 ),
             )
             .into());

@@ -12,10 +12,11 @@
 //!   with the CAS. An action error nothing in the model handles fails the execution
 //!   (`FAILED` + `error`), which is a committed step, not a failed record.
 //!
-//! Every dropped event gets an info line `event dropped: …` with a `reason` field: the
-//! lifecycle drains above, and what the engine reports it took nothing from (a DONE or
-//! FAILED execution, a `Start` for a started one, a domain event nothing in the active
-//! configuration takes); that step still commits, as harel's does.
+//! Every dropped event gets an info line with a `reason` field: `event dropped: …` for the
+//! lifecycle drains above, and `ID did not take KIND` for what the engine took no
+//! transition on (a DONE or FAILED execution, a `Start` for a started one, a domain event
+//! nothing in the active configuration takes: most often a broadcast reaching a region
+//! whose state does not take it, which is normal); that step still commits, as harel's does.
 //!
 //! **Coalescing** (`WorkerSettings::coalesce`, on by default; module `burst`): the records
 //! of one message group in a batch that are events for the same execution are loaded
@@ -575,20 +576,35 @@ impl Worker {
         })
     }
 
+    /// The line for an event the engine took no transition on. Worded as the plain fact it
+    /// is, not as a warning: most of these are a broadcast reaching a region whose state
+    /// does not take it (the parent's events go to every live region), which is how
+    /// orthogonal regions work. The `reason` field names the state that did not take it.
     fn log_dropped(&self, exe: &Execution, event: &Event, reason: &str) {
         let undeclared = self
             .driver
             .definition_for(exe)
             .is_ok_and(|defn| !defn.event_kinds().contains(&event.kind));
+        // a region (a child that is no invoked machine) gets its parent's events by broadcast
+        let region_of = exe
+            .parent_id
+            .as_deref()
+            .filter(|_| exe.definition_fqn.is_none() && exe.status == Status::Running);
+        let note = if undeclared {
+            " (its machine declares no such event)".to_string()
+        } else if let Some(parent) = region_of {
+            format!(" (normal for a region: {parent}'s events reach each of its regions)")
+        } else {
+            String::new()
+        };
         tracing::info!(
             execution_id = %exe.id,
             event_id = %event.id,
             kind = %event.kind,
             %reason,
-            "event dropped: {} took nothing from {}{}",
+            "{} did not take {}{note}",
             exe.id,
             event.kind,
-            if undeclared { " (its machine declares no such event)" } else { "" }
         );
     }
 
@@ -621,7 +637,10 @@ impl Worker {
             return Ok(());
         }
         self.publish(&pending.spawns, &pending.outbox, flushed, |failed| {
-            format!("{failed} pending entries could not be published after a redelivery; retried so they go out first")
+            format!(
+                "{} could not be published after a redelivery; retried so they go out first",
+                count(failed, "pending entry", "pending entries")
+            )
         })
         .await
         .map(|_| ())
@@ -736,6 +755,12 @@ pub fn deadline_from_epoch_millis(millis: u64) -> Option<Instant> {
     }
 }
 
+/// `n` and the noun in its right number ("1 pending entry", "2 pending entries"): the
+/// log is read by people, and "1 entries" reads as a bug.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `base * 2^(receive_count - 1)`, at most `cap` (and never past SQS's 12 hours).
 fn backoff_seconds(base: i32, cap: i32, receive_count: u32) -> i32 {
     let base = i64::from(base.max(0));
@@ -828,9 +853,20 @@ fn classify(err: DriverError) -> Failed {
         DriverError::Store(StoreError::Retryable { .. }) => Failed::Retryable(err.to_string()),
         // the same input gives the same refusal every time: retrying only ages the record
         DriverError::MessageTooLarge(_) | DriverError::Store(StoreError::TooLarge(_)) => {
-            Failed::Poison(format!("{}: {err}", err.python_type()))
+            Failed::Poison(failure_reason(&err))
         }
-        other => Failed::Error(format!("{}: {other}", other.python_type())),
+        other => Failed::Error(failure_reason(&other)),
+    }
+}
+
+/// Why a record failed, in words for the log: the error's own message, never the name of
+/// the Python exception harel raises for it (`python_type` is for the parity with harel and
+/// the Lambda `errorType`). An unknown execution's own text is harel's `KeyError` argument
+/// (the id's repr), which says nothing on its own.
+fn failure_reason(err: &DriverError) -> String {
+    match err {
+        DriverError::UnknownExecution(id) => format!("execution {id:?} does not exist"),
+        other => other.to_string(),
     }
 }
 
@@ -860,6 +896,13 @@ fn log_failure(record: &Record, why: &Failed) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_singular_for_one_only() {
+        assert_eq!(count(1, "pending entry", "pending entries"), "1 pending entry");
+        assert_eq!(count(2, "pending entry", "pending entries"), "2 pending entries");
+        assert_eq!(count(0, "region", "regions"), "0 regions");
+    }
 
     #[test]
     fn parked_messages_back_off_to_fifteen_minutes() {
