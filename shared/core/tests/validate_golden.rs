@@ -102,7 +102,10 @@ fn findings_on_parsed_stm_carry_their_source_location() {
     );
     assert_eq!(first.hint.as_deref(), Some("did you mean `Go`?"));
     // `Stop` is nothing like `Go`: no guess
-    assert_eq!(findings[1].message, "transition references undeclared event 'Stop'");
+    assert_eq!(
+        findings[1].message,
+        "transition references undeclared event 'Stop'"
+    );
     assert_eq!(findings[1].hint, None);
 }
 
