@@ -183,6 +183,10 @@ pub struct Transition {
     /// Where it was declared, for messages: not part of the compiled form.
     #[serde(skip)]
     pub pos: Option<Pos>,
+    /// Where each of the event filter's kinds is written, in order (empty when unknown),
+    /// for messages: not part of the compiled form.
+    #[serde(skip)]
+    pub event_pos: Vec<Pos>,
 }
 
 impl Transition {

@@ -1537,6 +1537,7 @@ mod tests {
                 choice: None,
                 assignments: vec![],
                 pos: None,
+                event_pos: Vec::new(),
             });
         }
         d

@@ -798,15 +798,17 @@ impl<'a> Validator<'a> {
                 fields.push(f);
             }
         }
-        for kind in kinds(ef) {
+        for (n, kind) in kinds(ef).enumerate() {
             if RESERVED_EVENTS.contains(&kind) {
                 continue;
             }
             let Some(etype) = self.defn.events.get(kind) else {
+                // pointed at the name itself where the parser saw it written
+                let name_pos = t.event_pos.get(n).or(pos);
                 self.error(
                     "unknown_event",
                     id,
-                    pos,
+                    name_pos,
                     format!("transition references undeclared event {}", srepr(kind)),
                 );
                 let declared = self.defn.events.keys().map(String::as_str);

@@ -22,6 +22,7 @@ fn a_minimal_machine() {
         choice: None,
         assignments: Vec::new(),
         pos: None,
+        event_pos: Vec::new(),
     });
     assert_eq!(
         mermaid(&d),
@@ -56,6 +57,7 @@ fn unresolved_references_are_left_out_instead_of_failing() {
         choice: None,
         assignments: Vec::new(),
         pos: None,
+        event_pos: Vec::new(),
     });
     assert_eq!(
         mermaid(&d),

@@ -91,11 +91,12 @@ fn findings_on_parsed_stm_carry_their_source_location() {
     let defn = stm_core::dsl::load_definition_file(&path, None).expect("load");
     let findings = validate(&defn);
     let first = &findings[0];
-    assert_eq!((first.line, first.column), (Some(7), Some(3)), "{first}");
+    // at the name itself: `from A to B on Goo`
+    assert_eq!((first.line, first.column), (Some(7), Some(18)), "{first}");
     // the nearest declared event is offered beside harel's message
     assert!(
         first.to_string().ends_with(
-            "unknown_event.stm:7:3: [error] unknown_event at <root>: transition references undeclared event \
+            "unknown_event.stm:7:18: [error] unknown_event at <root>: transition references undeclared event \
              'Goo' (did you mean `Go`?)"
         ),
         "{first}"
@@ -107,6 +108,8 @@ fn findings_on_parsed_stm_carry_their_source_location() {
         "transition references undeclared event 'Stop'"
     );
     assert_eq!(findings[1].hint, None);
+    // the second kind of `from A to C on Go | Stop | Cancel`
+    assert_eq!((findings[1].line, findings[1].column), (Some(8), Some(23)));
 }
 
 /// The parser builds the definition harel builds (compared as `model::project` lines):

@@ -34,6 +34,7 @@ fn to(source: NodeId, target: NodeId, event_filter: Option<EventFilter>) -> Tran
         choice: None,
         assignments: Vec::new(),
         pos: None,
+        event_pos: Vec::new(),
     }
 }
 
@@ -136,6 +137,7 @@ fn a_selector_with_an_empty_mapper_is_malformed() {
         choice: None,
         assignments: Vec::new(),
         pos: None,
+        event_pos: Vec::new(),
     });
     let findings = validate(&d);
     assert_eq!(codes(&findings), ["selector_malformed"]);
@@ -169,6 +171,7 @@ fn selector_enum_values_compare_as_python_str() {
         choice: None,
         assignments: Vec::new(),
         pos: None,
+        event_pos: Vec::new(),
     });
     let messages: Vec<String> = validate(&d).into_iter().map(|f| f.message).collect();
     assert_eq!(

@@ -112,6 +112,8 @@ pub(crate) enum TimeoutSpec {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Trigger {
     pub kinds: Vec<String>,
+    /// Where each of `kinds` is written (an undeclared event is pointed at).
+    pub kinds_at: Vec<At>,
     pub pred: Option<Pred>,
 }
 

@@ -224,6 +224,19 @@ impl<'c> Builder<'c> {
                 line: raw.pos.line,
                 column: raw.pos.col,
             }),
+            event_pos: raw
+                .on_event
+                .as_ref()
+                .map(|oe| {
+                    oe.kinds_pos
+                        .iter()
+                        .map(|p| Pos {
+                            line: p.line,
+                            column: p.col,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 }

@@ -1209,8 +1209,10 @@ impl<'s> Parser<'s> {
         if !self.eat_word("on", "`on`") {
             return Ok(None);
         }
+        let mut kinds_at = vec![self.at()];
         let mut kinds = vec![self.ref_("an event name")?];
         while self.eat_punct("|", "`|`") {
+            kinds_at.push(self.at());
             kinds.push(self.ref_("an event name")?);
         }
         let pred = if self.eat_word("where", "`where`") {
@@ -1218,7 +1220,11 @@ impl<'s> Parser<'s> {
         } else {
             None
         };
-        Ok(Some(Trigger { kinds, pred }))
+        Ok(Some(Trigger {
+            kinds,
+            kinds_at,
+            pred,
+        }))
     }
 
     /// `assign_clause: "set" assignment ("," assignment)*` (optional).

@@ -84,6 +84,8 @@ pub(crate) struct AssignCfg {
 pub(crate) struct OnEventCfg {
     /// The kinds joined with `|` (harel's `type`).
     pub kind: String,
+    /// Where each kind is written, in order.
+    pub kinds_pos: Vec<SrcPos>,
     pub pred: Option<PredCfg>,
 }
 
@@ -686,6 +688,7 @@ impl Transform<'_> {
         };
         Ok(Some(OnEventCfg {
             kind: t.kinds.join("|"),
+            kinds_pos: t.kinds_at.iter().map(|at| self.pos(*at)).collect(),
             pred,
         }))
     }

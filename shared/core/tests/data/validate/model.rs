@@ -336,6 +336,7 @@ pub fn model_definition(name: &str) -> Definition {
                 choice,
                 assignments: assigns(&t["assignments"]),
                 pos: None,
+                event_pos: Vec::new(),
             });
         }
         defn.node_mut(scope).transitions = transitions;
