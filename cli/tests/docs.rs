@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{repo, stderr, stdout};
+use common::{repo, served_bindings, shell_words, stderr, stdout, stm_command};
 
 /// Info strings whose blocks are not run, and why.
 const NOT_RUN: &[(&str, &str)] = &[
@@ -290,40 +290,6 @@ fn stm_blocks_are_valid_machines() {
     report("stm blocks that do not validate", failures);
 }
 
-/// A shell command line as `sh` splits it: words, 'single' and "double" quotes.
-fn shell_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word: Option<String> = None;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                let w = word.get_or_insert_with(String::new);
-                for q in chars.by_ref() {
-                    if q == '\'' {
-                        break;
-                    }
-                    w.push(q);
-                }
-            }
-            '"' => {
-                let w = word.get_or_insert_with(String::new);
-                while let Some(q) = chars.next() {
-                    match q {
-                        '"' => break,
-                        '\\' => w.extend(chars.next()),
-                        _ => w.push(q),
-                    }
-                }
-            }
-            c if c.is_whitespace() => words.extend(word.take()),
-            c => word.get_or_insert_with(String::new).push(c),
-        }
-    }
-    words.extend(word);
-    words
-}
-
 /// Versions (16 hex digits), UUIDs and timestamps replaced by placeholders.
 fn normalised(text: &str) -> String {
     let mut out = String::new();
@@ -440,18 +406,7 @@ fn console_transcripts_print_what_the_docs_show() {
                     break;
                 }
             };
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_stm"));
-            cmd.args(&args).current_dir(&cwd);
-            for var in [
-                "STM_ENDPOINT_URL",
-                "STM_TABLE_PREFIX",
-                "STM_QUEUE_URL",
-                "STM_DEFINITIONS_DIR",
-                "STM_EMULATOR",
-                "STM_ACTIONS",
-            ] {
-                cmd.env_remove(var);
-            }
+            let mut cmd = stm_command(&args, &cwd);
             cmd.envs(env);
             let out = cmd.output().expect("run stm");
             let got = normalised(&format!("{}{}", stdout(&out), stderr(&out)));
@@ -625,7 +580,6 @@ fn rust_blocks_compile_in_a_fresh_project() {
 /// The chapter's `hello.audit`, run: the worker serves it, `stm run` calls it from a
 /// machine's `on enter`, and the step's idempotency key is in the audit table after.
 fn the_audit_action_writes_its_key(project: &Path) {
-    use std::io::{BufRead, BufReader};
     let moto = stm_testkit::moto_blocking();
     let table = stm_testkit::unique_prefix("docs-audit");
     let endpoint = moto.endpoint().to_string();
@@ -649,15 +603,7 @@ fn the_audit_action_writes_its_key(project: &Path) {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start serve-actions");
-    let mut line = String::new();
-    BufReader::new(served.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("its STM_ACTIONS line");
-    let bindings = line
-        .trim()
-        .strip_prefix("STM_ACTIONS=")
-        .unwrap_or_default()
-        .to_string();
+    let bindings = served_bindings(&mut served);
     let machine = project.join("machines/audited.stm");
     std::fs::write(
         &machine,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{repo, stderr, stdout, Local};
+use common::{repo, shell_words, stderr, stdout, stm_command, Local};
 
 struct Row {
     line: usize,
@@ -69,39 +69,6 @@ fn rows() -> Vec<Row> {
     out
 }
 
-/// A shell command line as `sh` splits it: words, 'single' and "double" quotes.
-fn shell_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word: Option<String> = None;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                let w = word.get_or_insert_with(String::new);
-                for q in chars.by_ref() {
-                    if q == '\'' {
-                        break;
-                    }
-                    w.push(q);
-                }
-            }
-            '"' => {
-                let w = word.get_or_insert_with(String::new);
-                for q in chars.by_ref() {
-                    if q == '"' {
-                        break;
-                    }
-                    w.push(q);
-                }
-            }
-            c if c.is_whitespace() => words.extend(word.take()),
-            c => word.get_or_insert_with(String::new).push(c),
-        }
-    }
-    words.extend(word);
-    words
-}
-
 /// The directory the rows run in, with the files the chapter names.
 fn workdir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("stm-exit-codes-{}", std::process::id()));
@@ -138,19 +105,8 @@ fn workdir() -> PathBuf {
 }
 
 fn command(dir: &Path, env: &[(String, String)], args: &[String]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stm"));
-    cmd.args(args).current_dir(dir);
-    for var in [
-        "STM_ENDPOINT_URL",
-        "STM_TABLE_PREFIX",
-        "STM_QUEUE_URL",
-        "STM_DEFINITIONS_DIR",
-        "STM_EMULATOR",
-        "STM_ACTIONS",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_PROFILE",
-    ] {
+    let mut cmd = stm_command(args, dir);
+    for var in ["AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"] {
         cmd.env_remove(var);
     }
     // no profile's Region either, for the rows run against nothing

@@ -5,12 +5,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{repo, stderr, stdout, stm_alone, without_versions, Local};
+use common::{repo, served_bindings, stderr, stdout, stm_alone, without_versions, Local};
 use stm_deploytest::function_env;
 use stm_deploytest::runtime_api::{Outcome, RuntimeApi};
 use stm_testkit::Principal;
@@ -49,15 +48,7 @@ fn serve_actions(worker: &Path) -> Served {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start serve-actions");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("its first line");
-    let bindings = line
-        .trim()
-        .strip_prefix("STM_ACTIONS=")
-        .unwrap_or_else(|| panic!("serve-actions printed {line:?}"))
-        .to_string();
+    let bindings = served_bindings(&mut child);
     Served { child, bindings }
 }
 

@@ -6,7 +6,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{stderr, stdout, stm_alone, without_versions, Local};
+use common::{shell_words, stderr, stdout, stm_alone, without_versions, Local};
 
 /// The fenced blocks after `<!-- newcomer: NAME -->`: the first and the one after it,
 /// without their info strings (`sh`, `text`).
@@ -22,42 +22,6 @@ fn readme_blocks(name: &str) -> (String, Option<String>) {
     let first = pieces.nth(1).expect("a fenced block after the marker");
     let second = pieces.nth(1);
     (inside(first), second.map(inside))
-}
-
-/// A shell command line as `sh` splits it: words, 'single' and "double" quotes, and
-/// backslash-newline continuations (all the README uses).
-fn shell_words(line: &str) -> Vec<String> {
-    let line = line.replace("\\\n", " ");
-    let mut words = Vec::new();
-    let mut word: Option<String> = None;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                let w = word.get_or_insert_with(String::new);
-                for q in chars.by_ref() {
-                    if q == '\'' {
-                        break;
-                    }
-                    w.push(q);
-                }
-            }
-            '"' => {
-                let w = word.get_or_insert_with(String::new);
-                while let Some(q) = chars.next() {
-                    match q {
-                        '"' => break,
-                        '\\' => w.extend(chars.next()),
-                        _ => w.push(q),
-                    }
-                }
-            }
-            c if c.is_whitespace() => words.extend(word.take()),
-            c => word.get_or_insert_with(String::new).push(c),
-        }
-    }
-    words.extend(word);
-    words
 }
 
 fn as_strs(words: &[String]) -> Vec<&str> {

@@ -154,20 +154,43 @@ pub fn stm_with(env: &[(String, String)], args: &[&str]) -> Output {
         .expect("run stm")
 }
 
-/// `stm ARGS` with no deployment in its environment (the commands that need none).
-pub fn stm_alone(args: &[&str]) -> Output {
+/// The deployment variables a test's own environment may carry: a command under test
+/// starts without them, and is given what it needs.
+pub const DEPLOYMENT_VARIABLES: [&str; 6] = [
+    "STM_ENDPOINT_URL",
+    "STM_TABLE_PREFIX",
+    "STM_QUEUE_URL",
+    "STM_DEFINITIONS_DIR",
+    "STM_EMULATOR",
+    "STM_ACTIONS",
+];
+
+/// `stm ARGS` in `dir`, with none of [`DEPLOYMENT_VARIABLES`].
+pub fn stm_command<S: AsRef<std::ffi::OsStr>>(args: &[S], dir: &std::path::Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_stm"));
-    cmd.args(args).current_dir(repo());
-    for var in [
-        "STM_ENDPOINT_URL",
-        "STM_TABLE_PREFIX",
-        "STM_QUEUE_URL",
-        "STM_DEFINITIONS_DIR",
-        "STM_EMULATOR",
-    ] {
+    cmd.args(args).current_dir(dir);
+    for var in DEPLOYMENT_VARIABLES {
         cmd.env_remove(var);
     }
-    cmd.output().expect("run stm")
+    cmd
+}
+
+/// `stm ARGS` with no deployment in its environment (the commands that need none).
+pub fn stm_alone(args: &[&str]) -> Output {
+    stm_command(args, &repo()).output().expect("run stm")
+}
+
+/// The `STM_ACTIONS=` line a worker's `serve-actions` prints first, read off its stdout.
+pub fn served_bindings(child: &mut Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = std::io::BufReader::new(out).read_line(&mut line);
+    }
+    line.trim()
+        .strip_prefix("STM_ACTIONS=")
+        .unwrap_or_else(|| panic!("serve-actions printed {line:?}, not its STM_ACTIONS= line"))
+        .to_string()
 }
 
 /// `stm validate`'s output without the versions it adds to harel's (`Order: ok (version
@@ -198,4 +221,40 @@ pub fn stdout(out: &Output) -> String {
 
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A shell command line as `sh` splits it: words, 'single' and "double" quotes, and
+/// backslash-newline continuations (all the README uses).
+pub fn shell_words(line: &str) -> Vec<String> {
+    let line = line.replace("\\\n", " ");
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                for q in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    w.push(q);
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                while let Some(q) = chars.next() {
+                    match q {
+                        '"' => break,
+                        '\\' => w.extend(chars.next()),
+                        _ => w.push(q),
+                    }
+                }
+            }
+            c if c.is_whitespace() => words.extend(word.take()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
 }

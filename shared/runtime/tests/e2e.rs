@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use stm_core::{Event, Status};
 use stm_runtime::queue::SqsQueue;
 use stm_runtime::MemoryQueue;
-use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore, MemoryStore};
+use stm_store::{ExecutionStore, MemoryStore};
 
 #[allow(clippy::large_enum_variant)] // a handful of test steps
 enum Step {
@@ -271,21 +271,9 @@ async fn scenarios_over_memory() {
 /// A stack over moto whose tables and queue are named with `unique_prefix(tag)`, and that
 /// prefix.
 pub async fn moto_stack(tag: &str) -> (Stack, String) {
-    let moto = stm_testkit::moto().await;
-    let prefix = stm_testkit::unique_prefix(tag);
-    let options = CreateOptions {
-        prefix: prefix.clone(),
-        ..CreateOptions::default()
-    };
-    let store = DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
-        .await
-        .expect("tables");
-    let client = SqsQueue::client(Some(moto.endpoint()), stm_testkit::REGION).await;
-    let urls = SqsQueue::ensure(&client, &format!("{prefix}-events"), 2, 5)
-        .await
-        .expect("queue");
-    let stack = Stack::new(Arc::new(store), Arc::new(SqsQueue::new(client, urls.queue_url)));
-    (stack, prefix)
+    let parts = common::moto_parts(tag, 2, 5).await;
+    let queue = SqsQueue::new(parts.client, parts.urls.queue_url);
+    (Stack::new(parts.store, Arc::new(queue)), parts.prefix)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

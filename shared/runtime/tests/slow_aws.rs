@@ -3,6 +3,8 @@
 //! partition or a far Region would. A Lambda invocation past its deadline is killed
 //! mid-work, so the relay must not start a page of the outbox it cannot finish in time.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,7 +12,7 @@ use serde_json::json;
 use stm_core::{Event, Execution};
 use stm_runtime::queue::SqsQueue;
 use stm_runtime::relay::{self, RelayBounds};
-use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore};
+use stm_store::{Commit, DynamoDbStore, ExecutionStore};
 
 /// Each request on the slowed tables and queue waits this long.
 const SLOW: Duration = Duration::from_millis(400);
@@ -19,20 +21,12 @@ const ROWS: usize = 40;
 const PAGE: usize = 10;
 
 async fn stack(tag: &str) -> (Arc<DynamoDbStore>, SqsQueue, String) {
-    let moto = stm_testkit::moto().await;
-    let prefix = stm_testkit::unique_prefix(tag);
-    let options = CreateOptions {
-        prefix: prefix.clone(),
-        ..CreateOptions::default()
-    };
-    let store = DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
-        .await
-        .expect("tables");
-    let client = SqsQueue::client(Some(moto.endpoint()), stm_testkit::REGION).await;
-    let urls = SqsQueue::ensure(&client, &format!("{prefix}-events"), 30, 5)
-        .await
-        .expect("queue");
-    (Arc::new(store), SqsQueue::new(client, urls.queue_url), prefix)
+    let parts = common::moto_parts(tag, 30, 5).await;
+    (
+        parts.store,
+        SqsQueue::new(parts.client, parts.urls.queue_url),
+        parts.prefix,
+    )
 }
 
 /// `ROWS` outbox rows, from commits of four executions.
