@@ -342,14 +342,15 @@ fn the_hottest_key_is_the_one_written_fifty_times_in_its_busiest_second() {
     // The peak is per whole second of the layer's clock. Each request's charge falls
     // between the clock read before it and after its answer; a request whose window
     // crosses a second's boundary leaves the expected peak ambiguous, so such a round is
-    // run again on a fresh table.
-    for round in 0..5 {
+    // run again on a fresh table, and the last round is held to the peak's bounds.
+    const ROUNDS: usize = 5;
+    for round in 0..ROUNDS {
         let t = f.id_table(&format!("round{round}"));
         // start just after a second begins, so the 50 transactions most likely share one
         let now = clock();
         std::thread::sleep(Duration::from_secs_f64(now.ceil() - now + 0.01));
-        let mut per_second = std::collections::BTreeMap::<i64, u32>::new();
-        let mut ambiguous = false;
+        // each transaction's window: the whole seconds its charge may fall in
+        let mut windows: Vec<(i64, i64)> = Vec::new();
         for i in 0..50 {
             let before = clock();
             ok(
@@ -360,22 +361,31 @@ fn the_hottest_key_is_the_one_written_fifty_times_in_its_busiest_second() {
                     {"Put": {"TableName": t, "Item": item_of(&[("id", s(&format!("cold-{i}")))], 900)}},
                 ]}),
             );
-            let after = clock();
-            ambiguous |= before.floor() != after.floor();
-            *per_second.entry(after.floor() as i64).or_default() += 1;
+            windows.push((before.floor() as i64, clock().floor() as i64));
         }
-        if ambiguous {
+        let ambiguous = windows.iter().any(|(lo, hi)| lo != hi);
+        if ambiguous && round + 1 < ROUNDS {
             eprintln!("round {round}: a transaction crossed a second's boundary; again");
             continue;
         }
-        let busiest = per_second.values().copied().max().unwrap_or(0);
         let report = f.meter.meter.report_where(|name| name == t);
         let hot = report.hottest().expect("the round's table was charged");
         assert_eq!((hot.table.as_str(), hot.key.as_str()), (t.as_str(), "id=hot"));
-        assert_eq!(
+        // the busiest second's count: exact when no window crosses a second's boundary
+        // (an idle machine), else between what surely fell in one second and what may have
+        // (a loaded one, where 50 transactions take several seconds)
+        let first = windows.iter().map(|w| w.0).min().unwrap_or(0);
+        let last = windows.iter().map(|w| w.1).max().unwrap_or(0);
+        let surely = |sec: i64| windows.iter().filter(|&&(lo, hi)| lo == sec && hi == sec).count();
+        let maybe = |sec: i64| windows.iter().filter(|&&(lo, hi)| lo <= sec && sec <= hi).count();
+        let least = (first..=last).map(surely).max().unwrap_or(0) as f64;
+        let most = (first..=last).map(maybe).max().unwrap_or(0) as f64;
+        assert!(
+            (2.0 * least..=2.0 * most).contains(&hot.write_units_per_second),
+            "two write units per transaction in the busiest second: {} not in [{}, {}] ({windows:?})",
             hot.write_units_per_second,
-            2.0 * f64::from(busiest),
-            "two write units per transaction in the busiest second ({per_second:?})"
+            2.0 * least,
+            2.0 * most
         );
         assert_eq!(hot.read_units_per_second, 0.0);
         assert_eq!(f.meter.units(&t, "id=hot"), (0.0, 100.0));
@@ -384,10 +394,12 @@ fn the_hottest_key_is_the_one_written_fifty_times_in_its_busiest_second() {
         }
         assert_eq!(report.total_units(), (0.0, 200.0));
         assert_eq!(report.requests.get("TransactWriteItems"), Some(&50));
-        assert_eq!(report.seconds, per_second.len() as f64);
+        if !ambiguous {
+            let seconds: std::collections::BTreeSet<i64> = windows.iter().map(|w| w.0).collect();
+            assert_eq!(report.seconds, seconds.len() as f64);
+        }
         return;
     }
-    panic!("five rounds of 50 transactions each had one cross a second's boundary");
 }
 
 /// The timers table's shape: `execution_id`/`path`, a sparse KEYS_ONLY index `due_index` on
