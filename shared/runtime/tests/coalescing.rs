@@ -244,7 +244,12 @@ async fn a_failing_step_ends_the_burst_after_committing_the_steps_before_it() {
         .collect();
     assert_eq!(
         kinds,
-        ["processed", "processed", "error: int too large to convert to float", "skipped"]
+        [
+            "processed",
+            "processed",
+            "error: int too large to convert to float",
+            "skipped"
+        ]
     );
     let exe = s.load("c-1").await;
     assert_eq!(exe.context.get("total"), Some(&json!(3.5)), "a and b applied");
