@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{repo, served_bindings, shell_words, stderr, stdout, stm_command};
+use common::{repo, served_bindings, shell_words, stderr, stdout, stm_command, target_dir};
 
 /// Info strings whose blocks are not run, and why.
 const NOT_RUN: &[(&str, &str)] = &[
@@ -481,15 +481,6 @@ fn json_blocks_parse() {
         }
     }
     report("json blocks that do not parse", failures);
-}
-
-/// The cargo target dir this test was built into: the project's build shares it.
-fn target_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_stm"))
-        .ancestors()
-        .nth(2)
-        .map(Path::to_path_buf)
-        .expect("the stm binary lives in target/<profile>")
 }
 
 #[test]

@@ -5,24 +5,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{repo, served_bindings, stderr, stdout, stm_alone, without_versions, Local};
+use common::{repo, served_bindings, stderr, stdout, stm_alone, target_dir, without_versions, Local};
 use stm_deploytest::function_env;
 use stm_deploytest::runtime_api::{Outcome, RuntimeApi};
 use stm_testkit::Principal;
-
-/// The cargo target dir this test was built into (the stm binary's `target/<profile>/..`):
-/// the project's build shares it and reuses the compiled dependencies.
-fn target_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_stm"))
-        .ancestors()
-        .nth(2)
-        .map(Path::to_path_buf)
-        .expect("the stm binary lives in target/<profile>")
-}
 
 fn run(cmd: &mut Command) -> std::process::Output {
     cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"))

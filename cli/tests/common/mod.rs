@@ -258,3 +258,13 @@ pub fn shell_words(line: &str) -> Vec<String> {
     words.extend(word);
     words
 }
+
+/// The cargo target dir this test was built into (the stm binary's `target/<profile>/..`):
+/// a scaffolded project's build shares it and reuses the compiled dependencies.
+pub fn target_dir() -> PathBuf {
+    std::path::Path::new(env!("CARGO_BIN_EXE_stm"))
+        .ancestors()
+        .nth(2)
+        .map(std::path::Path::to_path_buf)
+        .expect("the stm binary lives in target/<profile>")
+}
