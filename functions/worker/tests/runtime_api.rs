@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use stm_deploytest::function_env::{self, Deployment};
 use stm_deploytest::runtime_api::{Outcome, RuntimeApi};
-use stm_deploytest::stm_runtime::eventsource;
 use stm_deploytest::stm_store::ExecutionStore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,7 +57,7 @@ async fn worker_bootstrap_steps_an_existing_execution() {
     assert_eq!(start["kind"], "Start", "{start}");
     // the batch Lambda would deliver: the Start as received, then a Submit for the same
     // group in the sample's shape
-    let mut batch = serde_json::to_value(eventsource::sqs_event(
+    let mut batch = serde_json::to_value(stm_deploytest::stm_lambda::sqs_event(
         &started,
         "arn:aws:sqs:us-east-1:123456789012:harel.fifo",
     ))

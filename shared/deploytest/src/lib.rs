@@ -27,7 +27,7 @@ pub mod runtime_api;
 pub use stm_testkit::{http, iam, template};
 // what a function test seeds work and reads results with (the functions' crates do not
 // depend on them): the store, the runtime's driver and queue, their records
-pub use {stm_core, stm_runtime, stm_store};
+pub use {stm_core, stm_lambda, stm_runtime, stm_store};
 
 use std::path::PathBuf;
 

@@ -189,9 +189,8 @@ impl Stack {
                 continue;
             }
             idle = 0;
-            let response = worker
-                .handle_sqs_event(stm_runtime::eventsource::sqs_event(&messages, arn))
-                .await;
+            let response =
+                stm_lambda::handle_sqs_event(worker, stm_lambda::sqs_event(&messages, arn), None).await;
             let failed: BTreeSet<String> = response
                 .batch_item_failures
                 .iter()
@@ -250,7 +249,7 @@ fn sample(name: &str) -> String {
 }
 
 /// What the scheduled functions' handlers take (functions/{relay,sweeper}/src/main.rs).
-fn scheduled(name: &str) -> aws_lambda_events::eventbridge::EventBridgeEvent<serde_json::Value> {
+fn scheduled(name: &str) -> stm_lambda::events::EventBridgeEvent<serde_json::Value> {
     serde_json::from_str(&sample(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
@@ -401,9 +400,9 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
         "worker-poison.json",
     ];
     for name in samples {
-        let event: aws_lambda_events::sqs::SqsEvent = serde_json::from_str(&sample(name)).expect(name);
+        let event: stm_lambda::events::SqsEvent = serde_json::from_str(&sample(name)).expect(name);
         let records = event.records.len();
-        let response = worker.handle_sqs_event(event).await;
+        let response = stm_lambda::handle_sqs_event(&worker, event, None).await;
         let failed = response.batch_item_failures.len();
         if name == "worker-poison.json" {
             assert_eq!(failed, records, "{name}: a poison message is reported failed");
@@ -429,8 +428,8 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
         broadcast.to_string(),
     ];
     for (i, batch) in batches.iter().enumerate() {
-        let event: aws_lambda_events::sqs::SqsEvent = serde_json::from_str(batch).expect("batch");
-        let response = worker.handle_sqs_event(event).await;
+        let event: stm_lambda::events::SqsEvent = serde_json::from_str(batch).expect("batch");
+        let response = stm_lambda::handle_sqs_event(&worker, event, None).await;
         assert!(response.batch_item_failures.is_empty(), "batch {i}: {response:?}");
     }
     stack.deliver(&worker, &arn).await;
@@ -454,17 +453,13 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
     control.send("order-dup", &event).await.expect("send");
     let messages = stack.queue.receive(10, 180, 0).await.expect("receive");
     assert_eq!(messages.len(), 1, "the Submit");
-    let first = worker
-        .handle_sqs_event(stm_runtime::eventsource::sqs_event(&messages, &arn))
-        .await;
+    let first = stm_lambda::handle_sqs_event(&worker, stm_lambda::sqs_event(&messages, &arn), None).await;
     assert!(
         first.batch_item_failures.is_empty(),
         "{:?}",
         first.batch_item_failures
     );
-    let again = worker
-        .handle_sqs_event(stm_runtime::eventsource::sqs_event(&messages, &arn))
-        .await;
+    let again = stm_lambda::handle_sqs_event(&worker, stm_lambda::sqs_event(&messages, &arn), None).await;
     assert!(
         again.batch_item_failures.is_empty(),
         "the duplicate must be acknowledged, not failed (AccessDenied on the outbox Scan?): {:?}",
@@ -633,10 +628,10 @@ async fn sweeper_role_is_exactly_what_the_sweeper_sends() {
     let redelay = context.doorbell.as_ref().map(|d| d.queue());
     let redelay = redelay.as_ref().map(|q| q as &dyn stm_runtime::queue::Queue);
     assert!(redelay.is_some(), "the sweeper has STM_TIMER_QUEUE_URL");
-    let (response, summary) = stm_runtime::doorbell::handle_doorbells(
+    let (response, summary) = stm_lambda::handle_doorbell_event(
         context.store.as_ref(),
         context.queue.as_ref(),
-        &stm_runtime::eventsource::sqs_event(&messages, "arn:aws:sqs:us-east-1:123456789012:timers"),
+        &stm_lambda::sqs_event(&messages, "arn:aws:sqs:us-east-1:123456789012:timers"),
         &move || clock.now(),
         redelay,
     )
@@ -667,10 +662,10 @@ async fn sweeper_role_is_exactly_what_the_sweeper_sends() {
     let messages = doorbells.receive(10, 30, 1).await.expect("receive doorbells");
     assert_eq!(messages.len(), 1);
     let clock = context.driver.clock.clone();
-    let (response, summary) = stm_runtime::doorbell::handle_doorbells(
+    let (response, summary) = stm_lambda::handle_doorbell_event(
         context.store.as_ref(),
         context.queue.as_ref(),
-        &stm_runtime::eventsource::sqs_event(&messages, "arn:aws:sqs:us-east-1:123456789012:timers"),
+        &stm_lambda::sqs_event(&messages, "arn:aws:sqs:us-east-1:123456789012:timers"),
         &move || clock.now(),
         redelay,
     )

@@ -10,6 +10,7 @@ use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
 use stm_runtime::config::{DeploymentCheck, Function, FunctionContext};
 use stm_runtime::ActionRegistry;
 
+use crate::events::{deadline_from_epoch_millis, handle_doorbell_event, handle_sqs_event};
 use crate::HandlerError;
 
 /// The worker: SQS FIFO batches to statechart steps, the failed records reported in
@@ -68,8 +69,8 @@ pub const DEFAULT_ACTIONS_ADDR: &str = "127.0.0.1:9101";
 /// One worker invocation: no record is started with less than one record's reserve left
 /// before the invocation's deadline (those left are reported and come back at once).
 pub async fn worker_handler(worker: &stm_runtime::Worker, event: LambdaEvent<SqsEvent>) -> SqsBatchResponse {
-    let deadline = stm_runtime::worker::deadline_from_epoch_millis(event.context.deadline);
-    worker.handle_sqs_event_until(event.payload, deadline).await
+    let deadline = deadline_from_epoch_millis(event.context.deadline);
+    handle_sqs_event(worker, event.payload, deadline).await
 }
 
 /// The relay (scheduled): every pending outbox event and spawn intent, in seq order, to
@@ -95,19 +96,16 @@ pub async fn relay_handler(
 ) -> Result<stm_runtime::RelaySummary, HandlerError> {
     // stop starting reads a few seconds before the invocation's deadline; what is left
     // waits for the next run
-    let deadline = stm_runtime::worker::deadline_from_epoch_millis(event.context.deadline)
+    let deadline = deadline_from_epoch_millis(event.context.deadline)
         .map(|d| d.checked_sub(std::time::Duration::from_secs(5)).unwrap_or(d));
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    Ok(stm_runtime::relay::handle_scheduled(
-        context.store.as_ref(),
-        context.queue.as_ref(),
-        &event.payload,
-        now,
-        deadline,
+    tracing::debug!(schedule = ?event.payload.resources, time = ?event.payload.time, "relay invoked");
+    Ok(
+        stm_runtime::relay::scheduled_pass(context.store.as_ref(), context.queue.as_ref(), now, deadline)
+            .await?,
     )
-    .await?)
 }
 
 /// What invokes the sweeper: an SQS batch of precise-timer doorbells has `Records`, its
@@ -141,14 +139,14 @@ pub async fn sweeper_handler(
 ) -> Result<serde_json::Value, HandlerError> {
     let clock = context.driver.clock.clone();
     // no store retry starts that could outlast the invocation
-    let deadline = stm_runtime::worker::deadline_from_epoch_millis(event.context.deadline);
+    let deadline = deadline_from_epoch_millis(event.context.deadline);
     stm_store::aws::within_deadline(deadline, async {
         match event.payload {
             SweeperTrigger::Doorbells(batch) => {
                 let now = move || clock.now();
                 // an early doorbell is re-delayed on its own queue (STM_TIMER_QUEUE_URL)
                 let doorbells = context.doorbell.as_ref().map(|d| d.queue());
-                let (response, summary) = stm_runtime::doorbell::handle_doorbells(
+                let (response, summary) = handle_doorbell_event(
                     context.store.as_ref(),
                     context.queue.as_ref(),
                     &batch,
@@ -160,10 +158,10 @@ pub async fn sweeper_handler(
                 Ok(serde_json::to_value(response)?)
             }
             SweeperTrigger::Schedule(scheduled) => {
-                let summary = stm_runtime::sweeper::handle_scheduled(
+                tracing::debug!(schedule = ?scheduled.resources, time = ?scheduled.time, "sweeper invoked");
+                let summary = stm_runtime::sweeper::scheduled_sweep(
                     context.store.as_ref(),
                     context.queue.as_ref(),
-                    &scheduled,
                     clock.now(),
                 )
                 .await?;

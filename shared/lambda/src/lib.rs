@@ -30,10 +30,12 @@
 //! harel would raise (`stm.StoreError`), `errorMessage` the error's text.
 
 mod error;
+pub mod events;
 mod functions;
 mod serve;
 
 pub use error::HandlerError;
+pub use events::{deadline_from_epoch_millis, handle_doorbell_event, handle_sqs_event, sqs_event};
 pub use functions::{
     relay_handler, run_relay, run_sweeper, run_worker, sweeper_handler, worker_handler, SweeperTrigger,
     DEFAULT_ACTIONS_ADDR,

@@ -38,10 +38,12 @@ use crate::queue::Queue;
 use crate::sweeper::{fire_loaded, SweepSummary};
 
 // the SQS side (feature `aws`): the doorbell queue and the sweeper's SQS-trigger handler
+mod batch;
 #[cfg(feature = "aws")]
 mod sqs;
+pub use batch::handle_doorbells;
 #[cfg(feature = "aws")]
-pub use sqs::{handle_doorbells, SqsDoorbell};
+pub use sqs::SqsDoorbell;
 
 /// SQS's longest per-message delay: timers due later than this are left to the sweep.
 pub const HORIZON_SECONDS: f64 = 900.0;

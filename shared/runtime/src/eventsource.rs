@@ -2,25 +2,25 @@
 //! the end-to-end tests run the worker under, so the worker sees exactly what Lambda gives
 //! it.
 //!
-//! A poll receives up to `batch_size` messages (hidden for the visibility timeout), builds
-//! the [`SqsEvent`] Lambda would build, calls the worker's real handler, and deletes every
-//! record not listed in `batchItemFailures` (the partial-batch contract). Reported records
+//! A poll receives up to `batch_size` messages (hidden for the visibility timeout), hands
+//! them to the worker as the records Lambda's event would carry
+//! ([`Worker::handle_invocation`], the body of the worker's Lambda handler), and deletes
+//! every record not reported failed (the partial-batch contract). Reported records
 //! stay: they reappear after their visibility timeout (or sooner, if the worker released
 //! them), and SQS's redrive policy moves one to the dead-letter queue after
 //! `maxReceiveCount` receives. The relay and the sweeper run on schedules.
 //!
-//! Feature `aws`: the events are `aws_lambda_events`' types, the worker's Lambda entry point.
+//! Lambda's own event types stay in the Lambda crate, which proves that a record read from
+//! Lambda's SQS event equals the record built here from the received message.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
-
-use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
 
 use crate::driver::DriverError;
 use crate::queue::{Queue, ReceivedMessage};
 use crate::relay::{self, RelaySummary};
 use crate::sweeper::{self, SweepSummary};
-use crate::worker::Worker;
+use crate::worker::{Record, Worker};
 
 /// The event source mapping's knobs.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,8 +31,6 @@ pub struct EventSourceSettings {
     pub visibility_seconds: i32,
     /// Long-poll wait per receive.
     pub wait_seconds: i32,
-    /// The queue's ARN, written into each record as Lambda does.
-    pub queue_arn: String,
 }
 
 impl Default for EventSourceSettings {
@@ -41,7 +39,6 @@ impl Default for EventSourceSettings {
             batch_size: 10,
             visibility_seconds: 30,
             wait_seconds: 1,
-            queue_arn: "arn:aws:sqs:us-east-1:000000000000:harel.fifo".into(),
         }
     }
 }
@@ -53,33 +50,6 @@ pub struct PollOutcome {
     pub deleted: usize,
     /// The message ids the handler reported failed.
     pub failed: Vec<String>,
-}
-
-/// The event Lambda builds for a batch of received messages.
-pub fn sqs_event(messages: &[ReceivedMessage], queue_arn: &str) -> SqsEvent {
-    let mut event = SqsEvent::default();
-    for m in messages {
-        let mut record = SqsMessage::default();
-        record.message_id = Some(m.message_id.clone());
-        record.receipt_handle = Some(m.receipt_handle.clone());
-        record.body = Some(m.body.clone());
-        record.attributes = m
-            .attributes
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect::<HashMap<_, _>>();
-        for (name, value) in &m.message_attributes {
-            let mut attr = SqsMessageAttribute::default();
-            attr.string_value = Some(value.clone());
-            attr.data_type = Some("String".into());
-            record.message_attributes.insert(name.clone(), attr);
-        }
-        record.event_source = Some("aws:sqs".into());
-        record.event_source_arn = Some(queue_arn.to_string());
-        record.aws_region = Some("us-east-1".into());
-        event.records.push(record);
-    }
-    event
 }
 
 /// Receive one batch, invoke the worker's handler with it, delete what succeeded.
@@ -98,24 +68,15 @@ pub async fn poll_once(
     if messages.is_empty() {
         return Ok(PollOutcome::default());
     }
-    let response = worker
-        .handle_sqs_event(sqs_event(&messages, &settings.queue_arn))
-        .await;
-    Ok(settle(queue, &messages, &response).await)
+    let records: Vec<Record> = messages.iter().map(Record::from_received).collect();
+    let failed = worker.handle_invocation(&records, None).await;
+    Ok(settle(queue, &messages, &failed).await)
 }
 
 /// The partial-batch contract, as the event source mapping applies it: delete every
 /// message the handler did not report failed; the reported ones stay for redelivery.
-async fn settle(
-    queue: &dyn Queue,
-    messages: &[ReceivedMessage],
-    response: &aws_lambda_events::sqs::SqsBatchResponse,
-) -> PollOutcome {
-    let failed: HashSet<&str> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.as_str())
-        .collect();
+async fn settle(queue: &dyn Queue, messages: &[ReceivedMessage], failed_ids: &[String]) -> PollOutcome {
+    let failed: HashSet<&str> = failed_ids.iter().map(String::as_str).collect();
     let mut outcome = PollOutcome {
         received: messages.len(),
         ..PollOutcome::default()
@@ -210,9 +171,9 @@ async fn answer_doorbells(
     messages: &[ReceivedMessage],
     now: &(dyn Fn() -> f64 + Send + Sync),
 ) -> PollOutcome {
-    let event = sqs_event(messages, "arn:aws:sqs:us-east-1:000000000000:timer-doorbells");
-    let (response, _) = crate::doorbell::handle_doorbells(store, queue, &event, now, Some(doorbells)).await;
-    settle(doorbells, messages, &response).await
+    let records: Vec<Record> = messages.iter().map(Record::from_received).collect();
+    let (failed, _) = crate::doorbell::handle_doorbells(store, queue, &records, now, Some(doorbells)).await;
+    settle(doorbells, messages, &failed).await
 }
 
 /// Doorbell batches answered at once by the local stack, as Lambda's SQS pollers start

@@ -13,15 +13,17 @@
 //! - [`doorbell`]: precise timers, a delayed doorbell message per near timer.
 //! - [`remote`]: actions bound to a Lambda function or an HTTPS endpoint (harel's FaaS
 //!   wire contract).
-//! - `eventsource` (feature `aws`): the SQS event-source-mapping emulation the local stack
-//!   and the end-to-end tests run the worker under.
+//! - [`eventsource`]: the SQS event-source-mapping emulation the local stack and the
+//!   end-to-end tests run the worker under.
 //! - [`config`]: the functions' environment and the definitions directory.
 //! - [`metrics`]: CloudWatch metrics as Embedded Metric Format log lines.
 //!
-//! Feature `aws` (default): everything that talks to AWS or takes a Lambda event: the SQS
-//! queue and doorbells, the DynamoDB store from the functions' configuration, remote
-//! actions, the Lambda entry points (`Worker::handle_sqs_event`, the scheduled and doorbell
-//! handlers) and `eventsource`. Without it no AWS SDK, hyper or rustls crate is compiled,
+//! Nothing here knows Lambda's event types: the `stm-lambda` crate owns that boundary and
+//! calls [`Worker::handle_invocation`], [`doorbell::handle_doorbells`],
+//! [`relay::scheduled_pass`] and [`sweeper::scheduled_sweep`].
+//!
+//! Feature `aws` (default): everything that talks to AWS: the SQS queue and doorbells, the
+//! DynamoDB store from the functions' configuration, and remote actions. Without it no AWS SDK, hyper or rustls crate is compiled,
 //! so the embedded runner (`stm run`: [`Driver`] over a `MemoryStore`, [`MemoryQueue`],
 //! [`Control`]) builds in about a minute instead of a quarter of an hour on two cores.
 
@@ -31,7 +33,6 @@ pub mod control;
 pub mod definitions;
 pub mod doorbell;
 pub mod driver;
-#[cfg(feature = "aws")]
 pub mod eventsource;
 pub mod metrics;
 pub mod purge;

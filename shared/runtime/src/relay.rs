@@ -307,18 +307,14 @@ pub async fn relay_pending_until(
     stm_store::aws::within_deadline(deadline, run).await
 }
 
-/// The relay function's handler (feature `aws`): a scheduled (EventBridge) invocation runs
-/// one relay pass over the rows committed before `now` (epoch seconds) less
-/// [`RELAY_SETTLE_SECONDS`], until `deadline`.
-#[cfg(feature = "aws")]
-pub async fn handle_scheduled(
+/// One run of the scheduled relay function: a pass over the rows committed before `now`
+/// (epoch seconds) less [`RELAY_SETTLE_SECONDS`], until `deadline`, its metrics logged.
+pub async fn scheduled_pass(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
-    event: &aws_lambda_events::eventbridge::EventBridgeEvent<serde_json::Value>,
     now: f64,
     deadline: Option<Instant>,
 ) -> Result<RelaySummary, DriverError> {
-    tracing::debug!(schedule = ?event.resources, time = ?event.time, "relay invoked");
     let settled_before = now - RELAY_SETTLE_SECONDS;
     let summary = relay_pending_until(store, queue, deadline, settled_before, RelayBounds::default()).await?;
     summary.metrics().emit();

@@ -202,17 +202,13 @@ pub(crate) async fn fire_loaded(
     }
 }
 
-/// The sweeper function's handler (feature `aws`): a scheduled (EventBridge) invocation
-/// sweeps at `now` (the function's clock, not the event's `time`, which may be late or
-/// replayed).
-#[cfg(feature = "aws")]
-pub async fn handle_scheduled(
+/// One run of the scheduled sweeper function: a sweep at `now` (the function's clock, not
+/// the schedule event's `time`, which may be late or replayed), its metrics logged.
+pub async fn scheduled_sweep(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
-    event: &aws_lambda_events::eventbridge::EventBridgeEvent<serde_json::Value>,
     now: f64,
 ) -> Result<SweepSummary, DriverError> {
-    tracing::debug!(schedule = ?event.resources, time = ?event.time, "sweeper invoked");
     let summary = sweep(store, queue, now).await?;
     summary.metrics().emit();
     Ok(summary)

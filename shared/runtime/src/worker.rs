@@ -67,7 +67,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use stm_core::{Event, Execution, Status};
 use stm_store::{OutboxEntry, SpawnEntry, StoreError};
@@ -80,8 +80,6 @@ use crate::relay::{self, RelaySummary};
 // coalescing a run of records for one execution into few commits
 mod burst;
 // the Lambda entry point, an SQS event in and the partial-batch response out (feature `aws`)
-#[cfg(feature = "aws")]
-mod lambda;
 
 /// How the worker treats what it cannot finish now.
 #[derive(Debug, Clone, PartialEq)]
@@ -322,6 +320,15 @@ impl Worker {
     /// Handle `records` in order under the FIFO batch rule, with no deadline.
     pub async fn handle_batch(&self, records: &[Record]) -> BatchOutcome {
         self.handle_batch_until(records, None).await
+    }
+
+    /// One invocation's batch, as the Lambda handler and the local event source run it:
+    /// [`Worker::handle_batch_until`], its metrics logged (Embedded Metric Format), and the
+    /// message ids to report in `batchItemFailures`.
+    pub async fn handle_invocation(&self, records: &[Record], deadline: Option<Instant>) -> Vec<String> {
+        let outcome = self.handle_batch_until(records, deadline).await;
+        outcome.metrics().emit();
+        outcome.failed_ids()
     }
 
     /// Handle `records` in order under the FIFO batch rule (module docs): a failure holds
@@ -739,22 +746,6 @@ pub fn release_seconds(settings: &WorkerSettings, why: &Failed, receive_count: u
     }
 }
 
-/// The invocation deadline Lambda gives as milliseconds since the epoch
-/// (`LambdaEvent::context.deadline`), as an [`Instant`] on this machine's clock; `None`
-/// for 0 (no deadline known, as in a hand-built context). A deadline already past is now.
-pub fn deadline_from_epoch_millis(millis: u64) -> Option<Instant> {
-    if millis == 0 {
-        return None;
-    }
-    let deadline = UNIX_EPOCH.checked_add(Duration::from_millis(millis))?;
-    let now = Instant::now();
-    match deadline.duration_since(SystemTime::now()) {
-        // a deadline beyond what an Instant can hold is no deadline at all
-        Ok(left) => now.checked_add(left),
-        Err(_) => Some(now),
-    }
-}
-
 /// `n` and the noun in its right number ("1 pending entry", "2 pending entries"): the
 /// log is read by people, and "1 entries" reads as a bug.
 fn count(n: usize, one: &str, many: &str) -> String {
@@ -967,27 +958,6 @@ mod tests {
             Duration::from_secs(10) + stm_store::aws::OPERATION_TIMEOUT
         );
         assert_eq!(record_reserve(Duration::from_secs(3)), Duration::from_secs(15));
-    }
-
-    #[test]
-    fn the_lambda_deadline_becomes_an_instant() {
-        assert_eq!(deadline_from_epoch_millis(0), None, "no deadline known");
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or_default();
-        let before = Instant::now();
-        let deadline = deadline_from_epoch_millis(now_ms + 10_000).expect("a deadline");
-        let left = deadline.saturating_duration_since(before);
-        assert!(
-            left > Duration::from_millis(9_000) && left <= Duration::from_millis(10_100),
-            "{left:?}"
-        );
-        // already past: now (nothing more is started)
-        let past = deadline_from_epoch_millis(now_ms - 5_000).expect("a deadline");
-        assert!(past <= Instant::now() && past >= before, "{past:?}");
-        // beyond what an Instant holds: no deadline rather than a panic
-        let _ = deadline_from_epoch_millis(u64::MAX);
     }
 
     #[test]

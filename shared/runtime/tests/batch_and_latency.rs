@@ -13,6 +13,7 @@ use serde_json::json;
 use stm_core::Status;
 use stm_runtime::eventsource::{self, Schedules};
 use stm_runtime::queue::{OutgoingMessage, Queue, SqsQueue};
+use stm_runtime::Record;
 use stm_store::ExecutionStore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,15 +47,8 @@ async fn poison_in_the_middle_fails_only_its_group_then_dead_letters() {
     assert!(failures.is_empty(), "{failures:?}");
     let received = queue.receive(10, 1, 0).await.expect("receive");
     assert_eq!(received.len(), 3, "one batch of three");
-    let response = stack
-        .worker
-        .handle_sqs_event(eventsource::sqs_event(&received, "arn"))
-        .await;
-    let reported: Vec<String> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
+    let records: Vec<Record> = received.iter().map(Record::from_received).collect();
+    let reported = stack.worker.handle_invocation(&records, None).await;
     assert_eq!(reported, vec![received[1].message_id.clone()], "only the poison");
     for handled in [&received[0], &received[2]] {
         queue

@@ -425,16 +425,9 @@ async fn past_the_reserve_only_the_first_record_is_started() {
         .await
         .is_empty());
     let messages = fx.queue.receive(10, 180, 0).await.expect("receive");
-    let event = eventsource::sqs_event(&messages, "arn:aws:sqs:us-east-1:000000000000:q.fifo");
-    let response = fx
-        .worker
-        .handle_sqs_event_until(event, Some(Instant::now()))
-        .await;
-    let reported: Vec<&str> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.as_str())
-        .collect();
+    let records: Vec<Record> = messages.iter().map(Record::from_received).collect();
+    let failed = fx.worker.handle_invocation(&records, Some(Instant::now())).await;
+    let reported: Vec<&str> = failed.iter().map(String::as_str).collect();
     assert_eq!(
         reported,
         [messages[1].message_id.as_str(), messages[2].message_id.as_str()]

@@ -8,13 +8,13 @@ mod common;
 
 use std::sync::Arc;
 
-use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use serde_json::json;
 use stm_core::Status;
 use stm_runtime::doorbell::{self, MemoryDoorbell};
 use stm_runtime::eventsource::{self, EventSourceSettings};
 use stm_runtime::{
-    ActionRegistry, Clock, Control, Definitions, Driver, ManualClock, MemoryQueue, Worker, WorkerSettings,
+    ActionRegistry, Clock, Control, Definitions, Driver, ManualClock, MemoryQueue, Record, Worker,
+    WorkerSettings,
 };
 use stm_store::{DueTimer, ExecutionStore, MemoryStore};
 
@@ -72,15 +72,13 @@ impl Rig {
     /// Answer the doorbells visible now, as the sweeper's SQS trigger would.
     async fn answer_doorbells(&self) -> (usize, usize, usize) {
         let visible = self.bell.take_visible(self.clock.now());
-        let mut event = SqsEvent::default();
-        for (i, timer) in visible.iter().enumerate() {
-            let mut m = SqsMessage::default();
-            m.message_id = Some(format!("bell-{i}"));
-            m.body = Some(doorbell::doorbell_body(timer));
-            event.records.push(m);
-        }
+        let event: Vec<Record> = visible
+            .iter()
+            .enumerate()
+            .map(|(i, timer)| doorbell_record(&format!("bell-{i}"), &doorbell::doorbell_body(timer)))
+            .collect();
         let clock = self.clock.clone();
-        let (response, summary) = doorbell::handle_doorbells(
+        let (failed, summary) = doorbell::handle_doorbells(
             self.store.as_ref(),
             self.queue.as_ref(),
             &event,
@@ -88,7 +86,7 @@ impl Rig {
             None,
         )
         .await;
-        (visible.len(), summary.fired, response.batch_item_failures.len())
+        (visible.len(), summary.fired, failed.len())
     }
 
     async fn create(&self, id: &str, delay: f64) {
@@ -174,31 +172,32 @@ async fn a_doorbell_answered_early_waits_or_is_retried() {
         fire_at: T0 + 30.0,
     };
     // delivered far too early (a clock behind, or a bad delay): reported, retried later
-    let mut event = SqsEvent::default();
-    let mut m = SqsMessage::default();
-    m.message_id = Some("early".into());
-    m.body = Some(doorbell::doorbell_body(&timer));
-    event.records.push(m);
+    let event = [doorbell_record("early", &doorbell::doorbell_body(&timer))];
     let now = || T0 + 10.0;
-    let (response, summary) =
+    let (failed, summary) =
         doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &event, &now, None).await;
-    assert_eq!(response.batch_item_failures.len(), 1);
+    assert_eq!(failed.len(), 1);
     assert_eq!(summary.fired, 0);
     // a fraction early (delays are whole seconds): it waits, then fires
     let now = || T0 + 29.95;
-    let (response, summary) =
+    let (failed, summary) =
         doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &event, &now, None).await;
-    assert!(response.batch_item_failures.is_empty());
+    assert!(failed.is_empty());
     assert_eq!(summary.fired, 1);
     // a malformed doorbell is dropped with a log line, not retried forever
-    let mut bad = SqsEvent::default();
-    let mut m = SqsMessage::default();
-    m.message_id = Some("bad".into());
-    m.body = Some("{}".into());
-    bad.records.push(m);
-    let (response, _) =
+    let bad = [doorbell_record("bad", "{}")];
+    let (failed, _) =
         doorbell::handle_doorbells(rig.store.as_ref(), rig.queue.as_ref(), &bad, &now, None).await;
-    assert!(response.batch_item_failures.is_empty());
+    assert!(failed.is_empty());
+}
+
+/// A doorbell as the sweeper's trigger delivers it.
+fn doorbell_record(message_id: &str, body: &str) -> Record {
+    Record {
+        message_id: message_id.into(),
+        body: body.into(),
+        ..Record::default()
+    }
 }
 
 /// A queue that notes, on `now`, when each message was published.
@@ -245,11 +244,7 @@ async fn a_doorbell_is_delayed_whole_seconds_rounded_down_and_fires_at_fire_at_n
     assert!(rig.bell.take_visible(T0 + 3.9).is_empty(), "still delayed");
     let visible = rig.bell.take_visible(T0 + 4.0);
     assert_eq!(visible.len(), 1, "visible after 4 s, 0.3 s before it is due");
-    let mut event = SqsEvent::default();
-    let mut m = SqsMessage::default();
-    m.message_id = Some("bell".into());
-    m.body = Some(doorbell::doorbell_body(&visible[0]));
-    event.records.push(m);
+    let event = [doorbell_record("bell", &doorbell::doorbell_body(&visible[0]))];
     // the handler's clock runs from T0 + 4 in real time: it has to wait the remainder
     let started = std::time::Instant::now();
     let now = move || T0 + 4.0 + started.elapsed().as_secs_f64();
@@ -258,9 +253,9 @@ async fn a_doorbell_is_delayed_whole_seconds_rounded_down_and_fires_at_fire_at_n
         now: Box::new(now),
         at: std::sync::Mutex::default(),
     };
-    let (response, summary) =
+    let (failed, summary) =
         doorbell::handle_doorbells(rig.store.as_ref(), &stamping, &event, &now, None).await;
-    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    assert!(failed.is_empty(), "{failed:?}");
     assert_eq!(summary.fired, 1);
     let published = stamping.at.lock().unwrap_or_else(|e| e.into_inner()).clone();
     assert_eq!(published.len(), 1, "one Timeout");

@@ -416,10 +416,8 @@ async fn run() -> Result<()> {
             let payload = if binary == "worker" {
                 control.create("Order", None, Some(&id)).await?;
                 let messages = queue.receive(10, 180, 1).await?;
-                let event = stm_runtime::eventsource::sqs_event(
-                    &messages,
-                    "arn:aws:sqs:us-east-1:123456789012:stm-events.fifo",
-                );
+                let event =
+                    stm_lambda::sqs_event(&messages, "arn:aws:sqs:us-east-1:123456789012:stm-events.fifo");
                 for m in &messages {
                     queue.delete(&m.receipt_handle).await?;
                 }

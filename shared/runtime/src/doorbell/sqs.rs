@@ -3,13 +3,11 @@
 //! triggers it with.
 
 use async_trait::async_trait;
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use stm_store::{DueTimer, ExecutionStore};
+use stm_store::DueTimer;
 
-use super::{answer, delay_seconds, doorbell_body, parse_doorbell, Answered, Doorbell};
+use super::{delay_seconds, doorbell_body, Doorbell};
 use crate::driver::DriverError;
-use crate::queue::{sqs_message_bytes, BatchSize, Queue, MAX_MESSAGE_BYTES};
-use crate::sweeper::SweepSummary;
+use crate::queue::{sqs_message_bytes, BatchSize, MAX_MESSAGE_BYTES};
 
 /// Doorbells on a standard SQS queue (`DelaySeconds` per message).
 #[derive(Clone, Debug)]
@@ -125,93 +123,3 @@ impl Doorbell for SqsDoorbell {
         failed
     }
 }
-
-/// The sweeper's handler for a batch of doorbells (its SQS trigger). A record that could
-/// not be handled (a store error, not due yet) is reported in `batchItemFailures` and
-/// retried; a malformed one is logged and dropped: the sweep fires every armed timer anyway.
-///
-/// A doorbell that arrived early (a clock behind, a delay cut to SQS's 15 minutes) is
-/// re-delayed on `doorbells`, the queue it came from, until its `fire_at`
-/// (`ChangeMessageVisibility`), instead of coming back only after the queue's visibility
-/// timeout: Lambda returns a failed record to the queue as it is, visible again when its
-/// visibility timeout ends. Without `doorbells` it waits that timeout out.
-///
-/// The records are answered at once, not one after another: each waits out its own
-/// sub-second remainder, so one record's wait (up to a second) or calls never make a
-/// record due earlier in the same batch late.
-pub async fn handle_doorbells(
-    store: &dyn ExecutionStore,
-    queue: &dyn Queue,
-    event: &SqsEvent,
-    now: &(dyn Fn() -> f64 + Send + Sync),
-    doorbells: Option<&dyn Queue>,
-) -> (SqsBatchResponse, SweepSummary) {
-    stm_store::aws::as_function("sweeper", async {
-        let mut timers = Vec::new();
-        for record in &event.records {
-            let id = (
-                record.message_id.clone().unwrap_or_default(),
-                record.receipt_handle.clone().unwrap_or_default(),
-            );
-            match parse_doorbell(record.body.as_deref().unwrap_or_default()) {
-                Ok(timer) => timers.push((id, timer)),
-                Err(why) => {
-                    tracing::error!(message_id = %id.0, reason = %why, "malformed timer doorbell dropped (the sweep fires armed timers)");
-                }
-            }
-        }
-        // earliest first: with the waits running together this only orders their calls
-        // when several are due at the same moment
-        timers.sort_by(|a, b| a.1.fire_at.total_cmp(&b.1.fire_at));
-        let answers = futures_util::future::join_all(timers.iter().map(|((id, receipt), timer)| async move {
-            let mut summary = SweepSummary::default();
-            let answered = answer(store, queue, timer, now, &mut summary).await;
-            if let (Ok(Answered::NotDue), Some(doorbells)) = (&answered, doorbells) {
-                redelay(doorbells, id, receipt, timer, now()).await;
-            }
-            (id, answered, summary)
-        }))
-        .await;
-        let mut response = SqsBatchResponse::default();
-        let mut summary = SweepSummary::default();
-        let mut stale = 0usize;
-        for (id, answered, one) in answers {
-            match answered {
-                Ok(Answered::Handled) if one.failed == 0 => {}
-                Ok(Answered::Stale) => stale += 1,
-                Ok(_) | Err(_) => {
-                    let mut failure = BatchItemFailure::default();
-                    failure.item_identifier = id.clone();
-                    response.batch_item_failures.push(failure);
-                }
-            }
-            summary.due += one.due;
-            summary.fired += one.fired;
-            summary.suspended += one.suspended;
-            summary.orphaned += one.orphaned;
-            summary.failed += one.failed;
-        }
-        tracing::info!(
-            doorbells = event.records.len(),
-            fired = summary.fired,
-            stale,
-            failed = response.batch_item_failures.len(),
-            "timer doorbells"
-        );
-        (response, summary)
-    })
-    .await
-}
-
-/// Make an early doorbell visible again at its timer's `fire_at` (rounded up to SQS's whole
-/// seconds, so never before it). A failure leaves it to the queue's visibility timeout.
-async fn redelay(doorbells: &dyn Queue, message_id: &str, receipt_handle: &str, timer: &DueTimer, now: f64) {
-    let seconds = (timer.fire_at - now).ceil().clamp(1.0, MAX_REDELAY_SECONDS) as i32;
-    if let Err(err) = doorbells.change_visibility(receipt_handle, seconds).await {
-        tracing::warn!(message_id = %message_id, error = %err, "an early timer doorbell could not be re-delayed; it comes back after the queue's visibility timeout");
-    }
-}
-
-/// SQS's longest visibility timeout (12 hours); a doorbell is never more than its 15-minute
-/// delay early unless a clock is far off.
-const MAX_REDELAY_SECONDS: f64 = 43_200.0;

@@ -91,12 +91,12 @@ async fn every_sample_event_runs_through_its_handler() {
         .expect("drain");
 
     // a domain event
-    let response = worker.handle_sqs_event(sqs("worker-domain-event.json")).await;
+    let response = stm_lambda::handle_sqs_event(&worker, sqs("worker-domain-event.json"), None).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let order = store.load("order-1").await.expect("load").expect("order-1");
     assert_eq!(order.active_path.as_deref(), Some("Payment.Charging"));
     // redelivered: a no-op (the dedupe mark)
-    let again = worker.handle_sqs_event(sqs("worker-domain-event.json")).await;
+    let again = stm_lambda::handle_sqs_event(&worker, sqs("worker-domain-event.json"), None).await;
     assert!(again.batch_item_failures.is_empty());
     assert_eq!(
         store
@@ -109,7 +109,7 @@ async fn every_sample_event_runs_through_its_handler() {
     );
 
     // a spawn intent creates its child, once
-    let response = worker.handle_sqs_event(sqs("worker-spawn-intent.json")).await;
+    let response = stm_lambda::handle_sqs_event(&worker, sqs("worker-spawn-intent.json"), None).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let child = store
         .load("checkout-1:Fulfil.Payment:1")
@@ -118,7 +118,7 @@ async fn every_sample_event_runs_through_its_handler() {
         .expect("the region child");
     assert_eq!(child.parent_id.as_deref(), Some("checkout-1"));
     assert_eq!(child.active_path.as_deref(), Some("Fulfil.Payment.Charging"));
-    let again = worker.handle_sqs_event(sqs("worker-spawn-intent.json")).await;
+    let again = stm_lambda::handle_sqs_event(&worker, sqs("worker-spawn-intent.json"), None).await;
     assert!(again.batch_item_failures.is_empty());
     assert_eq!(
         store
@@ -133,7 +133,7 @@ async fn every_sample_event_runs_through_its_handler() {
     // a poison message is reported, not a crash
     let poison = sqs("worker-poison.json");
     let poison_id = poison.records[0].message_id.clone().unwrap_or_default();
-    let response = worker.handle_sqs_event(poison).await;
+    let response = stm_lambda::handle_sqs_event(&worker, poison, None).await;
     let reported: Vec<String> = response
         .batch_item_failures
         .iter()
@@ -142,7 +142,7 @@ async fn every_sample_event_runs_through_its_handler() {
     assert_eq!(reported, [poison_id]);
 
     // a batch over two groups, in order
-    let response = worker.handle_sqs_event(sqs("worker-multi-group.json")).await;
+    let response = stm_lambda::handle_sqs_event(&worker, sqs("worker-multi-group.json"), None).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let order2 = store.load("order-2").await.expect("load").expect("order-2");
     assert_eq!(
@@ -200,29 +200,20 @@ async fn every_sample_event_runs_through_its_handler() {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     // a run now leaves the row just committed for the next run (it has not settled) ...
-    let summary = stm_runtime::relay::handle_scheduled(
-        store.as_ref(),
-        queue.as_ref(),
-        &scheduled("relay-scheduled.json"),
-        wall_clock,
-        None,
-    )
-    .await
-    .expect("relay");
+    // the schedule's event carries nothing the relay reads: it must parse, that is all
+    scheduled("relay-scheduled.json");
+    let summary = stm_runtime::relay::scheduled_pass(store.as_ref(), queue.as_ref(), wall_clock, None)
+        .await
+        .expect("relay");
     let pending = store.pending_outbox().await.expect("outbox").len()
         + store.pending_spawns().await.expect("spawns").len();
     assert_eq!(pending, 1, "the unflushed commit's row");
     assert_eq!(summary.forwarded, 0, "not settled yet: {summary:?}");
     // ... which forwards it
-    let summary = stm_runtime::relay::handle_scheduled(
-        store.as_ref(),
-        queue.as_ref(),
-        &scheduled("relay-scheduled.json"),
-        wall_clock + stm_runtime::relay::RELAY_SETTLE_SECONDS + 1.0,
-        None,
-    )
-    .await
-    .expect("relay");
+    let settled = wall_clock + stm_runtime::relay::RELAY_SETTLE_SECONDS + 1.0;
+    let summary = stm_runtime::relay::scheduled_pass(store.as_ref(), queue.as_ref(), settled, None)
+        .await
+        .expect("relay");
     assert_eq!(summary.forwarded, pending, "{summary:?}");
     assert_eq!(summary.failed, 0, "{summary:?}");
     assert_eq!(summary.remaining, 0, "{summary:?}");
@@ -231,23 +222,30 @@ async fn every_sample_event_runs_through_its_handler() {
 
     // the sweeper: Order's payment phase has a 3600 s timeout; sweep an hour later
     let later = worker.driver.clock.now() + 3700.0;
-    let summary = stm_runtime::sweeper::handle_scheduled(
-        store.as_ref(),
-        queue.as_ref(),
-        &scheduled("sweeper-scheduled.json"),
-        later,
-    )
-    .await
-    .expect("sweep");
+    let trigger: stm_lambda::SweeperTrigger =
+        serde_json::from_str(&read("sweeper-scheduled.json")).expect("the sweeper's trigger");
+    assert!(
+        matches!(trigger, stm_lambda::SweeperTrigger::Schedule(_)),
+        "{trigger:?}"
+    );
+    let summary = stm_runtime::sweeper::scheduled_sweep(store.as_ref(), queue.as_ref(), later)
+        .await
+        .expect("sweep");
     assert!(summary.fired >= 1, "{summary:?}");
     assert_eq!(summary.failed, 0, "{summary:?}");
 
     // the sweeper's doorbell trigger: a doorbell for a timer that is no longer armed (the
     // sweep above fired it) is stale: acknowledged, nothing published
+    let trigger: stm_lambda::SweeperTrigger =
+        serde_json::from_str(&read("sweeper-doorbell.json")).expect("the sweeper's trigger");
+    assert!(
+        matches!(trigger, stm_lambda::SweeperTrigger::Doorbells(_)),
+        "{trigger:?}"
+    );
     let doorbells = sqs("sweeper-doorbell.json");
     let now = move || later;
     let (response, summary) =
-        stm_runtime::doorbell::handle_doorbells(store.as_ref(), queue.as_ref(), &doorbells, &now, None).await;
+        stm_lambda::handle_doorbell_event(store.as_ref(), queue.as_ref(), &doorbells, &now, None).await;
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     assert_eq!(summary.fired, 0, "{summary:?}");
 }
