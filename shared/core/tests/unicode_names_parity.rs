@@ -1,14 +1,25 @@
 //! `\N{NAME}` string escapes against Python's own `unicode_escape` codec (the test venv's
-//! Python 3.11, the one harel decodes string literals with): every named code point of its
-//! Unicode 14.0 database and every alias in our table decode to Python's character, and
-//! spellings Python refuses (loose variants, later Unicode names, named sequences,
-//! malformed braces) are refused. Each string goes through `dsl::parse` as
-//! `import "<string>"`, so the lexer's escape decoder is what is tested.
+//! Python 3.11, the one harel decodes string literals with), in both directions:
+//! * every code point: the names `unicode_names2` gives, less the characters
+//!   `unicode_names.rs` holds back as later than Unicode 14.0, are exactly the names of
+//!   Python's database, and each decodes to Python's character; the held-back names are
+//!   refused by both;
+//! * every alias: each formal alias of the crate's NameAliases.txt (the only list of the
+//!   aliases it finds) decodes as Python decodes it, the ones Python refuses being exactly
+//!   the later ones `unicode_names.rs` lists;
+//! * spellings Python refuses (loose variants, a name with a letter added, later Unicode
+//!   names, named sequences, malformed braces) are refused.
+//!
+//! Each string goes through `dsl::parse` as `import "<string>"`, so the lexer's escape
+//! decoder is what is tested.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
 use serde_json::{json, Value};
 use stm_core::dsl;
 
-// the table itself, for the list of its aliases (Python 3.11 cannot list them)
+// the lookup itself, for what it holds back (the later characters and aliases)
 #[allow(dead_code)]
 #[path = "../src/dsl/unicode_names.rs"]
 mod unicode_names;
@@ -16,9 +27,9 @@ mod unicode_names;
 mod common;
 use common::run_python;
 
-/// Python's side: `names`, every `[name, code]` of `unicodedata.name`, checked to decode;
-/// `decoded`, for each string literal body on stdin, the code points `unicode_escape`
-/// makes of it (`None` where it refuses it).
+/// Python's side: `names`, every `[name, code]` of `unicodedata.name`; `decoded`, for each
+/// string literal body on stdin, the code points `unicode_escape` makes of it (`None`
+/// where it refuses it).
 const SCRIPT: &str = r#"
 import json, sys, unicodedata
 assert unicodedata.unidata_version == "14.0.0", unicodedata.unidata_version
@@ -35,6 +46,10 @@ for c in range(0x110000):
 bodies = json.load(sys.stdin)
 print(json.dumps({"names": names, "decoded": [decode(b) for b in bodies]}))
 "#;
+
+/// The formal aliases of Unicode 14.0 (NameAliases-14.0.0.txt), all of which Python 3.11
+/// accepts: aliases are never withdrawn, so they are the crate's (16.0) less the later ones.
+const ALIASES_14: usize = 470;
 
 /// Names added in Unicode 15.0 (Python 3.11 does not know them).
 const UNICODE_15: &[&str] = &[
@@ -221,97 +236,182 @@ fn variants(name: &str) -> Vec<String> {
     v
 }
 
+/// The `[[package]]` version of `name` in the workspace's Cargo.lock.
+fn locked_version(name: &str) -> String {
+    let lock = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.lock");
+    let text = std::fs::read_to_string(&lock).unwrap_or_else(|e| panic!("{}: {e}", lock.display()));
+    let entry = format!("name = \"{name}\"\nversion = \"");
+    let at = text
+        .find(&entry)
+        .unwrap_or_else(|| panic!("{name} is not in Cargo.lock"))
+        + entry.len();
+    text[at..].split('"').next().expect("a version").to_string()
+}
+
+/// The formal aliases the crate finds, `(alias, code point)`: its package's
+/// NameAliases.txt, which its build script compiles in (the crate cannot list them). The
+/// package is where cargo unpacks registry sources, under CARGO_HOME.
+fn crate_aliases() -> Vec<(String, u32)> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .expect("CARGO_HOME or HOME");
+    let package = format!("unicode_names2-{}", locked_version("unicode_names2"));
+    let registries = home.join("registry/src");
+    let file = std::fs::read_dir(&registries)
+        .unwrap_or_else(|e| panic!("{}: {e}", registries.display()))
+        .filter_map(Result::ok)
+        .map(|index| index.path().join(&package).join("data/NameAliases.txt"))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("no {package}/data/NameAliases.txt under {}", registries.display()));
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    assert!(
+        text.starts_with("# NameAliases-16.0.0.txt"),
+        "{}: not Unicode 16.0",
+        file.display()
+    );
+    let mut aliases = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut fields = line.split(';');
+        let code = fields.next().and_then(|c| u32::from_str_radix(c, 16).ok());
+        let alias = fields.next();
+        match (code, alias) {
+            (Some(code), Some(alias)) => aliases.push((alias.to_string(), code)),
+            _ => panic!("{}: bad line {line:?}", file.display()),
+        }
+    }
+    aliases
+}
+
+/// Appends `items` to `bodies`: where they are.
+fn group(bodies: &mut Vec<String>, items: Vec<String>) -> std::ops::Range<usize> {
+    let at = bodies.len();
+    bodies.extend(items);
+    at..bodies.len()
+}
+
+fn is_algorithmic(name: &str) -> bool {
+    name.starts_with("HANGUL SYLLABLE ") || name.starts_with("CJK UNIFIED IDEOGRAPH-")
+}
+
 #[test]
 fn named_escapes_are_pythons() {
-    let table = unicode_names::table_entries();
-
-    // the bodies Python decodes for us: each table entry, then the refusal candidates
-    let mut bodies: Vec<String> = table.iter().map(|(n, _)| format!("\\N{{{n}}}")).collect();
-    let n_table = bodies.len();
-    let mut refusals: Vec<String> = Vec::new();
-    for name in UNICODE_15.iter().chain(NAMED_SEQUENCES) {
-        refusals.push(format!("\\N{{{name}}}"));
-        refusals.push(format!("\\N{{{}}}", name.to_lowercase()));
+    // the crate's side: the name of every code point, split at Unicode 14.0
+    let mut crate_14: BTreeMap<u32, String> = BTreeMap::new();
+    let mut later: Vec<String> = Vec::new();
+    for ch in (0..=0x10FFFF).filter_map(char::from_u32) {
+        if let Some(name) = unicode_names2::name(ch) {
+            if unicode_names::in_unicode_14(ch) {
+                crate_14.insert(u32::from(ch), name.to_string());
+            } else {
+                later.push(name.to_string());
+            }
+        }
     }
-    let n_must_refuse = refusals.len();
-    // loose variants of every 97th table entry (names and aliases, a spread of scripts)
-    for (name, _) in table.iter().step_by(97) {
-        refusals.extend(variants(name).iter().map(|v| format!("\\N{{{v}}}")));
+    let aliases = crate_aliases();
+
+    // the bodies Python decodes for us, in groups
+    let mut bodies: Vec<String> = Vec::new();
+    let alias_bodies = group(
+        &mut bodies,
+        aliases
+            .iter()
+            .flat_map(|(a, _)| [format!("\\N{{{a}}}"), format!("\\N{{{}}}", a.to_lowercase())])
+            .collect(),
+    );
+    let later_bodies = group(&mut bodies, later.iter().map(|n| format!("\\N{{{n}}}")).collect());
+    let mut must_refuse = Vec::new();
+    for name in UNICODE_15.iter().chain(NAMED_SEQUENCES) {
+        must_refuse.push(format!("\\N{{{name}}}"));
+        must_refuse.push(format!("\\N{{{}}}", name.to_lowercase()));
+    }
+    let must_refuse_bodies = group(&mut bodies, must_refuse);
+    // a letter more: the crate takes any key that starts with the name it hashes to
+    let mut others: Vec<String> = crate_14
+        .values()
+        .filter(|n| !is_algorithmic(n))
+        .map(|n| format!("\\N{{{n}S}}"))
+        .collect();
+    // loose variants of every 97th name (a spread of scripts) and of every alias
+    let sample = crate_14.values().filter(|n| !is_algorithmic(n)).step_by(97);
+    for name in sample.chain(aliases.iter().map(|(a, _)| a)) {
+        others.extend(variants(name).iter().map(|v| format!("\\N{{{v}}}")));
     }
     for name in [
         "HANGUL SYLLABLE GAG",
         "HANGUL SYLLABLE PWILH",
         "CJK UNIFIED IDEOGRAPH-4E00",
+        "CJK UNIFIED IDEOGRAPH-3134A",
     ] {
-        refusals.extend(variants(name).iter().map(|v| format!("\\N{{{v}}}")));
+        others.extend(variants(name).iter().map(|v| format!("\\N{{{v}}}")));
     }
-    bodies.extend(refusals.iter().cloned());
-    bodies.extend(MALFORMED.iter().map(|s| s.to_string()));
+    others.extend(MALFORMED.iter().map(|s| s.to_string()));
+    let other_bodies = group(&mut bodies, others);
+
     let theirs = run_python(SCRIPT, &json!(bodies).to_string());
     let decoded = theirs["decoded"].as_array().expect("a list");
     let names = theirs["names"].as_array().expect("a list");
+    assert_eq!(decoded.len(), bodies.len());
+    let python: BTreeMap<u32, String> = names
+        .iter()
+        .map(|e| {
+            let code = e[1].as_u64().expect("a code point") as u32;
+            (code, e[0].as_str().expect("a name").to_string())
+        })
+        .collect();
+    assert!(python.len() > 138_000, "{} names", python.len());
 
-    // 1. every named code point, in one file
-    let mut text = String::new();
-    let mut want = Vec::new();
-    for entry in names {
-        let name = entry[0].as_str().expect("a name");
-        let code = entry[1].as_u64().expect("a code point") as u32;
-        text.push_str(&format!("import \"\\N{{{name}}}\"\n"));
-        want.push((name, code));
-    }
+    // 1. every code point: the crate's names up to 14.0 are Python's names, both ways
+    let differ: Vec<String> = python
+        .keys()
+        .chain(crate_14.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|code| python.get(code) != crate_14.get(code))
+        .map(|code| {
+            format!(
+                "U+{code:04X}: Python {:?}, crate {:?}",
+                python.get(code),
+                crate_14.get(code)
+            )
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{} code points differ: {:?}",
+        differ.len(),
+        &differ[..differ.len().min(20)]
+    );
+
+    // 2. every name of Python's decodes to its character, in one file
+    let text: String = python
+        .values()
+        .map(|name| format!("import \"\\N{{{name}}}\"\n"))
+        .collect();
     let program = dsl::parse(&text).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(program.imports.len(), want.len());
-    let mut differ = Vec::new();
-    for (import, (name, code)) in program.imports.iter().zip(&want) {
-        if import.path.chars().map(u32::from).collect::<Vec<_>>() != [*code] {
-            differ.push(format!("{name}: U+{code:04X}, ours {:?}", import.path));
-        }
-    }
+    assert_eq!(program.imports.len(), python.len());
+    let differ: Vec<String> = program
+        .imports
+        .iter()
+        .zip(&python)
+        .filter(|(import, (code, _))| import.path.chars().map(u32::from).ne([**code]))
+        .map(|(import, (code, name))| format!("{name}: U+{code:04X}, ours {:?}", import.path))
+        .collect();
     assert!(
         differ.is_empty(),
         "{} names differ: {:?}",
         differ.len(),
         &differ[..differ.len().min(20)]
     );
-    assert!(names.len() > 138_000, "{} names", names.len());
 
-    // 2. every entry of our table (names and aliases) is Python's, and the names of the
-    //    table are the non-algorithmic names of Python's database
-    let python_names: std::collections::HashSet<&str> =
-        names.iter().map(|e| e[0].as_str().expect("a name")).collect();
-    let text: String = table
-        .iter()
-        .map(|(name, _)| format!("import \"\\N{{{name}}}\"\n"))
-        .collect();
-    let program = dsl::parse(&text).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(program.imports.len(), n_table);
-    let mut aliases = 0;
-    for (((name, ch), py), import) in table.iter().zip(&decoded[..n_table]).zip(&program.imports) {
-        assert_eq!(py, &json!([u32::from(*ch)]), "table entry {name}");
-        assert_eq!(import.path, ch.to_string(), "{name}");
-        if !python_names.contains(name.as_str()) {
-            aliases += 1;
-        }
-    }
-    let algorithmic = names
-        .iter()
-        .filter(|e| {
-            let n = e[0].as_str().expect("a name");
-            n.starts_with("HANGUL SYLLABLE ") || n.starts_with("CJK UNIFIED IDEOGRAPH-")
-        })
-        .count();
-    assert_eq!(
-        n_table - aliases,
-        names.len() - algorithmic,
-        "table names vs Python's"
-    );
-    assert_eq!(aliases, 470, "the aliases of Unicode 14.0");
-
-    // 3. the refusal candidates and the brace cases: the same decision, the same result
+    // 3. every body: our decision and result are Python's
     let mut refused = 0;
     let mut mismatches = Vec::new();
-    for (body, py) in bodies[n_table..].iter().zip(&decoded[n_table..]) {
+    for (body, py) in bodies.iter().zip(decoded) {
         let mine = ours(body);
         let same = match (&mine, py) {
             (Ok(cs), Value::Array(p)) => p
@@ -333,18 +433,43 @@ fn named_escapes_are_pythons() {
     assert!(
         mismatches.is_empty(),
         "{} differ: {:#?}",
-        mismatches.len(),
-        mismatches
+        &mismatches.len(),
+        &mismatches[..mismatches.len().min(40)]
     );
-    // the later names and the named sequences are refused by Python (else they test nothing)
-    for (body, py) in refusals[..n_must_refuse].iter().zip(&decoded[n_table..]) {
-        assert!(py.is_null(), "Python accepts {body}");
+
+    // 4. the aliases: each decodes to the character the file gives it, or Python refuses
+    //    it; those refused are the later ones, and the rest Unicode 14.0's
+    let mut accepted = 0;
+    let mut refused_aliases = BTreeSet::new();
+    for ((alias, code), py) in aliases.iter().zip(decoded[alias_bodies].chunks(2)) {
+        assert_eq!(py[0], py[1], "{alias} in capitals and in small letters");
+        if py[0].is_null() {
+            refused_aliases.insert(alias.as_str());
+        } else {
+            assert_eq!(py[0], json!([code]), "{alias}");
+            accepted += 1;
+        }
     }
-    assert!(refused > 300, "only {refused} refusals checked");
+    assert_eq!(
+        refused_aliases,
+        unicode_names::LATER_ALIASES.iter().copied().collect(),
+        "the aliases Python 3.11 refuses"
+    );
+    assert_eq!(accepted, ALIASES_14, "the aliases of Unicode 14.0");
+
+    // 5. what must be refused is refused by Python (else it tests nothing)
+    for range in [later_bodies, must_refuse_bodies] {
+        for (body, py) in bodies[range.clone()].iter().zip(&decoded[range]) {
+            assert!(py.is_null(), "Python accepts {body}");
+        }
+    }
+    assert!(later.len() > 10_000, "{} later names", later.len());
+    assert!(refused > 20_000, "only {refused} refusals checked");
     eprintln!(
-        "{} names, {} table entries ({aliases} aliases), {} other spellings ({refused} refused)",
-        names.len(),
-        n_table,
-        bodies.len() - n_table
+        "{} names, {} later names, {} aliases ({accepted} of 14.0), {} other spellings; {refused} refused",
+        python.len(),
+        later.len(),
+        aliases.len(),
+        other_bodies.len()
     );
 }
