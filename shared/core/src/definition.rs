@@ -345,6 +345,47 @@ pub const RESERVED_EVENTS: [&str; 9] = [
 pub const CONTROL_EVENTS: [&str; 6] = ["Start", "Reset", "Cancel", "SetState", "Finished", "Timeout"];
 
 /// A whole machine.
+///
+/// Built from `.stm` source by [`dsl`](crate::dsl), checked by
+/// [`validate`](crate::validate::validate), and navigated by path or [`NodeId`]:
+///
+/// ```
+/// use stm_core::dsl::load_definition_str;
+/// use stm_core::validate::validate;
+/// use stm_core::NodeKind;
+///
+/// let defn = load_definition_str(
+///     r#"
+/// event Open {}
+/// machine Door {
+///   initial Closed
+///   state Closed {}
+///   state Opened {
+///     initial Ajar
+///     state Ajar {}
+///     final Wide success
+///     from Ajar to Wide on Open
+///   }
+///   from Closed to Opened on Open
+/// }
+/// "#,
+///     None,
+///     None,
+/// )?;
+/// assert_eq!(defn.id, "Door");
+/// assert!(validate(&defn).is_empty());
+///
+/// let wide = defn.get("Opened.Wide").expect("a nested state");
+/// assert_eq!(defn.node(wide).kind, NodeKind::Leaf);
+/// assert_eq!(defn.node(wide).outcome.as_deref(), Some("success"));
+/// let opened = defn.node(wide).parent.expect("its composite");
+/// assert_eq!(defn.path(opened), "Opened");
+/// assert_eq!(defn.node(opened).kind, NodeKind::Composite);
+/// // a transition belongs to the composite that is its scope
+/// assert_eq!(defn.node(opened).transitions.len(), 1);
+/// assert_eq!(defn.node(defn.root).transitions.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Definition {
     pub id: String,
