@@ -266,7 +266,6 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
         batch_size: args.batch_size,
         visibility_seconds: args.visibility,
         wait_seconds: 0,
-        ..EventSourceSettings::default()
     };
     let schedules = Schedules {
         relay_every: Duration::from_secs(args.relay_every.max(1)),

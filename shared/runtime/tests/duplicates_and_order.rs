@@ -222,7 +222,6 @@ impl Harness {
             // sequential polling: a failed item may come straight back
             visibility_seconds: 0,
             wait_seconds: 0,
-            ..Default::default()
         };
         Harness {
             store,

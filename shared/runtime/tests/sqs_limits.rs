@@ -81,7 +81,6 @@ impl Mini {
             batch_size: 10,
             visibility_seconds: 2,
             wait_seconds: 0,
-            ..Default::default()
         };
         let outcome = eventsource::drain(
             self.queue.as_ref(),

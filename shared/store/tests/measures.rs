@@ -395,7 +395,7 @@ async fn one_item(store: &DynamoDbStore, name: &str) -> (HashMap<String, Attribu
     (item, size)
 }
 
-/// A trace step of the shape the runtime's driver writes (`stm-runtime` `driver.rs`
+/// A trace step of the shape the runtime's driver writes (`stm-runtime`'s `driver/step.rs`
 /// `trace_step`): the event, the paths, the actions, the context after the step and the
 /// time.
 fn typical_trace_step(exe: &Execution) -> Map {

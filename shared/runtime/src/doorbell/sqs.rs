@@ -28,7 +28,7 @@ impl SqsDoorbell {
         &self.url
     }
 
-    /// This doorbell queue as a [`Queue`], for [`handle_doorbells`] to re-delay an early
+    /// This doorbell queue as a [`Queue`](crate::queue::Queue), for [`handle_doorbells`](crate::doorbell::handle_doorbells) to re-delay an early
     /// doorbell (`ChangeMessageVisibility`).
     pub fn queue(&self) -> crate::queue::SqsQueue {
         crate::queue::SqsQueue::new(self.client.clone(), self.url.clone())

@@ -124,7 +124,6 @@ impl Stack {
             batch_size: 10,
             visibility_seconds: 2,
             wait_seconds: 0,
-            ..Default::default()
         };
         Stack {
             store,

@@ -1,0 +1,262 @@
+//! The embedded runner (harel's `DurableRunner`, what `stm run` drives): a create or an
+//! event stepped, then everything it enqueued delivered inline to quiescence, and due
+//! timers fired inline. The worker is the same steps with delivery by queue.
+
+use stm_core::engine;
+use stm_core::{Event, Execution, Map, Status};
+
+use super::error::check_execution_id;
+use super::{parking, Driver, DriverError};
+
+/// An execution the embedded runner keeps between its events
+/// ([`Driver::process_held`]), with the buffer each step's undo snapshot is copied into:
+/// reused from step to step rather than a fresh clone each time.
+#[derive(Debug, Clone)]
+pub struct Held {
+    exe: Execution,
+    before: Execution,
+}
+
+impl Held {
+    /// Hold `exe`, as `create` or `process` returned it.
+    pub fn new(exe: Execution) -> Self {
+        let before = exe.clone();
+        Held { exe, before }
+    }
+
+    /// The execution as its last step left it: what the store holds.
+    pub fn execution(&self) -> &Execution {
+        &self.exe
+    }
+
+    pub fn into_execution(self) -> Execution {
+        self.exe
+    }
+}
+
+impl Driver {
+    /// A new, not yet stored execution of `definition_id`: its id checked (the SQS message
+    /// group id of everything sent to it: an id SQS refuses would make an execution that
+    /// never starts, on every runner alike) and free, its context defaulted and checked
+    /// against the machine's schema. Both `create`s start from it.
+    pub async fn new_execution(
+        &self,
+        definition_id: &str,
+        context: Option<Map>,
+        execution_id: Option<&str>,
+    ) -> Result<Execution, DriverError> {
+        if let Some(id) = execution_id {
+            check_execution_id(id)?;
+            if self.store.load(id).await?.is_some() {
+                return Err(DriverError::AlreadyExists(id.to_string()));
+            }
+        }
+        let defn = self
+            .definitions
+            .get(definition_id)
+            .cloned()
+            .ok_or_else(|| DriverError::UnknownDefinition(definition_id.to_string()))?;
+        let mut context = context.unwrap_or_default();
+        defn.with_context_defaults(&mut context);
+        let problems = defn.context_problems(&context, true);
+        if !problems.is_empty() {
+            return Err(DriverError::Context(problems.join("; ")));
+        }
+        let id = execution_id.map_or_else(stm_core::execution::new_id, str::to_string);
+        let mut exe = Execution::new(id, defn.id.clone());
+        exe.definition_version = defn.version;
+        exe.context = context;
+        Ok(exe)
+    }
+
+    /// Create, start and persist a new execution; deliver what it enqueued inline.
+    pub async fn create(
+        &self,
+        definition_id: &str,
+        context: Option<Map>,
+        execution_id: Option<&str>,
+    ) -> Result<Execution, DriverError> {
+        let mut exe = self.new_execution(definition_id, context, execution_id).await?;
+        let id = exe.id.clone();
+        self.run_step(&mut exe, None).await?;
+        self.flush_inline().await?;
+        self.store
+            .load(&id)
+            .await?
+            .ok_or(DriverError::UnknownExecution(id))
+    }
+
+    /// Feed one event to a stored execution and deliver what follows, inline.
+    pub async fn process(&self, execution_id: &str, event: &Event) -> Result<Execution, DriverError> {
+        let mut exe = self
+            .store
+            .load(execution_id)
+            .await?
+            .ok_or_else(|| DriverError::UnknownExecution(execution_id.to_string()))?;
+        let Some(defn) = self.definition_if_deployed(&exe)? else {
+            // its version is not deployed: the event is parked on it (run_step), unchecked
+            self.step_unless_processed(&mut exe, event).await?;
+            return Ok(exe);
+        };
+        Driver::check_event(&defn, event)?;
+        let live = self.live_regions(&exe).await?;
+        let broadcast = Driver::is_broadcast(event, live.len());
+        if broadcast {
+            for mut region in live {
+                self.step_unless_processed(&mut region, event).await?;
+            }
+            self.rearm_ttl_after_broadcast(&mut exe, event).await?;
+        } else {
+            self.step_unless_processed(&mut exe, event).await?;
+        }
+        // a broadcast wrote the regions and the parent's ttl, not `exe`: reload it
+        self.settle(&mut exe, broadcast).await?;
+        Ok(exe)
+    }
+
+    /// [`process`](Self::process) for a caller that keeps the execution between its events
+    /// (`stm run`): `held` is what the last `create`, `process` or `process_held` of it
+    /// returned, and becomes what `process` would return now, without the load.
+    ///
+    /// The plain case (no children, nothing parked, its version deployed, no parked
+    /// recheck) steps the held copy itself, its undo snapshot copied into `held`'s own
+    /// buffer rather than cloned; anything else goes through `process`, which reloads.
+    /// The commit's CAS still guards the copy: a stale one loses it, and the stored
+    /// execution is reloaded and processed instead (the stale attempt's actions have run
+    /// then, as they do when a worker loses a race: actions are at-least-once). After an
+    /// error, `held` is the stored execution again.
+    pub async fn process_held(&self, held: &mut Held, event: &Event) -> Result<(), DriverError> {
+        match self.step_held(held, event).await {
+            Ok(true) => Ok(()),
+            Ok(false) => self.process_into(held, event).await,
+            Err(err) => {
+                // the failed step may have changed the copy in memory: put back what is
+                // stored (the step's own error is the one to report, whatever the load says)
+                if let Ok(Some(stored)) = self.store.load(&held.exe.id).await {
+                    held.exe = stored;
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// `process`, its result kept in `held`.
+    async fn process_into(&self, held: &mut Held, event: &Event) -> Result<(), DriverError> {
+        let id = held.exe.id.clone();
+        held.exe = self.process(&id, event).await?;
+        Ok(())
+    }
+
+    /// `process`'s steps on the held copy, in `process`'s order, when the case is plain
+    /// (see [`process_held`](Self::process_held)); `false` when not, or when the copy
+    /// turned out stale at the commit (nothing written then): `process` takes over.
+    async fn step_held(&self, held: &mut Held, event: &Event) -> Result<bool, DriverError> {
+        let Held { exe, before } = held;
+        // children: the event may be a broadcast to regions (which `process` loads);
+        // parked events: they are released first, each in its own commit; a recheck
+        // steps nothing
+        if !exe.children.is_empty() || !exe.parked_events.is_empty() || parking::is_recheck(event) {
+            return Ok(false);
+        }
+        let Some(defn) = self.definition_if_deployed(exe)? else {
+            return Ok(false);
+        };
+        Driver::check_event(&defn, event)?;
+        if self.store.is_processed(&exe.id, &event.id).await? {
+            return Ok(true);
+        }
+        // `run_step` with nothing parked: `step_on`, its undo snapshot reusing `before`
+        before.clone_from(exe);
+        let step = self.prepare_checked(&defn, exe, Some(event), before, &[]).await?;
+        match self.commit_prepared(exe, step).await {
+            Err(err) if err.is_conflict() => return Ok(false),
+            other => other?,
+        };
+        self.settle(exe, false).await?;
+        Ok(true)
+    }
+
+    /// One step of `exe` on `event`, unless it already processed that event (a redelivery).
+    async fn step_unless_processed(&self, exe: &mut Execution, event: &Event) -> Result<(), DriverError> {
+        if !self.store.is_processed(&exe.id, &event.id).await? {
+            self.run_step(exe, Some(event)).await?;
+        }
+        Ok(())
+    }
+
+    /// After a step of `exe`: deliver inline what it enqueued, and make `exe` what is
+    /// stored. With nothing enqueued, nothing else wrote `exe` and it is kept as it is
+    /// (no load), unless `reload`.
+    async fn settle(&self, exe: &mut Execution, reload: bool) -> Result<(), DriverError> {
+        let quiet =
+            self.store.pending_spawns().await?.is_empty() && self.store.pending_outbox().await?.is_empty();
+        if quiet && !reload {
+            return Ok(());
+        }
+        self.flush_inline().await?;
+        *exe = self
+            .store
+            .load(&exe.id)
+            .await?
+            .ok_or_else(|| DriverError::UnknownExecution(exe.id.clone()))?;
+        Ok(())
+    }
+
+    /// Deliver everything pending, inline, to quiescence: create the children, then
+    /// process the outbox events in seq order (the embedded relay).
+    pub async fn flush_inline(&self) -> Result<(), DriverError> {
+        loop {
+            let spawns = self.store.pending_spawns().await?;
+            let outbox = self.store.pending_outbox().await?;
+            if spawns.is_empty() && outbox.is_empty() {
+                return Ok(());
+            }
+            for spawn in &spawns {
+                self.create_spawn(spawn).await?;
+            }
+            for spawn in &spawns {
+                self.store.ack_spawn(spawn.seq).await?;
+            }
+            for entry in outbox {
+                if let Some(target_id) = &entry.target_id {
+                    self.deliver_inline(target_id, &entry.event).await?;
+                }
+                self.store.ack_outbox(entry.seq).await?;
+            }
+        }
+    }
+
+    /// Process `event` on execution `target_id` unless it is unknown or already did.
+    async fn deliver_inline(&self, target_id: &str, event: &Event) -> Result<(), DriverError> {
+        let (target, processed) = self.store.load_for_event(target_id, &event.id).await?;
+        if let (Some(mut target), false) = (target, processed) {
+            self.run_step(&mut target, Some(event)).await?;
+        }
+        Ok(())
+    }
+
+    /// Deliver every timer due now inline, then remove it (guarded). Returns how many
+    /// fired. A suspended execution's timer stays armed until it is resumed.
+    pub async fn fire_due_timers(&self) -> Result<usize, DriverError> {
+        let mut fired = 0;
+        for timer in self.store.due_timers(self.clock.now()).await? {
+            let exe = self.store.load(&timer.execution_id).await?;
+            if exe.as_ref().is_some_and(|e| e.status == Status::Suspended) {
+                continue;
+            }
+            // an execution whose version is not deployed takes its timers too: they park
+            let runnable = |e: &Execution| self.definition_if_deployed(e).is_ok();
+            if exe.as_ref().is_some_and(runnable) {
+                let event = engine::timeout_event(&timer.execution_id, &timer.path, timer.fire_at);
+                // deliver before delete: a crash between the two is safe (dedupe)
+                self.deliver_inline(&timer.execution_id, &event).await?;
+                self.flush_inline().await?;
+            }
+            self.store
+                .delete_timer(&timer.execution_id, &timer.path, timer.fire_at)
+                .await?;
+            fired += 1;
+        }
+        Ok(fired)
+    }
+}
