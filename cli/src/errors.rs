@@ -54,10 +54,10 @@ pub fn driver(err: DriverError) -> anyhow::Error {
         DriverError::UnknownDefinition(name) => usage(format!(
             "no machine {name:?} in the definitions (pass --definitions DIR, the folder of its .stm file)"
         )),
-        DriverError::Context(_)
+        DriverError::Context { .. }
         | DriverError::Event { .. }
         | DriverError::InvalidId(_)
-        | DriverError::MessageTooLarge(_) => usage(err.to_string()),
+        | DriverError::MessageTooLarge { .. } => usage(err.to_string()),
         other => anyhow::Error::new(other),
     }
 }

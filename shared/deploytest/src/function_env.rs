@@ -209,7 +209,11 @@ pub async fn order_past_its_deadline(driver: &Driver, id: &str) -> Result<f64, D
     let submit = Event::with_data("Submit", amount).with_id(format!("evt-{id}-submit"));
     back.process(id, &submit).await?;
     let armed = back.store.armed_timer(id, "Payment").await?;
-    armed.ok_or_else(|| DriverError::Engine(format!("{id} entered Payment and armed no timer on it")))
+    armed.ok_or_else(|| {
+        DriverError::Engine(stm_core::engine::StepError::Invalid(format!(
+            "{id} entered Payment and armed no timer on it"
+        )))
+    })
 }
 
 /// What Lambda itself sets for function `name` (its region, dummy credentials, the

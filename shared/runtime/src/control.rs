@@ -132,7 +132,7 @@ impl Control {
             if event.kind == "Start" {
                 return Err(DriverError::Event {
                     kind: event.kind.clone(),
-                    problems: "send() refuses a Start event: use create()".into(),
+                    problems: vec!["send() refuses a Start event: use create()".into()],
                 });
             }
             // before anything else (a pending Start is not published for an event that could

@@ -165,7 +165,7 @@ impl Driver {
             if !problems.is_empty() {
                 return Err(DriverError::Event {
                     kind: event.kind.clone(),
-                    problems: problems.join("; "),
+                    problems,
                 });
             }
         }

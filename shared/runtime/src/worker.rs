@@ -843,7 +843,7 @@ fn classify(err: DriverError) -> Failed {
         DriverError::Store(StoreError::Conflict { .. }) => Failed::Conflict(err.to_string()),
         DriverError::Store(StoreError::Retryable { .. }) => Failed::Retryable(err.to_string()),
         // the same input gives the same refusal every time: retrying only ages the record
-        DriverError::MessageTooLarge(_) | DriverError::Store(StoreError::TooLarge(_)) => {
+        DriverError::MessageTooLarge { .. } | DriverError::Store(StoreError::TooLarge(_)) => {
             Failed::Poison(failure_reason(&err))
         }
         other => Failed::Error(failure_reason(&other)),

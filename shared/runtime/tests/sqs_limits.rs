@@ -593,7 +593,7 @@ async fn messages_sqs_could_never_take_are_refused_before_anything_is_written() 
     let calls = mini.queue.publish_calls().len();
     let huge = event("Fill", json!({"blob": "h".repeat(MAX_MESSAGE_BYTES)}));
     let too_large = |err: DriverError| {
-        assert!(matches!(err, DriverError::MessageTooLarge(_)), "{err:?}");
+        assert!(matches!(err, DriverError::MessageTooLarge { .. }), "{err:?}");
         let text = err.to_string();
         assert!(text.contains("\"Fill\"") && text.contains("1048576"), "{text}");
     };
@@ -638,7 +638,7 @@ async fn messages_sqs_could_never_take_are_refused_before_anything_is_written() 
         .await
         .expect_err("cooperative cancel refused");
     assert!(
-        matches!(err, DriverError::MessageTooLarge(_)) && err.to_string().contains("\"Cancel\""),
+        matches!(err, DriverError::MessageTooLarge { .. }) && err.to_string().contains("\"Cancel\""),
         "{err:?}"
     );
     let unchanged = mini.load("ship").await;

@@ -60,7 +60,7 @@ impl Driver {
         defn.with_context_defaults(&mut context);
         let problems = defn.context_problems(&context, true);
         if !problems.is_empty() {
-            return Err(DriverError::Context(problems.join("; ")));
+            return Err(DriverError::Context { problems });
         }
         let id = execution_id.map_or_else(stm_core::execution::new_id, str::to_string);
         let mut exe = Execution::new(id, defn.id.clone());

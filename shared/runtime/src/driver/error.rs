@@ -31,17 +31,22 @@ pub enum DriverError {
         version: stm_core::version::Version,
     },
     /// harel's `ContextError`.
-    #[error("context doesn't fit the machine's `context` schema: {0}")]
-    Context(String),
+    #[error("context doesn't fit the machine's `context` schema: {}", .problems.join("; "))]
+    Context { problems: Vec<String> },
     /// harel's `EventError`.
-    #[error("event {} doesn't fit its declaration: {problems}", stm_core::pyvalue::repr(&Value::from(kind.as_str())))]
-    Event { kind: String, problems: String },
+    #[error(
+        "event {} doesn't fit its declaration: {}",
+        stm_core::pyvalue::repr(&Value::from(kind.as_str())),
+        .problems.join("; ")
+    )]
+    Event { kind: String, problems: Vec<String> },
     /// harel's `ResolveError`: an `invoke` whose machine this driver doesn't have.
     #[error("invoke {} but this runner has no machine resolver", stm_core::pyvalue::repr(&Value::from(.0.as_str())))]
     Resolve(String),
-    /// The engine met a definition/execution mismatch (harel's `AssertionError`).
-    #[error("{0}")]
-    Engine(String),
+    /// The engine met a definition/execution mismatch (harel's `AssertionError`): the
+    /// engine's own error, as it gave it.
+    #[error(transparent)]
+    Engine(stm_core::engine::StepError),
     /// A Python exception harel lets escape the step unrouted (an arithmetic
     /// `OverflowError`): nothing of the step commits, as in harel.
     #[error("{message}")]
@@ -67,10 +72,18 @@ pub enum DriverError {
     #[error("{0}")]
     InvalidId(String),
     /// A message SQS would refuse for its size (over [`MAX_MESSAGE_BYTES`], body and
-    /// attributes): what it was, its size and what to do. Deterministic: the same input
-    /// gives it again, so retrying never helps.
-    #[error("{0}")]
-    MessageTooLarge(String),
+    /// attributes): what it was and its size; the message says what to do. Deterministic:
+    /// the same input gives it again, so retrying never helps.
+    #[error(
+        "{what} would be a {bytes}-byte SQS message (body and attributes); SQS takes at most \
+         {limit} bytes, so it could never be delivered: keep large data out of events and \
+         contexts passed to children (store it elsewhere and pass a reference)"
+    )]
+    MessageTooLarge {
+        what: String,
+        bytes: usize,
+        limit: usize,
+    },
 }
 
 impl DriverError {
@@ -87,7 +100,7 @@ impl DriverError {
             | DriverError::UnknownDefinition(_)
             | DriverError::VersionMissing { .. } => "KeyError",
             DriverError::AlreadyExists(_) => "ExecutionAlreadyExists",
-            DriverError::Context(_) => "ContextError",
+            DriverError::Context { .. } => "ContextError",
             DriverError::Event { .. } => "EventError",
             DriverError::Resolve(_) => "ResolveError",
             DriverError::Engine(_) => "AssertionError",
@@ -96,7 +109,7 @@ impl DriverError {
             DriverError::Queue(_) => "TransportError",
             DriverError::Config(_) => "ValueError",
             DriverError::InvalidId(_) => "ValueError",
-            DriverError::MessageTooLarge(_) => "MessageTooLarge",
+            DriverError::MessageTooLarge { .. } => "MessageTooLarge",
         }
     }
 }
@@ -110,13 +123,13 @@ pub fn check_execution_id(id: &str) -> Result<(), DriverError> {
     }
 }
 
-/// What to tell the user about a message too large for SQS.
+/// A message too large for SQS: `what` it was and its size.
 fn too_large(what: &str, bytes: usize) -> DriverError {
-    DriverError::MessageTooLarge(format!(
-        "{what} would be a {bytes}-byte SQS message (body and attributes); SQS takes at most \
-         {MAX_MESSAGE_BYTES} bytes, so it could never be delivered: keep large data out of \
-         events and contexts passed to children (store it elsewhere and pass a reference)"
-    ))
+    DriverError::MessageTooLarge {
+        what: what.to_string(),
+        bytes,
+        limit: MAX_MESSAGE_BYTES,
+    }
 }
 
 /// Refuse an event whose message would be too large for SQS (`kind` and `target` name it).

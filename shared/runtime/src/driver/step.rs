@@ -212,7 +212,7 @@ impl Driver {
         let ran = std::mem::take(&mut host.ran);
         let err = match result {
             Ok(effects) => return Ok(Collected::from_effects(effects, ran)),
-            Err(StepError::Invalid(msg)) => return Err(DriverError::Engine(msg)),
+            Err(err @ StepError::Invalid(_)) => return Err(DriverError::Engine(err)),
             Err(StepError::Raised { type_name, message }) => {
                 return Err(DriverError::Raised { type_name, message })
             }
