@@ -205,7 +205,7 @@ impl ActionRegistry {
 
     /// Share `value` unless a value of its type is there already (what the runtime uses
     /// to offer its own clients without replacing the user's).
-    pub fn provide<T: Any + Send + Sync>(&mut self, value: T) -> &mut Self {
+    pub(crate) fn provide<T: Any + Send + Sync>(&mut self, value: T) -> &mut Self {
         if !self.state.contains::<T>() {
             self.state.insert(value);
         }

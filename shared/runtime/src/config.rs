@@ -243,7 +243,7 @@ pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
 
 /// Every frozen version in `dir` (`*.json`, sorted; none when `dir` does not exist),
 /// each read back, checked against its name and validated.
-pub fn load_versions_dir(dir: &Path) -> Result<Vec<stm_core::version::FrozenVersion>, DriverError> {
+pub(crate) fn load_versions_dir(dir: &Path) -> Result<Vec<stm_core::version::FrozenVersion>, DriverError> {
     let files = match files_in(dir, "json") {
         Ok(files) => files,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -107,7 +107,7 @@ impl Definitions {
     }
 
     /// Every version, current and retained (what a cold start validates).
-    pub fn all_versions(&self) -> impl Iterator<Item = &Arc<Definition>> {
+    pub(crate) fn all_versions(&self) -> impl Iterator<Item = &Arc<Definition>> {
         self.versions.values().flat_map(FastMap::values)
     }
 

@@ -119,7 +119,7 @@ pub fn early_wait(fire_at: f64, now: f64) -> Option<Duration> {
 }
 
 /// The timers of a commit that get a doorbell: those due within the horizon.
-pub fn near_timers(execution_id: &str, armed: &[(String, f64)], now: f64) -> Vec<DueTimer> {
+pub(crate) fn near_timers(execution_id: &str, armed: &[(String, f64)], now: f64) -> Vec<DueTimer> {
     armed
         .iter()
         .filter(|(_, fire_at)| *fire_at - now <= HORIZON_SECONDS)

@@ -22,26 +22,26 @@ use serde_json::{json, Map, Value};
 /// The CloudWatch namespace of the functions' metrics.
 pub const NAMESPACE: &str = "stm";
 /// The one dimension: which function emitted the set.
-pub const FUNCTION_DIMENSION: &str = "Function";
+pub(crate) const FUNCTION_DIMENSION: &str = "Function";
 
 /// Worker: records whose step committed (or broadcast, or spawned a child).
-pub const EVENTS_PROCESSED: &str = "EventsProcessed";
+pub(crate) const EVENTS_PROCESSED: &str = "EventsProcessed";
 /// Worker: records acknowledged without a step (duplicate, unknown execution, drained).
-pub const EVENTS_SKIPPED: &str = "EventsSkipped";
+pub(crate) const EVENTS_SKIPPED: &str = "EventsSkipped";
 /// Worker: events kept on an execution pinned to a version the deploy does not have
 /// (released when it is back; an alarm on it catches a deploy that dropped a version
 /// still in use).
-pub const EVENTS_PARKED: &str = "EventsParked";
+pub(crate) const EVENTS_PARKED: &str = "EventsParked";
 /// Worker: lost CAS (`StoreConflict`), redelivered.
-pub const CONFLICTS: &str = "Conflicts";
+pub(crate) const CONFLICTS: &str = "Conflicts";
 /// Worker: records reported failed for any other reason (poison, store error, ...).
-pub const FAILURES: &str = "Failures";
+pub(crate) const FAILURES: &str = "Failures";
 /// Worker: wall time of one record's step, load to commit (one value per record).
 pub const STEP_DURATION: &str = "StepDuration";
 /// Worker: DynamoDB requests per processed record (one value per record).
 pub const DYNAMODB_CALLS: &str = "DynamoDbCalls";
 /// Relay (and the worker's inline flush): entries published and acked.
-pub const RELAY_FORWARDED: &str = "RelayForwarded";
+pub(crate) const RELAY_FORWARDED: &str = "RelayForwarded";
 /// Relay: entries still pending after the run.
 pub const RELAY_REMAINING: &str = "RelayRemaining";
 /// Sweeper: `Timeout` events published.
@@ -96,7 +96,7 @@ impl MetricSet {
     }
 
     /// The set for one of the functions: namespace [`NAMESPACE`], `Function = function`.
-    pub fn for_function(function: &str) -> Self {
+    pub(crate) fn for_function(function: &str) -> Self {
         MetricSet::new(NAMESPACE).dimension(FUNCTION_DIMENSION, function)
     }
 
@@ -192,7 +192,7 @@ impl MetricSet {
     }
 
     /// The document as one line.
-    pub fn to_line(&self, timestamp_ms: u64) -> String {
+    pub(crate) fn to_line(&self, timestamp_ms: u64) -> String {
         self.to_json(timestamp_ms).to_string()
     }
 

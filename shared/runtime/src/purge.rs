@@ -83,7 +83,7 @@ impl Bundle {
     /// The bundle as one JSON line, harel's shape: `{"root_id": ..., "executions": [...],
     /// "traces": {id: [...]}}`, each execution as harel stores it (its `data`), so harel's
     /// `Execution.model_validate` reads it back.
-    pub fn to_json_line(&self) -> String {
+    pub(crate) fn to_json_line(&self) -> String {
         let mut line = String::with_capacity(256);
         line.push_str("{\"root_id\":");
         line.push_str(&stm_core::pyjson::to_pydantic_json(&self.root_id));

@@ -54,7 +54,7 @@ pub use client::RemoteActions;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default cap on a remote action's response body (a context bigger than a
 /// DynamoDB item, 400 KB, could not be committed anyway).
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 
 /// Where a remote action runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +147,7 @@ impl Default for RemoteSettings {
 }
 
 /// The request body for one call (harel's `_build_payload`).
-pub fn request_payload(input: &ActionInput<'_>) -> Value {
+pub(crate) fn request_payload(input: &ActionInput<'_>) -> Value {
     let event = match input.event {
         Some(Event { kind, data, .. }) => json!({"kind": kind, "data": data}),
         None => json!({"kind": "Start", "data": {}}),
@@ -162,7 +162,7 @@ pub fn request_payload(input: &ActionInput<'_>) -> Value {
 
 /// Apply a response (harel's `_apply`): the returned context replaces the execution's
 /// (a missing one empties it, as harel's does), and `result` is the action's value.
-pub fn apply_response(
+pub(crate) fn apply_response(
     context: &mut Map,
     response: Value,
     target: &RemoteTarget,

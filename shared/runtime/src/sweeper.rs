@@ -121,7 +121,7 @@ async fn fire_in_order(store: &dyn ExecutionStore, queue: &dyn Queue, timers: Ve
 /// stale, see the module docs); otherwise it is counted in `summary.stale`. A suspended
 /// execution's timer stays; a gone execution's is deleted without an event. Failures are
 /// counted in `summary.failed` (the timer stays for the next sweep).
-pub async fn fire_one(
+pub(crate) async fn fire_one(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
     timer: &DueTimer,

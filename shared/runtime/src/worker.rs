@@ -705,7 +705,7 @@ impl Worker {
 }
 
 /// How long a message parked on its `receive_count`-th receive stays hidden.
-pub fn park_seconds(settings: &WorkerSettings, receive_count: u32) -> i32 {
+pub(crate) fn park_seconds(settings: &WorkerSettings, receive_count: u32) -> i32 {
     backoff_seconds(
         settings.suspend_recheck_seconds,
         settings.suspend_recheck_max_seconds,

@@ -91,7 +91,7 @@ impl Driver {
 
     /// The live (unfinished, not submachine) regions of `exe` that a domain event is
     /// broadcast to.
-    pub async fn live_regions(&self, exe: &Execution) -> Result<Vec<Execution>, DriverError> {
+    pub(crate) async fn live_regions(&self, exe: &Execution) -> Result<Vec<Execution>, DriverError> {
         let mut live = Vec::new();
         for id in Driver::region_ids(exe) {
             if let Some(child) = self.store.load(&id).await? {
@@ -103,14 +103,14 @@ impl Driver {
 
     /// Whether `event`, for an execution with `regions` live regions, is broadcast to
     /// them rather than processed by the execution itself: a domain event, and regions.
-    pub fn is_broadcast(event: &Event, regions: usize) -> bool {
+    pub(crate) fn is_broadcast(event: &Event, regions: usize) -> bool {
         !CONTROL_EVENTS.contains(&event.kind.as_str()) && regions > 0
     }
 
     /// A domain event broadcast to regions never runs on the parent, but it is still
     /// activity for the parent's `ttl`: restart the budget and record the event as
     /// processed by the parent.
-    pub async fn rearm_ttl_after_broadcast(
+    pub(crate) async fn rearm_ttl_after_broadcast(
         &self,
         exe: &mut Execution,
         event: &Event,

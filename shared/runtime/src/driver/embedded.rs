@@ -204,7 +204,7 @@ impl Driver {
 
     /// Deliver everything pending, inline, to quiescence: create the children, then
     /// process the outbox events in seq order (the embedded relay).
-    pub async fn flush_inline(&self) -> Result<(), DriverError> {
+    pub(crate) async fn flush_inline(&self) -> Result<(), DriverError> {
         loop {
             let spawns = self.store.pending_spawns().await?;
             let outbox = self.store.pending_outbox().await?;

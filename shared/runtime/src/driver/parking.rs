@@ -28,10 +28,10 @@ use stm_store::{Commit, TimerOp};
 use super::{Driver, DriverError, StepReport};
 
 /// The timer path of a parked execution's recheck.
-pub const PARKED_PATH: &str = "@parked";
+pub(crate) const PARKED_PATH: &str = "@parked";
 
 /// Seconds from one recheck of a parked execution to the next, when no event comes.
-pub const PARKED_RECHECK_SECONDS: f64 = 300.0;
+pub(crate) const PARKED_RECHECK_SECONDS: f64 = 300.0;
 
 /// What the gate in front of a step decided.
 pub(super) enum Gate {
@@ -77,7 +77,7 @@ impl Driver {
     /// to `parked_events` in a commit of its own (CAS, as a step), its processed mark left
     /// for when it steps. `false`: nothing to keep (the recheck timer, which `resume` arms
     /// again). A redelivery of an event already kept changes nothing.
-    pub async fn park_while_suspended(
+    pub(crate) async fn park_while_suspended(
         &self,
         exe: &mut Execution,
         event: &Event,

@@ -145,7 +145,7 @@ pub struct StepReport {
 }
 
 impl StepReport {
-    pub fn enqueued(&self) -> bool {
+    pub(crate) fn enqueued(&self) -> bool {
         !self.spawns.is_empty() || !self.outbox_seqs.is_empty()
     }
 

@@ -28,7 +28,7 @@ impl QueueError {
     }
 
     /// A failed `operation` and the client error it came from, shown as `message`.
-    pub fn from_client(
+    pub(crate) fn from_client(
         operation: impl Into<String>,
         message: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,

@@ -33,7 +33,7 @@ pub const MAX_QUEUE_NAME_CHARS: usize = 80;
 
 /// The names the runtime derives from a queue's base name (the event queue, its
 /// dead-letter queue, the timers' doorbell queue), the longest last.
-pub fn derived_queue_names(base: &str) -> [String; 3] {
+pub(crate) fn derived_queue_names(base: &str) -> [String; 3] {
     let base = base.strip_suffix(".fifo").unwrap_or(base);
     [
         format!("{base}.fifo"),
@@ -132,7 +132,7 @@ impl BatchSize {
     /// Whether a message of `bytes` still fits this request (at most [`MAX_BATCH`]
     /// entries and [`MAX_BATCH_BYTES`] in all). An empty request admits any message
     /// within [`MAX_MESSAGE_BYTES`] (which is not over the batch limit).
-    pub fn admits(&self, bytes: usize) -> bool {
+    pub(crate) fn admits(&self, bytes: usize) -> bool {
         self.entries < MAX_BATCH && self.bytes.saturating_add(bytes) <= MAX_BATCH_BYTES
     }
 
@@ -229,13 +229,13 @@ fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
 
 /// The SQS size of the message an event becomes ([`OutgoingMessage::outbox`],
 /// [`OutgoingMessage::event`]), without building it.
-pub fn event_message_bytes(event: &Event) -> usize {
+pub(crate) fn event_message_bytes(event: &Event) -> usize {
     sqs_message_bytes(json_len(event), false)
 }
 
 /// The SQS size of the message a spawn intent becomes ([`OutgoingMessage::spawn`]), for
 /// an intent not committed yet: its seq is counted at its widest.
-pub fn spawn_message_bytes(parent_id: &str, child_id: &str, root_path: &str, context: &Map) -> usize {
+pub(crate) fn spawn_message_bytes(parent_id: &str, child_id: &str, root_path: &str, context: &Map) -> usize {
     let body = spawn_body(i64::MIN, parent_id, child_id, root_path, context);
     // the body keeps a non-finite float as `Infinity`/`NaN` (`Value`'s own text), so
     // it is measured as written
