@@ -126,7 +126,10 @@ impl Driver {
     /// [`definition_for`](Self::definition_for), with `None` for an execution pinned to a
     /// version this deploy does not have (its events park): for the callers that can go
     /// on without the machine.
-    pub(crate) fn definition_if_deployed(&self, exe: &Execution) -> Result<Option<Arc<Definition>>, DriverError> {
+    pub(crate) fn definition_if_deployed(
+        &self,
+        exe: &Execution,
+    ) -> Result<Option<Arc<Definition>>, DriverError> {
         match self.definition_for(exe) {
             Ok(defn) => Ok(Some(defn)),
             Err(DriverError::VersionMissing { .. }) => Ok(None),
