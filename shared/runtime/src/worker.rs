@@ -70,16 +70,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use stm_core::{Event, Execution, Status};
-use stm_store::{OutboxEntry, SpawnEntry, StoreError};
+use stm_store::{OutboxEntry, SpawnEntry};
 
 use crate::doorbell::Doorbell;
 use crate::driver::{Driver, DriverError, SpawnParents, StepReport};
-use crate::queue::{Incoming, Queue, ReceivedMessage, MESSAGE_KIND_ATTRIBUTE};
+use crate::queue::{Incoming, Queue};
 use crate::relay::{self, RelaySummary};
 
 // coalescing a run of records for one execution into few commits
 mod burst;
-// the Lambda entry point, an SQS event in and the partial-batch response out (feature `aws`)
+mod logging;
+mod outcome;
+mod release;
+
+pub(crate) use logging::StepLog;
+use logging::{count, log_unknown};
+use outcome::{classify, log_failure};
+pub use outcome::{BatchOutcome, Failed, Handled, Record};
+pub use release::{release_seconds, retry_seconds, QUICK_CONFLICT_RECEIVES};
 
 /// How the worker treats what it cannot finish now.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,138 +139,6 @@ impl Default for WorkerSettings {
 /// `shared/deploytest/tests/template.rs` checks it fits inside the worker's timeout.
 pub fn record_reserve(action_timeout: Duration) -> Duration {
     action_timeout + stm_store::aws::OPERATION_TIMEOUT
-}
-
-/// A lost CAS is retried at once on this many receives before it backs off like a
-/// throttle: the execution moved under us and the next attempt, on the new version,
-/// usually wins; only a lasting contention needs the back-off.
-pub const QUICK_CONFLICT_RECEIVES: u32 = 3;
-
-/// One SQS record, whatever delivered it (the Lambda event source or the local poller).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Record {
-    pub message_id: String,
-    pub receipt_handle: Option<String>,
-    pub body: String,
-    pub group_id: Option<String>,
-    /// The `stm_kind` message attribute.
-    pub kind: Option<String>,
-    /// SQS's `ApproximateReceiveCount` (1 on the first delivery).
-    pub receive_count: u32,
-}
-
-impl Record {
-    pub fn from_received(message: &ReceivedMessage) -> Self {
-        Record {
-            message_id: message.message_id.clone(),
-            receipt_handle: Some(message.receipt_handle.clone()),
-            body: message.body.clone(),
-            group_id: message.group_id.clone(),
-            kind: message.message_attributes.get(MESSAGE_KIND_ATTRIBUTE).cloned(),
-            receive_count: message.receive_count.max(1),
-        }
-    }
-}
-
-/// What became of a record that succeeded (it is deleted from the queue).
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Handled {
-    /// The engine ran and the step committed.
-    Processed { execution_id: String, status: Status },
-    /// The event went to the live regions (one outbox entry each).
-    Broadcast { execution_id: String, regions: usize },
-    /// A spawn intent created its child (`created: false`: it existed already).
-    Spawned { child_id: String, created: bool },
-    /// The event was processed before (a redelivery).
-    Duplicate,
-    /// No such execution (a purged one, or a send to a wrong id).
-    UnknownExecution,
-    /// Dropped by the lifecycle rules (`CANCELLED`, `CANCELLING`, `PENDING`).
-    Drained { status: Status },
-    /// Kept on the execution, which is pinned to a version this deploy does not have:
-    /// it steps once that version is back (the driver's parking).
-    ParkedForVersion {
-        execution_id: String,
-        version: Option<stm_core::version::Version>,
-    },
-    /// Kept on the execution, which is `SUSPENDED`: it steps once the execution is
-    /// resumed (never left waiting in SQS, whose retention would delete it).
-    ParkedWhileSuspended { execution_id: String },
-}
-
-/// Why a record is reported failed.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Failed {
-    /// Never processable; SQS dead-letters it after `maxReceiveCount`.
-    Poison(String),
-    /// The execution moved on under us (a lost CAS): redelivered.
-    Conflict(String),
-    /// Throttling or a transient store fault: redelivered.
-    Retryable(String),
-    /// The execution is `SUSPENDED`: parked for the recheck period.
-    Parked,
-    /// Anything else (an unknown definition, a store or engine error): redelivered, and
-    /// dead-lettered if it keeps failing.
-    Error(String),
-    /// Not attempted because an earlier record of its message group failed in this
-    /// batch; released with that record's delay.
-    Skipped,
-    /// Not attempted because the invocation's deadline was too near
-    /// (`WorkerSettings::record_reserve`); released at once. Nothing is wrong with the
-    /// record itself, but the receive counts toward `maxReceiveCount`.
-    OutOfTime,
-}
-
-/// The outcome of one batch, record by record.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct BatchOutcome {
-    pub records: Vec<(String, Result<Handled, Failed>)>,
-    /// What the inline flushes delivered.
-    pub flushed: RelaySummary,
-}
-
-impl BatchOutcome {
-    /// The batch as CloudWatch metrics (Embedded Metric Format, no API call): events
-    /// processed, skipped as duplicates or drained, parked, conflicts, failures, and what the
-    /// inline flush forwarded.
-    pub fn metrics(&self) -> crate::metrics::MetricSet {
-        let mut m = crate::metrics::MetricSet::for_function("worker");
-        let (mut processed, mut skipped, mut conflicts, mut failures) = (0.0, 0.0, 0.0, 0.0);
-        let mut parked = 0.0;
-        for (_, result) in &self.records {
-            match result {
-                Ok(Handled::Processed { .. } | Handled::Broadcast { .. } | Handled::Spawned { .. }) => {
-                    processed += 1.0
-                }
-                Ok(Handled::ParkedForVersion { .. } | Handled::ParkedWhileSuspended { .. }) => parked += 1.0,
-                Ok(_) => skipped += 1.0,
-                Err(Failed::Conflict(_)) => conflicts += 1.0,
-                Err(Failed::Skipped | Failed::Parked | Failed::OutOfTime) => skipped += 1.0,
-                Err(_) => failures += 1.0,
-            }
-        }
-        use crate::metrics::{
-            CONFLICTS, EVENTS_PARKED, EVENTS_PROCESSED, EVENTS_SKIPPED, FAILURES, RELAY_FORWARDED,
-        };
-        m.count(EVENTS_PROCESSED, processed);
-        m.count(EVENTS_SKIPPED, skipped);
-        m.count(EVENTS_PARKED, parked);
-        m.count(CONFLICTS, conflicts);
-        m.count(FAILURES, failures);
-        m.count(RELAY_FORWARDED, self.flushed.forwarded as f64);
-        m
-    }
-
-    /// The message ids to report in `batchItemFailures`.
-    pub fn failed_ids(&self) -> Vec<String> {
-        self.records
-            .iter()
-            .filter(|(_, r)| r.is_err())
-            .map(|(id, _)| id.clone())
-            .collect()
-    }
 }
 
 /// The worker: the driver, the queue, the settings. Build once per process.
@@ -704,63 +580,6 @@ impl Worker {
     }
 }
 
-/// How long a message parked on its `receive_count`-th receive stays hidden.
-pub(crate) fn park_seconds(settings: &WorkerSettings, receive_count: u32) -> i32 {
-    backoff_seconds(
-        settings.suspend_recheck_seconds,
-        settings.suspend_recheck_max_seconds,
-        receive_count,
-    )
-}
-
-/// How long a transient failure (or an error) on its `receive_count`-th receive is hidden.
-pub fn retry_seconds(settings: &WorkerSettings, receive_count: u32) -> i32 {
-    backoff_seconds(settings.retry_seconds, settings.retry_max_seconds, receive_count)
-}
-
-/// How long a record that failed with `why` on its `receive_count`-th receive stays hidden.
-///
-/// Every receive counts toward the queue's `maxReceiveCount` (template default 100), so a
-/// delay that does not grow turns a lasting condition into a dead letter within minutes:
-/// - a parked message (`SUSPENDED`) backs off from 5 s doubling to 15 min: ~100 receives
-///   a day;
-/// - a throttle, a transient store fault or an error backs off from `retry_seconds` (1 s)
-///   doubling to `retry_max_seconds` (5 min): soon for a passing fault, ~7.7 h for 100
-///   receives of a lasting one (a sustained throttle is ridden out);
-/// - a lost CAS is retried at once on its first [`QUICK_CONFLICT_RECEIVES`] receives,
-///   then backs off the same way;
-/// - a poison message can never succeed: it comes back every 10 s, so it reaches the
-///   dead-letter queue in ~17 min at 100 receives, without spinning the function;
-/// - a record not started for lack of time comes back at once.
-///
-/// A skipped record is not decided here: it takes the delay of the failed record of its
-/// group (it cannot be received before that one); on its own it would get 0.
-pub fn release_seconds(settings: &WorkerSettings, why: &Failed, receive_count: u32) -> i32 {
-    match why {
-        Failed::Parked => park_seconds(settings, receive_count),
-        Failed::Retryable(_) | Failed::Error(_) => retry_seconds(settings, receive_count),
-        Failed::Conflict(_) if receive_count <= QUICK_CONFLICT_RECEIVES => 0,
-        Failed::Conflict(_) => retry_seconds(settings, receive_count - QUICK_CONFLICT_RECEIVES),
-        Failed::Poison(_) => settings.poison_retry_seconds,
-        Failed::Skipped | Failed::OutOfTime => 0,
-    }
-}
-
-/// `n` and the noun in its right number ("1 pending entry", "2 pending entries"): the
-/// log is read by people, and "1 entries" reads as a bug.
-fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// `base * 2^(receive_count - 1)`, at most `cap` (and never past SQS's 12 hours).
-fn backoff_seconds(base: i32, cap: i32, receive_count: u32) -> i32 {
-    let base = i64::from(base.max(0));
-    let cap = i64::from(cap.clamp(0, 43_200));
-    let doublings = receive_count.saturating_sub(1).min(20);
-    // both bounds fit i32: cap <= 43_200
-    i32::try_from((base << doublings).min(cap)).unwrap_or(43_200)
-}
-
 /// The lifecycle rules; `Ok(Some)`: handled without running the engine.
 fn lifecycle_gate(exe: &Execution, event: &Event) -> Result<Option<Handled>, Failed> {
     let drained = Ok(Some(Handled::Drained { status: exe.status }));
@@ -794,161 +613,9 @@ fn lifecycle_gate(exe: &Execution, event: &Event) -> Result<Option<Handled>, Fai
     drained
 }
 
-fn log_unknown(target_id: &str, event: &Event) {
-    tracing::info!(execution_id = %target_id, kind = %event.kind, "no such execution; acknowledged as a no-op");
-}
-
-/// What the log line of a processed event says of its step.
-#[derive(Clone)]
-pub(crate) struct StepLog {
-    from: Option<String>,
-    to: Option<String>,
-    status: Status,
-    outcome: Option<String>,
-    version: i64,
-}
-
-impl StepLog {
-    /// The step from `from` that left `exe` as it is.
-    pub(crate) fn after(from: Option<String>, exe: &Execution) -> Self {
-        StepLog {
-            from,
-            to: exe.active_path.clone(),
-            status: exe.status,
-            outcome: exe.outcome.clone(),
-            version: exe.version,
-        }
-    }
-
-    /// One line per processed event; never the context, which may hold personal data.
-    pub(crate) fn log(&self, exe: &Execution, event: &Event, broadcast_to: usize, took: Duration) {
-        tracing::info!(
-            execution_id = %exe.id,
-            event_id = %event.id,
-            kind = %event.kind,
-            from = self.from.as_deref().unwrap_or("-"),
-            to = self.to.as_deref().unwrap_or("-"),
-            status = %self.status,
-            outcome = self.outcome.as_deref().unwrap_or("-"),
-            version = self.version,
-            broadcast_to,
-            duration_ms = took.as_secs_f64() * 1000.0,
-            "event processed"
-        );
-    }
-}
-
-fn classify(err: DriverError) -> Failed {
-    match err {
-        DriverError::Store(StoreError::Conflict { .. }) => Failed::Conflict(err.to_string()),
-        DriverError::Store(StoreError::Retryable { .. }) => Failed::Retryable(err.to_string()),
-        // the same input gives the same refusal every time: retrying only ages the record
-        DriverError::MessageTooLarge { .. } | DriverError::Store(StoreError::TooLarge(_)) => {
-            Failed::Poison(failure_reason(&err))
-        }
-        other => Failed::Error(failure_reason(&other)),
-    }
-}
-
-/// Why a record failed, in words for the log: the error's own message, never the name of
-/// the Python exception harel raises for it (`python_type` is for the parity with harel and
-/// the Lambda `errorType`). An unknown execution's own text is harel's `KeyError` argument
-/// (the id's repr), which says nothing on its own.
-fn failure_reason(err: &DriverError) -> String {
-    match err {
-        DriverError::UnknownExecution(id) => format!("execution {id:?} does not exist"),
-        other => other.to_string(),
-    }
-}
-
-fn log_failure(record: &Record, why: &Failed) {
-    let id = record.message_id.as_str();
-    let group = record.group_id.as_deref().unwrap_or("-");
-    match why {
-        Failed::Poison(reason) => {
-            tracing::error!(message_id = %id, group_id = %group, %reason, "poison message: reported failed until SQS dead-letters it")
-        }
-        Failed::Conflict(reason) => {
-            tracing::warn!(message_id = %id, group_id = %group, %reason, "lost the CAS; redelivered")
-        }
-        Failed::Retryable(reason) => {
-            tracing::warn!(message_id = %id, group_id = %group, %reason, "transient store failure; redelivered")
-        }
-        Failed::Parked => {
-            tracing::info!(message_id = %id, group_id = %group, "execution suspended; message parked")
-        }
-        Failed::Error(reason) => {
-            tracing::error!(message_id = %id, group_id = %group, %reason, "record failed; redelivered")
-        }
-        Failed::Skipped | Failed::OutOfTime => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counts_are_singular_for_one_only() {
-        assert_eq!(count(1, "pending entry", "pending entries"), "1 pending entry");
-        assert_eq!(count(2, "pending entry", "pending entries"), "2 pending entries");
-        assert_eq!(count(0, "region", "regions"), "0 regions");
-    }
-
-    #[test]
-    fn parked_messages_back_off_to_fifteen_minutes() {
-        let s = WorkerSettings::default();
-        let waits: Vec<i32> = (1..=10).map(|n| park_seconds(&s, n)).collect();
-        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 320, 640, 900, 900]);
-        // the horizon the template's default maxReceiveCount (100) gives a suspension
-        let horizon: i64 = (1..100).map(|n| i64::from(park_seconds(&s, n))).sum();
-        assert!(horizon > 23 * 3600, "{horizon}");
-        assert_eq!(backoff_seconds(1, 60, 1), 1);
-        assert_eq!(backoff_seconds(1, 60, 7), 60);
-        assert_eq!(backoff_seconds(1, 60, u32::MAX), 60);
-    }
-
-    /// Bug 6: a throttled (or erroring) record was released at once, so a sustained
-    /// throttle spent the template's `maxReceiveCount` (100) within minutes and
-    /// dead-lettered it. 1 s doubling to 5 min makes 100 receives last ~7.7 h.
-    #[test]
-    fn transient_failures_back_off_to_five_minutes() {
-        let s = WorkerSettings::default();
-        let throttled = Failed::Retryable("ThrottlingException".into());
-        let waits: Vec<i32> = (1..=12).map(|n| release_seconds(&s, &throttled, n)).collect();
-        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
-        let error = Failed::Error("StoreError: backend".into());
-        assert_eq!(release_seconds(&s, &error, 1), 1);
-        assert_eq!(release_seconds(&s, &error, 50), 300);
-        assert_eq!(release_seconds(&s, &throttled, u32::MAX), 300);
-        // the horizon of 100 receives: 1 + 2 + ... + 256 (511 s), then 91 x 300 s
-        let horizon =
-            |why: &Failed| -> i64 { (1..=100).map(|n| i64::from(release_seconds(&s, why, n))).sum() };
-        assert_eq!(horizon(&throttled), 27_811, "~7.7 h");
-        assert!(horizon(&error) > 7 * 3600);
-
-        // a lost CAS: at once on its first receives, then the same back-off
-        let conflict = Failed::Conflict("stale write".into());
-        let waits: Vec<i32> = (1..=6).map(|n| release_seconds(&s, &conflict, n)).collect();
-        assert_eq!(waits, [0, 0, 0, 1, 2, 4]);
-        assert_eq!(horizon(&conflict), 26_911, "~7.5 h");
-
-        // the others keep their own delays; a skipped record takes its group's (the
-        // caller's), a record not started for lack of time comes back at once
-        assert_eq!(release_seconds(&s, &Failed::Poison("x".into()), 7), 10);
-        assert_eq!(release_seconds(&s, &Failed::Parked, 3), park_seconds(&s, 3));
-        assert_eq!(release_seconds(&s, &Failed::Skipped, 9), 0);
-        assert_eq!(release_seconds(&s, &Failed::OutOfTime, 9), 0);
-
-        // 0 retries at once (what the fast test stacks use)
-        let quick = WorkerSettings {
-            retry_seconds: 0,
-            retry_max_seconds: 0,
-            ..WorkerSettings::default()
-        };
-        assert_eq!(release_seconds(&quick, &throttled, 40), 0);
-        assert_eq!(release_seconds(&quick, &conflict, 40), 0);
-    }
 
     #[test]
     fn the_record_reserve_covers_one_stalled_action_and_one_stalled_call() {
@@ -958,45 +625,5 @@ mod tests {
             Duration::from_secs(10) + stm_store::aws::OPERATION_TIMEOUT
         );
         assert_eq!(record_reserve(Duration::from_secs(3)), Duration::from_secs(15));
-    }
-
-    #[test]
-    fn batch_metrics_count_each_outcome_once() {
-        let outcome = BatchOutcome {
-            records: vec![
-                (
-                    "m1".into(),
-                    Ok(Handled::Processed {
-                        execution_id: "e".into(),
-                        status: Status::Running,
-                    }),
-                ),
-                ("m2".into(), Ok(Handled::Duplicate)),
-                ("m3".into(), Err(Failed::Conflict("stale".into()))),
-                ("m4".into(), Err(Failed::Skipped)),
-                ("m5".into(), Err(Failed::OutOfTime)),
-                (
-                    "m6".into(),
-                    Ok(Handled::ParkedForVersion {
-                        execution_id: "p".into(),
-                        version: None,
-                    }),
-                ),
-            ],
-            flushed: RelaySummary {
-                forwarded: 2,
-                ..RelaySummary::default()
-            },
-        };
-        let doc = outcome.metrics().to_json(0);
-        assert_eq!(doc["Function"], "worker");
-        assert_eq!(doc["EventsProcessed"], 1.0);
-        assert_eq!(doc["EventsSkipped"], 3.0);
-        assert_eq!(doc["EventsParked"], 1.0);
-        assert_eq!(doc["Conflicts"], 1.0);
-        // a zero is not sent (CloudWatch bills a custom metric by the hours it has data)
-        assert!(doc.get("Failures").is_none(), "{doc}");
-        assert_eq!(doc["RelayForwarded"], 2.0);
-        assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Namespace"], "stm");
     }
 }
