@@ -90,11 +90,7 @@ fn records_parse_typed_without_a_value_in_between() {
     assert_eq!(stm_core::pyjson::dumps(&nan.context["x"]), "NaN");
 }
 
-fn python() -> PathBuf {
-    std::env::var("STM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
-}
+use stm_testkit::python;
 
 #[test]
 fn harel_reads_what_we_write() {

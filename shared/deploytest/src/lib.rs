@@ -29,9 +29,5 @@ pub use stm_testkit::{http, iam, template};
 // depend on them): the store, the runtime's driver and queue, their records
 pub use {stm_core, stm_lambda, stm_runtime, stm_store};
 
-use std::path::PathBuf;
-
-/// The repository root (two levels above this crate).
-pub fn repo_root() -> PathBuf {
-    stm_testkit::repo_root()
-}
+/// The repository root, as every crate's tests find it.
+pub use stm_testkit::repo_root;

@@ -2,7 +2,6 @@
 //! the type its function takes and runs through that function's real handler against
 //! DynamoDB + SQS on moto, with the deployment's definitions (`examples/`).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
@@ -13,9 +12,7 @@ use stm_runtime::queue::SqsQueue;
 use stm_runtime::{ActionRegistry, Control, Driver, Queue, Worker, WorkerSettings};
 use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use stm_testkit::repo_root as repo;
 
 fn read(name: &str) -> String {
     std::fs::read_to_string(repo().join("events").join(name)).unwrap_or_else(|e| panic!("events/{name}: {e}"))

@@ -49,9 +49,7 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use stm_testkit::repo_root;
 
 /// The events, built field by field: `Event::new` draws a random id, whose cost would
 /// land in the per-event counts.

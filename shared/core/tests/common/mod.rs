@@ -39,11 +39,7 @@ pub fn repo_stm_files() -> Vec<PathBuf> {
     files
 }
 
-pub fn python() -> PathBuf {
-    std::env::var("STM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
-}
+pub use stm_testkit::python;
 
 /// Run `script` with `input` on stdin; its stdout as JSON (Python's: NaN, big ints).
 pub fn run_python(script: &str, input: &str) -> Value {

@@ -19,11 +19,8 @@ use stm_store::{ExecutionStore, MemoryStore};
 pub const START: f64 = 1_700_000_000.0;
 
 /// The interpreter with harel 0.9.0 and boto3: `STM_PYTHON`, else the repo's venv.
-pub fn python() -> PathBuf {
-    std::env::var("STM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| stm_testkit::repo_root().join(".venv/bin/python"))
-}
+#[allow(unused_imports)] // a test binary that compares nothing with harel leaves it unused
+pub use stm_testkit::python;
 
 pub fn machines_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/machines/scenarios.stm")
