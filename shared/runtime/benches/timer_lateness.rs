@@ -440,7 +440,7 @@ async fn main() {
             "precise (doorbell on a delayed SQS message + the sweep)",
             &precise,
         ),
-        ("schedule-only sweep (the seed's design)", &sweep),
+        ("schedule-only sweep (harel's design)", &sweep),
     ] {
         println!(
             "| {name} | {} | {:.2} s | {:.2} s | {:.2} s |",

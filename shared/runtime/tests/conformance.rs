@@ -19,7 +19,7 @@ const DELIBERATE_DIFFERENCES: &[(&str, &str)] = &[(
     "harel's in-memory DictStore returns due timers in the order they were armed (dict \
      insertion order), so with two timers due in one sweep a composite's later deadline fires \
      before an inner earlier one. Our stores fire the earliest deadline first, as harel's own \
-     DynamoDBStore does (the seed sorts due timers by fire_at).",
+     DynamoDBStore does (its sweep sorts due timers by fire_at).",
 )];
 
 fn conformance_dir() -> PathBuf {

@@ -14,7 +14,7 @@ fn ddb(endpoint: &str, op: &str, body: Value) -> Value {
     answer.body
 }
 
-/// A timers table (the seed's keys, the due index: `due_shard` / `fire_at`, KEYS_ONLY).
+/// A timers table (harel's keys, our due index: `due_shard` / `fire_at`, KEYS_ONLY).
 fn timers_table(endpoint: &str, name: &str) {
     ddb(
         endpoint,

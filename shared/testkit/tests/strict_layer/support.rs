@@ -1,5 +1,5 @@
 //! What every strict-layer test uses: a call in AWS's JSON protocol read as an SDK reads
-//! its answer, and the tables and queues (with the seed's key shapes) a test makes under its
+//! its answer, and the tables and queues (with harel's key shapes) a test makes under its
 //! own prefix.
 
 use serde_json::{json, Value};
@@ -46,7 +46,7 @@ pub(crate) fn ok(a: &Answer, what: &str) {
     );
 }
 
-/// A table with the seed's key shapes under the test's prefix.
+/// A table with harel's key shapes under the test's prefix.
 pub(crate) fn create_table(
     endpoint: &str,
     name: &str,
