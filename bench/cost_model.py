@@ -28,11 +28,11 @@ more send on top of the N arrivals: 0.06 of the old $3.69.)
 
 Counted per design (read from the code, 2026-12-02):
 
-* worker load (`store.rs` `load_for_events`): harel-compatible layout, one strongly
+* worker load (`dynamodb/load.rs` `load_for_events`): harel-compatible layout, one strongly
   consistent `BatchGetItem` of the execution and one processed mark per event (each item
   billed on its own, a missing mark too); cheapest layout, one strongly consistent
   `GetItem` of the execution, whose item carries the last 10 event ids (8-byte hashes).
-* worker commit (`commit.rs` `plan`): harel layout, always a `TransactWriteItems` (the
+* worker commit (`dynamodb/commit/plan.rs` `plan`): harel layout, always a `TransactWriteItems` (the
   execution + a mark per event: 2 WRU per KB each); cheapest layout, one conditional
   `PutItem` (1 WRU per KB) unless the commit also emits, arms or cancels a timer or traces,
   when it is a transaction. An emit adds the outbox put (in the transaction; its seq

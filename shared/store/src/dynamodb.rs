@@ -111,12 +111,16 @@ mod commit;
 pub mod due;
 pub(crate) mod item;
 mod listing;
+mod load;
 mod provision;
 mod purge;
 mod recent;
 mod rows;
 pub mod schema;
 mod store;
+mod timers;
+mod trace;
+mod ttl;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -127,22 +131,21 @@ use aws_sdk_dynamodb::Client;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use crate::aws::{CallCounter, Readable};
-use crate::{StoreError, DEFAULT_TRACE_MAX};
+use crate::{StoreError, DEFAULT_PREFIX, DEFAULT_TRACE_MAX};
 pub use due::{timer_shard, SweepStats, DEFAULT_TIMER_FULL_SCAN_INTERVAL};
-use item::{get_i64, s, Item};
+use item::{s, Item};
 use recent::Recent;
 pub use schema::{
     table_specs, IndexSpec, KeyAttr, KeyType, Projection, TableSpec, TIMER_DUE_INDEX, TIMER_SHARDS,
     TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE,
 };
 
-pub use crate::{DEFAULT_PREFIX, DEFAULT_REGION};
 /// DynamoDB's item size limit.
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 /// DynamoDB's limit on the items of one `TransactWriteItems`.
 pub const MAX_TRANSACTION_ITEMS: usize = 100;
 /// DynamoDB's limit on the size of one `TransactWriteItems`.
-pub const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
 /// DynamoDB's limit on the keys of one `BatchGetItem` ("as many as 100 items").
 pub const MAX_BATCH_GET_KEYS: usize = 100;
 
@@ -154,7 +157,6 @@ pub const COMMIT_TOKEN_ATTRIBUTE: &str = "commit_token";
 /// [`DedupeMarks::OnItem`] (see there).
 pub const RECENT_ATTRIBUTE: &str = "recent";
 pub use crate::dedupe::{DedupeMarks, RECENT_MARKS};
-pub use rows::ROWS_ATTRIBUTE;
 
 /// Error codes of transient service faults, worth another try.
 const TRANSIENT_CODES: &[&str] = &[
@@ -476,6 +478,11 @@ impl DynamoDbStore {
         self.counter.as_ref()
     }
 
+    /// Whether the marks live on the execution item ([`DedupeMarks::OnItem`]).
+    fn on_item(&self) -> bool {
+        self.dedupe_marks == DedupeMarks::OnItem
+    }
+
     /// The full name of table `name` (`executions`, `outbox`, ...).
     pub fn table_name(&self, name: &str) -> String {
         format!("{}_{name}", self.prefix)
@@ -553,24 +560,6 @@ impl DynamoDbStore {
     }
 
     // ---- small operations -------------------------------------------------------------
-
-    /// The highest trace idx of `id`, or -1 (a consistent Query, newest first, one row).
-    async fn max_trace_idx(&self, id: &str) -> Result<i64, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.tables.trace)
-            .key_condition_expression("execution_id = :e")
-            .expression_attribute_values(":e", s(id))
-            .projection_expression("idx")
-            .scan_index_forward(false)
-            .limit(1)
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("Query", e))?;
-        Ok(out.items().first().and_then(|i| get_i64(i, "idx")).unwrap_or(-1))
-    }
 
     fn processed_key(id: &str, event_id: &str) -> Item {
         HashMap::from([

@@ -19,6 +19,7 @@ pub mod contract;
 mod dedupe;
 #[cfg(feature = "aws")]
 pub mod dynamodb;
+mod error;
 mod memory;
 
 use async_trait::async_trait;
@@ -28,6 +29,10 @@ pub use aws::CallCounter;
 pub use dedupe::{DedupeMarks, RECENT_MARKS};
 #[cfg(feature = "aws")]
 pub use dynamodb::{table_specs, CreateOptions, DynamoDbStore, RetryPolicy, TableSpec};
+pub use error::{
+    AttributeType, BoxError, CancelReason, CancelledAction, Corruption, Malformation, NumberRefusal, Refusal,
+    StoreError, Unstorable,
+};
 pub use memory::MemoryStore;
 
 /// The default size of the per-execution trace ring.
@@ -237,86 +242,6 @@ pub struct ListQuery {
 pub struct ExecutionPage {
     pub items: Vec<ExecutionSummary>,
     pub next_cursor: Option<String>,
-}
-
-/// The store's errors. A lost CAS is a [`StoreError::Conflict`], kept apart from real
-/// failures so callers can redeliver instead of failing.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The stored execution moved past the version this writer loaded.
-    #[error("stale write to {id}: expected version {expected}, found {found:?}")]
-    Conflict {
-        id: String,
-        expected: i64,
-        found: Option<i64>,
-    },
-    /// A transient fault (throttling, a transaction conflict) that outlived the retries.
-    #[error("retryable store failure: {message}")]
-    Retryable {
-        message: String,
-        /// The client's error, where there is one.
-        #[source]
-        source: Option<BoxError>,
-    },
-    /// The input cannot be stored as it is, whatever the retry: over an item or
-    /// transaction limit, a number the backend cannot hold (DynamoDB: a timer's `fire_at`
-    /// of 1E+126 or more, or not finite), or a request the backend refuses as invalid
-    /// (DynamoDB's `ValidationException`, or a `ValidationError` cancellation reason).
-    /// The message says what and what to do; callers fail the step instead of retrying it.
-    #[error("{0}")]
-    TooLarge(String),
-    /// A stored record that cannot be read back.
-    #[error("corrupt record {what}: {reason}")]
-    Corrupt { what: String, reason: String },
-    /// Any other backend failure, with the backend's message.
-    #[error("store backend error: {message}")]
-    Backend {
-        message: String,
-        /// The client's error, where there is one.
-        #[source]
-        source: Option<BoxError>,
-    },
-}
-
-/// The error beneath a store failure (the SDK's, say), kept as its `source`.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-impl StoreError {
-    /// A transient failure with no client error beneath it.
-    pub fn retryable(message: impl Into<String>) -> Self {
-        StoreError::Retryable {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// A backend failure with no client error beneath it.
-    pub fn backend(message: impl Into<String>) -> Self {
-        StoreError::Backend {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// The same failure, with `source` as the error beneath it.
-    pub fn with_source(self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        match self {
-            StoreError::Retryable { message, .. } => StoreError::Retryable {
-                message,
-                source: Some(Box::new(source)),
-            },
-            StoreError::Backend { message, .. } => StoreError::Backend {
-                message,
-                source: Some(Box::new(source)),
-            },
-            other => other,
-        }
-    }
-
-    pub fn is_conflict(&self) -> bool {
-        matches!(self, StoreError::Conflict { .. })
-    }
 }
 
 /// The durable store. Implementations: [`MemoryStore`] and the DynamoDB store.

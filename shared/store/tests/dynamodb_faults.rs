@@ -11,7 +11,9 @@ use std::time::Duration;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use serde_json::json;
 use stm_core::{Event, Execution};
-use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, RetryPolicy, StoreError};
+use stm_store::{
+    Commit, CreateOptions, DynamoDbStore, ExecutionStore, Refusal, RetryPolicy, StoreError, Unstorable,
+};
 use stm_testkit::{Fault, FaultProxy};
 
 const TWI: &str = "TransactWriteItems";
@@ -234,11 +236,29 @@ async fn validation_errors_are_refused_at_once_without_retry() {
     );
     let c = step(&mut e, "ev-1");
     match store.commit(&mut e, c).await {
-        Err(StoreError::TooLarge(msg)) => assert!(
-            msg.starts_with("DynamoDB refused the commit as invalid")
-                && msg.contains("ValidationException: One or more parameter values were invalid (injected)"),
-            "{msg}"
-        ),
+        Err(StoreError::TooLarge(why)) => {
+            let msg = why.to_string();
+            assert!(
+                msg.starts_with("DynamoDB refused the commit as invalid")
+                    && msg.contains(
+                        "ValidationException: One or more parameter values were invalid (injected)"
+                    ),
+                "{msg}"
+            );
+            assert!(
+                matches!(
+                    &why,
+                    Unstorable::Invalid {
+                        refusal: Refusal::Call {
+                            op: "TransactWriteItems",
+                            ..
+                        },
+                        source: Some(_),
+                    }
+                ),
+                "the refused call, with the SDK's error as the source: {why:?}"
+            );
+        }
         other => panic!("expected TooLarge, got {other:?}"),
     }
     assert_eq!(proxy.requests(TWI), 1, "not retried");
@@ -251,11 +271,22 @@ async fn validation_errors_are_refused_at_once_without_retry() {
     );
     let c = step(&mut e, "ev-2");
     match store.commit(&mut e, c).await {
-        Err(StoreError::TooLarge(msg)) => assert!(
-            msg.contains("TransactWriteItems cancelled [None, ValidationError")
-                && msg.contains("action 2 (Put on "),
-            "{msg}"
-        ),
+        Err(StoreError::TooLarge(why)) => {
+            let msg = why.to_string();
+            assert!(
+                msg.contains("TransactWriteItems cancelled [None, ValidationError")
+                    && msg.contains("action 2 (Put on "),
+                "{msg}"
+            );
+            let Unstorable::Invalid {
+                refusal: Refusal::Cancelled { reasons },
+                source: Some(_),
+            } = &why
+            else {
+                panic!("the cancellation's reasons, with the SDK's error as the source: {why:?}");
+            };
+            assert_eq!(reasons[1].code.as_deref(), Some("ValidationError"));
+        }
         other => panic!("expected TooLarge for a ValidationError reason, got {other:?}"),
     }
     assert_eq!(proxy.requests(TWI), 2, "not retried");

@@ -3,7 +3,7 @@
 //! sends for each trait call, at the simulated time of a shared [`ManualClock`]. The scale
 //! simulator (tests/scale.rs) runs the real worker, relay and sweeper over it.
 //!
-//! The request pattern, per call (read from `dynamodb/store.rs`, `commit.rs`, `due.rs`):
+//! The request pattern, per call (read from `dynamodb/load.rs`, `dynamodb/commit/plan.rs`, `dynamodb/due.rs`):
 //! - `load`: one consistent `GetItem` of the execution;
 //! - `load_for_event(s)`: one consistent `BatchGetItem`: the execution and one processed
 //!   mark per (distinct) event, each item billed on its own (a missing one as 0 bytes);
@@ -357,11 +357,11 @@ impl MeteredStore {
     /// execution's item being `exe_bytes`.
     fn check_limits(&self, exe: &Execution, exe_bytes: usize, commit: &Commit) -> Result<(), StoreError> {
         if exe_bytes > MAX_ITEM_BYTES {
-            return Err(StoreError::TooLarge(format!(
-                "execution {} item is {exe_bytes} bytes, over DynamoDB's limit of {MAX_ITEM_BYTES} bytes \
-                 (shrink the context or the event data)",
-                exe.id
-            )));
+            return Err(StoreError::TooLarge(stm_store::Unstorable::Item {
+                what: format!("execution {} item", exe.id),
+                bytes: exe_bytes,
+                limit: MAX_ITEM_BYTES,
+            }));
         }
         let others = 1
             + commit.emits.len()
@@ -388,11 +388,11 @@ impl MeteredStore {
         };
         let count = others + spawn_rows;
         if count > MAX_TRANSACTION_ITEMS {
-            return Err(StoreError::TooLarge(format!(
-                "the commit of {} needs {count} transaction items, over DynamoDB's limit of \
-                 {MAX_TRANSACTION_ITEMS} (too many emits, spawns or timers in one step)",
-                exe.id
-            )));
+            return Err(StoreError::TooLarge(stm_store::Unstorable::Transaction {
+                execution_id: exe.id.clone(),
+                items: count,
+                limit: MAX_TRANSACTION_ITEMS,
+            }));
         }
         Ok(())
     }

@@ -1,15 +1,18 @@
-//! The relay's bounded reads of the outbox and spawn tables: the lowest pending seqs with
-//! memory bounded by how many are wanted (the keys alone are scanned, page by page, and
-//! only the lowest kept), the rows of given seqs by key, and acks 25 to a request.
+//! The outbox and spawn tables' pending rows: the relay's bounded reads (the lowest
+//! pending seqs with memory bounded by how many are wanted: the keys alone are scanned,
+//! page by page, and only the lowest kept), the rows of given seqs by key, acks 25 to a
+//! request; the whole tables read and single rows acked; and the rows decoded.
 
 use std::collections::{BinaryHeap, HashMap};
 
-use aws_sdk_dynamodb::types::KeysAndAttributes;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use stm_core::{pyjson, Event, Value};
 
-use super::item::{get_i64, Item};
-use super::rows::{seq_keys, RANDOM_BITS};
+use super::commit::MORE_SPAWNS_ATTRIBUTE;
+use super::item::{corrupt, get_i64, get_s, malformed, n_i64, req_i64, req_s, Item};
+use super::rows::{seq_keys, Rows, RANDOM_BITS, ROWS_ATTRIBUTE};
 use super::{build_err, sdk_error, DynamoDbStore, MAX_BATCH_GET_KEYS};
-use crate::{PendingRows, PendingSeq, StoreError};
+use crate::{Corruption, Malformation, OutboxEntry, PendingRows, PendingSeq, SpawnEntry, StoreError};
 
 impl DynamoDbStore {
     /// The seqs of `table`'s rows below `below`, offered to `lowest`, which keeps the
@@ -31,7 +34,7 @@ impl DynamoDbStore {
                 .projection_expression("#s")
                 .filter_expression("#s < :below")
                 .expression_attribute_names("#s", "seq")
-                .expression_attribute_values(":below", super::item::n_i64(below))
+                .expression_attribute_values(":below", n_i64(below))
                 .consistent_read(true)
                 .set_exclusive_start_key(start)
                 .send()
@@ -119,9 +122,9 @@ impl DynamoDbStore {
         let mut rows = PendingRows::default();
         for (table, item) in &found {
             if *table == self.tables.spawns {
-                rows.spawns.extend(super::store::spawn_entries(item)?);
+                rows.spawns.extend(spawn_entries(item)?);
             } else {
-                rows.outbox.push(super::store::outbox_entry(item)?);
+                rows.outbox.push(outbox_entry(item)?);
             }
         }
         // stable: a packed row's intents keep their order
@@ -138,4 +141,159 @@ impl DynamoDbStore {
         self.delete_keys(&outbox_table, seq_keys(outbox.iter().copied()))
             .await
     }
+
+    /// [`ExecutionStore::pending_outbox`](crate::ExecutionStore::pending_outbox): the whole
+    /// table, in seq order.
+    pub(super) async fn outbox_entries(&self) -> Result<Vec<OutboxEntry>, StoreError> {
+        let mut out = self
+            .scan_all(&self.tables.outbox, None)
+            .await?
+            .iter()
+            .map(outbox_entry)
+            .collect::<Result<Vec<_>, _>>()?;
+        out.sort_by_key(|e| e.seq);
+        Ok(out)
+    }
+
+    /// [`ExecutionStore::pending_spawns`](crate::ExecutionStore::pending_spawns): the whole
+    /// table, every packed intent, in seq order.
+    pub(super) async fn spawn_intents(&self) -> Result<Vec<SpawnEntry>, StoreError> {
+        let mut out = self
+            .scan_all(&self.tables.spawns, None)
+            .await?
+            .iter()
+            .map(spawn_entries)
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>();
+        out.sort_by_key(|e| e.seq);
+        Ok(out)
+    }
+
+    /// [`ExecutionStore::pending_rows_of`](crate::ExecutionStore::pending_rows_of): the rows
+    /// of the block the execution item records, by key.
+    pub(super) async fn last_block_rows(&self, id: &str) -> Result<PendingRows, StoreError> {
+        let block = match self.get_execution_attributes(id, &[ROWS_ATTRIBUTE]).await? {
+            Some(item) => Rows::of_item(&item, id)?,
+            None => None,
+        };
+        let Some(block) = block else {
+            return Ok(PendingRows::default());
+        };
+        let spawns: Vec<i64> = block.spawn_seqs().collect();
+        let outbox: Vec<i64> = block.outbox_seqs().collect();
+        self.rows_by_seq(&spawns, &outbox).await
+    }
+
+    /// Ack an outbox or spawn entry: delete it by its `seq` key.
+    pub(super) async fn delete_by_seq(&self, table: &str, seq: i64) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(table)
+            .key("seq", n_i64(seq))
+            .send()
+            .await
+            .map_err(|e| sdk_error("DeleteItem", e))?;
+        Ok(())
+    }
+
+    /// Every item of `table` (all pages), consistent, optionally filtered.
+    pub(super) async fn scan_all(
+        &self,
+        table: &str,
+        filter: Option<(&str, &str, AttributeValue)>,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let mut req = self
+                .client
+                .scan()
+                .table_name(table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start);
+            if let Some((expr, name, value)) = &filter {
+                req = req
+                    .filter_expression(*expr)
+                    .expression_attribute_values(*name, value.clone());
+            }
+            let out = req.send().await.map_err(|e| sdk_error("Scan", e))?;
+            items.extend(out.items().iter().cloned());
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(items),
+            }
+        }
+    }
+}
+
+/// The outbox entry in `item`.
+fn outbox_entry(item: &Item) -> Result<OutboxEntry, StoreError> {
+    let seq = req_i64(item, "seq", "outbox item")?;
+    let what = format!("outbox item {seq}");
+    let event = Event::from_json(req_s(item, "event", &what)?)
+        .map_err(|e| corrupt(what.clone(), Corruption::Record(e)))?;
+    Ok(OutboxEntry {
+        seq,
+        target_id: get_s(item, "target_id").map(str::to_string),
+        event,
+    })
+}
+
+/// The spawn intents in `item`: its own, then those packed after it
+/// ([`MORE_SPAWNS_ATTRIBUTE`]), all with its seq.
+fn spawn_entries(item: &Item) -> Result<Vec<SpawnEntry>, StoreError> {
+    let seq = req_i64(item, "seq", "spawn item")?;
+    let what = format!("spawn item {seq}");
+    let parent_id = req_s(item, "parent_id", &what)?.to_string();
+    let context = |text: &str| {
+        pyjson::loads_object(text, "a spawn's context").map_err(|source| {
+            corrupt(
+                what.clone(),
+                Corruption::Json {
+                    attribute: None,
+                    source,
+                },
+            )
+        })
+    };
+    let mut entries = vec![SpawnEntry {
+        seq,
+        parent_id: parent_id.clone(),
+        child_id: req_s(item, "child_id", &what)?.to_string(),
+        root_path: req_s(item, "root_path", &what)?.to_string(),
+        context: context(req_s(item, "context", &what)?)?,
+    }];
+    if let Some(more) = get_s(item, MORE_SPAWNS_ATTRIBUTE) {
+        let bad = |problem| malformed(what.clone(), MORE_SPAWNS_ATTRIBUTE, problem);
+        let json = pyjson::loads(more).map_err(|source| {
+            corrupt(
+                what.clone(),
+                Corruption::Json {
+                    attribute: Some(MORE_SPAWNS_ATTRIBUTE),
+                    source,
+                },
+            )
+        })?;
+        let Value::Array(list) = json else {
+            return Err(bad(Malformation::NotList));
+        };
+        for intent in list {
+            let Value::Array(parts) = intent else {
+                return Err(bad(Malformation::IntentNotList));
+            };
+            let [Value::String(child_id), Value::String(root_path), Value::String(ctx)] = &parts[..] else {
+                return Err(bad(Malformation::NotIntent));
+            };
+            entries.push(SpawnEntry {
+                seq,
+                parent_id: parent_id.clone(),
+                child_id: child_id.clone(),
+                root_path: root_path.clone(),
+                context: context(ctx)?,
+            });
+        }
+    }
+    Ok(entries)
 }

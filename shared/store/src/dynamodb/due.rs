@@ -129,16 +129,16 @@ use aws_sdk_dynamodb::Client;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use sha2::{Digest, Sha256};
 
-use super::item::{corrupt, get_f64, n_f64, req_s, s, Item};
+use super::item::{get_f64, missing, n_f64, req_s, s, Item};
 use super::schema::{TIMER_DUE_INDEX, TIMER_SHARDS, TIMER_SHARD_ATTRIBUTE};
 use super::{sdk_error, DynamoDbStore, RetryPolicy};
-use crate::{DueTimer, StoreError};
+use crate::{AttributeType, DueTimer, StoreError};
 
 /// The default [`super::CreateOptions::timer_full_scan_interval`].
 pub const DEFAULT_TIMER_FULL_SCAN_INTERVAL: Duration = Duration::from_secs(600);
 
 /// The `counters` item that schedules the full scan across instances.
-pub const FULL_SCAN_CLAIM_ID: &str = "timers_full_scan";
+const FULL_SCAN_CLAIM_ID: &str = "timers_full_scan";
 
 /// The shard of timer `(execution_id, path)`: `due#k`, `k` = the first 8 bytes of
 /// SHA-256(`execution_id` NUL `path`), big-endian, mod [`TIMER_SHARDS`]. Stable across
@@ -212,7 +212,7 @@ fn timer_of(item: &Item) -> Result<DueTimer, StoreError> {
     Ok(DueTimer {
         execution_id: req_s(item, "execution_id", what)?.to_string(),
         path: req_s(item, "path", what)?.to_string(),
-        fire_at: get_f64(item, "fire_at").ok_or_else(|| corrupt(what, "no number `fire_at`"))?,
+        fire_at: get_f64(item, "fire_at").ok_or_else(|| missing(what, "fire_at", AttributeType::Number))?,
     })
 }
 

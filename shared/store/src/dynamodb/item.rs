@@ -13,16 +13,16 @@ use base64::Engine as _;
 use stm_core::pyvalue::float_repr;
 use stm_core::{Map, Value};
 
-use crate::StoreError;
+use crate::{AttributeType, Corruption, Malformation, NumberRefusal, StoreError, Unstorable};
 
 /// A DynamoDB item or key.
-pub type Item = HashMap<String, AttributeValue>;
+pub(crate) type Item = HashMap<String, AttributeValue>;
 
-pub fn s(v: impl Into<String>) -> AttributeValue {
+pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
-pub fn n_i64(v: i64) -> AttributeValue {
+pub(crate) fn n_i64(v: i64) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
@@ -30,12 +30,14 @@ pub fn n_i64(v: i64) -> AttributeValue {
 /// (NaN, an infinity, a magnitude of 1E+126 or more: see [`number_refusal`]) is a
 /// [`StoreError::TooLarge`] here, before any call, rather than a `ValidationException`
 /// that no retry cures.
-pub fn n_f64(what: &str, v: f64) -> Result<AttributeValue, StoreError> {
+pub(crate) fn n_f64(what: &str, v: f64) -> Result<AttributeValue, StoreError> {
     let text = float_repr(v);
     if let Some(why) = float_refusal(v, &text) {
-        return Err(StoreError::TooLarge(format!(
-            "{what} is {text}, which DynamoDB cannot store as a number ({why})"
-        )));
+        return Err(StoreError::TooLarge(Unstorable::Number {
+            what: what.to_string(),
+            value: v,
+            why,
+        }));
     }
     Ok(AttributeValue::N(text))
 }
@@ -43,18 +45,18 @@ pub fn n_f64(what: &str, v: f64) -> Result<AttributeValue, StoreError> {
 /// DynamoDB's numbers ("Supported data types and naming rules in Amazon DynamoDB",
 /// Number: <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html#HowItWorks.DataTypes.Number>):
 /// at most 38 significant digits, leading and trailing zeros trimmed...
-pub const MAX_NUMBER_DIGITS: usize = 38;
+pub(crate) const MAX_NUMBER_DIGITS: usize = 38;
 /// ... and zero or a magnitude from 1E-130 ...
-pub const MIN_NUMBER_EXPONENT: i64 = -130;
+pub(crate) const MIN_NUMBER_EXPONENT: i64 = -130;
 /// ... to 9.9999999999999999999999999999999999999E+125, positive or negative.
-pub const MAX_NUMBER_EXPONENT: i64 = 125;
+pub(crate) const MAX_NUMBER_EXPONENT: i64 = 125;
 
 /// Why DynamoDB would refuse `v`, spelled `text` (its `repr`), as a number; `None` if it
 /// holds it. A finite float's `repr` has at most 17 significant digits, so only its
 /// magnitude can be out of range.
-pub(crate) fn float_refusal(v: f64, text: &str) -> Option<&'static str> {
+pub(crate) fn float_refusal(v: f64, text: &str) -> Option<NumberRefusal> {
     if !v.is_finite() {
-        return Some("not a finite number");
+        return Some(NumberRefusal::NotFinite);
     }
     number_refusal(text)
 }
@@ -62,7 +64,7 @@ pub(crate) fn float_refusal(v: f64, text: &str) -> Option<&'static str> {
 /// Why DynamoDB would refuse the decimal `text` as a number (see [`MAX_NUMBER_DIGITS`]);
 /// `None` if it holds it. Text that is not a decimal number at all is not judged here
 /// (the store writes only numbers it formatted itself).
-pub(crate) fn number_refusal(text: &str) -> Option<&'static str> {
+pub(crate) fn number_refusal(text: &str) -> Option<NumberRefusal> {
     let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
     let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
         Some((m, e)) => (m, e),
@@ -98,39 +100,39 @@ pub(crate) fn number_refusal(text: &str) -> Option<&'static str> {
     // the power of ten of the first significant digit
     let adjusted = exponent + int_part.len() as i64 - leading as i64 - 1;
     if adjusted > MAX_NUMBER_EXPONENT {
-        Some("its magnitude is 1E+126 or more")
+        Some(NumberRefusal::TooLarge)
     } else if adjusted < MIN_NUMBER_EXPONENT {
-        Some("its magnitude is below 1E-130")
+        Some(NumberRefusal::TooSmall)
     } else if all - leading - trailing > MAX_NUMBER_DIGITS {
-        Some("it has more than 38 significant digits")
+        Some(NumberRefusal::TooPrecise)
     } else {
         None
     }
 }
 
 /// `S` or `NULL` (harel writes a missing `target_id` as `NULL`).
-pub fn s_or_null(v: Option<&str>) -> AttributeValue {
+pub(crate) fn s_or_null(v: Option<&str>) -> AttributeValue {
     match v {
         Some(v) => s(v),
         None => AttributeValue::Null(true),
     }
 }
 
-pub fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+pub(crate) fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
     match item.get(name) {
         Some(AttributeValue::S(v)) => Some(v),
         _ => None,
     }
 }
 
-pub fn get_i64(item: &Item, name: &str) -> Option<i64> {
+pub(crate) fn get_i64(item: &Item, name: &str) -> Option<i64> {
     match item.get(name) {
         Some(AttributeValue::N(v)) => parse_i64(v),
         _ => None,
     }
 }
 
-pub fn get_f64(item: &Item, name: &str) -> Option<f64> {
+pub(crate) fn get_f64(item: &Item, name: &str) -> Option<f64> {
     match item.get(name) {
         Some(AttributeValue::N(v)) => v.parse().ok(),
         _ => None,
@@ -146,19 +148,39 @@ fn parse_i64(v: &str) -> Option<i64> {
 }
 
 /// The required string attribute `name`, or a [`StoreError::Corrupt`] naming `what`.
-pub fn req_s<'a>(item: &'a Item, name: &str, what: &str) -> Result<&'a str, StoreError> {
-    get_s(item, name).ok_or_else(|| corrupt(what, format!("no string attribute `{name}`")))
+pub(crate) fn req_s<'a>(item: &'a Item, name: &'static str, what: &str) -> Result<&'a str, StoreError> {
+    get_s(item, name).ok_or_else(|| missing(what, name, AttributeType::String))
 }
 
-pub fn req_i64(item: &Item, name: &str, what: &str) -> Result<i64, StoreError> {
-    get_i64(item, name).ok_or_else(|| corrupt(what, format!("no integer attribute `{name}`")))
+pub(crate) fn req_i64(item: &Item, name: &'static str, what: &str) -> Result<i64, StoreError> {
+    get_i64(item, name).ok_or_else(|| missing(what, name, AttributeType::Integer))
 }
 
-pub fn corrupt(what: impl Into<String>, reason: impl Into<String>) -> StoreError {
+/// Record `what` cannot be read back, for `reason`.
+pub(crate) fn corrupt(what: impl Into<String>, reason: Corruption) -> StoreError {
     StoreError::Corrupt {
         what: what.into(),
-        reason: reason.into(),
+        reason,
     }
+}
+
+/// Record `what` lacks the required attribute `attribute` of type `expected`.
+pub(crate) fn missing(
+    what: impl Into<String>,
+    attribute: &'static str,
+    expected: AttributeType,
+) -> StoreError {
+    corrupt(what, Corruption::Missing { attribute, expected })
+}
+
+/// Record `what` has an attribute of the store's own, `attribute`, that does not hold
+/// what it must.
+pub(crate) fn malformed(
+    what: impl Into<String>,
+    attribute: &'static str,
+    problem: Malformation,
+) -> StoreError {
+    corrupt(what, Corruption::Malformed { attribute, problem })
 }
 
 fn b64(b: &Blob) -> String {
@@ -167,7 +189,7 @@ fn b64(b: &Blob) -> String {
 
 /// A key in DynamoDB's typed JSON form, `{"id": {"S": "x"}}`: what boto3 returns as
 /// `LastEvaluatedKey` and harel's cursor encodes.
-pub fn key_to_typed_json(key: &Item) -> Value {
+pub(crate) fn key_to_typed_json(key: &Item) -> Value {
     let mut names: Vec<&String> = key.keys().collect();
     names.sort();
     let mut out = Map::new();
@@ -194,7 +216,7 @@ pub fn key_to_typed_json(key: &Item) -> Value {
 }
 
 /// The inverse of [`key_to_typed_json`].
-pub fn key_from_typed_json(v: &Value) -> Option<Item> {
+pub(crate) fn key_from_typed_json(v: &Value) -> Option<Item> {
     let mut out = Item::new();
     for (name, typed) in v.as_object()? {
         let typed = typed.as_object()?;
@@ -215,7 +237,7 @@ pub fn key_from_typed_json(v: &Value) -> Option<Item> {
 /// An item's size as DynamoDB counts it against the 400 KB limit: each attribute name's
 /// UTF-8 length plus its value's size (strings and binaries by length, numbers at most
 /// 21 bytes, 3 bytes of overhead per list or map plus 1 per element).
-pub fn item_size(item: &Item) -> usize {
+pub(crate) fn item_size(item: &Item) -> usize {
     item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
 }
 
@@ -309,7 +331,11 @@ mod tests {
             ("1e", None),
             ("", None),
         ] {
-            assert_eq!(number_refusal(text), refusal, "{text}");
+            assert_eq!(
+                number_refusal(text).map(|why| why.to_string()).as_deref(),
+                refusal,
+                "{text}"
+            );
         }
         // what the store writes for a float: its repr, at most 17 significant digits, so
         // only the magnitude can be out of range
@@ -327,7 +353,8 @@ mod tests {
         ] {
             let written = n_f64("fire_at", v);
             assert_eq!(written.is_err(), refused, "{v:e}: {written:?}");
-            if let Err(StoreError::TooLarge(message)) = written {
+            if let Err(StoreError::TooLarge(why)) = written {
+                let message = why.to_string();
                 assert!(
                     message.starts_with(&format!(
                         "fire_at is {}, which DynamoDB cannot store",

@@ -18,9 +18,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_types::Blob;
 use sha2::{Digest, Sha256};
 
-use super::item::{corrupt, Item};
+use super::item::{malformed, Item};
 use super::{RECENT_ATTRIBUTE, RECENT_MARKS};
-use crate::StoreError;
+use crate::{Malformation, StoreError};
 
 const FLAG_TABLE: u8 = 1;
 const HASH_BYTES: usize = 8;
@@ -57,18 +57,13 @@ impl Recent {
         let Some(value) = item.get(RECENT_ATTRIBUTE) else {
             return Ok(None);
         };
-        let bad = |why: &str| {
-            corrupt(
-                format!("execution {id}"),
-                format!("attribute `{RECENT_ATTRIBUTE}`: {why}"),
-            )
-        };
+        let bad = |problem| malformed(format!("execution {id}"), RECENT_ATTRIBUTE, problem);
         let AttributeValue::B(blob) = value else {
-            return Err(bad("not a binary"));
+            return Err(bad(Malformation::NotBinary));
         };
         Self::decode(blob.as_ref())
             .map(Some)
-            .ok_or_else(|| bad("not a flags byte and 8-byte hashes"))
+            .ok_or_else(|| bad(Malformation::NotWindow))
     }
 
     fn decode(bytes: &[u8]) -> Option<Self> {

@@ -21,14 +21,14 @@
 
 use std::collections::HashMap;
 
-use super::item::{corrupt, Item};
-use crate::StoreError;
+use super::item::{malformed, Item};
+use crate::{Malformation, StoreError};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 /// The extra execution-item attribute holding the block of the last commit that wrote
 /// rows: `[first seq, outbox rows, spawn rows]` (a list of three numbers; the spawn rows
 /// take the block's first seqs).
-pub const ROWS_ATTRIBUTE: &str = "rows";
+pub(super) const ROWS_ATTRIBUTE: &str = "rows";
 
 /// The random low bits of a block's first seq: a millisecond holds 2^20 seqs, so two
 /// blocks of a few rows given in the same millisecond overlap with odds of a few in a
@@ -79,12 +79,7 @@ impl Rows {
         let Some(value) = item.get(ROWS_ATTRIBUTE) else {
             return Ok(None);
         };
-        let bad = || {
-            corrupt(
-                format!("execution {id}"),
-                format!("`{ROWS_ATTRIBUTE}` is not a list of three whole numbers"),
-            )
-        };
+        let bad = || malformed(format!("execution {id}"), ROWS_ATTRIBUTE, Malformation::NotBlock);
         let AttributeValue::L(list) = value else {
             return Err(bad());
         };

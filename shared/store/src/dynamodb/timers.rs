@@ -1,0 +1,85 @@
+//! One timer by its key: the point read of what is armed, and the guarded delete that
+//! claims a timer for a `Timeout` (or removes a swept one) only if it still holds the
+//! `fire_at` it was read with.
+
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+
+use super::item::{get_f64, missing, n_f64, s};
+use super::{sdk_error, DynamoDbStore};
+use crate::{AttributeType, StoreError, TimerClaim};
+
+impl DynamoDbStore {
+    /// [`ExecutionStore::delete_timer`](crate::ExecutionStore::delete_timer).
+    pub(super) async fn delete_timer_at(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
+        // the same guarded delete: a timer re-scheduled (or already gone) since the sweep
+        // read it is left
+        n_f64("fire_at", fire_at)?;
+        self.claim_timer_at(id, path, fire_at).await.map(|_| ())
+    }
+
+    /// [`ExecutionStore::armed_timer`](crate::ExecutionStore::armed_timer): a consistent
+    /// `GetItem` of the timer.
+    pub(super) async fn armed_fire_at(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.tables.timers)
+            .key("execution_id", s(id))
+            .key("path", s(path))
+            .projection_expression("fire_at")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem", e))?;
+        match out.item() {
+            None => Ok(None),
+            Some(item) => get_f64(item, "fire_at")
+                .map(Some)
+                .ok_or_else(|| missing(format!("timer {id}/{path}"), "fire_at", AttributeType::Number)),
+        }
+    }
+
+    /// [`ExecutionStore::claim_timer`](crate::ExecutionStore::claim_timer): the guarded
+    /// delete of [`delete_timer`](crate::ExecutionStore::delete_timer), returning the
+    /// item when the guard fails (`ReturnValuesOnConditionCheckFailure = ALL_OLD`): the
+    /// worker's role may delete timers but not read them, and the answer is decided by the
+    /// same write that consumes the timer.
+    pub(super) async fn claim_timer_at(
+        &self,
+        id: &str,
+        path: &str,
+        fire_at: f64,
+    ) -> Result<TimerClaim, StoreError> {
+        // a number DynamoDB cannot hold is no armed timer's `fire_at`: nothing to compare
+        let Ok(value) = n_f64("fire_at", fire_at) else {
+            return Ok(TimerClaim::Unknown);
+        };
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.tables.timers)
+            .key("execution_id", s(id))
+            .key("path", s(path))
+            .condition_expression("fire_at = :f")
+            .expression_attribute_values(":f", value)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(TimerClaim::Claimed),
+            Err(err) => {
+                if let Some(DeleteItemError::ConditionalCheckFailedException(failed)) = err.as_service_error()
+                {
+                    return match failed.item() {
+                        None => Ok(TimerClaim::Absent),
+                        Some(item) => get_f64(item, "fire_at").map(TimerClaim::Rearmed).ok_or_else(|| {
+                            missing(format!("timer {id}/{path}"), "fire_at", AttributeType::Number)
+                        }),
+                    };
+                }
+                Err(sdk_error("DeleteItem", err))
+            }
+        }
+    }
+}
