@@ -1,6 +1,6 @@
 //! [`DynamoDbStore`]: the [`ExecutionStore`](crate::ExecutionStore) over DynamoDB,
-//! implementing the store seed (`000_06f3f9b241542c1f`, harel 0.9.0's
-//! `engine/store/dynamodb.py`) exactly where the tables are concerned, so a harel process
+//! implementing harel 0.9.0's DynamoDB store (its `engine/store/dynamodb.py`; the team's
+//! specification of it is what ARCHITECTURE.md's glossary calls "the seed") exactly where the tables are concerned, so a harel process
 //! and ours share one set of tables.
 //!
 //! # Tables and items
@@ -23,15 +23,15 @@
 //!
 //! # The commit
 //!
-//! As the seed, **one** `TransactWriteItems` in the seed's order: the execution put
+//! As harel, **one** `TransactWriteItems` in harel's order: the execution put
 //! carrying the CAS (`attribute_not_exists(id)` for version 0, `version = :ov` otherwise),
 //! the outbox puts, the spawn puts, the processed put, the timer puts and deletes, the trace
 //! put and the ring delete `idx - trace_max`. No call before it: the seqs are not taken
 //! from the `counters` item (below).
 //!
-//! # Deliberate differences from the seed (harel's readers and writers keep working)
+//! # Deliberate differences from harel's store (harel's readers and writers keep working)
 //!
-//! - **Seqs without a shared counter** (module `rows`). The seed's `ADD` on one `counters`
+//! - **Seqs without a shared counter** (module `rows`). harel's `ADD` on one `counters`
 //!   item per emitting commit makes that item the whole deployment's ceiling (DynamoDB
 //!   serves 1,000 write units per second per key). A commit's block of seqs comes from the
 //!   clock (milliseconds, shifted, plus random low bits), never below the execution's last
@@ -69,13 +69,13 @@
 //!   only) is a conditional `PutItem` with the same CAS and `ALL_OLD`: as atomic as a
 //!   one-item transaction, at half the write capacity (transactions bill two units per
 //!   item).
-//! - **The trace index without a read.** The seed derives the next trace `idx` with a
+//! - **The trace index without a read.** harel derives the next trace `idx` with a
 //!   `Query` per traced commit. We keep the last written index in the execution item as a
 //!   top-level `trace_idx` attribute (written in the same put, invisible to harel, which
 //!   only reads `data`). `load`/`load_for_event` project it and remember it per
 //!   (execution, version); a traced commit from that version writes `trace_idx + 1` with no
 //!   extra call. When it is unknown (an item written by harel, or an execution loaded by
-//!   another store instance) we fall back to the seed's `Query` (consistent). The trace put
+//!   another store instance) we fall back to harel's `Query` (consistent). The trace put
 //!   is guarded by `attribute_not_exists(idx)`, so a stale hint (someone appended with
 //!   harel's `append_trace`) can never overwrite a step: the transaction is cancelled on
 //!   that item, we re-read the max with the `Query` and try again.
@@ -88,7 +88,7 @@
 //!   timer's `fire_at`, now plus a timeout read from the context, of 1E+126 or more or not
 //!   finite: DynamoDB's numbers have at most 38 significant digits and a magnitude from
 //!   1E-130 to below 1E+126) give [`StoreError::TooLarge`].
-//! - **Listing fills its pages.** The cursor is the seed's form: URL-safe base64 of the
+//! - **Listing fills its pages.** The cursor is harel's form: URL-safe base64 of the
 //!   `json.dumps` of a typed DynamoDB key (`{"id": {"S": ...}}`), used as the next
 //!   `ExclusiveStartKey`. We keep scanning (at least 100 items examined per call) until the
 //!   page holds `limit` matches or the table ends; a page that fills up mid-batch ends with
@@ -97,7 +97,7 @@
 //! - **Timers are swept through an index** ([`due`]): our timer items carry `due_shard`,
 //!   the partition key of the `timers` table's sparse GSI `due_index` (sort key `fire_at`),
 //!   and `due_timers` queries the 64 shards for `fire_at <= now` instead of scanning the
-//!   table; the seed's full scan still runs, rarely (default every 10 minutes, shared across
+//!   table; harel's full scan still runs, rarely (default every 10 minutes, shared across
 //!   instances), for timers harel wrote. harel's scan reads our items as its own.
 //! - **Processed marks can expire**: with a retention configured, processed items carry a
 //!   `ttl` (epoch seconds), the attribute the template enables TTL on.
@@ -257,9 +257,9 @@ pub struct CreateOptions {
     pub sdk_retry: Option<aws_sdk_dynamodb::config::retry::RetryConfig>,
     /// The store's retries of transient commit failures.
     pub retry: RetryPolicy,
-    /// How often `due_timers` runs the seed's full scan besides the index (for timers
+    /// How often `due_timers` runs harel's full scan besides the index (for timers
     /// written by harel, which are not in the index), shared across instances: default 10
-    /// minutes; `None` never (index only); zero every sweep (the seed). See [`due`].
+    /// minutes; `None` never (index only); zero every sweep (harel's). See [`due`].
     pub timer_full_scan_interval: Option<Duration>,
     /// Where the processed marks are kept (default: harel's `processed` table).
     pub dedupe_marks: DedupeMarks,

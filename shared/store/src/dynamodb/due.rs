@@ -2,7 +2,7 @@
 //! sweep costs what is due, not what exists. A rarer full scan still fires timers written
 //! by harel 0.9.0 (which knows nothing of the index).
 //!
-//! # The seed's sweep and its cost
+//! # harel's sweep and its cost
 //!
 //! harel's `due_timers` is a `Scan` of the whole `timers` table with the filter
 //! `fire_at <= :now`. A filter does not reduce what a scan reads (or bills): with 1,000,000
@@ -17,7 +17,7 @@
 //! | sweep | requests | items read | est. RRU |
 //! |---|---|---|---|
 //! | due index (16 shard queries) | 16 | 10 | 8 |
-//! | the seed's full scan | 9 | 100,020 | 1,939 |
+//! | harel's full scan | 9 | 100,020 | 1,939 |
 //!
 //! ```text
 //! cargo test -p stm-store --test timer_sweep -- --ignored --nocapture
@@ -92,7 +92,7 @@
 //! # The full-scan fallback (harel's timers)
 //!
 //! A timer written by harel 0.9.0 (or re-armed by it: harel's `Put` replaces the item and
-//! drops `due_shard`) is not in the index. So `due_timers` still runs the seed's filtered
+//! drops `due_shard`) is not in the index. So `due_timers` still runs harel's filtered
 //! full scan, **rarely**: when [`super::CreateOptions::timer_full_scan_interval`] (default
 //! 10 minutes) has elapsed since the last full scan by **any** instance. The schedule is
 //! shared through one item of the `counters` table (`id = "timers_full_scan"`, `at` N,
@@ -107,8 +107,8 @@
 //!
 //! With the default, a harel-written timer fires at most ~10 minutes late (plus the sweep
 //! period), and 1,000,000 timers cost a full scan every 10 minutes instead of every minute
-//! (~2.7 M RRU a day, a tenth of the seed's read bill). Set the interval to `None` when no harel process writes timers to these
-//! tables (the sweep is then index-only), or to zero for the seed's behaviour (a full scan
+//! (~2.7 M RRU a day, a tenth of harel's read bill). Set the interval to `None` when no harel process writes timers to these
+//! tables (the sweep is then index-only), or to zero for harel's behaviour (a full scan
 //! every sweep).
 //!
 //! When the table has no index (created by harel, or by an older template), the index is
@@ -118,7 +118,7 @@
 //! # Permissions
 //!
 //! The sweeper needs `dynamodb:Query` on `arn:...:table/{prefix}_timers/index/due_index`
-//! and `dynamodb:UpdateItem` on the `counters` table (the claim), besides the seed's
+//! and `dynamodb:UpdateItem` on the `counters` table (the claim), besides harel's
 //! `Scan`/`DeleteItem` on `timers`.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -158,7 +158,7 @@ pub fn timer_shard(execution_id: &str, path: &str) -> String {
 /// What one sweep read (summed over its requests).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SweepStats {
-    /// The sweep was the full filtered scan (the seed's), not the index.
+    /// The sweep was the full filtered scan (harel's), not the index.
     pub full_scan: bool,
     /// The index was missing (or not yet readable), so the sweep fell back to the scan.
     pub index_missing: bool,
@@ -301,7 +301,7 @@ impl DynamoDbStore {
 
     /// Whether the `timers` table had a readable due index when last looked at (at
     /// [`ensure_tables`](Self::ensure_tables) / [`check_tables`](Self::check_tables), or a
-    /// sweep whose index query failed). `false`: every sweep is the seed's full scan of
+    /// sweep whose index query failed). `false`: every sweep is harel's full scan of
     /// the table, which finds every timer, ours and harel's, just at the cost of reading
     /// all of them (a harel-made `timers` table has no index).
     pub fn has_due_index(&self) -> bool {
@@ -404,7 +404,7 @@ impl DynamoDbStore {
         Ok((out, stats))
     }
 
-    /// The seed's sweep: a consistent `Scan` of the whole table filtered on `fire_at <= now`
+    /// harel's sweep: a consistent `Scan` of the whole table filtered on `fire_at <= now`
     /// (all pages), which also finds timers outside the index (harel's).
     pub async fn due_timers_full_scan(&self, now: f64) -> Result<(Vec<DueTimer>, SweepStats), StoreError> {
         let mut stats = SweepStats {

@@ -1,4 +1,4 @@
-//! `list_executions`: the pages and their cursors (the seed's typed keys, and harel
+//! `list_executions`: the pages and their cursors (harel's typed keys, and harel
 //! 0.9.0's offsets), summaries, the query's filters and one call of the scan.
 
 use std::collections::HashMap;

@@ -78,11 +78,11 @@ impl DynamoDbStore {
 
     /// Create the seven tables (and the `timers` due index) if absent and wait until the
     /// new ones are `ACTIVE`. An existing table (harel creates the same seven with its own
-    /// `CreateTable` calls) is joined as it is when it has the seed's key schema, and
+    /// `CreateTable` calls) is joined as it is when it has harel's key schema, and
     /// refused with a message naming it and both schemas when it has not. An existing
     /// `timers` table without the index is left as it is (logged, and
     /// [`has_due_index`](Self::has_due_index) says so): sweeps then fall back to the
-    /// seed's full scan.
+    /// harel's full scan.
     pub async fn ensure_tables(&self) -> Result<(), StoreError> {
         let mut created = Vec::new();
         let mut existing = Vec::new();
@@ -143,7 +143,7 @@ impl DynamoDbStore {
         for name in created {
             self.wait_active(&name).await?;
         }
-        // An existing table is used as it is, never altered: harel's have the seed's keys
+        // An existing table is used as it is, never altered: harel's have harel's keys
         // and none of our additions (the due index), which are optional. Keys are not: both
         // stores address every item by them, so a table keyed otherwise is refused by name.
         let timers_existed = existing.iter().any(|spec| spec.name == "timers");
@@ -250,7 +250,7 @@ impl DynamoDbStore {
         )))
     }
 
-    /// Check that the seven tables exist with the seed's keys (for `create_schema = false`).
+    /// Check that the seven tables exist with harel's keys (for `create_schema = false`).
     /// A `timers` table without the due index passes (harel's tables have none): sweeps
     /// then fall back to the full scan (logged).
     pub async fn check_tables(&self) -> Result<(), StoreError> {

@@ -69,7 +69,7 @@ pub struct TableSpec {
     pub name: &'static str,
     pub hash: KeyAttr,
     pub range: Option<KeyAttr>,
-    /// Our additions to the seed's schema (harel creates none; it ignores them).
+    /// Our additions to harel's schema (harel creates none; it ignores them).
     pub indexes: &'static [IndexSpec],
 }
 
@@ -117,7 +117,7 @@ const fn key(name: &'static str, ty: KeyType) -> KeyAttr {
     KeyAttr { name, ty }
 }
 
-/// The seed's seven tables, in its order (with our one index, on `timers`).
+/// harel's seven tables, in its order (with our one index, on `timers`).
 pub fn table_specs() -> Vec<TableSpec> {
     use KeyType::{Number as N, String as S};
     vec![

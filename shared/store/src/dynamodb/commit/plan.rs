@@ -83,7 +83,7 @@ impl DynamoDbStore {
         item
     }
 
-    /// The request for `input`: the transaction in the seed's order (see the module docs
+    /// The request for `input`: the transaction in harel's order (see the module docs
     /// of `dynamodb`), or the execution put alone when it is the whole commit.
     pub(super) fn plan(&self, input: &PlanInput<'_>) -> Result<Plan, StoreError> {
         let PlanInput {
