@@ -1,7 +1,7 @@
 //! [`DynamoDbStore`]: the [`ExecutionStore`](crate::ExecutionStore) over DynamoDB,
 //! implementing harel 0.9.0's DynamoDB store (its `engine/store/dynamodb.py`; the team's
-//! specification of it is what ARCHITECTURE.md's glossary calls "the seed") exactly where the tables are concerned, so a harel process
-//! and ours share one set of tables.
+//! specification of it is what ARCHITECTURE.md's glossary calls "the seed") exactly where
+//! the tables are concerned, so a harel process and ours share one set of tables.
 //!
 //! # Tables and items
 //!
