@@ -7,15 +7,33 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
+use clap::Args;
 
 use crate::errors::usage;
 
 /// Lines of context around a change in `--diff` (difflib's default).
 const CONTEXT: usize = 3;
 
-pub fn fmt(files: &[PathBuf], check: bool, diff: bool) -> Result<ExitCode> {
+/// Format .stm files in place as harel's `fmt` does: 2-space indentation by bracket
+/// depth, trailing whitespace trimmed, blank runs collapsed; comments and line
+/// structure kept.
+#[derive(Args)]
+pub struct FmtArgs {
+    /// The .stm files.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Write nothing; exit 2 naming the files that would change.
+    #[arg(long, conflicts_with = "diff")]
+    check: bool,
+    /// Print a unified diff instead of writing.
+    #[arg(long)]
+    diff: bool,
+}
+
+pub fn fmt(args: FmtArgs) -> Result<ExitCode> {
+    let FmtArgs { files, check, diff } = args;
     let mut changed = Vec::new();
-    for path in files {
+    for path in &files {
         let text = read_utf8(path)?;
         let formatted = stm_core::fmt::format_text(&text);
         if formatted == text {

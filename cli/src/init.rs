@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use clap::Args;
 
 use crate::errors::usage;
 use crate::shell::shell_word;
@@ -73,11 +74,20 @@ impl StmSource {
     }
 }
 
-/// What `stm init` was given.
+/// Scaffold a standalone project: its machines, its worker with a Rust action, the
+/// relay and sweeper, template.yaml, samconfig.toml and event samples.
+#[derive(Args)]
 pub struct InitArgs {
+    /// The new project's directory (missing or empty).
     pub dir: PathBuf,
+    /// The project's name (its binaries are NAME-worker, ...); default: DIR's name.
+    #[arg(long)]
     pub name: Option<String>,
+    /// A checkout of stm to depend on by path; default: the one this stm was built from.
+    #[arg(long, value_name = "PATH", conflicts_with = "stm_git")]
     pub stm_path: Option<PathBuf>,
+    /// A git repository of stm to depend on instead.
+    #[arg(long, value_name = "URL")]
     pub stm_git: Option<String>,
 }
 

@@ -23,7 +23,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write as _};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,17 @@ use tokio::sync::watch;
 use crate::errors::usage;
 use crate::ops::{is_queue_url, Deployment};
 
+/// Run the whole system locally: moto, tables, queue + DLQ, and the worker, relay and
+/// sweeper handlers as Lambda would call them.
+#[derive(Args, Debug)]
+pub struct LocalCommand {
+    #[command(flatten)]
+    args: LocalArgs,
+    #[command(flatten)]
+    deployment: Deployment,
+}
+
+/// `stm local`'s own flags (the deployment's are [`Deployment`]'s).
 #[derive(Args, Debug)]
 pub struct LocalArgs {
     /// Print the `export` line for another shell (the endpoint, prefix, queue URL and the
@@ -89,7 +100,17 @@ fn python() -> PathBuf {
     PathBuf::from("python3")
 }
 
-pub async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
+/// `stm local`, until Ctrl-C or SIGTERM.
+pub fn serve(command: LocalCommand) -> Result<ExitCode> {
+    // the local stack talks to an emulator: its clients take dummy credentials
+    // (set before any thread or client exists)
+    std::env::set_var(stm_store::aws::EMULATOR_VARIABLE, "1");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(run(command.deployment, command.args))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     if args.batch_size == 0 || args.batch_size > 10 {
         return Err(usage("--batch-size must be 1..=10 (SQS FIFO)"));
     }

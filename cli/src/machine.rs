@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use clap::Args;
 use serde_json::Value;
 use stm_core::{Definition, Event, Execution, Map};
 use stm_runtime::driver::Held;
@@ -14,6 +15,7 @@ use stm_runtime::{ActionRegistry, Definitions, Driver};
 use stm_store::MemoryStore;
 
 use crate::errors::{self, usage};
+use crate::stm_files::{self, Depth};
 
 /// Read a text file, or a usage error naming it.
 pub fn read(file: &Path) -> Result<String> {
@@ -35,11 +37,24 @@ pub fn load(file: &Path, name: Option<&str>) -> Result<Definition> {
     Ok(stm_core::dsl::load_definition_file(file, name)?)
 }
 
+/// Parse and validate machines: one FILE and an optional NAME as harel takes them, or several files and
+/// directories (every .stm file in them). Exit 1 if any has errors.
+#[derive(Args)]
+#[command(after_help = errors::EXIT_CODES)]
+pub struct ValidateArgs {
+    /// .stm files or directories; harel's `FILE NAME` form selects one machine.
+    #[arg(required = true, value_name = "PATH")]
+    targets: Vec<String>,
+    /// Only the machine with this name.
+    #[arg(long, value_name = "NAME")]
+    machine: Option<String>,
+}
+
 /// `stm validate`: harel's `validate FILE [NAME]` for one file; for several files or
 /// directories, every machine of every `.stm` file found, each reported, then a count.
 /// Exit 1 when any machine has errors or any file does not load.
-pub fn validate(targets: &[String], machine: Option<&str>) -> Result<ExitCode> {
-    let (paths, name) = split_harel_name(targets, machine);
+pub fn validate(args: ValidateArgs) -> Result<ExitCode> {
+    let (paths, name) = split_harel_name(&args.targets, args.machine.as_deref());
     if let ([file], Some(name)) = (paths.as_slice(), name) {
         if file.is_file() {
             return validate_one(&load(file, Some(name))?);
@@ -121,10 +136,7 @@ fn stm_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let mut found = Vec::new();
-            collect_stm(path, &mut found)?;
-            found.sort();
-            out.extend(found);
+            out.extend(stm_files::in_dir(path, Depth::Recursive)?);
         } else if path.exists() {
             out.push(path.clone());
         } else {
@@ -132,19 +144,6 @@ fn stm_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(out)
-}
-
-fn collect_stm(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let entries = std::fs::read_dir(dir).map_err(|e| usage(format!("cannot read {}: {e}", dir.display())))?;
-    for entry in entries {
-        let path = entry.with_context(|| format!("read {}", dir.display()))?.path();
-        if path.is_dir() {
-            collect_stm(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "stm") {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// One machine's findings, then `NAME: ok` when there are none (harel's output), with
@@ -167,9 +166,31 @@ fn validate_one(defn: &Definition) -> Result<ExitCode> {
     })
 }
 
-/// `stm render`: PlantUML, harel's default, or with `mermaid` a Mermaid `stateDiagram-v2`.
-pub fn render(file: &Path, name: Option<&str>, mermaid: bool) -> Result<ExitCode> {
-    let defn = load(file, name)?;
+/// Render a machine as PlantUML (the default, as harel's) or a Mermaid stateDiagram-v2.
+#[derive(Args)]
+pub struct RenderArgs {
+    /// The .stm file.
+    file: PathBuf,
+    /// The machine, if the file declares more than one.
+    name: Option<String>,
+    /// Emit a Mermaid stateDiagram-v2 instead.
+    #[arg(long, conflicts_with = "plantuml")]
+    mermaid: bool,
+    /// Emit PlantUML, the default (accepted to say so explicitly).
+    #[arg(long)]
+    plantuml: bool,
+}
+
+/// `stm render`: PlantUML, harel's default, or with `--mermaid` a Mermaid `stateDiagram-v2`.
+pub fn render(args: RenderArgs) -> Result<ExitCode> {
+    // `--plantuml` only names the default (clap refuses it beside `--mermaid`)
+    let RenderArgs {
+        file,
+        name,
+        mermaid,
+        plantuml: _,
+    } = args;
+    let defn = load(&file, name.as_deref())?;
     if mermaid {
         println!("{}", stm_core::render::mermaid(&defn));
     } else {
@@ -208,14 +229,25 @@ pub fn list_file(file: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `stm run` was given.
+/// Drive a machine with events over an in-memory store (no deployment).
+#[derive(Args)]
 pub struct RunArgs {
-    pub file: PathBuf,
-    pub name: Option<String>,
+    /// The .stm file.
+    file: PathBuf,
+    /// The machine, if the file declares more than one.
+    name: Option<String>,
+    /// An event to deliver (repeatable): KIND or KIND:'{"json": "data"}'.
+    #[arg(short = 'e', long = "event", value_name = "KIND[:JSON]")]
     pub events: Vec<String>,
-    pub seed: Option<String>,
-    pub validate: bool,
-    pub json: bool,
+    /// The initial context, a JSON object.
+    #[arg(long, value_name = "JSON")]
+    seed: Option<String>,
+    /// Validate before running.
+    #[arg(long)]
+    validate: bool,
+    /// Print the final root execution and every child as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `stm run`: drive a machine over an in-memory store, printing each step as `harel run`

@@ -12,6 +12,7 @@ mod render;
 #[cfg(test)]
 mod tests;
 
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -21,6 +22,17 @@ use stm_store::ExecutionStore;
 
 use self::app::{App, Command, Key};
 use crate::ops::{Connected, Deployment};
+
+/// A terminal console over the deployment (harel's `monitor`): the executions,
+/// filtered and refreshed; one with its children, statechart and trace; and the
+/// control commands (s suspend, R resume, c cancel, t terminate), each confirmed.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct MonitorCommand {
+    #[command(flatten)]
+    args: MonitorArgs,
+    #[command(flatten)]
+    deployment: Deployment,
+}
 
 /// `stm monitor`'s own flags (the deployment's are [`Deployment`]'s).
 #[derive(Args, Debug, Clone)]
@@ -33,8 +45,17 @@ pub(crate) struct MonitorArgs {
 /// The shortest refresh interval: faster only loads the store.
 const MIN_INTERVAL: Duration = Duration::from_millis(250);
 
+/// `stm monitor`, as the operator, until `q` (or Ctrl-C).
+pub(crate) fn start(command: MonitorCommand) -> Result<ExitCode> {
+    crate::role::run_as("operator", async move {
+        run(&command.deployment, &command.args)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+    })
+}
+
 /// Connect, take over the terminal, run until `q` (or Ctrl-C).
-pub(crate) async fn run(dep: &Deployment, args: &MonitorArgs) -> Result<()> {
+async fn run(dep: &Deployment, args: &MonitorArgs) -> Result<()> {
     let interval = Duration::try_from_secs_f64(args.interval)
         .map_err(|_| crate::errors::usage(format!("--interval {}: not a number of seconds", args.interval)))?
         .max(MIN_INTERVAL);

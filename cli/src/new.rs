@@ -9,10 +9,11 @@
 //! nothing.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use clap::Args;
 
 use crate::errors::usage;
 use crate::shell::shell_word;
@@ -54,9 +55,22 @@ machine {name} {{
     )
 }
 
-/// `stm new`: write the starter machine to `file` (refused if it exists, unless `force`)
+/// Write a starter machine that validates and runs as it is (harel's `new`).
+#[derive(Args)]
+pub struct NewArgs {
+    /// The .stm file to create (its directory must exist).
+    file: PathBuf,
+    /// The machine's name; default: from the file's name (`my-door.stm` is `my_door`).
+    name: Option<String>,
+    /// Overwrite the file if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+/// `stm new`: write the starter machine to FILE (refused if it exists, unless `--force`)
 /// and say how to validate and run it.
-pub fn new_machine(file: &Path, name: Option<&str>, force: bool) -> Result<ExitCode> {
+pub fn new_machine(args: NewArgs) -> Result<ExitCode> {
+    let (file, name, force) = (args.file.as_path(), args.name.as_deref(), args.force);
     let shown = python_path(&file.to_string_lossy());
     if shown.contains('\n') {
         return Err(usage(format!(

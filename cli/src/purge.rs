@@ -21,7 +21,9 @@ pub enum PurgeStatus {
     Cancelled,
 }
 
-/// The flags of `stm purge`.
+/// Permanently delete finished execution trees (every member DONE or CANCELLED)
+/// that finished more than an age ago, each archived first with --archive. Runs under
+/// the template's PurgePolicy. `-v` lists the purged roots.
 #[derive(Args, Debug, Clone)]
 pub struct PurgeArgs {
     /// Finished at least this long ago: 30d, 12h, 90m, 45s, 2w (or plain seconds).
@@ -72,9 +74,14 @@ pub fn parse_age(text: &str) -> Result<f64, String> {
     }
 }
 
+/// `stm purge`, as the template's purger function.
+pub fn run(args: PurgeArgs, verbose: bool) -> Result<ExitCode> {
+    crate::role::run_as("purger", purge_trees(args, verbose))
+}
+
 /// Run `stm purge`: exit 0, or 1 when any root was refused (each said on stderr).
 /// `verbose` (the global `-v`, as harel's `purge -v`) also lists the purged root ids.
-pub async fn run(args: PurgeArgs, verbose: bool) -> Result<ExitCode> {
+async fn purge_trees(args: PurgeArgs, verbose: bool) -> Result<ExitCode> {
     if args.limit == Some(0) {
         return Err(usage("--limit must be at least 1"));
     }

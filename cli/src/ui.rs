@@ -14,12 +14,24 @@ mod routes;
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::ops::{Connected, Deployment};
+
+/// A local web console over the deployment: the executions, one drawn with its
+/// statechart, trace and children, and the control commands. Serves 127.0.0.1 and
+/// prints its URL, with the per-run token every request needs.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct UiCommand {
+    #[command(flatten)]
+    args: UiArgs,
+    #[command(flatten)]
+    deployment: Deployment,
+}
 
 /// `stm ui`'s own flags (the deployment's are [`Deployment`]'s).
 #[derive(Args, Debug, Clone)]
@@ -43,8 +55,20 @@ pub(crate) struct Console {
     pub token: String,
 }
 
+/// `stm ui`, until Ctrl-C.
+pub(crate) fn start(command: UiCommand) -> Result<ExitCode> {
+    // the handlers run on the server's tasks: each request takes the operator's role
+    // there (`routes`), this scope covers the connection made first
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(stm_store::aws::as_function(
+        "operator",
+        serve(&command.deployment, &command.args),
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Connect to the deployment, serve until Ctrl-C.
-pub(crate) async fn serve(dep: &Deployment, args: &UiArgs) -> Result<()> {
+async fn serve(dep: &Deployment, args: &UiArgs) -> Result<()> {
     let connected = dep.connect(None).await?;
     let token = auth::new_token()?;
     let console = Arc::new(Console { connected, token });

@@ -6,15 +6,24 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use stm_core::version::diff::{diff, Report};
 use stm_core::version::{frozen_file_name, FrozenVersion, VERSIONS_DIR};
 use stm_core::Definition;
 
 use crate::errors::usage;
+use crate::stm_files::{self, Depth};
+
+/// Definition versions: freeze the ones a deploy retains, check what a new one puts
+/// at risk, see which ones live executions are pinned to.
+#[derive(Args)]
+pub struct VersionsArgs {
+    #[command(subcommand)]
+    command: VersionsCommand,
+}
 
 #[derive(Subcommand)]
-pub enum VersionsCommand {
+enum VersionsCommand {
     /// Keep the current version of every machine of DIR (its *.stm files) deployable:
     /// write each, compiled, to DIR/versions/MACHINE@VERSION.json. Executions pinned to
     /// a retained version go on stepping on it after the .stm files change.
@@ -47,13 +56,13 @@ pub enum VersionsCommand {
     },
 }
 
-pub fn run(command: VersionsCommand) -> Result<ExitCode> {
-    match command {
+pub fn run(args: VersionsArgs) -> Result<ExitCode> {
+    match args.command {
         VersionsCommand::Freeze { dir, label } => freeze(&dir, label),
         VersionsCommand::Check { old, new, name } => check(&old, &new, name.as_deref()),
         #[cfg(feature = "aws")]
         VersionsCommand::InUse { definitions, tables } => {
-            crate::operate(async move { in_use::report(&definitions, &tables).await })
+            crate::role::operate(async move { in_use::report(&definitions, &tables).await })
         }
     }
 }
@@ -98,8 +107,7 @@ fn freeze(dir: &Path, label: Option<String>) -> Result<ExitCode> {
 
 /// The `*.stm` files directly in `dir`, sorted (what the worker loads).
 fn stm_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
-    let files = stm_runtime::config::files_in(dir, "stm")
-        .map_err(|e| usage(format!("cannot read {}: {e}", dir.display())))?;
+    let files = stm_files::in_dir(dir, Depth::Top)?;
     if files.is_empty() {
         bail!(usage(format!("no .stm file in {}", dir.display())));
     }
@@ -171,21 +179,43 @@ fn check(old: &Path, new: &Path, name: Option<&str>) -> Result<ExitCode> {
     })
 }
 
-/// What `stm migrate` was given.
+/// Move an execution, with its region children, to another deployed version of its
+/// machine (`stm versions in-use` lists them). Refused, with the reason, when a state
+/// it holds is not in that version and no --map covers it.
 #[cfg(feature = "aws")]
+#[derive(Args)]
 pub struct MigrateArgs {
-    pub id: Option<String>,
-    pub to: stm_core::version::Version,
-    pub map: Vec<String>,
-    pub dry_run: bool,
-    pub all_at: Option<stm_core::version::Version>,
+    /// The execution (or --all-at).
+    #[arg(required_unless_present = "all_at")]
+    id: Option<String>,
+    /// The version to move to.
+    #[arg(long, value_name = "VERSION")]
+    to: stm_core::version::Version,
+    /// A state renamed between the versions (repeatable); a composite's covers the
+    /// states below it.
+    #[arg(long = "map", value_name = "OLD.PATH=NEW.PATH")]
+    map: Vec<String>,
+    /// Check and print what would move; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Every root execution pinned to this version instead of one ID.
+    #[arg(long, value_name = "VERSION", conflicts_with = "id")]
+    all_at: Option<stm_core::version::Version>,
+    #[command(flatten)]
+    deployment: crate::ops::Deployment,
 }
 
 /// `stm migrate ID --to VERSION [--map OLD=NEW ...] [--dry-run]`, or `--all-at VERSION`
 /// for every root execution pinned to VERSION, a page of 100 at a time.
 #[cfg(feature = "aws")]
-pub async fn migrate(deployment: &crate::ops::Deployment, args: MigrateArgs) -> Result<()> {
+pub fn migrate(args: MigrateArgs) -> Result<ExitCode> {
+    crate::role::operate(migrate_executions(args))
+}
+
+#[cfg(feature = "aws")]
+async fn migrate_executions(args: MigrateArgs) -> Result<()> {
     use stm_runtime::control::PathMap;
+    let deployment = &args.deployment;
     use stm_store::{ExecutionStore, ListQuery};
     if deployment.definitions.is_none() {
         bail!(usage(

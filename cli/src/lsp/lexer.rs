@@ -1,11 +1,12 @@
 //! A forgiving tokenizer for the editor: every token with its LSP range.
 //!
-//! The core lexer stops at the first error and keeps no ranges the server could use,
-//! so the language server reads the text again its own way: identifiers (dotted paths
-//! as one token), strings, numbers and punctuation, comments skipped, and anything it
-//! does not know as a one-character punctuation token. It never fails, so a document
-//! in mid-edit still has an index. Columns count UTF-16 code units, LSP's default
-//! position encoding.
+//! The core's lexer (`stm_core::dsl`) never fails either and knows each token's byte
+//! range, but it is private to the core: no public API hands its tokens out. Until one
+//! does, the language server reads the text again its own way, with the same terminals:
+//! identifiers (dotted paths as one token), strings, numbers and punctuation, comments
+//! skipped, and anything it does not know as a one-character punctuation token. It never
+//! fails, so a document in mid-edit still has an index. Columns count UTF-16 code units,
+//! LSP's default position encoding.
 
 use lsp_types::{Position, Range};
 

@@ -1,0 +1,58 @@
+//! `stm list`: with FILE, what a `.stm` file declares ([`crate::machine::list_file`]);
+//! with the `aws` feature and no FILE, the executions of the deployment
+//! ([`crate::ops::list`]).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+/// The machines, fragments and events a .stm file declares.
+#[cfg(not(feature = "aws"))]
+#[derive(Args)]
+pub struct ListArgs {
+    /// The .stm file.
+    file: PathBuf,
+}
+
+/// With FILE: the machines, fragments and events it declares. Without: the
+/// executions of the deployment.
+#[cfg(feature = "aws")]
+#[derive(Args)]
+pub struct ListArgs {
+    /// A .stm file: list what it declares instead of executions.
+    file: Option<PathBuf>,
+    /// Only executions with this status (PENDING, RUNNING, SUSPENDED, CANCELLING,
+    /// CANCELLED, FAILED, DONE).
+    #[arg(long)]
+    status: Option<String>,
+    /// Only executions of this machine.
+    #[arg(long, value_name = "NAME")]
+    definition: Option<String>,
+    /// Only root executions (no regions or invoked children).
+    #[arg(long)]
+    roots: bool,
+    #[command(flatten)]
+    tables: crate::ops::Tables,
+}
+
+#[cfg(not(feature = "aws"))]
+pub fn list(args: ListArgs) -> Result<ExitCode> {
+    crate::machine::list_file(&args.file)
+}
+
+/// A FILE's declarations, else the deployment's executions (the filters are theirs: with
+/// a FILE they are not read).
+#[cfg(feature = "aws")]
+pub fn list(args: ListArgs) -> Result<ExitCode> {
+    match args.file {
+        Some(file) => crate::machine::list_file(&file),
+        None => crate::ops::list(
+            &args.tables,
+            args.status.as_deref(),
+            args.definition.as_deref(),
+            args.roots,
+        ),
+    }
+}
