@@ -31,6 +31,7 @@ use crate::shell::shell_word;
 use anyhow::{anyhow, bail, Context, Result};
 use aws_sdk_sqs::types::QueueAttributeName;
 use clap::Args;
+use stm_runtime::config::vars;
 use stm_runtime::eventsource::{self, EventSourceSettings, Schedules};
 use stm_runtime::queue::SqsQueue;
 use stm_runtime::{ActionRegistry, Driver, Queue, Worker, WorkerSettings};
@@ -252,14 +253,14 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
     // Lambda reads it (STM_ACTIONS with STM_ACTION_TIMEOUT_SECONDS and
     // STM_ACTION_MAX_RESPONSE_BYTES), over this stack's endpoint, tables and queue
     let stack = [
-        ("STM_QUEUE_URL", urls.queue_url.clone()),
+        (vars::QUEUE_URL, urls.queue_url.clone()),
         (
-            "STM_ENDPOINT_URL",
+            vars::ENDPOINT_URL,
             dep.tables.endpoint.clone().unwrap_or_default(),
         ),
-        ("STM_TABLE_PREFIX", dep.tables.prefix.clone()),
-        ("AWS_REGION", region(dep).to_string()),
-        ("STM_DEFINITIONS_DIR", definitions_dir.display().to_string()),
+        (vars::TABLE_PREFIX, dep.tables.prefix.clone()),
+        (vars::AWS_REGION, region(dep).to_string()),
+        (vars::DEFINITIONS_DIR, definitions_dir.display().to_string()),
     ];
     let config = stm_runtime::config::FunctionConfig::from_lookup(|name| {
         stack

@@ -370,15 +370,12 @@ fn parse_run_event(spec: String) -> Result<Event> {
 /// Rust actions served by `worker serve-actions`, say), with the worker's action settings.
 #[cfg(feature = "aws")]
 fn bind_remote_actions(actions: &mut ActionRegistry) -> Result<()> {
-    if std::env::var("STM_ACTIONS").map_or(true, |v| v.trim().is_empty()) {
+    if std::env::var(stm_runtime::config::vars::ACTIONS).map_or(true, |v| v.trim().is_empty()) {
         return Ok(());
     }
-    let config = stm_runtime::config::FunctionConfig::from_lookup(|name| match name {
-        // `stm run` sends nothing to a queue: of the worker's configuration only the
-        // action settings matter, and its required queue URL is a placeholder
-        "STM_QUEUE_URL" => Some("stm-run".into()),
-        _ => std::env::var(name).ok(),
-    })?;
+    // of the worker's configuration only the action settings matter: `stm run` sends
+    // nothing to a queue and keeps no tables
+    let config = stm_runtime::config::ActionConfig::from_lookup(|name| std::env::var(name).ok())?;
     if let Some(remote) = config.remote_actions()? {
         remote.register_into(actions);
     }

@@ -269,7 +269,7 @@ impl Deployment {
         let definitions = self.load_definitions(extra)?;
         let mut store = self.tables.open(false).await?;
         if let Some(days) = self.finished_ttl_days {
-            store = store.with_finished_ttl(std::time::Duration::from_secs(days * 86_400));
+            store = store.with_finished_ttl(stm_runtime::config::days(days));
         }
         let store = Arc::new(store);
         let queue: Arc<dyn Queue> = Arc::new(self.queue().await?);

@@ -29,6 +29,36 @@ pub use clients::{
 
 pub use stm_store::{DEFAULT_PREFIX, DEFAULT_REGION};
 
+/// The environment variables the functions read, named once: a writer of one (`stm local`,
+/// the template's tests) and its reader cannot spell it two ways.
+pub mod vars {
+    pub const TABLE_PREFIX: &str = "STM_TABLE_PREFIX";
+    pub const QUEUE_URL: &str = "STM_QUEUE_URL";
+    pub const TIMER_QUEUE_URL: &str = "STM_TIMER_QUEUE_URL";
+    pub const ENDPOINT_URL: &str = "STM_ENDPOINT_URL";
+    /// The SDK's own endpoint variable, read when [`ENDPOINT_URL`] is unset.
+    pub const AWS_ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
+    pub const DEFINITIONS_DIR: &str = "STM_DEFINITIONS_DIR";
+    /// Lambda's: where the function's code is (the definitions default to a folder in it).
+    pub const LAMBDA_TASK_ROOT: &str = "LAMBDA_TASK_ROOT";
+    pub const TRACE: &str = "STM_TRACE";
+    pub const TRACE_MAX: &str = "STM_TRACE_MAX";
+    pub const PROCESSED_TTL_DAYS: &str = "STM_PROCESSED_TTL_DAYS";
+    pub const FINISHED_TTL_DAYS: &str = "STM_FINISHED_TTL_DAYS";
+    pub const DEDUPE_MARKS: &str = "STM_DEDUPE_MARKS";
+    pub const COALESCE: &str = "STM_COALESCE";
+    pub const ACTIONS: &str = "STM_ACTIONS";
+    pub const ACTION_TIMEOUT_SECONDS: &str = "STM_ACTION_TIMEOUT_SECONDS";
+    pub const ACTION_MAX_RESPONSE_BYTES: &str = "STM_ACTION_MAX_RESPONSE_BYTES";
+    pub const AWS_REGION: &str = "AWS_REGION";
+    pub const AWS_DEFAULT_REGION: &str = "AWS_DEFAULT_REGION";
+}
+
+/// A retention of whole `days`, as the store takes it.
+pub fn days(days: u64) -> Duration {
+    Duration::from_secs(days.saturating_mul(86_400))
+}
+
 /// The longest `STM_PROCESSED_TTL_DAYS` or `STM_FINISHED_TTL_DAYS` taken (a century).
 pub const MAX_RETENTION_DAYS: u64 = 36_500;
 
@@ -60,14 +90,80 @@ pub struct FunctionConfig {
     /// `STM_COALESCE` (default on): the worker steps a burst of one execution's records
     /// in one commit (`WorkerSettings::coalesce`); off, one commit per record.
     pub coalesce: bool,
-    /// `STM_ACTIONS`: remote action bindings (`name=lambda:fn,name2=https://…`).
-    pub action_bindings: Option<String>,
-    /// `STM_ACTION_TIMEOUT_SECONDS` (default 10): the bound on one remote action call.
-    pub action_timeout: Duration,
-    /// `STM_ACTION_MAX_RESPONSE_BYTES` (default 1 MiB): the cap on a remote action's answer.
-    pub action_max_response_bytes: usize,
+    /// The remote actions: `STM_ACTIONS` and its bounds.
+    pub actions: ActionConfig,
     /// `AWS_REGION` (default `us-east-1`).
     pub region: String,
+}
+
+/// What binds remote actions, read alike by the worker, `stm local` and `stm run` (which
+/// has no queue, so reads only this).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionConfig {
+    /// `STM_ACTIONS`: remote action bindings (`name=lambda:fn,name2=https://…`).
+    pub bindings: Option<String>,
+    /// `STM_ACTION_TIMEOUT_SECONDS` (default 10): the bound on one remote action call.
+    pub timeout: Duration,
+    /// `STM_ACTION_MAX_RESPONSE_BYTES` (default 1 MiB): the cap on a remote action's answer.
+    pub max_response_bytes: usize,
+    /// Where a `lambda:` binding's Invoke goes when not to AWS ([`endpoint_url`]).
+    pub endpoint_url: Option<String>,
+    /// The Region of a `lambda:` binding's Invoke ([`region`]).
+    pub region: String,
+}
+
+impl ActionConfig {
+    /// From any name -> value lookup; a binding that does not parse is refused here, so a
+    /// typo fails the cold start, not the first execution that calls the action.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, DriverError> {
+        let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let timeout = match get(vars::ACTION_TIMEOUT_SECONDS) {
+            None => crate::remote::DEFAULT_TIMEOUT,
+            Some(v) => v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0 && *s <= 900.0)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| {
+                    invalid(
+                        vars::ACTION_TIMEOUT_SECONDS,
+                        &v,
+                        "expected seconds, above 0 and at most 900",
+                    )
+                })?,
+        };
+        let max_response_bytes = match get(vars::ACTION_MAX_RESPONSE_BYTES) {
+            None => crate::remote::DEFAULT_MAX_RESPONSE_BYTES,
+            Some(v) => v.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                invalid(
+                    vars::ACTION_MAX_RESPONSE_BYTES,
+                    &v,
+                    "expected a positive whole number",
+                )
+            })?,
+        };
+        let bindings = get(vars::ACTIONS);
+        if let Some(spec) = &bindings {
+            crate::remote::parse_bindings(spec)?;
+        }
+        Ok(ActionConfig {
+            bindings,
+            timeout,
+            max_response_bytes,
+            endpoint_url: endpoint_url(&get),
+            region: region(&get),
+        })
+    }
+}
+
+/// A variable whose value the process does not take.
+fn invalid(name: &'static str, value: &str, why: &'static str) -> DriverError {
+    DriverError::from(ConfigError::Invalid {
+        name,
+        value: value.to_string(),
+        why,
+    })
 }
 
 fn flag(value: &str) -> Option<bool> {
@@ -87,35 +183,31 @@ impl FunctionConfig {
     /// From any name -> value lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, DriverError> {
         let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
-        let bad = |name: &'static str, value: &str, why: &'static str| {
-            DriverError::from(ConfigError::Invalid {
-                name,
-                value: value.to_string(),
-                why,
-            })
-        };
-        let queue_url = get("STM_QUEUE_URL").ok_or(ConfigError::Missing {
-            name: "STM_QUEUE_URL",
+        let bad = invalid;
+        let queue_url = get(vars::QUEUE_URL).ok_or(ConfigError::Missing {
+            name: vars::QUEUE_URL,
             what: "the FIFO event queue's URL",
         })?;
-        let definitions_dir = match get("STM_DEFINITIONS_DIR") {
+        let definitions_dir = match get(vars::DEFINITIONS_DIR) {
             Some(dir) => PathBuf::from(dir),
-            None => PathBuf::from(get("LAMBDA_TASK_ROOT").unwrap_or_else(|| ".".into())).join("definitions"),
+            None => {
+                PathBuf::from(get(vars::LAMBDA_TASK_ROOT).unwrap_or_else(|| ".".into())).join("definitions")
+            }
         };
-        let trace = match get("STM_TRACE") {
+        let trace = match get(vars::TRACE) {
             None => false,
-            Some(v) => flag(&v).ok_or_else(|| bad("STM_TRACE", &v, "expected true or false"))?,
+            Some(v) => flag(&v).ok_or_else(|| bad(vars::TRACE, &v, "expected true or false"))?,
         };
-        let coalesce = match get("STM_COALESCE") {
+        let coalesce = match get(vars::COALESCE) {
             None => true,
-            Some(v) => flag(&v).ok_or_else(|| bad("STM_COALESCE", &v, "expected on or off"))?,
+            Some(v) => flag(&v).ok_or_else(|| bad(vars::COALESCE, &v, "expected on or off"))?,
         };
-        let trace_max = match get("STM_TRACE_MAX") {
+        let trace_max = match get(vars::TRACE_MAX) {
             None => stm_store::DEFAULT_TRACE_MAX,
             Some(v) => v
                 .trim()
                 .parse()
-                .map_err(|_| bad("STM_TRACE_MAX", &v, "expected a whole number"))?,
+                .map_err(|_| bad(vars::TRACE_MAX, &v, "expected a whole number"))?,
         };
         // 0 would stamp every item already expired (the template's "0: keep forever" leaves
         // the variable unset), and days * 86 400 must not overflow
@@ -130,58 +222,28 @@ impl FunctionConfig {
                 .ok_or_else(|| bad(name, &v, unset)),
         };
         let processed_ttl_days = retention_days(
-            "STM_PROCESSED_TTL_DAYS",
+            vars::PROCESSED_TTL_DAYS,
             "expected a whole number of days from 1 to 36500 (unset keeps the marks)",
         )?;
         let finished_ttl_days = retention_days(
-            "STM_FINISHED_TTL_DAYS",
+            vars::FINISHED_TTL_DAYS,
             "expected a whole number of days from 1 to 36500 (unset keeps finished executions until a purge)",
         )?;
-        let dedupe_marks = match get("STM_DEDUPE_MARKS") {
+        let dedupe_marks = match get(vars::DEDUPE_MARKS) {
             None => stm_store::DedupeMarks::Table,
             Some(v) => v.parse().map_err(|_| {
                 bad(
-                    "STM_DEDUPE_MARKS",
+                    vars::DEDUPE_MARKS,
                     &v,
                     "expected `table` (harel's processed table) or `item` (the last 10 on the execution item)",
                 )
             })?,
         };
-        let action_timeout = match get("STM_ACTION_TIMEOUT_SECONDS") {
-            None => crate::remote::DEFAULT_TIMEOUT,
-            Some(v) => v
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|s| s.is_finite() && *s > 0.0 && *s <= 900.0)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| {
-                    bad(
-                        "STM_ACTION_TIMEOUT_SECONDS",
-                        &v,
-                        "expected seconds, above 0 and at most 900",
-                    )
-                })?,
-        };
-        let action_max_response_bytes = match get("STM_ACTION_MAX_RESPONSE_BYTES") {
-            None => crate::remote::DEFAULT_MAX_RESPONSE_BYTES,
-            Some(v) => v.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                bad(
-                    "STM_ACTION_MAX_RESPONSE_BYTES",
-                    &v,
-                    "expected a positive whole number",
-                )
-            })?,
-        };
-        let action_bindings = get("STM_ACTIONS");
-        if let Some(spec) = &action_bindings {
-            // a typo fails the cold start, not the first execution that calls the action
-            crate::remote::parse_bindings(spec)?;
-        }
+        let actions = ActionConfig::from_lookup(get)?;
         Ok(FunctionConfig {
-            table_prefix: get("STM_TABLE_PREFIX").unwrap_or_else(|| DEFAULT_PREFIX.into()),
+            table_prefix: get(vars::TABLE_PREFIX).unwrap_or_else(|| DEFAULT_PREFIX.into()),
             queue_url,
-            timer_queue_url: get("STM_TIMER_QUEUE_URL"),
+            timer_queue_url: get(vars::TIMER_QUEUE_URL),
             endpoint_url: endpoint_url(get),
             definitions_dir,
             trace,
@@ -190,9 +252,7 @@ impl FunctionConfig {
             finished_ttl_days,
             dedupe_marks,
             coalesce,
-            action_bindings,
-            action_timeout,
-            action_max_response_bytes,
+            actions,
             region: region(get),
         })
     }
@@ -202,15 +262,15 @@ impl FunctionConfig {
 /// clients send their requests, when not to AWS.
 pub fn endpoint_url(get: impl Fn(&str) -> Option<String>) -> Option<String> {
     let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
-    get("STM_ENDPOINT_URL").or_else(|| get("AWS_ENDPOINT_URL"))
+    get(vars::ENDPOINT_URL).or_else(|| get(vars::AWS_ENDPOINT_URL))
 }
 
 /// `AWS_REGION`, else `AWS_DEFAULT_REGION`, else [`DEFAULT_REGION`]: the Region of a
 /// function's (and its actions') clients.
 pub fn region(get: impl Fn(&str) -> Option<String>) -> String {
     let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
-    get("AWS_REGION")
-        .or_else(|| get("AWS_DEFAULT_REGION"))
+    get(vars::AWS_REGION)
+        .or_else(|| get(vars::AWS_DEFAULT_REGION))
         .unwrap_or_else(|| DEFAULT_REGION.into())
 }
 

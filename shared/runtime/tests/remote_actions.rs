@@ -458,7 +458,7 @@ fn the_environment_binds_remote_actions() {
         ("STM_ACTION_TIMEOUT_SECONDS", "2.5"),
     ]))
     .expect("valid");
-    assert_eq!(config.action_timeout, Duration::from_millis(2500));
+    assert_eq!(config.actions.timeout, Duration::from_millis(2500));
     let remote = config.remote_actions().expect("starts").expect("bound");
     let mut names: VecDeque<&str> = remote.bindings().keys().map(String::as_str).collect();
     assert_eq!(names.pop_front(), Some("a"));

@@ -14,6 +14,26 @@ use crate::definitions::Definitions;
 use crate::driver::{Driver, DriverError};
 use crate::queue::SqsQueue;
 
+impl super::ActionConfig {
+    /// The remote actions these bindings name, started (`None` when there are none).
+    pub fn remote_actions(&self) -> Result<Option<crate::remote::RemoteActions>, DriverError> {
+        let Some(spec) = &self.bindings else {
+            return Ok(None);
+        };
+        let bindings = crate::remote::parse_bindings(spec)?;
+        if bindings.is_empty() {
+            return Ok(None);
+        }
+        let settings = crate::remote::RemoteSettings {
+            timeout: self.timeout,
+            max_response_bytes: self.max_response_bytes,
+            lambda_endpoint_url: self.endpoint_url.clone(),
+            region: self.region.clone(),
+        };
+        crate::remote::RemoteActions::start(bindings, settings).map(Some)
+    }
+}
+
 impl FunctionConfig {
     /// The DynamoDB store, its tables checked. The tables must exist (they come from
     /// `template.yaml`, or `stm local` creates them): a function never creates schema.
@@ -26,16 +46,20 @@ impl FunctionConfig {
             trace_max: self.trace_max,
             ..CreateOptions::default()
         };
-        let mut store =
-            DynamoDbStore::create_with(self.endpoint_url.as_deref(), &self.region, options).await?;
-        if let Some(days) = self.processed_ttl_days {
-            store = store.with_processed_ttl(Duration::from_secs(days * 86_400));
+        let store = DynamoDbStore::create_with(self.endpoint_url.as_deref(), &self.region, options).await?;
+        Ok(Arc::new(self.retained(store)))
+    }
+
+    /// `store` with this configuration's retention and dedupe-mark layout: the one place a
+    /// function's store takes them, however it was built.
+    fn retained(&self, mut store: DynamoDbStore) -> DynamoDbStore {
+        if let Some(d) = self.processed_ttl_days {
+            store = store.with_processed_ttl(super::days(d));
         }
-        if let Some(days) = self.finished_ttl_days {
-            store = store.with_finished_ttl(Duration::from_secs(days * 86_400));
+        if let Some(d) = self.finished_ttl_days {
+            store = store.with_finished_ttl(super::days(d));
         }
-        store = store.with_dedupe_marks(self.dedupe_marks);
-        Ok(Arc::new(store))
+        store.with_dedupe_marks(self.dedupe_marks)
     }
 
     /// The DynamoDB and SQS clients, built from one SDK config: one credential chain and
@@ -49,37 +73,17 @@ impl FunctionConfig {
     /// retention, its tables not checked yet ([`check_tables`]).
     fn store_over(&self, client: aws_sdk_dynamodb::Client) -> Result<DynamoDbStore, DriverError> {
         let defaults = CreateOptions::default();
-        let mut store = DynamoDbStore::new(client)
+        let store = DynamoDbStore::new(client)
             .with_prefix(&self.table_prefix)?
             .with_trace_max(self.trace_max)
             .with_retry_policy(defaults.retry)
             .with_timer_full_scan_interval(defaults.timer_full_scan_interval);
-        if let Some(days) = self.processed_ttl_days {
-            store = store.with_processed_ttl(Duration::from_secs(days * 86_400));
-        }
-        if let Some(days) = self.finished_ttl_days {
-            store = store.with_finished_ttl(Duration::from_secs(days * 86_400));
-        }
-        store = store.with_dedupe_marks(self.dedupe_marks);
-        Ok(store)
+        Ok(self.retained(store))
     }
 
     /// The remote actions `STM_ACTIONS` binds, started (`None` when it is unset).
     pub fn remote_actions(&self) -> Result<Option<crate::remote::RemoteActions>, DriverError> {
-        let Some(spec) = &self.action_bindings else {
-            return Ok(None);
-        };
-        let bindings = crate::remote::parse_bindings(spec)?;
-        if bindings.is_empty() {
-            return Ok(None);
-        }
-        let settings = crate::remote::RemoteSettings {
-            timeout: self.action_timeout,
-            max_response_bytes: self.action_max_response_bytes,
-            lambda_endpoint_url: self.endpoint_url.clone(),
-            region: self.region.clone(),
-        };
-        crate::remote::RemoteActions::start(bindings, settings).map(Some)
+        self.actions.remote_actions()
     }
 
     pub async fn queue(&self) -> SqsQueue {
@@ -336,7 +340,7 @@ impl FunctionContext {
     /// The worker over this context's driver and queue.
     pub fn worker(&self) -> crate::worker::Worker {
         let settings = crate::worker::WorkerSettings {
-            record_reserve: crate::worker::record_reserve(self.config.action_timeout),
+            record_reserve: crate::worker::record_reserve(self.config.actions.timeout),
             coalesce: self.config.coalesce,
             ..crate::worker::WorkerSettings::default()
         };
