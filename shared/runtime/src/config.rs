@@ -151,8 +151,8 @@ impl ActionConfig {
             bindings,
             timeout,
             max_response_bytes,
-            endpoint_url: endpoint_url(&get),
-            region: region(&get),
+            endpoint_url: endpoint_url(get),
+            region: region(get),
         })
     }
 }
