@@ -136,7 +136,7 @@ impl Default for WorkerSettings {
 /// `action_timeout`, plus one store or queue call running into the SDK's operation timeout.
 /// A typical record takes milliseconds; the reserve is for the one that stalls, so it can
 /// still finish (and its commit be acknowledged) before Lambda's deadline.
-/// `shared/deploytest/tests/template.rs` checks it fits inside the worker's timeout.
+/// `shared/deploytest/tests/template/functions.rs` checks it fits inside the worker's timeout.
 pub fn record_reserve(action_timeout: Duration) -> Duration {
     action_timeout + stm_store::aws::OPERATION_TIMEOUT
 }

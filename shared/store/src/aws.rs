@@ -46,7 +46,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one operation may take, all its SDK retries included: one stalled call costs
 /// at most this, and the worker keeps a record's reserve of it before starting a record
-/// (`shared/deploytest/tests/template.rs` checks the reserve against the functions'
+/// (`shared/deploytest/tests/template/functions.rs` checks the reserve against the functions'
 /// timeouts). The store's own retries of a commit are bounded by the invocation's
 /// deadline besides ([`within_deadline`]).
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(12);

@@ -1,0 +1,180 @@
+//! The model and its inputs: the latency model and the gate's constants, the run's
+//! configuration (quick or full), DynamoDB's prices from the cost model, the deployment's
+//! figures from `template.yaml`, the machines, and a small deterministic generator.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use stm_runtime::Definitions;
+
+/// The simulation's epoch (the clock's start).
+pub(crate) const START: f64 = 1_700_000_000.0;
+/// The latency model.
+pub(crate) const DDB_SECONDS: f64 = 0.005;
+pub(crate) const SQS_SECONDS: f64 = 0.010;
+/// The gate.
+pub(crate) const GATE_SHARE: f64 = 0.5;
+pub(crate) const FLAT_TOLERANCE: f64 = 0.02;
+/// How long a failed record stays hidden when the worker did not release it.
+pub(crate) const VISIBILITY_SECONDS: f64 = 360.0;
+/// The share of events that emit, and that are timeouts, in the mixed workloads.
+pub(crate) const EMIT_SHARE: f64 = 0.1;
+pub(crate) const TIMER_SHARE: f64 = 0.1;
+/// The `Ticker`'s timer fires every this many seconds (1.5 s, swept at whole seconds).
+pub(crate) const TICKER_PERIOD: f64 = 2.0;
+/// Events per second per active execution, on average.
+pub(crate) const EVENTS_PER_EXECUTION: f64 = 10.0;
+
+// --- configuration -----------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) full: bool,
+    pub(crate) rates: Vec<f64>,
+    /// The simulated seconds of arrivals per run.
+    pub(crate) window: f64,
+    pub(crate) idle: usize,
+    pub(crate) backlog: usize,
+    pub(crate) fanout: usize,
+}
+
+impl Config {
+    pub(crate) fn from_env() -> Config {
+        let full = std::env::var("STM_SCALE").is_ok_and(|v| v.eq_ignore_ascii_case("full"));
+        if full {
+            Config {
+                full,
+                rates: vec![1_000.0, 10_000.0, 100_000.0],
+                window: 2.0,
+                idle: 1_000_000,
+                backlog: 1_000_000,
+                fanout: 1_000,
+            }
+        } else {
+            Config {
+                full,
+                rates: vec![1_000.0, 10_000.0],
+                window: 2.0,
+                idle: 10_000,
+                backlog: 10_000,
+                fanout: 1_000,
+            }
+        }
+    }
+}
+
+fn repo_file(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative)
+}
+
+/// DynamoDB's on-demand prices, $ per million units, from `bench/cost_model.py`'s `PRICES`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Prices {
+    pub(crate) write: f64,
+    pub(crate) read: f64,
+}
+
+pub(crate) fn prices() -> Prices {
+    let path = repo_file("bench/cost_model.py");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading the DynamoDB prices from {}: {e}", path.display()));
+    let table = text
+        .find("PRICES = {")
+        .map(|at| &text[at..])
+        .unwrap_or_else(|| panic!("{}: no `PRICES = {{` (the DynamoDB prices)", path.display()));
+    let price = |name: &str| -> f64 {
+        let needle = format!("\"{name}\":");
+        let at = table
+            .find(&needle)
+            .unwrap_or_else(|| panic!("{}: PRICES has no {needle}", path.display()));
+        let number: String = table[at + needle.len()..]
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        number
+            .parse()
+            .unwrap_or_else(|_| panic!("{}: {needle} is not followed by a number", path.display()))
+    };
+    Prices {
+        write: price("ddb_write_per_million_wru"),
+        read: price("ddb_read_per_million_rru"),
+    }
+}
+
+/// A number from template.yaml: the first `key: N` in the block of `name` (a resource or a
+/// parameter, indented by two spaces).
+fn template_number(name: &str, key: &str) -> f64 {
+    let path = repo_file("template.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let header = format!("  {name}:");
+    let mut lines = text.lines().skip_while(|l| l.trim_end() != header);
+    lines
+        .next()
+        .unwrap_or_else(|| panic!("{}: no `{name}:`", path.display()));
+    for line in lines {
+        let sibling = line.starts_with("  ") && !line.starts_with("   ");
+        let top = !line.is_empty() && !line.starts_with(' ');
+        if sibling || top {
+            break;
+        }
+        if let Some(value) = line.trim_start().strip_prefix(&format!("{key}:")) {
+            return value
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{}: {name}'s {key} is not a number: {line}", path.display()));
+        }
+    }
+    panic!("{}: `{name}` has no `{key}:`", path.display())
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deployment {
+    pub(crate) worker_max_concurrency: f64,
+    pub(crate) relay_memory_mb: f64,
+    pub(crate) relay_timeout: f64,
+}
+
+pub(crate) fn deployment() -> Deployment {
+    Deployment {
+        worker_max_concurrency: template_number("WorkerMaxConcurrency", "Default"),
+        relay_memory_mb: template_number("Relay", "MemorySize"),
+        relay_timeout: template_number("Relay", "Timeout"),
+    }
+}
+
+pub(crate) fn definitions() -> Definitions {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/machines/scale.stm");
+    let mut defs = Definitions::new();
+    for defn in stm_runtime::config::load_file(&file).expect("scale.stm loads and validates") {
+        defs.register(defn);
+    }
+    defs
+}
+
+/// A small deterministic generator (splitmix64): the same workload for the small and the
+/// large table.
+#[derive(Debug)]
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    pub(crate) fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
