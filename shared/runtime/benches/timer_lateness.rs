@@ -27,10 +27,11 @@ use serde_json::json;
 use stm_core::Status;
 use stm_runtime::doorbell::{delay_seconds, parse_doorbell, Doorbell, SqsDoorbell};
 use stm_runtime::eventsource::{self, EventSourceSettings, Schedules};
+use stm_runtime::queue::QueueError;
 use stm_runtime::queue::{PublishFailure, ReceivedMessage};
 use stm_runtime::{
-    ActionRegistry, Clock, Control, Definitions, Driver, DriverError, OutgoingMessage, Queue, SqsQueue,
-    SystemClock, Worker, WorkerSettings,
+    ActionRegistry, Clock, Control, Definitions, Driver, OutgoingMessage, Queue, SqsQueue, SystemClock,
+    Worker, WorkerSettings,
 };
 use stm_store::{CreateOptions, DueTimer, DynamoDbStore, ExecutionStore};
 
@@ -122,7 +123,7 @@ impl Queue for MarkedQueue {
         max: usize,
         visibility_seconds: i32,
         wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, DriverError> {
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
         let got = self.inner.receive(max, visibility_seconds, wait_seconds).await?;
         let at = wall();
         for m in &got {
@@ -149,7 +150,7 @@ impl Queue for MarkedQueue {
         Ok(got)
     }
 
-    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError> {
+    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
         let id = self
             .receipts
             .lock()
@@ -166,7 +167,7 @@ impl Queue for MarkedQueue {
         self.inner.delete(receipt_handle).await
     }
 
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
         self.inner.change_visibility(receipt_handle, seconds).await
     }
 }

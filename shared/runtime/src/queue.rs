@@ -15,8 +15,6 @@
 
 use async_trait::async_trait;
 
-use crate::driver::DriverError;
-
 // the queue's error type
 mod error;
 pub use error::QueueError;
@@ -58,10 +56,10 @@ pub trait Queue: Send + Sync {
         max: usize,
         visibility_seconds: i32,
         wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, DriverError>;
+    ) -> Result<Vec<ReceivedMessage>, QueueError>;
 
-    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError>;
+    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError>;
 
     /// Hide (or, with 0, release) a received message for `seconds`.
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError>;
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError>;
 }

@@ -26,11 +26,11 @@ use async_trait::async_trait;
 use common::START;
 use stm_core::Status;
 use stm_runtime::eventsource::{self, EventSourceSettings};
+use stm_runtime::queue::QueueError;
 use stm_runtime::queue::{PublishFailure, ReceivedMessage};
 use stm_runtime::worker::{BatchOutcome, Failed, Handled, Record};
 use stm_runtime::{
-    ActionRegistry, Control, Driver, DriverError, ManualClock, MemoryQueue, OutgoingMessage, Queue, Worker,
-    WorkerSettings,
+    ActionRegistry, Control, Driver, ManualClock, MemoryQueue, OutgoingMessage, Queue, Worker, WorkerSettings,
 };
 use stm_store::ExecutionStore;
 
@@ -75,13 +75,13 @@ impl Queue for Releases {
         max: usize,
         visibility_seconds: i32,
         wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, DriverError> {
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
         self.inner.receive(max, visibility_seconds, wait_seconds).await
     }
-    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError> {
+    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
         self.inner.delete(receipt_handle).await
     }
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
         self.set
             .lock()
             .unwrap_or_else(|e| e.into_inner())

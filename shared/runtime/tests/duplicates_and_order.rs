@@ -32,10 +32,11 @@ use common::scenarios::{
 };
 use common::{object, START};
 use stm_runtime::eventsource::{self, EventSourceSettings};
+use stm_runtime::queue::QueueError;
 use stm_runtime::queue::{PublishFailure, ReceivedMessage};
 use stm_runtime::{
-    relay, sweeper, ActionRegistry, Clock, Control, Driver, DriverError, ManualClock, MemoryQueue,
-    OutgoingMessage, Queue, Worker, WorkerSettings,
+    relay, sweeper, ActionRegistry, Clock, Control, Driver, ManualClock, MemoryQueue, OutgoingMessage, Queue,
+    Worker, WorkerSettings,
 };
 use stm_store::{ExecutionStore, MemoryStore};
 
@@ -147,15 +148,15 @@ impl Queue for DupQueue {
         max: usize,
         visibility_seconds: i32,
         wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, DriverError> {
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
         self.inner.receive(max, visibility_seconds, wait_seconds).await
     }
 
-    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError> {
+    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
         self.inner.delete(receipt_handle).await
     }
 
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
         self.inner.change_visibility(receipt_handle, seconds).await
     }
 }

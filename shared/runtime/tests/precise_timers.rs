@@ -222,17 +222,17 @@ impl stm_runtime::Queue for Stamping {
         max: usize,
         visibility_seconds: i32,
         wait_seconds: i32,
-    ) -> Result<Vec<stm_runtime::queue::ReceivedMessage>, stm_runtime::DriverError> {
+    ) -> Result<Vec<stm_runtime::queue::ReceivedMessage>, stm_runtime::queue::QueueError> {
         self.inner.receive(max, visibility_seconds, wait_seconds).await
     }
-    async fn delete(&self, receipt_handle: &str) -> Result<(), stm_runtime::DriverError> {
+    async fn delete(&self, receipt_handle: &str) -> Result<(), stm_runtime::queue::QueueError> {
         self.inner.delete(receipt_handle).await
     }
     async fn change_visibility(
         &self,
         receipt_handle: &str,
         seconds: i32,
-    ) -> Result<(), stm_runtime::DriverError> {
+    ) -> Result<(), stm_runtime::queue::QueueError> {
         self.inner.change_visibility(receipt_handle, seconds).await
     }
 }

@@ -12,7 +12,6 @@ use super::{
     message_problem, BatchSize, OutgoingMessage, PublishFailure, Queue, QueueError, ReceivedMessage,
     MAX_BATCH, MESSAGE_KIND_ATTRIBUTE, SPAWN_KIND,
 };
-use crate::driver::DriverError;
 
 #[derive(Debug, Clone)]
 struct StoredMessage {
@@ -162,7 +161,7 @@ impl Queue for MemoryQueue {
         max: usize,
         visibility_seconds: i32,
         _wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, DriverError> {
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
         let mut inner = self.lock();
         let now = Instant::now();
         let in_flight = |m: &StoredMessage| m.hidden_until.is_some_and(|t| t > now);
@@ -232,7 +231,7 @@ impl Queue for MemoryQueue {
         Ok(out)
     }
 
-    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError> {
+    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
         let mut inner = self.lock();
         inner
             .messages
@@ -240,7 +239,7 @@ impl Queue for MemoryQueue {
         Ok(())
     }
 
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
         let mut inner = self.lock();
         let until = Instant::now() + Duration::from_secs(seconds.max(0) as u64);
         match inner
@@ -255,8 +254,7 @@ impl Queue for MemoryQueue {
             None => Err(QueueError::failed(
                 "ChangeMessageVisibility",
                 format!("unknown receipt handle {receipt_handle}"),
-            )
-            .into()),
+            )),
         }
     }
 }

@@ -42,12 +42,12 @@ pub struct QueueUrls {
 }
 
 /// A failed SQS call: the service's readable message, the SDK error as the source.
-fn sqs_error<E>(operation: &str, err: E) -> DriverError
+fn sqs_error<E>(operation: &str, err: E) -> QueueError
 where
     E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let message = stm_store::aws::Readable(&err).to_string();
-    QueueError::from_client(operation, message, err).into()
+    QueueError::from_client(operation, message, err)
 }
 
 /// The URL of queue `name`, `None` when there is no such queue.
@@ -61,7 +61,7 @@ async fn existing_queue_url(client: &aws_sdk_sqs::Client, name: &str) -> Result<
         {
             Ok(None)
         }
-        Err(err) => Err(sqs_error(&format!("GetQueueUrl {name}"), err)),
+        Err(err) => Err(sqs_error(&format!("GetQueueUrl {name}"), err).into()),
     }
 }
 
@@ -89,7 +89,7 @@ async fn queue_attributes(
             ))
             .into())
         }
-        Err(err) => Err(sqs_error(&format!("GetQueueAttributes {url}"), err)),
+        Err(err) => Err(sqs_error(&format!("GetQueueAttributes {url}"), err).into()),
     }
 }
 
@@ -234,7 +234,7 @@ impl SqsQueue {
                 require_fifo(&dlq_name, &attributes)?;
                 url
             }
-            Err(err) => return Err(sqs_error(&format!("CreateQueue {dlq_name}"), err)),
+            Err(err) => return Err(sqs_error(&format!("CreateQueue {dlq_name}"), err).into()),
         };
         let arn = queue_attributes(client, &dead_letter_url)
             .await?
@@ -277,7 +277,7 @@ impl SqsQueue {
                 })?;
                 Self::join(client, &url, visibility_seconds, max_receive_count).await
             }
-            Err(err) => Err(sqs_error(&format!("CreateQueue {main_name}"), err)),
+            Err(err) => Err(sqs_error(&format!("CreateQueue {main_name}"), err).into()),
         }
     }
 
@@ -494,7 +494,7 @@ impl Queue for SqsQueue {
         max: usize,
         visibility_seconds: i32,
         wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, DriverError> {
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
         let out = self
             .client
             .receive_message()
@@ -550,7 +550,7 @@ impl Queue for SqsQueue {
             .collect())
     }
 
-    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError> {
+    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
         self.client
             .delete_message()
             .queue_url(&self.url)
@@ -561,7 +561,7 @@ impl Queue for SqsQueue {
         Ok(())
     }
 
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
         self.client
             .change_message_visibility()
             .queue_url(&self.url)

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use stm_core::{Execution, Status};
 use stm_runtime::eventsource::{self, EventSourceSettings};
+use stm_runtime::queue::QueueError;
 use stm_runtime::worker::{Failed, Handled, Record};
 use stm_runtime::{
-    ActionRegistry, Control, Driver, DriverError, ManualClock, MemoryQueue, OutgoingMessage, Queue, Worker,
-    WorkerSettings,
+    ActionRegistry, Control, Driver, ManualClock, MemoryQueue, OutgoingMessage, Queue, Worker, WorkerSettings,
 };
 use stm_store::{ExecutionStore, MemoryStore};
 
@@ -181,13 +181,13 @@ impl Queue for Releases {
         max: usize,
         visibility_seconds: i32,
         wait_seconds: i32,
-    ) -> Result<Vec<stm_runtime::queue::ReceivedMessage>, DriverError> {
+    ) -> Result<Vec<stm_runtime::queue::ReceivedMessage>, QueueError> {
         self.inner.receive(max, visibility_seconds, wait_seconds).await
     }
-    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError> {
+    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
         self.inner.delete(receipt_handle).await
     }
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
         self.set
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use stm_core::{Execution, Map};
+use stm_runtime::queue::QueueError;
 use stm_runtime::queue::{PublishFailure, ReceivedMessage};
-use stm_runtime::{DriverError, OutgoingMessage, Queue};
+use stm_runtime::{OutgoingMessage, Queue};
 use stm_store::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, OutboxEntry, PendingRows, PendingSeq,
     SpawnEntry, StoreError, Written,
@@ -18,8 +19,8 @@ fn dead_store() -> StoreError {
     StoreError::backend("injected crash: this process is dead")
 }
 
-fn dead_queue(operation: &str) -> DriverError {
-    stm_runtime::queue::QueueError::failed(operation, "injected crash: this process is dead").into()
+fn dead_queue(operation: &str) -> QueueError {
+    QueueError::failed(operation, "injected crash: this process is dead")
 }
 
 /// The store as a crashing process sees it.
@@ -217,21 +218,21 @@ impl Queue for CrashingQueue {
         max: usize,
         visibility_seconds: i32,
         wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, DriverError> {
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
         if self.plan.is_dead() {
             return Err(dead_queue("ReceiveMessage"));
         }
         self.inner.receive(max, visibility_seconds, wait_seconds).await
     }
 
-    async fn delete(&self, receipt_handle: &str) -> Result<(), DriverError> {
+    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
         if self.plan.is_dead() {
             return Err(dead_queue("DeleteMessage"));
         }
         self.inner.delete(receipt_handle).await
     }
 
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
         if self.plan.is_dead() {
             return Err(dead_queue("ChangeMessageVisibility"));
         }

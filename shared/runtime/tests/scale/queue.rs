@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use stm_core::Event;
+use stm_runtime::queue::QueueError;
 use stm_runtime::queue::{plan_batches, PublishFailure, ReceivedMessage, SPAWN_KIND};
 use stm_runtime::worker::BatchOutcome;
-use stm_runtime::{Clock, DriverError, ManualClock, OutgoingMessage, Queue, Record};
+use stm_runtime::{Clock, ManualClock, OutgoingMessage, Queue, Record};
 
 use crate::config::{lock, VISIBILITY_SECONDS};
 
@@ -259,15 +260,15 @@ impl Queue for SimQueue {
         _max: usize,
         _visibility_seconds: i32,
         _wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, DriverError> {
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
         Ok(Vec::new())
     }
 
-    async fn delete(&self, _receipt_handle: &str) -> Result<(), DriverError> {
+    async fn delete(&self, _receipt_handle: &str) -> Result<(), QueueError> {
         Ok(())
     }
 
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), DriverError> {
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
         self.count_requests(1);
         let at = self.clock.now() + f64::from(seconds.max(0));
         lock(&self.state).released.insert(receipt_handle.to_string(), at);
