@@ -1,9 +1,9 @@
 //! `stm-core`: the `.stm` language, the [`Definition`] it builds, validation, the
 //! harel-compatible [`Execution`]/[`Event`] JSON types, and the pure engine.
 //!
-//! Nothing in this crate does IO or runs user code: the engine takes a definition, an
-//! execution, an event and the time, mutates the execution and returns the effects the
-//! caller must carry out (see [`engine`]). Blocking actions are served through the
+//! The engine does no IO and runs no user code (only the DSL loader reads files: the
+//! `.stm` files it is given): it takes a definition, an execution, an event and the time,
+//! mutates the execution and returns the effects the caller must carry out (see [`engine`]). Blocking actions are served through the
 //! [`engine::ActionHost`] seam, which the driver in `stm-runtime` implements.
 
 pub mod definition;

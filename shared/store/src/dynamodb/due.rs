@@ -51,7 +51,7 @@
 //!   overdue timer in an old bucket is only found if the sweeper remembers which old buckets
 //!   are non-empty (state to keep and repair), and all new 30-day timers still land in one
 //!   bucket (the same hot partition).
-//! - **Hash shards** `due#0 .. due#15`, chosen by a stable hash of `(execution_id, path)`
+//! - **Hash shards** `due#0 .. due#63`, chosen by a stable hash of `(execution_id, path)`
 //!   ([`timer_shard`]): writes spread evenly over 64 partition key values, and each shard's
 //!   sort key answers "due by now" directly, however overdue. No state, no bookkeeping.
 //!
