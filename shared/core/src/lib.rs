@@ -3,8 +3,9 @@
 //!
 //! The engine does no IO and runs no user code (only the DSL loader reads files: the
 //! `.stm` files it is given): it takes a definition, an execution, an event and the time,
-//! mutates the execution and returns the effects the caller must carry out (see [`engine`]). Blocking actions are served through the
-//! [`engine::ActionHost`] seam, which the driver in `stm-runtime` implements.
+//! mutates the execution and returns the effects the caller must carry out (see
+//! [`engine`]). Blocking actions are served through the [`engine::ActionHost`] seam, which
+//! the driver in `stm-runtime` implements.
 
 pub mod definition;
 pub mod dsl;
