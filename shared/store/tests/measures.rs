@@ -1,5 +1,5 @@
 //! Measures (printed, not asserted): DynamoDB calls per store operation as counted by the
-//! SDK interceptor, next to the seed's count, and the size of a typical execution item.
+//! SDK interceptor, next to harel 0.9.0's count, and the size of a typical execution item.
 //!
 //! ```text
 //! cargo test -p stm-store --test measures -- --ignored --nocapture
@@ -204,8 +204,8 @@ async fn print_calls_and_bytes() {
     ));
 
     println!();
-    println!("DynamoDB calls per store operation (counted by the SDK interceptor; seed = harel 0.9.0)");
-    println!("{:<48} {:>5}  {:<44} seed", "operation", "calls", "detail");
+    println!("DynamoDB calls per store operation (counted by the SDK interceptor; harel = harel 0.9.0)");
+    println!("{:<48} {:>5}  {:<44} harel", "operation", "calls", "detail");
     println!("{}", "-".repeat(120));
     for (name, calls, seed) in &rows {
         let total: u64 = calls.values().sum();
