@@ -3,7 +3,8 @@
 //! Per record, in order: parse; `load_for_event` (one store call); then
 //! - unknown execution or already processed: acknowledged as a no-op;
 //! - a spawn intent: the child is created (and started) idempotently;
-//! - lifecycle: `SUSPENDED` parks the message (visibility set, reported failed),
+//! - lifecycle: `SUSPENDED` parks the event on the execution's item until `resume` (only
+//!   an event the item has no room for waits in SQS, hidden and reported failed),
 //!   `CANCELLED` drains, `CANCELLING` drains everything but `Cancel`, `PENDING` drains
 //!   everything but `Start` (as harel's worker does);
 //! - a domain event for a parent with live regions is broadcast: one outbox entry per
@@ -27,8 +28,9 @@
 //! the inline flush publishes the commit's entries in order.
 //!
 //! After each commit the **inline flush** publishes that commit's outbox and spawn
-//! entries and acks them; a publish failure there is logged, not a record failure (the
-//! commit is durable and the scheduled relay delivers it).
+//! entries and acks them. If part of them cannot be published, the record is reported
+//! failed although its step is committed: the redelivery is a duplicate that publishes
+//! everything pending, in order, before the group's next event (`Worker::flush`).
 //!
 //! **The batch rule** (Powertools' `SqsFifoPartialProcessor` with `skip_group_on_error`).
 //! A poison message, a lost CAS (`StoreConflict`), a throttled or failing store and a
@@ -83,10 +85,10 @@ mod logging;
 mod outcome;
 mod release;
 
+use logging::log_unknown;
 pub(crate) use logging::StepLog;
-use logging::{count, log_unknown};
 use outcome::{classify, log_failure};
-pub use outcome::{BatchOutcome, Failed, Handled, Record};
+pub use outcome::{BatchOutcome, Cause, Failed, Handled, Record, RecordError};
 pub use release::{release_seconds, retry_seconds, QUICK_CONFLICT_RECEIVES};
 
 /// How the worker treats what it cannot finish now.
@@ -283,7 +285,7 @@ impl Worker {
                 }
                 let result = decided[index]
                     .take()
-                    .unwrap_or_else(|| Err(Failed::Error("the record was not handled".into())));
+                    .unwrap_or_else(|| Err(Failed::Error(Cause::new(RecordError::NotHandled))));
                 outcome.records.push((record.message_id.clone(), result));
             }
             outcome
@@ -321,7 +323,7 @@ impl Worker {
             record.kind.as_deref(),
             &record.message_id,
         )
-        .map_err(|p| Failed::Poison(p.0))?;
+        .map_err(|p| Failed::Poison(Cause::new(RecordError::Unreadable(p))))?;
         self.handle_incoming(incoming, parents, flushed).await
     }
 
@@ -511,19 +513,17 @@ impl Worker {
             .store
             .pending_rows_of(execution_id)
             .await
-            .map_err(|err| {
-                Failed::Retryable(format!(
-                    "could not read {execution_id}'s pending entries after a redelivery ({err}); retried so they go out first"
-                ))
+            .map_err(|source| {
+                Failed::Retryable(Cause::new(RecordError::PendingUnreadable {
+                    execution_id: execution_id.to_string(),
+                    source,
+                }))
             })?;
         if pending.is_empty() {
             return Ok(());
         }
-        self.publish(&pending.spawns, &pending.outbox, flushed, |failed| {
-            format!(
-                "{} could not be published after a redelivery; retried so they go out first",
-                count(failed, "pending entry", "pending entries")
-            )
+        self.publish(&pending.spawns, &pending.outbox, flushed, |entries| {
+            RecordError::PendingUnpublished { entries }
         })
         .await
         .map(|_| ())
@@ -537,12 +537,12 @@ impl Worker {
         spawns: &[SpawnEntry],
         outbox: &[OutboxEntry],
         flushed: &mut RelaySummary,
-        failure: impl FnOnce(usize) -> String,
+        failure: impl FnOnce(usize) -> RecordError,
     ) -> Result<RelaySummary, Failed> {
         let summary = relay::deliver(self.driver.store.as_ref(), self.queue.as_ref(), spawns, outbox).await;
         flushed.add(&summary);
         if summary.failed > 0 {
-            return Err(Failed::Retryable(failure(summary.failed)));
+            return Err(Failed::Retryable(Cause::new(failure(summary.failed))));
         }
         Ok(summary)
     }
@@ -564,11 +564,8 @@ impl Worker {
             return Ok(());
         }
         let summary = self
-            .publish(&report.spawns, &report.outbox, flushed, |failed| {
-                format!(
-                    "committed, but {failed} of its entries could not be published; retried so they go \
-                     out before the group's next event"
-                )
+            .publish(&report.spawns, &report.outbox, flushed, |entries| {
+                RecordError::Unpublished { entries }
             })
             .await?;
         if summary.unacked > 0 {

@@ -215,7 +215,7 @@ async fn a_sustained_throttle_takes_hours_to_dead_letter_a_record() {
     for (n, (count, why, _)) in receives.iter().enumerate() {
         assert_eq!(*count as usize, n + 1, "ApproximateReceiveCount");
         assert!(
-            matches!(why, Failed::Retryable(t) if t.contains("ThrottlingException")),
+            matches!(why, Failed::Retryable(t) if t.to_string().contains("ThrottlingException")),
             "receive {count}: {why:?}"
         );
     }

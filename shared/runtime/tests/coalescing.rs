@@ -237,7 +237,9 @@ async fn a_failing_step_ends_the_burst_after_committing_the_steps_before_it() {
         .iter()
         .map(|(_, r)| match r {
             Ok(Handled::Processed { .. }) => "processed".to_string(),
-            Err(Failed::Error(e)) => format!("error: {}", e.split(':').next().unwrap_or_default()),
+            Err(Failed::Error(e)) => {
+                format!("error: {}", e.to_string().split(':').next().unwrap_or_default())
+            }
             Err(Failed::Skipped) => "skipped".to_string(),
             other => format!("{other:?}"),
         })

@@ -2,11 +2,13 @@
 //! batch's outcome as the partial-batch response and CloudWatch metrics, and how a driver
 //! error is classified for the release policy and the log.
 
+use std::sync::Arc;
+
 use stm_core::Status;
 use stm_store::StoreError;
 
 use crate::driver::DriverError;
-use crate::queue::{ReceivedMessage, MESSAGE_KIND_ATTRIBUTE};
+use crate::queue::{Poison, ReceivedMessage, MESSAGE_KIND_ATTRIBUTE};
 use crate::relay::RelaySummary;
 
 /// One SQS record, whatever delivered it (the Lambda event source or the local poller).
@@ -67,16 +69,16 @@ pub enum Handled {
 #[non_exhaustive]
 pub enum Failed {
     /// Never processable; SQS dead-letters it after `maxReceiveCount`.
-    Poison(String),
+    Poison(Cause),
     /// The execution moved on under us (a lost CAS): redelivered.
-    Conflict(String),
+    Conflict(Cause),
     /// Throttling or a transient store fault: redelivered.
-    Retryable(String),
+    Retryable(Cause),
     /// The execution is `SUSPENDED`: parked for the recheck period.
     Parked,
     /// Anything else (an unknown definition, a store or engine error): redelivered, and
     /// dead-lettered if it keeps failing.
-    Error(String),
+    Error(Cause),
     /// Not attempted because an earlier record of its message group failed in this
     /// batch; released with that record's delay.
     Skipped,
@@ -84,6 +86,76 @@ pub enum Failed {
     /// (`WorkerSettings::record_reserve`); released at once. Nothing is wrong with the
     /// record itself, but the receive counts toward `maxReceiveCount`.
     OutOfTime,
+}
+
+/// Why a record failed, as the error itself: its words are the log line's `reason`, and
+/// its `source()` chain (the store's, the SDK's) is kept. Shared, so an outcome clones;
+/// two causes are equal when they say the same.
+#[derive(Debug, Clone)]
+pub struct Cause(Arc<dyn std::error::Error + Send + Sync>);
+
+impl Cause {
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Cause(Arc::new(error))
+    }
+
+    /// The error, to match on its type (`error().downcast_ref::<DriverError>()`).
+    pub fn error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.to_string() == other.to_string()
+    }
+}
+
+/// What the worker itself finds wrong with a record, beside the driver's errors.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// A message that can never be processed (the log line says it is poison).
+    #[error("{}", .0.0)]
+    Unreadable(Poison),
+    /// The event's execution is not stored (harel's `KeyError` names only the id).
+    #[error("execution {id:?} does not exist")]
+    NoSuchExecution { id: String },
+    /// A record the batch loop never reached an answer for.
+    #[error("the record was not handled")]
+    NotHandled,
+    /// A redelivery's execution whose pending rows could not be read, so they could not
+    /// be published before it.
+    #[error("could not read {execution_id}'s pending entries after a redelivery ({source}); retried so they go out first")]
+    PendingUnreadable {
+        execution_id: String,
+        #[source]
+        source: StoreError,
+    },
+    /// A redelivery's pending rows that could not all be published.
+    #[error(
+        "{} could not be published after a redelivery; retried so they go out first",
+        super::logging::count(*entries, "pending entry", "pending entries")
+    )]
+    PendingUnpublished { entries: usize },
+    /// A committed step whose entries could not all be published by the inline flush.
+    #[error(
+        "committed, but {entries} of its entries could not be published; retried so they go \
+         out before the group's next event"
+    )]
+    Unpublished { entries: usize },
 }
 
 /// The outcome of one batch, record by record.
@@ -138,24 +210,17 @@ impl BatchOutcome {
 
 pub(super) fn classify(err: DriverError) -> Failed {
     match err {
-        DriverError::Store(StoreError::Conflict { .. }) => Failed::Conflict(err.to_string()),
-        DriverError::Store(StoreError::Retryable { .. }) => Failed::Retryable(err.to_string()),
+        DriverError::Store(StoreError::Conflict { .. }) => Failed::Conflict(Cause::new(err)),
+        DriverError::Store(StoreError::Retryable { .. }) => Failed::Retryable(Cause::new(err)),
         // the same input gives the same refusal every time: retrying only ages the record
         DriverError::MessageTooLarge { .. } | DriverError::Store(StoreError::TooLarge(_)) => {
-            Failed::Poison(failure_reason(&err))
+            Failed::Poison(Cause::new(err))
         }
-        other => Failed::Error(failure_reason(&other)),
-    }
-}
-
-/// Why a record failed, in words for the log: the error's own message, never the name of
-/// the Python exception harel raises for it (`python_type` is for the parity with harel and
-/// the Lambda `errorType`). An unknown execution's own text is harel's `KeyError` argument
-/// (the id's repr), which says nothing on its own.
-fn failure_reason(err: &DriverError) -> String {
-    match err {
-        DriverError::UnknownExecution(id) => format!("execution {id:?} does not exist"),
-        other => other.to_string(),
+        // in words for the log, never the name of the Python exception harel raises for it
+        // (`python_type` is for the parity with harel and the Lambda `errorType`): an unknown
+        // execution's own text is harel's `KeyError` argument, the id's repr alone
+        DriverError::UnknownExecution(id) => Failed::Error(Cause::new(RecordError::NoSuchExecution { id })),
+        other => Failed::Error(Cause::new(other)),
     }
 }
 
@@ -198,7 +263,10 @@ mod tests {
                     }),
                 ),
                 ("m2".into(), Ok(Handled::Duplicate)),
-                ("m3".into(), Err(Failed::Conflict("stale".into()))),
+                (
+                    "m3".into(),
+                    Err(Failed::Conflict(Cause::new(RecordError::NotHandled))),
+                ),
                 ("m4".into(), Err(Failed::Skipped)),
                 ("m5".into(), Err(Failed::OutOfTime)),
                 (

@@ -63,6 +63,10 @@ fn backoff_seconds(base: i32, cap: i32, receive_count: u32) -> i32 {
 mod tests {
     use super::*;
 
+    fn cause() -> super::super::Cause {
+        super::super::Cause::new(super::super::RecordError::NotHandled)
+    }
+
     #[test]
     fn parked_messages_back_off_to_fifteen_minutes() {
         let s = WorkerSettings::default();
@@ -82,10 +86,10 @@ mod tests {
     #[test]
     fn transient_failures_back_off_to_five_minutes() {
         let s = WorkerSettings::default();
-        let throttled = Failed::Retryable("ThrottlingException".into());
+        let throttled = Failed::Retryable(cause());
         let waits: Vec<i32> = (1..=12).map(|n| release_seconds(&s, &throttled, n)).collect();
         assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
-        let error = Failed::Error("StoreError: backend".into());
+        let error = Failed::Error(cause());
         assert_eq!(release_seconds(&s, &error, 1), 1);
         assert_eq!(release_seconds(&s, &error, 50), 300);
         assert_eq!(release_seconds(&s, &throttled, u32::MAX), 300);
@@ -96,14 +100,14 @@ mod tests {
         assert!(horizon(&error) > 7 * 3600);
 
         // a lost CAS: at once on its first receives, then the same back-off
-        let conflict = Failed::Conflict("stale write".into());
+        let conflict = Failed::Conflict(cause());
         let waits: Vec<i32> = (1..=6).map(|n| release_seconds(&s, &conflict, n)).collect();
         assert_eq!(waits, [0, 0, 0, 1, 2, 4]);
         assert_eq!(horizon(&conflict), 26_911, "~7.5 h");
 
         // the others keep their own delays; a skipped record takes its group's (the
         // caller's), a record not started for lack of time comes back at once
-        assert_eq!(release_seconds(&s, &Failed::Poison("x".into()), 7), 10);
+        assert_eq!(release_seconds(&s, &Failed::Poison(cause()), 7), 10);
         assert_eq!(release_seconds(&s, &Failed::Parked, 3), park_seconds(&s, 3));
         assert_eq!(release_seconds(&s, &Failed::Skipped, 9), 0);
         assert_eq!(release_seconds(&s, &Failed::OutOfTime, 9), 0);

@@ -207,7 +207,11 @@ impl Harness {
                 // reported in the batch response: not deleted, released by the worker
                 Err(Failed::Retryable(reason)) => {
                     self.stats.failed_retryable += 1;
-                    if reason.starts_with("committed, but") {
+                    let unpublished = reason.error().downcast_ref::<stm_runtime::worker::RecordError>();
+                    if matches!(
+                        unpublished,
+                        Some(stm_runtime::worker::RecordError::Unpublished { .. })
+                    ) {
                         self.stats.failed_flush += 1;
                     }
                     continue;

@@ -5,7 +5,8 @@
 use std::time::Instant;
 
 use stm_core::Execution;
-use stm_runtime::worker::{BatchOutcome, Failed, Handled};
+use stm_runtime::worker::{BatchOutcome, Cause, Failed, Handled};
+use stm_runtime::DriverError;
 use stm_store::ExecutionStore;
 
 use crate::body_table::{cases, Expect};
@@ -77,7 +78,7 @@ async fn every_bad_body_gets_its_outcome_and_a_clear_error() {
                         unclear.push(format!("{name}: a Python exception name ({python}) in {text:?}"));
                     }
                 }
-                assert!(log.contains(text), "{name}: the reason is logged: {log}");
+                assert!(log.contains(&text), "{name}: the reason is logged: {log}");
                 true
             }
             Expect::Handled(want) => {
@@ -175,7 +176,9 @@ async fn what_the_no_op_and_unknown_cases_leave_behind() {
         let out = fx.worker.handle_batch(&[r]).await;
         assert_eq!(
             out.records[0].1,
-            Err(Failed::Error("unknown definition \"Gone\"".into()))
+            Err(Failed::Error(Cause::new(DriverError::UnknownDefinition(
+                "Gone".into()
+            ))))
         );
     }
     assert_eq!(fx.store.load("gone").await.expect("load").expect("gone"), gone);

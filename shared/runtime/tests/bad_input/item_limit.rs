@@ -267,10 +267,13 @@ async fn a_commit_over_dynamodbs_limits_fails_the_execution_at_once() {
         )])
         .await;
     match &out.records[0].1 {
-        Err(Failed::Poison(t)) => assert!(
-            t.starts_with("the trace step item is ") && t.contains("over DynamoDB's limit"),
-            "{t}"
-        ),
+        Err(Failed::Poison(cause)) => {
+            let t = cause.to_string();
+            assert!(
+                t.starts_with("the trace step item is ") && t.contains("over DynamoDB's limit"),
+                "{t}"
+            )
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(store.load("traced").await.expect("load").expect("traced"), before);

@@ -10,7 +10,8 @@ use serde_json::json;
 use stm_core::{Execution, Status};
 use stm_runtime::eventsource::{self, EventSourceSettings};
 use stm_runtime::queue::QueueError;
-use stm_runtime::worker::{Failed, Handled, Record};
+use stm_runtime::worker::{Cause, Failed, Handled, Record};
+use stm_runtime::DriverError;
 use stm_runtime::{
     ActionRegistry, Control, Driver, ManualClock, MemoryQueue, OutgoingMessage, Queue, Worker, WorkerSettings,
 };
@@ -61,23 +62,25 @@ async fn a_mixed_batch_loses_nothing_and_dead_letters_only_the_poison() {
     let outcome = stack.worker.handle_batch(&records).await;
     let results: Vec<&Result<Handled, Failed>> = outcome.records.iter().map(|(_, r)| r).collect();
     assert!(
-        matches!(results[1], Err(Failed::Poison(t)) if t.contains("not JSON")),
+        matches!(results[1], Err(Failed::Poison(t)) if t.to_string().contains("not JSON")),
         "{:?}",
         results[1]
     );
     assert!(
-        matches!(results[4], Err(Failed::Poison(t)) if t.contains("not a JSON object")),
+        matches!(results[4], Err(Failed::Poison(t)) if t.to_string().contains("not a JSON object")),
         "{:?}",
         results[4]
     );
     assert!(
-        matches!(results[8], Err(Failed::Poison(t)) if t.contains("spawn intent")),
+        matches!(results[8], Err(Failed::Poison(t)) if t.to_string().contains("spawn intent")),
         "{:?}",
         results[8]
     );
     assert_eq!(
         results[9],
-        &Err(Failed::Error("unknown definition \"Gone\"".into()))
+        &Err(Failed::Error(Cause::new(DriverError::UnknownDefinition(
+            "Gone".into()
+        ))))
     );
     // a, b, c: Go then Finish each, processed behind the failures of other groups
     for i in [0, 2, 3, 5, 6, 7] {

@@ -98,9 +98,11 @@ pub(crate) fn good(message_id: &str, target: &str, kind: &str) -> Record {
     record(message_id, &body, Some(target), None)
 }
 
-pub(crate) fn failure_text(result: &Result<Handled, Failed>) -> Option<&str> {
+pub(crate) fn failure_text(result: &Result<Handled, Failed>) -> Option<String> {
     match result {
-        Err(Failed::Poison(t) | Failed::Conflict(t) | Failed::Retryable(t) | Failed::Error(t)) => Some(t),
+        Err(Failed::Poison(t) | Failed::Conflict(t) | Failed::Retryable(t) | Failed::Error(t)) => {
+            Some(t.to_string())
+        }
         _ => None,
     }
 }
