@@ -4,7 +4,7 @@
 //! timeline.
 //!
 //! By concern:
-//! - [`gather`]: loading an execution and everything its page shows (the store's IO);
+//! - `gather`: loading an execution and everything its page shows (the store's IO);
 //! - `steps`: the trace as typed steps with their context diffs ([`TraceStep`]);
 //! - `children`: the children as a tree ([`ChildNode`]);
 //! - `chart`: the statechart as nested boxes with the active states flagged ([`StateBox`]);
