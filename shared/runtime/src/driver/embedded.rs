@@ -79,7 +79,7 @@ impl Driver {
         let mut exe = self.new_execution(definition_id, context, execution_id).await?;
         let id = exe.id.clone();
         self.run_step(&mut exe, None).await?;
-        self.flush_inline().await?;
+        self.deliver_pending().await?;
         self.store
             .load(&id)
             .await?
@@ -193,7 +193,7 @@ impl Driver {
         if quiet && !reload {
             return Ok(());
         }
-        self.flush_inline().await?;
+        self.deliver_pending().await?;
         *exe = self
             .store
             .load(&exe.id)
@@ -203,8 +203,9 @@ impl Driver {
     }
 
     /// Deliver everything pending, inline, to quiescence: create the children, then
-    /// process the outbox events in seq order (the embedded relay).
-    pub(crate) async fn flush_inline(&self) -> Result<(), DriverError> {
+    /// process the outbox events in seq order (the embedded relay; the worker's "inline
+    /// flush" only publishes a commit's entries to the queue).
+    pub(crate) async fn deliver_pending(&self) -> Result<(), DriverError> {
         loop {
             let spawns = self.store.pending_spawns().await?;
             let outbox = self.store.pending_outbox().await?;
@@ -250,7 +251,7 @@ impl Driver {
                 let event = engine::timeout_event(&timer.execution_id, &timer.path, timer.fire_at);
                 // deliver before delete: a crash between the two is safe (dedupe)
                 self.deliver_inline(&timer.execution_id, &event).await?;
-                self.flush_inline().await?;
+                self.deliver_pending().await?;
             }
             self.store
                 .delete_timer(&timer.execution_id, &timer.path, timer.fire_at)
