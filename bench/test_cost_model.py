@@ -197,7 +197,7 @@ def main() -> None:
           (a.item_bytes, a.dedupe_bytes, a.mark_bytes, a.outbox_bytes, a.timer_bytes, a.trace_bytes)
           == (code["execution_item_bytes"], code["dedupe_window_bytes"], code["processed_mark_bytes"],
               code["outbox_item_bytes"], code["timer_item_bytes"], code["trace_item_bytes"]))
-    sources = {"worker": "shared/runtime/src/worker.rs", "relay": "shared/runtime/src/relay.rs", "sweeper": "shared/runtime/src/sweeper.rs"}
+    sources = {"worker": "shared/runtime/src/worker/outcome.rs", "relay": "shared/runtime/src/relay.rs", "sweeper": "shared/runtime/src/sweeper.rs"}
     sent = {fn: len(emf_metrics(path)) for fn, path in sources.items()}
     check("cost_inputs.json's function_metrics = the metrics each function's code counts", inputs["function_metrics"] == sent,
           (inputs["function_metrics"], sent))
