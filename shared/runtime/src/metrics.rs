@@ -25,7 +25,7 @@ pub const NAMESPACE: &str = "stm";
 pub(crate) const FUNCTION_DIMENSION: &str = "Function";
 
 /// Worker: records whose step committed (or broadcast, or spawned a child).
-pub(crate) const EVENTS_PROCESSED: &str = "EventsProcessed";
+pub const EVENTS_PROCESSED: &str = "EventsProcessed";
 /// Worker: records acknowledged without a step (duplicate, unknown execution, drained).
 pub(crate) const EVENTS_SKIPPED: &str = "EventsSkipped";
 /// Worker: events kept on an execution pinned to a version the deploy does not have
@@ -192,7 +192,7 @@ impl MetricSet {
     }
 
     /// The document as one line.
-    pub(crate) fn to_line(&self, timestamp_ms: u64) -> String {
+    pub fn to_line(&self, timestamp_ms: u64) -> String {
         self.to_json(timestamp_ms).to_string()
     }
 
