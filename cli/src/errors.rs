@@ -87,12 +87,25 @@ fn one_line(err: &anyhow::Error) -> String {
         if i > 0 {
             line.push_str(": ");
         }
+        if is_configuration(cause) {
+            // as a function's cold start words it (through `DriverError`)
+            line.push_str("configuration error: ");
+        }
         line.push_str(&cause.to_string());
         if carries_its_causes(cause) {
             break;
         }
     }
     line
+}
+
+/// The runtime's configuration errors: the environment, the definitions, the bindings,
+/// and an event queue that cannot serve.
+fn is_configuration(err: &(dyn std::error::Error + 'static)) -> bool {
+    err.is::<stm_runtime::config::ConfigError>()
+        || err
+            .downcast_ref::<stm_runtime::queue::QueueError>()
+            .is_some_and(|e| e.is_deployment())
 }
 
 fn carries_its_causes(err: &(dyn std::error::Error + 'static)) -> bool {
@@ -117,4 +130,50 @@ pub fn exit_code(err: &anyhow::Error) -> ExitCode {
     } else {
         1
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context as _;
+    use stm_runtime::config::ConfigError;
+
+    fn bad_trace_max() -> ConfigError {
+        stm_runtime::config::FunctionConfig::from_lookup(|name| match name {
+            "STM_QUEUE_URL" => Some("q".into()),
+            "STM_TRACE_MAX" => Some("many".into()),
+            _ => None,
+        })
+        .expect_err("refused")
+    }
+
+    #[test]
+    fn a_configuration_error_reads_as_in_a_cold_start_however_it_arrives() {
+        let cold_start = DriverError::from(bad_trace_max()).to_string();
+        assert_eq!(
+            cold_start,
+            "configuration error: STM_TRACE_MAX=\"many\": expected a whole number"
+        );
+        // straight from the config module, through `?`
+        assert_eq!(one_line(&anyhow::Error::new(bad_trace_max())), cold_start);
+        // through DriverError: one prefix, not two
+        assert_eq!(
+            one_line(&anyhow::Error::new(DriverError::from(bad_trace_max()))),
+            cold_start
+        );
+        // under a command's context
+        let err = Err::<(), _>(bad_trace_max())
+            .context("the worker's settings")
+            .expect_err("failed");
+        assert_eq!(one_line(&err), format!("the worker's settings: {cold_start}"));
+    }
+
+    #[test]
+    fn a_queue_call_that_failed_is_not_a_configuration_error() {
+        let err = anyhow::Error::new(stm_runtime::queue::QueueError::failed(
+            "ReceiveMessage",
+            "throttled",
+        ));
+        assert_eq!(one_line(&err), "ReceiveMessage: throttled");
+    }
 }

@@ -115,7 +115,7 @@ pub struct ActionConfig {
 impl ActionConfig {
     /// From any name -> value lookup; a binding that does not parse is refused here, so a
     /// typo fails the cold start, not the first execution that calls the action.
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, DriverError> {
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
         let timeout = match get(vars::ACTION_TIMEOUT_SECONDS) {
             None => crate::remote::DEFAULT_TIMEOUT,
@@ -158,12 +158,12 @@ impl ActionConfig {
 }
 
 /// A variable whose value the process does not take.
-fn invalid(name: &'static str, value: &str, why: &'static str) -> DriverError {
-    DriverError::from(ConfigError::Invalid {
+fn invalid(name: &'static str, value: &str, why: &'static str) -> ConfigError {
+    ConfigError::Invalid {
         name,
         value: value.to_string(),
         why,
-    })
+    }
 }
 
 fn flag(value: &str) -> Option<bool> {
@@ -176,12 +176,12 @@ fn flag(value: &str) -> Option<bool> {
 
 impl FunctionConfig {
     /// From the process environment.
-    pub fn from_env() -> Result<Self, DriverError> {
+    pub fn from_env() -> Result<Self, ConfigError> {
         FunctionConfig::from_lookup(|name| std::env::var(name).ok())
     }
 
     /// From any name -> value lookup (tests).
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, DriverError> {
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
         let bad = invalid;
         let queue_url = get(vars::QUEUE_URL).ok_or(ConfigError::Missing {
@@ -278,7 +278,7 @@ pub fn region(get: impl Fn(&str) -> Option<String>) -> String {
 /// harel's worker does), and every retained version in `dir/versions/`. A broken file
 /// fails with its path, line and reason; a machine with validation errors fails with
 /// its findings.
-pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
+pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, ConfigError> {
     let files = files_in(dir, "stm").map_err(|source| ConfigError::DefinitionsDir {
         dir: dir.to_path_buf(),
         source,
@@ -292,8 +292,7 @@ pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
     if definitions.is_empty() {
         return Err(ConfigError::NoMachines {
             dir: dir.to_path_buf(),
-        }
-        .into());
+        });
     }
     for frozen in load_versions_dir(&dir.join(stm_core::version::VERSIONS_DIR))? {
         definitions.retain(frozen);
@@ -303,7 +302,7 @@ pub fn load_definitions_dir(dir: &Path) -> Result<Definitions, DriverError> {
 
 /// Every frozen version in `dir` (`*.json`, sorted; none when `dir` does not exist),
 /// each read back, checked against its name and validated.
-pub(crate) fn load_versions_dir(dir: &Path) -> Result<Vec<stm_core::version::FrozenVersion>, DriverError> {
+pub(crate) fn load_versions_dir(dir: &Path) -> Result<Vec<stm_core::version::FrozenVersion>, ConfigError> {
     let files = match files_in(dir, "json") {
         Ok(files) => files,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -311,8 +310,7 @@ pub(crate) fn load_versions_dir(dir: &Path) -> Result<Vec<stm_core::version::Fro
             return Err(ConfigError::DefinitionsDir {
                 dir: dir.to_path_buf(),
                 source,
-            }
-            .into())
+            })
         }
     };
     files.iter().map(|file| load_frozen(file)).collect()
@@ -331,7 +329,7 @@ pub fn files_in(dir: &Path, extension: &str) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// One frozen version, read back, named as it holds and valid.
-pub fn load_frozen(file: &Path) -> Result<stm_core::version::FrozenVersion, DriverError> {
+pub fn load_frozen(file: &Path) -> Result<stm_core::version::FrozenVersion, ConfigError> {
     let text = std::fs::read_to_string(file).map_err(|source| ConfigError::FrozenUnreadable {
         file: file.to_path_buf(),
         source,
@@ -346,15 +344,14 @@ pub fn load_frozen(file: &Path) -> Result<stm_core::version::FrozenVersion, Driv
         return Err(ConfigError::FrozenName {
             file: file.to_path_buf(),
             expected,
-        }
-        .into());
+        });
     }
     check_valid(file, &frozen.definition)?;
     Ok(frozen)
 }
 
 /// A machine with validation errors fails with its findings.
-fn check_valid(file: &Path, defn: &stm_core::Definition) -> Result<(), DriverError> {
+fn check_valid(file: &Path, defn: &stm_core::Definition) -> Result<(), ConfigError> {
     let findings = stm_core::validate::validate(defn);
     if stm_core::validate::has_errors(&findings) {
         return Err(ConfigError::InvalidMachine {
@@ -365,14 +362,13 @@ fn check_valid(file: &Path, defn: &stm_core::Definition) -> Result<(), DriverErr
                 .filter(|f| f.is_error())
                 .map(ToString::to_string)
                 .collect(),
-        }
-        .into());
+        });
     }
     Ok(())
 }
 
 /// Load and validate every machine of one file.
-pub fn load_file(file: &Path) -> Result<Vec<stm_core::Definition>, DriverError> {
+pub fn load_file(file: &Path) -> Result<Vec<stm_core::Definition>, ConfigError> {
     let machines = stm_core::dsl::load_all_file(file).map_err(|e| {
         // the error names the file it is in (an imported one, maybe); else this one
         let e = if e.file.is_none() {
@@ -392,7 +388,7 @@ pub fn load_file(file: &Path) -> Result<Vec<stm_core::Definition>, DriverError> 
 }
 
 /// Every action the definitions use must be bound: a typo fails the cold start.
-pub fn check_actions(definitions: &Definitions, actions: &ActionRegistry) -> Result<(), DriverError> {
+pub fn check_actions(definitions: &Definitions, actions: &ActionRegistry) -> Result<(), ConfigError> {
     for defn in definitions.all_versions() {
         actions.check(defn).map_err(ConfigError::from)?;
     }
@@ -439,7 +435,7 @@ mod tests {
         let file = dir.join("broken.stm");
         std::fs::write(&file, "machine M {\n  initial A\n  state A {\n}\n").expect("write");
         let err = load_definitions_dir(&dir).expect_err("a broken file fails");
-        let DriverError::Config(ConfigError::Definition { file: named, source }) = &err else {
+        let ConfigError::Definition { file: named, source } = &err else {
             panic!("not a definition error: {err:?}");
         };
         assert_eq!(named, &file);
@@ -447,9 +443,8 @@ mod tests {
             source.line.is_some(),
             "the parse error keeps its line: {source:?}"
         );
-        // the chain: DriverError -> ConfigError -> DslError
-        let config = err.source().expect("the configuration error");
-        assert!(config
+        // the chain: ConfigError -> DslError
+        assert!(err
             .source()
             .is_some_and(|dsl| dsl.to_string() == source.to_string()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -465,13 +460,13 @@ mod tests {
         .expect_err("refused");
         assert!(matches!(
             err,
-            DriverError::Config(ConfigError::Invalid {
+            ConfigError::Invalid {
                 name: "STM_TRACE_MAX",
                 ..
-            })
+            }
         ));
         assert_eq!(
-            err.to_string(),
+            DriverError::from(err).to_string(),
             "configuration error: STM_TRACE_MAX=\"many\": expected a whole number"
         );
     }

@@ -23,6 +23,10 @@ pub use error::QueueError;
 mod wire;
 pub use wire::*;
 
+// the contract every queue keeps, run by this crate's tests against each (feature `contract`)
+#[cfg(feature = "contract")]
+pub mod contract;
+
 // the in-memory FIFO queue
 mod memory;
 pub use memory::MemoryQueue;

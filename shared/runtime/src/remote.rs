@@ -40,7 +40,6 @@ use stm_core::engine::ActionError;
 use stm_core::{Event, Map};
 
 use crate::actions::ActionInput;
-use crate::driver::DriverError;
 
 // the client: the I/O thread and its Lambda and HTTPS clients (feature `aws`)
 #[cfg(feature = "aws")]
@@ -76,12 +75,10 @@ impl std::fmt::Display for RemoteTarget {
 
 /// Parse `STM_ACTIONS`: `name=target` pairs separated by commas or newlines, where a
 /// target is `lambda:<function>` or an `https://` URL (`http://` to a loopback host only).
-pub fn parse_bindings(spec: &str) -> Result<BTreeMap<String, RemoteTarget>, DriverError> {
-    let bad = |entry: &str, why: &str| {
-        DriverError::from(crate::config::ConfigError::Binding {
-            entry: entry.to_string(),
-            why: why.to_string(),
-        })
+pub fn parse_bindings(spec: &str) -> Result<BTreeMap<String, RemoteTarget>, crate::config::ConfigError> {
+    let bad = |entry: &str, why: &str| crate::config::ConfigError::Binding {
+        entry: entry.to_string(),
+        why: why.to_string(),
     };
     let mut bindings = BTreeMap::new();
     for entry in spec.split([',', '\n']).map(str::trim).filter(|e| !e.is_empty()) {

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use stm_runtime::queue::{SqsQueue, MAX_MESSAGE_BYTES};
+use stm_runtime::queue::{QueueError, SqsQueue, MAX_MESSAGE_BYTES};
 use stm_runtime::DriverError;
 
 async fn client() -> aws_sdk_sqs::Client {
@@ -222,17 +222,17 @@ async fn a_standard_queue_is_refused_by_name() {
          or pass another --queue"
     );
     match SqsQueue::join(&client, &url, 30, 5).await {
-        Err(err @ DriverError::Config(_)) => assert_eq!(err.to_string(), expected),
+        Err(err @ QueueError::NotFifo { .. }) => assert_eq!(DriverError::from(err).to_string(), expected),
         other => panic!("expected the FIFO refusal, got {other:?}"),
     }
     match SqsQueue::check_event_queue(&client, &url).await {
-        Err(err) => assert_eq!(err.to_string(), expected),
+        Err(err) => assert_eq!(DriverError::from(err).to_string(), expected),
         Ok(()) => panic!("check_event_queue accepted a standard queue"),
     }
     let gone = format!("{url}-nope");
     match SqsQueue::join(&client, &gone, 30, 5).await {
         Err(err) => assert_eq!(
-            err.to_string(),
+            DriverError::from(err).to_string(),
             format!(
                 "configuration error: queue {gone} does not exist: create it, or pass a queue name \
                  (created if missing) or another URL as --queue"

@@ -469,10 +469,6 @@ impl DynamoDbStore {
         &self.prefix
     }
 
-    pub fn trace_max(&self) -> usize {
-        self.trace_max
-    }
-
     /// The call counter given with [`with_call_counter`](Self::with_call_counter).
     pub fn call_counter(&self) -> Option<&CallCounter> {
         self.counter.as_ref()

@@ -62,11 +62,6 @@ pub struct Commit {
 }
 
 impl Commit {
-    /// Whether the commit enqueues work for the relay.
-    pub fn enqueues(&self) -> bool {
-        !self.emits.is_empty() || !self.spawns.is_empty()
-    }
-
     /// Append what a later step of the same execution commits: the burst's commit is then
     /// the steps' parts in order (emits and spawns keep their order, timer ops apply in
     /// order so the later step's op on a path wins, marks and trace steps follow).

@@ -75,7 +75,8 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    /// The deployment does not fit: a queue that is not FIFO, one that does not exist.
+    /// The deployment does not fit: a doorbell queue that cannot be created, a table check
+    /// that did not finish. (The event queue's own misfits are `QueueError`s.)
     #[error("{message}")]
     Deployment {
         message: String,
@@ -85,7 +86,7 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// A deployment problem with no error beneath it (the SQS setup's checks).
+    /// A deployment problem with no error beneath it.
     #[cfg(feature = "aws")]
     pub(crate) fn deployment(message: impl Into<String>) -> Self {
         ConfigError::Deployment {

@@ -61,8 +61,9 @@ pub enum DriverError {
     /// target lacks and no map covers): nothing was written.
     #[error("{0}")]
     Migration(String),
-    /// The event queue refused a call (publishes report failures per message instead).
-    #[error("queue error: {0}")]
+    /// The event queue refused a call (publishes report failures per message instead), or
+    /// the deployment's queue cannot serve (missing, not FIFO): a configuration error.
+    #[error("{kind} error: {queue}", kind = if .0.is_deployment() { "configuration" } else { "queue" }, queue = .0)]
     Queue(#[from] crate::queue::QueueError),
     /// The process is misconfigured (environment, definitions, bindings).
     #[error("configuration error: {0}")]
@@ -106,6 +107,7 @@ impl DriverError {
             DriverError::Engine(_) => "AssertionError",
             DriverError::Raised { type_name, .. } => type_name,
             DriverError::Migration(_) | DriverError::Redrive(_) => "ValueError",
+            DriverError::Queue(e) if e.is_deployment() => "ValueError",
             DriverError::Queue(_) => "TransportError",
             DriverError::Config(_) => "ValueError",
             DriverError::InvalidId(_) => "ValueError",

@@ -16,8 +16,6 @@ use super::{
     plan_batches, OutgoingMessage, PublishFailure, Queue, ReceivedMessage, MAX_BATCH, MAX_MESSAGE_BYTES,
     MESSAGE_KIND_ATTRIBUTE, SPAWN_KIND,
 };
-use crate::config::ConfigError;
-use crate::driver::DriverError;
 
 /// The SQS FIFO queue.
 #[derive(Clone, Debug)]
@@ -51,7 +49,7 @@ where
 }
 
 /// The URL of queue `name`, `None` when there is no such queue.
-async fn existing_queue_url(client: &aws_sdk_sqs::Client, name: &str) -> Result<Option<String>, DriverError> {
+async fn existing_queue_url(client: &aws_sdk_sqs::Client, name: &str) -> Result<Option<String>, QueueError> {
     match client.get_queue_url().queue_name(name).send().await {
         Ok(out) => Ok(out.queue_url().map(str::to_string).filter(|u| !u.is_empty())),
         Err(err)
@@ -61,7 +59,7 @@ async fn existing_queue_url(client: &aws_sdk_sqs::Client, name: &str) -> Result<
         {
             Ok(None)
         }
-        Err(err) => Err(sqs_error(&format!("GetQueueUrl {name}"), err).into()),
+        Err(err) => Err(sqs_error(&format!("GetQueueUrl {name}"), err)),
     }
 }
 
@@ -69,7 +67,7 @@ async fn existing_queue_url(client: &aws_sdk_sqs::Client, name: &str) -> Result<
 async fn queue_attributes(
     client: &aws_sdk_sqs::Client,
     url: &str,
-) -> Result<HashMap<QueueAttributeName, String>, DriverError> {
+) -> Result<HashMap<QueueAttributeName, String>, QueueError> {
     match client
         .get_queue_attributes()
         .queue_url(url)
@@ -83,19 +81,15 @@ async fn queue_attributes(
                 .as_service_error()
                 .is_some_and(|e| e.is_queue_does_not_exist()) =>
         {
-            Err(ConfigError::deployment(format!(
-                "queue {url} does not exist: create it, or pass a queue name (created if missing) \
-                 or another URL as --queue"
-            ))
-            .into())
+            Err(QueueError::Missing { url: url.to_string() })
         }
-        Err(err) => Err(sqs_error(&format!("GetQueueAttributes {url}"), err).into()),
+        Err(err) => Err(sqs_error(&format!("GetQueueAttributes {url}"), err)),
     }
 }
 
 /// The one attribute we cannot do without. SQS leaves `FifoQueue` out for a standard
 /// queue, which is `false`.
-fn require_fifo(name: &str, attributes: &HashMap<QueueAttributeName, String>) -> Result<(), DriverError> {
+fn require_fifo(name: &str, attributes: &HashMap<QueueAttributeName, String>) -> Result<(), QueueError> {
     let fifo = attributes
         .get(&QueueAttributeName::FifoQueue)
         .map(String::as_str)
@@ -103,10 +97,10 @@ fn require_fifo(name: &str, attributes: &HashMap<QueueAttributeName, String>) ->
     if fifo.eq_ignore_ascii_case("true") {
         return Ok(());
     }
-    Err(ConfigError::deployment(format!(
-        "queue {name} exists but is not a FIFO queue (FifoQueue={fifo}): delete it or pass another --queue"
-    ))
-    .into())
+    Err(QueueError::NotFifo {
+        name: name.to_string(),
+        fifo: fifo.to_string(),
+    })
 }
 
 /// A `RedrivePolicy`'s target ARN and `maxReceiveCount` (a number, or a string of one as
@@ -198,7 +192,7 @@ impl SqsQueue {
         name: &str,
         visibility_seconds: i32,
         max_receive_count: u32,
-    ) -> Result<QueueUrls, DriverError> {
+    ) -> Result<QueueUrls, QueueError> {
         let base = name.strip_suffix(".fifo").unwrap_or(name);
         let main_name = format!("{base}.fifo");
         if let Some(url) = existing_queue_url(client, &main_name).await? {
@@ -207,7 +201,7 @@ impl SqsQueue {
         // before the first CreateQueue: a name SQS refuses would otherwise leave a
         // dead-letter queue behind, or fail with SQS's words about a name we derived
         if let Some(problem) = super::queue_name_problem(base) {
-            return Err(QueueError::failed(format!("CreateQueue {main_name}"), problem).into());
+            return Err(QueueError::failed(format!("CreateQueue {main_name}"), problem));
         }
         let size = MAX_MESSAGE_BYTES.to_string();
         let dlq_name = format!("{base}-dlq.fifo");
@@ -225,26 +219,26 @@ impl SqsQueue {
             // any FIFO queue can be a FIFO queue's dead-letter queue
             Err(err) if err.as_service_error().is_some_and(|e| e.is_queue_name_exists()) => {
                 let url = existing_queue_url(client, &dlq_name).await?.ok_or_else(|| {
-                    DriverError::from(QueueError::failed(
+                    QueueError::failed(
                         format!("CreateQueue {dlq_name}"),
                         "it exists, but GetQueueUrl does not find it",
-                    ))
+                    )
                 })?;
                 let attributes = queue_attributes(client, &url).await?;
                 require_fifo(&dlq_name, &attributes)?;
                 url
             }
-            Err(err) => return Err(sqs_error(&format!("CreateQueue {dlq_name}"), err).into()),
+            Err(err) => return Err(sqs_error(&format!("CreateQueue {dlq_name}"), err)),
         };
         let arn = queue_attributes(client, &dead_letter_url)
             .await?
             .remove(&QueueAttributeName::QueueArn)
             .filter(|arn| !arn.is_empty())
             .ok_or_else(|| {
-                DriverError::from(QueueError::failed(
+                QueueError::failed(
                     format!("GetQueueAttributes {dlq_name}"),
                     "no QueueArn for the redrive policy",
-                ))
+                )
             })?;
         let redrive = json!({"deadLetterTargetArn": arn, "maxReceiveCount": max_receive_count}).to_string();
         let created = client
@@ -270,14 +264,14 @@ impl SqsQueue {
             // someone created it between our look and our create: join theirs
             Err(err) if err.as_service_error().is_some_and(|e| e.is_queue_name_exists()) => {
                 let url = existing_queue_url(client, &main_name).await?.ok_or_else(|| {
-                    DriverError::from(QueueError::failed(
+                    QueueError::failed(
                         format!("CreateQueue {main_name}"),
                         "it exists, but GetQueueUrl does not find it",
-                    ))
+                    )
                 })?;
                 Self::join(client, &url, visibility_seconds, max_receive_count).await
             }
-            Err(err) => Err(sqs_error(&format!("CreateQueue {main_name}"), err).into()),
+            Err(err) => Err(sqs_error(&format!("CreateQueue {main_name}"), err)),
         }
     }
 
@@ -298,7 +292,7 @@ impl SqsQueue {
         url: &str,
         visibility_seconds: i32,
         max_receive_count: u32,
-    ) -> Result<QueueUrls, DriverError> {
+    ) -> Result<QueueUrls, QueueError> {
         let attributes = queue_attributes(client, url).await?;
         let name = attributes
             .get(&QueueAttributeName::QueueArn)
@@ -376,14 +370,14 @@ impl SqsQueue {
 
     /// Check that the queue at `url` is a FIFO queue (what an operator command needs of
     /// the queue it sends to), with the same message as [`join`](Self::join).
-    pub async fn check_event_queue(client: &aws_sdk_sqs::Client, url: &str) -> Result<(), DriverError> {
+    pub async fn check_event_queue(client: &aws_sdk_sqs::Client, url: &str) -> Result<(), QueueError> {
         let attributes = queue_attributes(client, url).await?;
         let name = url.trim_end_matches('/').rsplit('/').next().unwrap_or(url);
         require_fifo(name, &attributes)
     }
 
     /// How many messages the queue holds (visible + in flight), approximately.
-    pub async fn approximate_depth(&self) -> Result<u64, DriverError> {
+    pub async fn approximate_depth(&self) -> Result<u64, QueueError> {
         let out = self
             .client
             .get_queue_attributes()

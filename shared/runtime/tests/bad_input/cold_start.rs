@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use stm_runtime::config::{self, FunctionConfig};
+use stm_runtime::config::{self, ConfigError, FunctionConfig};
 use stm_runtime::{ActionRegistry, Definitions, DriverError};
 
 // --- broken definitions directories ------------------------------------------------
@@ -33,13 +33,14 @@ impl Drop for TempDir {
     }
 }
 
-fn config_error(result: Result<Definitions, DriverError>) -> String {
+/// The error a function's cold start reports for this loading failure.
+fn config_error(result: Result<Definitions, ConfigError>) -> String {
     match result {
-        Err(err @ DriverError::Config(_)) => {
+        Err(err) => {
+            let err = DriverError::from(err);
             assert_eq!(err.python_type(), "ValueError");
             err.to_string()
         }
-        Err(other) => panic!("not a configuration error: {other:?}"),
         Ok(defs) => panic!("loaded {} definitions", defs.len()),
     }
 }
@@ -108,7 +109,9 @@ fn a_broken_definitions_directory_fails_the_cold_start_naming_the_place() {
           final B success\n  from A to B on Go\n}\n",
     );
     let defs = config::load_definitions_dir(dir.path()).expect("it parses and validates");
-    let err = config::check_actions(&defs, &ActionRegistry::with_builtins()).expect_err("unbound");
+    let err = DriverError::from(
+        config::check_actions(&defs, &ActionRegistry::with_builtins()).expect_err("unbound"),
+    );
     assert_eq!(
         err.to_string(),
         "configuration error: machine Hooks: unbound actions: billing.charge \
@@ -146,9 +149,11 @@ fn a_broken_definitions_directory_fails_the_cold_start_naming_the_place() {
 
 // --- the functions' configuration --------------------------------------------------
 
+/// The configuration from `vars`, or the error a cold start reports.
 fn from_env(vars: &[(&str, &str)]) -> Result<FunctionConfig, DriverError> {
     let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     FunctionConfig::from_lookup(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+        .map_err(DriverError::from)
 }
 
 #[test]
