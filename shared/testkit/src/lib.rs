@@ -9,6 +9,9 @@
 //!   requests of an operation, or a random share of them, with a canned AWS error
 //!   (throttling, a transaction conflict, a 5xx, ...) or swallow a response after
 //!   forwarding the request (an ambiguous failure).
+//! - [`recorder`] records every AWS request a process sends (the IAM checks of the
+//!   functions' roles), and [`runtime_api`] is a minimal Lambda Runtime API that starts a
+//!   built function as Lambda would.
 //!
 //! ## How the server dies with the test process
 //!
@@ -39,6 +42,8 @@ pub mod http;
 pub mod iam;
 pub mod meter;
 mod proxy;
+pub mod recorder;
+pub mod runtime_api;
 pub mod strict;
 pub mod template;
 

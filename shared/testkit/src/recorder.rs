@@ -1,7 +1,7 @@
 //! [`Recorder`]: a loopback HTTP proxy that records every AWS JSON-protocol request (its
 //! `X-Amz-Target`, e.g. `DynamoDB_20120810.TransactWriteItems` or
 //! `AmazonSQS.SendMessageBatch`, and its body) and forwards it unchanged to an upstream
-//! (moto, or a `stm_testkit::FaultProxy` in front of it).
+//! (moto, or a [`FaultProxy`](crate::FaultProxy) in front of it).
 //!
 //! A function under test gets the recorder's endpoint as `STM_ENDPOINT_URL`; its SDK
 //! clients, its retries and its init all run as in production. Every request is recorded
@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 
 use crate::http::{forward, Conn};
 
-pub use stm_testkit::iam::Recorded;
+pub use crate::iam::Recorded;
 
 /// See the module docs. Stops when dropped.
 #[derive(Debug)]
