@@ -204,7 +204,9 @@ impl ActionRegistry {
     }
 
     /// Share `value` unless a value of its type is there already (what the runtime uses
-    /// to offer its own clients without replacing the user's).
+    /// to offer its own clients without replacing the user's; only the `aws` build has
+    /// clients to offer).
+    #[cfg(feature = "aws")]
     pub(crate) fn provide<T: Any + Send + Sync>(&mut self, value: T) -> &mut Self {
         if !self.state.contains::<T>() {
             self.state.insert(value);

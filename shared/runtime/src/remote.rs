@@ -143,7 +143,9 @@ impl Default for RemoteSettings {
     }
 }
 
-/// The request body for one call (harel's `_build_payload`).
+/// The request body for one call (harel's `_build_payload`). The wire contract builds and
+/// is tested without the SDK; only the `aws` build's client sends it.
+#[cfg_attr(not(feature = "aws"), allow(dead_code))]
 pub(crate) fn request_payload(input: &ActionInput<'_>) -> Value {
     let event = match input.event {
         Some(Event { kind, data, .. }) => json!({"kind": kind, "data": data}),
@@ -159,6 +161,7 @@ pub(crate) fn request_payload(input: &ActionInput<'_>) -> Value {
 
 /// Apply a response (harel's `_apply`): the returned context replaces the execution's
 /// (a missing one empties it, as harel's does), and `result` is the action's value.
+#[cfg_attr(not(feature = "aws"), allow(dead_code))]
 pub(crate) fn apply_response(
     context: &mut Map,
     response: Value,
@@ -187,6 +190,7 @@ pub(crate) fn apply_response(
     Ok(response.remove("result").unwrap_or(Value::Null))
 }
 
+#[cfg_attr(not(feature = "aws"), allow(dead_code))]
 fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",

@@ -28,6 +28,29 @@ use stm_store::{DueTimer, ExecutionStore};
 use crate::driver::DriverError;
 use crate::queue::{OutgoingMessage, Queue};
 
+/// What becomes of a due timer, given its execution as read now: the one rule both the
+/// sweeper (which publishes the `Timeout`) and the embedded runner (which steps it inline)
+/// follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TimerFate {
+    /// Deliver its `Timeout`, then delete it (guarded).
+    Fire,
+    /// Its execution is suspended: it stays armed and fires once resumed.
+    KeepArmed,
+    /// Its execution is gone (purged): delete it, deliver nothing.
+    Orphaned,
+}
+
+impl TimerFate {
+    pub(crate) fn of(exe: Option<&stm_core::Execution>) -> Self {
+        match exe {
+            Some(exe) if exe.status == Status::Suspended => TimerFate::KeepArmed,
+            Some(_) => TimerFate::Fire,
+            None => TimerFate::Orphaned,
+        }
+    }
+}
+
 /// How many executions' due timers one sweep fires at once (each a load, a publish and a
 /// delete: about 20 ms in all, so one after another a sweep fired ~50 timers a second).
 pub const SWEEP_CONCURRENCY: usize = 32;
@@ -172,12 +195,12 @@ pub(crate) async fn fire_loaded(
             return;
         }
     };
-    match exe {
-        Some(exe) if exe.status == Status::Suspended => {
+    match TimerFate::of(exe.as_ref()) {
+        TimerFate::KeepArmed => {
             summary.suspended += 1;
             return;
         }
-        Some(_) => {
+        TimerFate::Fire => {
             let message = OutgoingMessage::timeout(&timer.execution_id, &timer.path, timer.fire_at);
             let failures = queue.publish_batch(std::slice::from_ref(&message)).await;
             if let Some(failure) = failures.first() {
@@ -190,7 +213,7 @@ pub(crate) async fn fire_loaded(
             }
             summary.fired += 1;
         }
-        None => summary.orphaned += 1,
+        TimerFate::Orphaned => summary.orphaned += 1,
     }
     if let Err(err) = store
         .delete_timer(&timer.execution_id, &timer.path, timer.fire_at)

@@ -3,10 +3,11 @@
 //! timers fired inline. The worker is the same steps with delivery by queue.
 
 use stm_core::engine;
-use stm_core::{Event, Execution, Map, Status};
+use stm_core::{Event, Execution, Map};
 
 use super::error::check_execution_id;
 use super::{parking, Driver, DriverError};
+use crate::sweeper::TimerFate;
 
 /// An execution the embedded runner keeps between its events
 /// ([`Driver::process_held`]), with the buffer each step's undo snapshot is copied into:
@@ -237,17 +238,19 @@ impl Driver {
     }
 
     /// Deliver every timer due now inline, then remove it (guarded). Returns how many
-    /// fired. A suspended execution's timer stays armed until it is resumed.
+    /// fired. Each timer's fate is the sweeper's ([`TimerFate`]): a suspended execution's
+    /// stays armed until it is resumed.
     pub async fn fire_due_timers(&self) -> Result<usize, DriverError> {
         let mut fired = 0;
         for timer in self.store.due_timers(self.clock.now()).await? {
             let exe = self.store.load(&timer.execution_id).await?;
-            if exe.as_ref().is_some_and(|e| e.status == Status::Suspended) {
+            let fate = TimerFate::of(exe.as_ref());
+            if fate == TimerFate::KeepArmed {
                 continue;
             }
             // an execution whose version is not deployed takes its timers too: they park
             let runnable = |e: &Execution| self.definition_if_deployed(e).is_ok();
-            if exe.as_ref().is_some_and(runnable) {
+            if fate == TimerFate::Fire && exe.as_ref().is_some_and(runnable) {
                 let event = engine::timeout_event(&timer.execution_id, &timer.path, timer.fire_at);
                 // deliver before delete: a crash between the two is safe (dedupe)
                 self.deliver_inline(&timer.execution_id, &event).await?;

@@ -44,6 +44,7 @@ impl QueueError {
     }
 
     /// A failed `operation` and the client error it came from, shown as `message`.
+    #[cfg(feature = "aws")]
     pub(crate) fn from_client(
         operation: impl Into<String>,
         message: impl Into<String>,
