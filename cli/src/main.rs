@@ -83,6 +83,10 @@ enum Command {
     Show(ops::ShowArgs),
     #[cfg(feature = "aws")]
     Trace(ops::TraceArgs),
+    /// Each state of a machine: the executions in it now and the time spent in it (p50,
+    /// p95, oldest), from the state index.
+    #[cfg(feature = "aws")]
+    States(ops::StatesArgs),
     #[cfg(feature = "aws")]
     Cancel(ops::CancelArgs),
     #[cfg(feature = "aws")]
@@ -140,6 +144,8 @@ fn dispatch(command: Command, verbose: bool) -> Result<ExitCode> {
         Command::Show(args) => ops::show(args),
         #[cfg(feature = "aws")]
         Command::Trace(args) => ops::trace(args),
+        #[cfg(feature = "aws")]
+        Command::States(args) => ops::states(args),
         #[cfg(feature = "aws")]
         Command::Cancel(args) => ops::cancel(args),
         #[cfg(feature = "aws")]

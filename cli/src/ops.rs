@@ -11,6 +11,7 @@
 mod control;
 mod send;
 mod show;
+mod states;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,7 +30,9 @@ pub use control::{
     ResumeArgs, SuspendArgs, TerminateArgs,
 };
 pub use send::{create, send, CreateArgs, SendArgs};
+pub(crate) use show::status_of;
 pub use show::{list, show, trace, ShowArgs, TraceArgs};
+pub use states::{list_in_state, states, InStateQuery, StatesArgs};
 
 /// Where the deployment's tables are (what `show`, `list` and `trace` read): flags, else
 /// the functions' environment variables.

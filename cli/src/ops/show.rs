@@ -146,7 +146,8 @@ async fn describe(
     Ok(())
 }
 
-fn status_of(name: &str) -> Result<Status> {
+/// A `--status` value, or a usage error listing the statuses.
+pub(crate) fn status_of(name: &str) -> Result<Status> {
     name.parse::<Status>().map_err(|_| {
         let all: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
         usage(format!(

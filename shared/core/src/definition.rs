@@ -595,6 +595,49 @@ impl Definition {
         kinds.into_iter().collect()
     }
 
+    /// Every state path of the machine, its root left out, in declaration order: what an
+    /// execution's `active_path` can be.
+    pub fn state_paths(&self) -> impl Iterator<Item = &str> + '_ {
+        let root = self.root;
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(move |(i, n)| *i != root.0 && !n.full_path.is_empty())
+            .map(|(_, n)| n.full_path.as_str())
+    }
+
+    /// The state paths at or under `prefix` (`Payment`: `Payment`, `Payment.Charging`,
+    /// ...): the active paths of an execution that is "in" `prefix`. An unknown `prefix`
+    /// is refused with the nearest state path.
+    ///
+    /// ```
+    /// let defn = stm_core::dsl::load_definition_str(
+    ///     "machine M {\n  initial Payment\n  state Payment {\n    initial Charging\n    \
+    ///      state Charging {}\n    state Backoff {}\n  }\n  state Shipped {}\n}\n",
+    ///     None,
+    ///     None,
+    /// )
+    /// .expect("parses");
+    /// assert_eq!(defn.paths_under("Payment").expect("known"), ["Payment", "Payment.Charging", "Payment.Backoff"]);
+    /// let err = defn.paths_under("Paymnet").expect_err("unknown");
+    /// assert_eq!(err.to_string(), "machine M has no state \"Paymnet\" (did you mean \"Payment\"?)");
+    /// ```
+    pub fn paths_under(&self, prefix: &str) -> Result<Vec<String>, UnknownState> {
+        let under: Vec<String> = self
+            .state_paths()
+            .filter(|p| *p == prefix || p.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('.')))
+            .map(str::to_string)
+            .collect();
+        if under.is_empty() {
+            return Err(UnknownState {
+                machine: self.id.clone(),
+                path: prefix.to_string(),
+                nearest: crate::suggest::nearest(prefix, self.state_paths()).map(str::to_string),
+            });
+        }
+        Ok(under)
+    }
+
     fn collect_handled_kinds(&self, kinds: &mut indexmap::IndexSet<String>) {
         for node in &self.nodes {
             for t in &node.transitions {
@@ -680,4 +723,14 @@ pub fn schema_problems(
         }
     }
     problems
+}
+
+/// A state path a machine does not have ([`Definition::paths_under`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("machine {machine} has no state {path:?}{}", nearest.as_ref().map(|n| format!(" (did you mean {n:?}?)")).unwrap_or_default())]
+pub struct UnknownState {
+    pub machine: String,
+    pub path: String,
+    /// The nearest state path, when one is close enough to be a slip.
+    pub nearest: Option<String>,
 }

@@ -21,6 +21,7 @@ mod limits;
 mod listing;
 mod purge;
 mod rows;
+mod states;
 mod timers;
 mod trace;
 
@@ -48,6 +49,7 @@ pub use rows::{
     outbox_and_spawns_round_trip_and_ack, pending_rows_of_the_last_commit,
     seq_blocks_monotonic_across_concurrent_committers,
 };
+pub use states::{in_states_finds_every_match_in_order, in_states_follow_each_commit};
 pub use timers::{
     due_timers_earliest_first, guarded_delete_survives_reschedule, timer_cancel_and_collapse_in_one_commit,
 };
@@ -80,6 +82,8 @@ macro_rules! store_contract_tests {
             ids_with_prefix_contract,
             purge_sweeps_partitions_past_one_batch,
             purge_while_paging_skips_nothing,
+            in_states_follow_each_commit,
+            in_states_finds_every_match_in_order,
         );
     };
     (@each $make:path; $($check:ident),* $(,)?) => {

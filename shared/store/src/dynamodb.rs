@@ -117,6 +117,7 @@ mod purge;
 mod recent;
 mod rows;
 pub mod schema;
+mod states;
 mod store;
 mod timers;
 mod trace;
@@ -183,6 +184,8 @@ struct Hint {
     recent: Option<Recent>,
     /// The item's `rows` block (`None`: it has none).
     rows: Option<rows::Rows>,
+    /// The item's state index entry (`None`: it has none).
+    state: Option<crate::states::StateEntry>,
 }
 
 /// How a commit (and a batch read's unprocessed keys) retries transient faults, on top of
@@ -492,7 +495,7 @@ impl DynamoDbStore {
 
     /// Remember what the item of `id` at `version` holds: its last trace idx and the
     /// processed window a commit from it continues (either may be unknown), and its rows
-    /// block (known: the whole item was read or written).
+    /// block and state index entry (known: the whole item was read or written).
     fn remember_hint(
         &self,
         id: &str,
@@ -500,6 +503,7 @@ impl DynamoDbStore {
         trace_idx: Option<i64>,
         recent: Option<Recent>,
         rows: Option<rows::Rows>,
+        state: Option<crate::states::StateEntry>,
     ) {
         let mut hints = self.hints();
         if hints.len() >= TRACE_HINTS_CAP && !hints.contains_key(id) {
@@ -512,6 +516,7 @@ impl DynamoDbStore {
                 trace_idx,
                 recent,
                 rows,
+                state,
             },
         );
     }
@@ -537,6 +542,15 @@ impl DynamoDbStore {
             .get(id)
             .filter(|h| h.version == version)
             .map(|h| h.rows)
+    }
+
+    /// The state index entry of `id`'s item at `version`: `None` if unknown, `Some(None)`
+    /// if it has none.
+    fn state_hint(&self, id: &str, version: i64) -> Option<Option<crate::states::StateEntry>> {
+        self.hints()
+            .get(id)
+            .filter(|h| h.version == version)
+            .map(|h| h.state.clone())
     }
 
     /// The last trace idx stored in the execution item at `version`, if known.

@@ -21,6 +21,7 @@ mod dedupe;
 pub mod dynamodb;
 mod error;
 mod memory;
+pub mod states;
 
 use async_trait::async_trait;
 use stm_core::{Event, Execution, Map, Status};
@@ -34,6 +35,7 @@ pub use error::{
     StoreError, Unstorable,
 };
 pub use memory::MemoryStore;
+pub use states::InState;
 
 /// The default size of the per-execution trace ring.
 pub const DEFAULT_TRACE_MAX: usize = 200;
@@ -328,6 +330,23 @@ pub trait ExecutionStore: Send + Sync {
     /// Ack these rows together (DynamoDB: 25 deletes a request). An error may leave some
     /// of them pending; acking one again is harmless.
     async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError>;
+
+    /// The executions of machine `definition_id` now in one of `paths` (each an exact
+    /// state path), not DONE or CANCELLED, that entered it at or before `entered_by` when
+    /// given ([`states`](crate::states)). The cost grows with the matches, never with the
+    /// table (DynamoDB: the sharded state index). DynamoDB's index is eventually
+    /// consistent: a caller acting on an answer re-reads each execution first.
+    async fn in_states(
+        &self,
+        definition_id: &str,
+        paths: &[String],
+        entered_by: Option<f64>,
+    ) -> Result<Vec<InState>, StoreError> {
+        let _ = (paths, entered_by);
+        Err(StoreError::backend(format!(
+            "this store keeps no state index: it cannot list the executions of {definition_id} by state"
+        )))
+    }
 
     /// Timers with `fire_at <= now`, earliest first.
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError>;

@@ -11,9 +11,10 @@ use async_trait::async_trait;
 use indexmap::IndexMap;
 use stm_core::{Execution, FastMap, FastSet, Map, Value};
 
+use crate::states::StateEntry;
 use crate::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, ListQuery, OutboxEntry, PendingRows,
-    PendingSeq, SpawnEntry, StoreError, TimerClaim, TimerOp, Written, DEFAULT_TRACE_MAX,
+    Commit, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, InState, ListQuery, OutboxEntry,
+    PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, TimerOp, Written, DEFAULT_TRACE_MAX,
 };
 
 #[derive(Default, Debug)]
@@ -32,6 +33,8 @@ struct Inner {
     last_seq: i64,
     /// execution id -> the seqs of its last commit with rows.
     last_rows: FastMap<String, Written>,
+    /// execution id -> its state index entry (the executions not DONE or CANCELLED).
+    states: FastMap<String, StateEntry>,
 }
 
 /// An in-memory [`ExecutionStore`].
@@ -143,6 +146,13 @@ impl ExecutionStore for MemoryStore {
             });
         }
         exe.version += 1;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        match StateEntry::at_commit(exe, inner.states.get(&exe.id), now) {
+            Some(entry) => inner.states.insert(exe.id.clone(), entry),
+            None => inner.states.remove(&exe.id),
+        };
         match inner.executions.get_mut(&exe.id) {
             // overwrite in place: reuses the stored copy's buffers
             Some(stored) => stored.clone_from(exe),
@@ -319,6 +329,34 @@ impl ExecutionStore for MemoryStore {
         })
     }
 
+    async fn in_states(
+        &self,
+        definition_id: &str,
+        paths: &[String],
+        entered_by: Option<f64>,
+    ) -> Result<Vec<InState>, StoreError> {
+        let inner = self.lock();
+        let mut found: Vec<InState> = inner
+            .states
+            .iter()
+            .filter(|(_, entry)| entry.matches(definition_id, paths, entered_by))
+            .map(|(id, entry)| InState {
+                id: id.clone(),
+                path: entry.path.clone(),
+                since: entry.since,
+            })
+            .collect();
+        // the DynamoDB store's order: by path as asked, then oldest first
+        found.sort_by(|a, b| {
+            let rank = |p: &str| paths.iter().position(|q| q == p);
+            rank(&a.path)
+                .cmp(&rank(&b.path))
+                .then(a.since.total_cmp(&b.since))
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        Ok(found)
+    }
+
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
         let inner = self.lock();
         let mut due: Vec<DueTimer> = inner
@@ -390,6 +428,7 @@ impl ExecutionStore for MemoryStore {
         };
         inner.processed.remove(id);
         inner.last_rows.remove(id);
+        inner.states.remove(id);
         inner.trace.remove(id);
         inner.timers.retain(|(execution_id, _), _| execution_id != id);
         inner

@@ -14,11 +14,17 @@ use stm_core::Execution;
 use super::item::{get_i64, get_s, Item};
 use super::recent::Recent;
 use super::rows::{self, Rows, ROWS_ATTRIBUTE};
+use super::schema::{STATE_KEY_ATTRIBUTE, STATE_SINCE_ATTRIBUTE};
 use super::{random_u64, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, RECENT_ATTRIBUTE};
+use crate::states::StateEntry;
 use crate::{Commit, StoreError, Written};
 use plan::PlanInput;
 pub(super) use prepare::MORE_SPAWNS_ATTRIBUTE;
 use send::Attempt;
+
+/// What a commit carries over from the stored item: the processed window (the item
+/// layout), the last rows block, the state index entry.
+type CarriedOver = (Option<Recent>, Option<Rows>, Option<StateEntry>);
 
 impl DynamoDbStore {
     /// [`ExecutionStore::commit`](crate::ExecutionStore::commit): check the limits, take
@@ -36,7 +42,9 @@ impl DynamoDbStore {
         exe.version = old;
         let mut prepared = self.prepare(data, &commit);
         self.check_limits(exe, &prepared, new)?;
-        let (window, previous_rows) = self.carried_over(&exe.id, old).await?;
+        let (window, previous_rows, previous_state) = self.carried_over(&exe.id, old).await?;
+        // the state index entry: its time in the state carries over while the state stays
+        let state = StateEntry::at_commit(exe, previous_state.as_ref(), super::due::wall_now());
         // on the item layout the marks ride in the execution put: the window it held, plus
         // this commit's
         prepared.recent = window.map(|previous| previous.with(&prepared.processed));
@@ -65,6 +73,7 @@ impl DynamoDbStore {
             old,
             block,
             carried: previous_rows,
+            state: state.as_ref(),
             trace_idx,
             stored_idx: prepared.last_trace_idx(trace_idx).or(hint),
             generation: 0,
@@ -155,7 +164,14 @@ impl DynamoDbStore {
         }
         let (block, stored_idx) = (input.block, input.stored_idx);
         exe.version = new;
-        self.remember_hint(&exe.id, new, stored_idx, prepared.recent, block.or(previous_rows));
+        self.remember_hint(
+            &exe.id,
+            new,
+            stored_idx,
+            prepared.recent,
+            block.or(previous_rows),
+            state,
+        );
         // each intent's seq is its row's (a packed row holds several)
         Ok(block.map_or_else(Written::default, |b| Written {
             outbox: b.outbox_seqs().collect(),
@@ -168,33 +184,41 @@ impl DynamoDbStore {
     }
 
     /// What a commit from version `old` of `id` carries over from the stored item: the
+    /// state index entry whose time in the state it keeps, the
     /// processed window it continues ([`DedupeMarks::OnItem`](super::DedupeMarks::OnItem) only) and the rows block the
     /// next one follows. Read (one `GetItem` of both) only when no load of this store left
     /// them as a hint. A missing item or one at another version gives what the commit's CAS
     /// will refuse anyway.
-    async fn carried_over(&self, id: &str, old: i64) -> Result<(Option<Recent>, Option<Rows>), StoreError> {
+    async fn carried_over(&self, id: &str, old: i64) -> Result<CarriedOver, StoreError> {
         let on_item = self.on_item();
         if old == 0 {
-            return Ok((on_item.then(Recent::default), None));
+            return Ok((on_item.then(Recent::default), None, None));
         }
         let window = on_item.then(|| self.recent_hint(id, old));
-        if let (Some(rows), None | Some(Some(_))) = (self.rows_hint(id, old), &window) {
-            return Ok((window.flatten(), rows));
+        if let (Some(rows), Some(state), None | Some(Some(_))) =
+            (self.rows_hint(id, old), self.state_hint(id, old), &window)
+        {
+            return Ok((window.flatten(), rows, state));
         }
         let attributes: &[&str] = if on_item {
-            &[RECENT_ATTRIBUTE, ROWS_ATTRIBUTE]
+            &[
+                RECENT_ATTRIBUTE,
+                ROWS_ATTRIBUTE,
+                STATE_KEY_ATTRIBUTE,
+                STATE_SINCE_ATTRIBUTE,
+            ]
         } else {
-            &[ROWS_ATTRIBUTE]
+            &[ROWS_ATTRIBUTE, STATE_KEY_ATTRIBUTE, STATE_SINCE_ATTRIBUTE]
         };
         let Some(item) = self.get_execution_attributes(id, attributes).await? else {
-            return Ok((on_item.then(Recent::default), None));
+            return Ok((on_item.then(Recent::default), None, None));
         };
         let window = if on_item {
             Some(Recent::of_item(&item, id)?.unwrap_or_else(Recent::carried_over))
         } else {
             None
         };
-        Ok((window, Rows::of_item(&item, id)?))
+        Ok((window, Rows::of_item(&item, id)?, StateEntry::of_item(&item)))
     }
 
     /// The stored version and commit token of `id` (the conflict fallback).

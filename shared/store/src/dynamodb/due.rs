@@ -179,7 +179,8 @@ pub(super) struct FullScanState {
     index_missing_until: Option<f64>,
 }
 
-fn wall_now() -> f64 {
+/// The wall clock, in epoch seconds.
+pub(super) fn wall_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
@@ -195,7 +196,7 @@ enum QueryError {
 /// backfilling global secondary index"; `AccessDeniedException` on `.../index/due_index`,
 /// a role not yet granted `dynamodb:Query` on it; moto: `ResourceNotFoundException`
 /// "Invalid index").
-fn index_missing<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
+pub(super) fn index_missing<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
     let SdkError::ServiceError(se) = err else {
         return false;
     };

@@ -10,7 +10,9 @@ use stm_core::Execution;
 use super::item::{corrupt, get_i64, get_s, req_s, s, Item};
 use super::recent::Recent;
 use super::rows::{Rows, ROWS_ATTRIBUTE};
+use super::schema::{STATE_KEY_ATTRIBUTE, STATE_SINCE_ATTRIBUTE};
 use super::{build_err, sdk_error, DynamoDbStore, MAX_BATCH_GET_KEYS, RECENT_ATTRIBUTE, TRACE_IDX_ATTRIBUTE};
+use crate::states::StateEntry;
 use crate::{Corruption, StoreError};
 
 impl DynamoDbStore {
@@ -44,9 +46,13 @@ impl DynamoDbStore {
         }
         let exe_keys = KeysAndAttributes::builder()
             .keys(HashMap::from([("id".to_string(), s(id))]))
-            .projection_expression("#d, #ti")
+            // everything a commit from this version carries over: the hint records it
+            .projection_expression("#d, #ti, #r, #sk, #ss")
             .expression_attribute_names("#d", "data")
             .expression_attribute_names("#ti", TRACE_IDX_ATTRIBUTE)
+            .expression_attribute_names("#r", ROWS_ATTRIBUTE)
+            .expression_attribute_names("#sk", STATE_KEY_ATTRIBUTE)
+            .expression_attribute_names("#ss", STATE_SINCE_ATTRIBUTE)
             .consistent_read(true)
             .build()
             .map_err(build_err)?;
@@ -107,6 +113,7 @@ impl DynamoDbStore {
             get_i64(item, TRACE_IDX_ATTRIBUTE),
             continued,
             rows,
+            StateEntry::of_item(item),
         );
         Ok((exe, window))
     }
@@ -114,9 +121,22 @@ impl DynamoDbStore {
     /// What a load projects from the execution item.
     fn load_attributes(&self) -> &'static [&'static str] {
         if self.on_item() {
-            &["data", TRACE_IDX_ATTRIBUTE, ROWS_ATTRIBUTE, RECENT_ATTRIBUTE]
+            &[
+                "data",
+                TRACE_IDX_ATTRIBUTE,
+                ROWS_ATTRIBUTE,
+                STATE_KEY_ATTRIBUTE,
+                STATE_SINCE_ATTRIBUTE,
+                RECENT_ATTRIBUTE,
+            ]
         } else {
-            &["data", TRACE_IDX_ATTRIBUTE, ROWS_ATTRIBUTE]
+            &[
+                "data",
+                TRACE_IDX_ATTRIBUTE,
+                ROWS_ATTRIBUTE,
+                STATE_KEY_ATTRIBUTE,
+                STATE_SINCE_ATTRIBUTE,
+            ]
         }
     }
 

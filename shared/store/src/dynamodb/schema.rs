@@ -1,6 +1,7 @@
 //! The seven tables, as data: what [`super::DynamoDbStore::ensure_tables`] creates and
 //! what `template.yaml` must declare (key schema, attribute definitions and secondary
-//! indexes: the `timers` table's sparse due-time index, see [`super::due`]).
+//! indexes: the `executions` table's sparse state index, see [`super::states`], and the
+//! `timers` table's sparse due-time index, see [`super::due`]).
 
 /// A key attribute's DynamoDB scalar type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +30,7 @@ pub struct KeyAttr {
 }
 
 /// What a global secondary index copies from the table. Only `KEYS_ONLY` is used: the
-/// table's key attributes plus the index's own are all the sweeper reads.
+/// table's key attributes plus the index's own are all the sweeper and a state query read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Projection {
     /// `KEYS_ONLY`
@@ -113,11 +114,32 @@ const TIMER_INDEXES: &[IndexSpec] = &[IndexSpec {
     projection: Projection::KeysOnly,
 }];
 
+/// The `executions` table's sparse global secondary index by state (see
+/// [`super::states`]): which executions are in a state now, and since when.
+pub const STATE_INDEX: &str = "state_index";
+/// The execution-item attribute `{definition_id}#{state path}#{shard}`: the partition key
+/// of [`STATE_INDEX`]. Items without it (DONE and CANCELLED executions, harel's writes)
+/// are not in the index.
+pub const STATE_KEY_ATTRIBUTE: &str = "state_key";
+/// The execution-item attribute holding when it entered its state (epoch seconds): the
+/// sort key of [`STATE_INDEX`].
+pub const STATE_SINCE_ATTRIBUTE: &str = "state_since";
+/// The number of shards of each state in [`STATE_INDEX`]; a query reads each one.
+pub const STATE_SHARDS: u32 = 64;
+
+const EXECUTION_INDEXES: &[IndexSpec] = &[IndexSpec {
+    name: STATE_INDEX,
+    hash: key(STATE_KEY_ATTRIBUTE, KeyType::String),
+    range: Some(key(STATE_SINCE_ATTRIBUTE, KeyType::Number)),
+    projection: Projection::KeysOnly,
+}];
+
 const fn key(name: &'static str, ty: KeyType) -> KeyAttr {
     KeyAttr { name, ty }
 }
 
-/// harel's seven tables, in its order (with our one index, on `timers`).
+/// harel's seven tables, in its order (with our two indexes: by state on `executions`, by
+/// due time on `timers`).
 pub fn table_specs() -> Vec<TableSpec> {
     use KeyType::{Number as N, String as S};
     vec![
@@ -125,7 +147,7 @@ pub fn table_specs() -> Vec<TableSpec> {
             name: "executions",
             hash: key("id", S),
             range: None,
-            indexes: &[],
+            indexes: EXECUTION_INDEXES,
         },
         TableSpec {
             name: "outbox",

@@ -6,8 +6,8 @@ use stm_core::{Execution, Map};
 
 use super::DynamoDbStore;
 use crate::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, OutboxEntry, PendingRows, PendingSeq,
-    SpawnEntry, StoreError, TimerClaim, Written,
+    Commit, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, OutboxEntry, PendingRows,
+    PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
 };
 
 #[async_trait]
@@ -51,6 +51,15 @@ impl ExecutionStore for DynamoDbStore {
 
     async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
         self.outbox_entries().await
+    }
+
+    async fn in_states(
+        &self,
+        definition_id: &str,
+        paths: &[String],
+        entered_by: Option<f64>,
+    ) -> Result<Vec<InState>, StoreError> {
+        self.query_states(definition_id, paths, entered_by).await
     }
 
     async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {

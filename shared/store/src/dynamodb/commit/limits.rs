@@ -12,7 +12,16 @@ use crate::dynamodb::schema::TTL_ATTRIBUTE;
 use crate::dynamodb::{
     DynamoDbStore, MAX_ITEM_BYTES, MAX_TRANSACTION_BYTES, MAX_TRANSACTION_ITEMS, RECENT_ATTRIBUTE,
 };
+use crate::states::StateEntry;
 use crate::{Commit, StoreError, TimerOp, Unstorable};
+
+/// `exe`'s state index entry with the longest time a commit can write: what a size check
+/// counts.
+fn largest_state(exe: &Execution) -> Option<StateEntry> {
+    let mut entry = StateEntry::at_commit(exe, None, 0.0)?;
+    entry.since = 9_999_999_999.999_998;
+    Some(entry)
+}
 
 impl DynamoDbStore {
     /// The size DynamoDB counts for the item a commit of `exe` writes (the one checked
@@ -21,7 +30,18 @@ impl DynamoDbStore {
         let mut next = exe.clone();
         next.version += 1;
         let hint = self.hint(&exe.id, exe.version);
-        let mut item = self.exe_item(&next, &next.to_json(), next.version, hint, &"0".repeat(32), None);
+        let state = largest_state(&next);
+        let mut item = self
+            .exe_item(
+                &next,
+                &next.to_json(),
+                next.version,
+                hint,
+                &"0".repeat(32),
+                state.as_ref(),
+                None,
+            )
+            .unwrap_or_default();
         if let Some(rows) = self.rows_hint(&exe.id, exe.version).flatten() {
             item.insert(ROWS_ATTRIBUTE.to_string(), rows.to_attribute());
         }
@@ -65,7 +85,18 @@ impl DynamoDbStore {
     /// trace index and (on the item layout) its window at their largest.
     fn execution_put_bytes(&self, exe: &Execution, data: &str, new: i64) -> usize {
         let placeholder_token = "0".repeat(32);
-        let mut item = self.exe_item(exe, data, new, Some(i64::MAX), &placeholder_token, None);
+        let state = largest_state(exe);
+        let mut item = self
+            .exe_item(
+                exe,
+                data,
+                new,
+                Some(i64::MAX),
+                &placeholder_token,
+                state.as_ref(),
+                None,
+            )
+            .unwrap_or_default();
         item.insert(ROWS_ATTRIBUTE.to_string(), Rows::LARGEST.to_attribute());
         let mut bytes = item_size(&item);
         if self.on_item() {

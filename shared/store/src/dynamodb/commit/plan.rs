@@ -16,6 +16,7 @@ use crate::dynamodb::schema::{TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE};
 use crate::dynamodb::{
     build_err, timer_shard, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, RECENT_ATTRIBUTE, TRACE_IDX_ATTRIBUTE,
 };
+use crate::states::StateEntry;
 use crate::{StoreError, TimerOp};
 
 /// One commit, ready to send.
@@ -43,6 +44,9 @@ pub(super) struct PlanInput<'a> {
     pub(super) block: Option<Rows>,
     /// The execution's last block, which the item keeps recording when `block` is `None`.
     pub(super) carried: Option<Rows>,
+    /// The execution's state index entry (`None`: DONE, CANCELLED or stateless: the
+    /// item leaves the index).
+    pub(super) state: Option<&'a StateEntry>,
     /// The idx of the commit's first trace step (`None`: it writes none).
     pub(super) trace_idx: Option<i64>,
     /// The last trace idx the item records (`trace_idx`'s last step, or the one before).
@@ -54,7 +58,9 @@ pub(super) struct PlanInput<'a> {
 
 impl DynamoDbStore {
     /// The execution item of `exe` at version `new`, holding `data`, the last trace idx,
-    /// the commit's token and (on the item layout) the processed window.
+    /// the commit's token, its state index entry and (on the item layout) the processed
+    /// window.
+    #[allow(clippy::too_many_arguments)] // each is one attribute of the item
     pub(super) fn exe_item(
         &self,
         exe: &Execution,
@@ -62,8 +68,9 @@ impl DynamoDbStore {
         new: i64,
         trace_idx: Option<i64>,
         token: &str,
+        state: Option<&StateEntry>,
         recent: Option<&Recent>,
-    ) -> Item {
+    ) -> Result<Item, StoreError> {
         let mut item = HashMap::from([
             ("id".to_string(), s(&exe.id)),
             ("data".to_string(), s(data)),
@@ -77,10 +84,13 @@ impl DynamoDbStore {
         if let Some(ttl) = self.finished_ttl_value(exe) {
             item.insert(TTL_ATTRIBUTE.to_string(), n_i64(ttl));
         }
+        if let Some(state) = state {
+            item.extend(state.to_attributes(&exe.id)?);
+        }
         if let Some(recent) = recent {
             item.insert(RECENT_ATTRIBUTE.to_string(), recent.to_attribute());
         }
-        item
+        Ok(item)
     }
 
     /// The request for `input`: the transaction in harel's order (see the module docs
@@ -92,6 +102,7 @@ impl DynamoDbStore {
             old,
             block,
             carried,
+            state,
             trace_idx,
             stored_idx,
             generation,
@@ -115,7 +126,7 @@ impl DynamoDbStore {
         }
         let token = to_hex(&hasher.finalize()[..16]);
 
-        let mut item = self.exe_item(exe, &p.data, new, stored_idx, &token, p.recent.as_ref());
+        let mut item = self.exe_item(exe, &p.data, new, stored_idx, &token, state, p.recent.as_ref())?;
         if let Some(rows) = block.or(carried) {
             item.insert(ROWS_ATTRIBUTE.to_string(), rows.to_attribute());
         }
