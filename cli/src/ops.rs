@@ -8,6 +8,7 @@
 //! (`ops/control.rs`), and what reads executions back, `show`, `list` and `trace`
 //! (`ops/show.rs`).
 
+mod bulk;
 mod control;
 mod send;
 mod show;

@@ -187,3 +187,168 @@ fn bad_selections_name_what_was_wrong() {
     assert_eq!(nothing.status.code(), Some(1));
     assert_eq!(stderr(&nothing).trim(), "no execution of Order is in Draft");
 }
+
+/// The `ID: FROM -> TO` lines of a bulk run's output: the ids it changed.
+fn changed(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .filter(|l| l.contains(" -> "))
+        .filter_map(|l| l.split(':').next().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn a_bulk_action_by_state_touches_exactly_the_selection_and_resumes_after_a_kill() {
+    use std::io::{BufRead as _, BufReader};
+    use std::process::{Command, Stdio};
+
+    let local = Local::start("bystate-bulk");
+    let ids: Vec<String> = (1..=8).map(|i| format!("b-{i}")).collect();
+    for id in &ids {
+        local.ok(&["create", "examples/order.stm", "Order", "--id", id]);
+        local.wait_show(id, &["at Draft"]);
+    }
+    let paying: Vec<&String> = ids.iter().take(6).collect();
+    for id in &paying {
+        local.ok(&["send", id, r#"Submit:{"amount": 1.0}"#]);
+        local.wait_show(id, &["at Payment.Charging"]);
+    }
+    let selection = ["--definition", "Order", "--in", "Payment"];
+
+    // a dry run counts and names them, and changes nothing
+    let dry = local.ok(&[&["suspend"][..], &selection, &["--dry-run"]].concat());
+    assert!(
+        dry.starts_with("would suspend 6 executions of Order in Payment\n"),
+        "{dry}"
+    );
+    assert_eq!(dry.lines().filter(|l| l.starts_with("  b-")).count(), 6, "{dry}");
+    let still = local.ok(&[
+        "list",
+        "--in",
+        "Payment",
+        "--definition",
+        "Order",
+        "--status",
+        "RUNNING",
+    ]);
+    assert_eq!(ids_of(&still).len(), 6, "a dry run changed something:\n{still}");
+
+    // without --yes and no terminal to ask on: refused
+    let unasked = local.stm(&[&["suspend"][..], &selection].concat());
+    assert_eq!(unasked.status.code(), Some(2), "{}", stderr(&unasked));
+    assert!(stderr(&unasked).contains("pass --yes"), "{}", stderr(&unasked));
+
+    // killed after its second change
+    let mut first = Command::new(env!("CARGO_BIN_EXE_stm"))
+        .args([&["suspend"][..], &selection, &["--yes", "--rate", "2"]].concat())
+        .current_dir(common::repo())
+        .env_remove("STM_ACTIONS")
+        .envs(local.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the bulk suspend");
+    let mut before_kill = String::new();
+    {
+        let stdout = first.stdout.take().expect("its stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        while changed(&before_kill).len() < 2 {
+            let line = lines.next().expect("a line before the kill").expect("readable");
+            before_kill.push_str(&line);
+            before_kill.push('\n');
+        }
+        first.kill().expect("kill it mid-way");
+    }
+    let _ = first.wait();
+    let first_changed = changed(&before_kill);
+    assert!(
+        first_changed.len() >= 2 && first_changed.len() < 6,
+        "{before_kill}"
+    );
+
+    // the same command again finishes the job: the rest, each once
+    let again = local.ok(&[&["suspend"][..], &selection, &["--yes"]].concat());
+    let second_changed = changed(&again);
+    let mut all: Vec<String> = first_changed.iter().chain(&second_changed).cloned().collect();
+    all.sort();
+    let mut expected: Vec<String> = paying.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(
+        all, expected,
+        "each of the six suspended exactly once:\n{before_kill}---\n{again}"
+    );
+    assert!(
+        again.lines().last().unwrap_or_default().starts_with(&format!(
+            "suspended: {} of {} executions of Order in Payment; skipped",
+            second_changed.len(),
+            second_changed.len()
+        )) || first_changed.len() == 6,
+        "{again}"
+    );
+    let suspended = local.ok(&[
+        "list",
+        "--in",
+        "Payment",
+        "--definition",
+        "Order",
+        "--status",
+        "SUSPENDED",
+    ]);
+    assert_eq!(ids_of(&suspended).len(), 6, "{suspended}");
+    let drafts = local.ok(&[
+        "list",
+        "--in",
+        "Draft",
+        "--definition",
+        "Order",
+        "--status",
+        "RUNNING",
+    ]);
+    assert_eq!(ids_of(&drafts).len(), 2, "the drafts were not touched:\n{drafts}");
+
+    // cancel exactly the suspended ones in Payment: the drafts stay
+    let cancelled = local.ok(&[
+        "cancel",
+        "--definition",
+        "Order",
+        "--in",
+        "Payment",
+        "--status",
+        "SUSPENDED",
+        "--yes",
+    ]);
+    assert_eq!(changed(&cancelled).len(), 6, "{cancelled}");
+    assert!(
+        cancelled.contains("cancelled: 6 of 6 executions of Order in Payment"),
+        "{cancelled}"
+    );
+    let gone = local.stm(&["list", "--in", "Payment", "--definition", "Order"]);
+    assert_eq!(gone.status.code(), Some(1), "{}", stdout(&gone));
+    assert_eq!(
+        ids_of(&local.ok(&["list", "--in", "Draft", "--definition", "Order"])).len(),
+        2
+    );
+
+    // nothing to do: said, with why, exit 1
+    let idle = local.stm(&["resume", "--definition", "Order", "--in", "Draft", "--yes"]);
+    assert_eq!(idle.status.code(), Some(1));
+    assert_eq!(
+        stderr(&idle).trim(),
+        "nothing to resume: no execution of Order in Draft needs it (2 skipped: 2 RUNNING, not SUSPENDED)"
+    );
+    // a redrive target the machine does not have
+    let nowhere = local.stm(&["redrive", "--definition", "Order", "--at", "Nowhere", "--yes"]);
+    assert_eq!(nowhere.status.code(), Some(2));
+    assert_eq!(
+        stderr(&nowhere).trim(),
+        "error: --at: machine Order has no state \"Nowhere\""
+    );
+    // an id and a selection
+    let both = local.stm(&["suspend", "b-7", "--definition", "Order"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(stderr(&both).contains("not both"), "{}", stderr(&both));
+}
+
+fn ids_of(listing: &str) -> BTreeSet<String> {
+    ids(listing)
+}

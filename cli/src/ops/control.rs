@@ -3,21 +3,24 @@
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
 use stm_core::{Map, Status};
 
+use super::bulk::{run_bulk, Selection};
 use super::{load, Connected, Deployment};
 use crate::errors;
 
 /// Cancel: cooperative when the active state models `on Cancel`, else forceful.
 #[derive(Args)]
 pub struct CancelArgs {
-    /// The execution.
-    id: String,
+    /// The execution (or a selection: --definition NAME [--in STATE] ...).
+    id: Option<String>,
     /// The Cancel event's data, a JSON object (what `on Cancel` guards read).
     #[arg(long, value_name = "JSON")]
     reason: Option<String>,
+    #[command(flatten)]
+    selection: Selection,
     #[command(flatten)]
     deployment: Deployment,
 }
@@ -25,8 +28,10 @@ pub struct CancelArgs {
 /// Pause a RUNNING execution (and its children); its events wait in the queue.
 #[derive(Args)]
 pub struct SuspendArgs {
-    /// The execution.
-    id: String,
+    /// The execution (or a selection: --definition NAME [--in STATE] ...).
+    id: Option<String>,
+    #[command(flatten)]
+    selection: Selection,
     #[command(flatten)]
     deployment: Deployment,
 }
@@ -34,8 +39,10 @@ pub struct SuspendArgs {
 /// Resume a SUSPENDED execution.
 #[derive(Args)]
 pub struct ResumeArgs {
-    /// The execution.
-    id: String,
+    /// The execution (or a selection: --definition NAME [--in STATE] ...).
+    id: Option<String>,
+    #[command(flatten)]
+    selection: Selection,
     #[command(flatten)]
     deployment: Deployment,
 }
@@ -45,11 +52,13 @@ pub struct ResumeArgs {
 /// history cleared. Refused while a child is unfinished.
 #[derive(Args)]
 pub struct RedriveArgs {
-    /// The execution.
-    id: String,
+    /// The execution (or a selection: --definition NAME [--in STATE] ...).
+    id: Option<String>,
     /// The leaf state to resume at (a full path: `Payment.Charging`).
     #[arg(long, value_name = "PATH")]
     at: String,
+    #[command(flatten)]
+    selection: Selection,
     #[command(flatten)]
     deployment: Deployment,
 }
@@ -57,8 +66,10 @@ pub struct RedriveArgs {
 /// Forceful cancel: CANCELLED now, no hooks.
 #[derive(Args)]
 pub struct TerminateArgs {
-    /// The execution.
-    id: String,
+    /// The execution (or a selection: --definition NAME [--in STATE] ...).
+    id: Option<String>,
+    #[command(flatten)]
+    selection: Selection,
     #[command(flatten)]
     deployment: Deployment,
 }
@@ -69,31 +80,85 @@ pub fn cancel(args: CancelArgs) -> Result<ExitCode> {
         .reason
         .map(|r| crate::machine::json_object(&r, "--reason"))
         .transpose()?;
-    run(&args.deployment, &args.id, ControlCommand::Cancel(reason))
+    run(
+        &args.deployment,
+        args.id,
+        &args.selection,
+        ControlCommand::Cancel(reason),
+    )
 }
 
 pub fn suspend(args: SuspendArgs) -> Result<ExitCode> {
-    run(&args.deployment, &args.id, ControlCommand::Suspend)
+    run(
+        &args.deployment,
+        args.id,
+        &args.selection,
+        ControlCommand::Suspend,
+    )
 }
 
 pub fn resume(args: ResumeArgs) -> Result<ExitCode> {
-    run(&args.deployment, &args.id, ControlCommand::Resume)
+    run(&args.deployment, args.id, &args.selection, ControlCommand::Resume)
 }
 
 pub fn redrive(args: RedriveArgs) -> Result<ExitCode> {
-    run(&args.deployment, &args.id, ControlCommand::Redrive(args.at))
+    run(
+        &args.deployment,
+        args.id,
+        &args.selection,
+        ControlCommand::Redrive(args.at),
+    )
 }
 
 pub fn terminate(args: TerminateArgs) -> Result<ExitCode> {
-    run(&args.deployment, &args.id, ControlCommand::Terminate)
+    run(
+        &args.deployment,
+        args.id,
+        &args.selection,
+        ControlCommand::Terminate,
+    )
 }
 
-/// One control command, as the operator.
-fn run(dep: &Deployment, id: &str, command: ControlCommand) -> Result<ExitCode> {
-    crate::role::operate(control(dep, id, command))
+/// One control command, as the operator, on one id or on a selection.
+fn run(
+    dep: &Deployment,
+    id: Option<String>,
+    selection: &Selection,
+    command: ControlCommand,
+) -> Result<ExitCode> {
+    let verb = command.verb();
+    match (id, selection.is_given()) {
+        (Some(id), false) => crate::role::operate(control(dep, &id, command)),
+        (None, true) => crate::role::run_as("operator", run_bulk(dep, selection, command)),
+        (Some(_), true) => Err(errors::usage(format!(
+            "stm {verb}: give one execution's ID or a selection (--definition ...), not both"
+        ))),
+        (None, false) => Err(errors::usage(format!(
+            "stm {verb}: give the execution's ID, or a selection: --definition NAME [--in STATE] \
+             [--status S] [--older-than AGE]"
+        ))),
+    }
 }
+
+/// A control command that would do nothing to the execution as it is now (harel makes it
+/// a silent no-op; the CLI says why and exits 1, and a bulk run skips it).
+#[derive(Debug)]
+pub struct NothingToDo {
+    pub id: String,
+    pub why: String,
+    pub verb: &'static str,
+}
+
+impl std::fmt::Display for NothingToDo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} is {}: nothing to {}", self.id, self.why, self.verb)
+    }
+}
+
+impl std::error::Error for NothingToDo {}
 
 /// A control-plane command.
+#[derive(Debug, Clone)]
 pub enum ControlCommand {
     Cancel(Option<Map>),
     Suspend,
@@ -104,7 +169,7 @@ pub enum ControlCommand {
 }
 
 impl ControlCommand {
-    fn verb(&self) -> &'static str {
+    pub(crate) fn verb(&self) -> &'static str {
         match self {
             ControlCommand::Cancel(_) => "cancel",
             ControlCommand::Suspend => "suspend",
@@ -114,9 +179,20 @@ impl ControlCommand {
         }
     }
 
+    /// What a bulk run reports it did.
+    pub(crate) fn past(&self) -> &'static str {
+        match self {
+            ControlCommand::Cancel(_) => "cancelled",
+            ControlCommand::Suspend => "suspended",
+            ControlCommand::Resume => "resumed",
+            ControlCommand::Terminate => "terminated",
+            ControlCommand::Redrive(_) => "redriven",
+        }
+    }
+
     /// Why the command would do nothing to an execution in `status` (harel makes it a
     /// silent no-op; the CLI says so and exits 1).
-    fn no_op(&self, status: Status) -> Option<String> {
+    pub(crate) fn no_op(&self, status: Status) -> Option<String> {
         if status.is_finished() {
             return Some(format!("already {status}"));
         }
@@ -171,7 +247,12 @@ pub async fn apply_control(
 ) -> Result<ControlOutcome> {
     let before = load(connected.store.as_ref(), id).await?;
     if let Some(why) = command.no_op(before.status) {
-        bail!("{id} is {why}: nothing to {}", command.verb());
+        return Err(NothingToDo {
+            id: id.to_string(),
+            why,
+            verb: command.verb(),
+        }
+        .into());
     }
     let control = &connected.control;
     match &command {

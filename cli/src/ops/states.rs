@@ -128,7 +128,7 @@ pub fn duration_text(seconds: f64) -> String {
 
 /// Whether `exe`, read after the index listed it, is still where the index said and
 /// matches the filters.
-fn still_in(exe: &Execution, entry: &InState, status: Option<Status>, roots_only: bool) -> bool {
+pub(crate) fn still_in(exe: &Execution, entry: &InState, status: Option<Status>, roots_only: bool) -> bool {
     exe.active_path.as_deref() == Some(entry.path.as_str())
         && !exe.status.is_finished()
         && status.is_none_or(|s| exe.status == s)
