@@ -352,3 +352,48 @@ fn a_bulk_action_by_state_touches_exactly_the_selection_and_resumes_after_a_kill
 fn ids_of(listing: &str) -> BTreeSet<String> {
     ids(listing)
 }
+
+/// The state index is eventually consistent (the strict layer holds it still here): an
+/// execution it still lists in a state it has left is re-read and left out, by the
+/// listing and by a bulk action alike.
+#[test]
+fn a_stale_index_never_lists_or_acts_on_an_execution_that_moved_on() {
+    let local = Local::start("bystate-lag");
+    let prefix = local
+        .env
+        .iter()
+        .find(|(k, _)| k == "STM_TABLE_PREFIX")
+        .map(|(_, v)| v.clone())
+        .expect("the stack's prefix");
+    for id in ["l-1", "l-2"] {
+        local.ok(&["create", "examples/order.stm", "Order", "--id", id]);
+        local.wait_show(id, &["at Draft"]);
+    }
+    local.ok(&["send", "l-1", r#"Submit:{"amount": 1.0}"#]);
+    local.wait_show("l-1", &["at Payment.Charging"]);
+
+    let strict = stm_testkit::moto_blocking().strict();
+    strict.hold_indexes(&prefix);
+    local.ok(&["send", "l-1", r#"PaymentOk:{"receipt": "r"}"#]);
+    local.wait_show("l-1", &["at Shipping"]);
+    local.ok(&["send", "l-2", r#"Submit:{"amount": 1.0}"#]);
+    local.wait_show("l-2", &["at Payment.Charging"]);
+
+    // the held index lists l-1 in Payment and l-2 in Draft; neither is there any more
+    for state in ["Payment", "Draft"] {
+        let listed = local.stm(&["list", "--in", state, "--definition", "Order"]);
+        assert_eq!(listed.status.code(), Some(1), "--in {state}:\n{}", stdout(&listed));
+        assert_eq!(stderr(&listed).trim(), format!("no execution of Order is in {state}"));
+    }
+    let bulk = local.stm(&["suspend", "--definition", "Order", "--in", "Payment", "--yes"]);
+    assert_eq!(bulk.status.code(), Some(1), "{}", stdout(&bulk));
+    assert_eq!(
+        stderr(&bulk).trim(),
+        "nothing to suspend: no execution of Order in Payment needs it (1 skipped: 1 moved on from Payment.Charging)"
+    );
+    local.wait_show("l-1", &["RUNNING", "at Shipping"]);
+
+    strict.live_indexes(&prefix);
+    let caught_up = local.ok(&["list", "--in", "Payment", "--definition", "Order"]);
+    assert_eq!(ids(&caught_up), BTreeSet::from(["l-2".to_string()]));
+}

@@ -328,10 +328,15 @@ fn the_commands_that_need_no_deployment_and_their_mistakes() {
         );
     }
     // a flag a command would not use is refused, never accepted and ignored
-    for command in ["show", "trace", "list"] {
+    // (`list --in` reads the machine's states from --definitions)
+    for (command, foreigners) in [
+        ("show", &["--queue", "--definitions"][..]),
+        ("trace", &["--queue", "--definitions"][..]),
+        ("list", &["--queue"][..]),
+    ] {
         let help = stdout(&stm_alone(&[command, "--help"]));
         assert!(help.contains("--prefix"), "{help}");
-        for foreign in ["--queue", "--definitions"] {
+        for foreign in foreigners {
             assert!(
                 !help.contains(foreign),
                 "{command} --help shows {foreign}:\n{help}"

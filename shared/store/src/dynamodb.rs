@@ -119,6 +119,7 @@ mod rows;
 pub mod schema;
 mod states;
 mod store;
+pub use states::state_index_key;
 mod timers;
 mod trace;
 mod ttl;
@@ -137,8 +138,8 @@ pub use due::{timer_shard, SweepStats, DEFAULT_TIMER_FULL_SCAN_INTERVAL};
 use item::{s, Item};
 use recent::Recent;
 pub use schema::{
-    table_specs, IndexSpec, KeyAttr, KeyType, Projection, TableSpec, TIMER_DUE_INDEX, TIMER_SHARDS,
-    TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE,
+    table_specs, IndexSpec, KeyAttr, KeyType, Projection, TableSpec, STATE_INDEX, STATE_SHARDS,
+    TIMER_DUE_INDEX, TIMER_SHARDS, TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE,
 };
 
 /// DynamoDB's item size limit.

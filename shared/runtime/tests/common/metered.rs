@@ -13,7 +13,11 @@
 //!   item at all. A timer put also writes the timers table's global secondary index
 //!   `due_index` under its shard (`due_shard`, [`timer_shard`]): one index write for a new
 //!   entry, two when `fire_at` (the index's sort key) moves, one for a removed entry; index
-//!   writes are billed as plain writes. The DynamoDB store's refusals before any call
+//!   writes are billed as plain writes. An execution whose state index entry changes
+//!   (another state, or DONE/CANCELLED: [`state_index_key`]) writes the `executions`
+//!   table's `state_index` too: the old entry's delete and the new one's put, each under
+//!   its own key; a commit that stays in its state writes nothing there (a GSI is written
+//!   only when the item's index key changes). The DynamoDB store's refusals before any call
 //!   (over 100 transaction items, an item over 400 KB) are refused here the same way, with
 //!   its message;
 //! - `ack_outbox` / `ack_spawn` / `delete_timer`: one `DeleteItem` each (a conditional one
@@ -66,8 +70,8 @@ use stm_core::{Execution, Map, Value};
 use stm_runtime::{Clock, ManualClock};
 // DynamoDB's limits and the store's constants, as the DynamoDB store has them
 use stm_store::dynamodb::{
-    timer_shard, DEFAULT_TIMER_FULL_SCAN_INTERVAL, MAX_BATCH_GET_KEYS, MAX_ITEM_BYTES, MAX_TRANSACTION_ITEMS,
-    TIMER_SHARDS,
+    state_index_key, timer_shard, DEFAULT_TIMER_FULL_SCAN_INTERVAL, MAX_BATCH_GET_KEYS, MAX_ITEM_BYTES,
+    MAX_TRANSACTION_ITEMS, TIMER_SHARDS,
 };
 use stm_store::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
@@ -81,6 +85,7 @@ pub const OUTBOX: &str = "outbox";
 pub const SPAWNS: &str = "spawns";
 pub const TIMERS: &str = "timers";
 pub const DUE_INDEX: &str = "timers.due_index";
+pub const STATE_INDEX: &str = "executions.state_index";
 pub const TRACE: &str = "trace";
 
 /// A `Scan` or `Query` page.
@@ -513,6 +518,9 @@ impl ExecutionStore for MeteredStore {
         let traces: Vec<usize> = commit.traces.iter().map(|t| trace_row_bytes(&id, t)).collect();
         let side_items = emits.len() + spawns.len() + marks.len() + timers.len() + traces.len();
 
+        // the state index entry before and after: an index write only when it changes
+        let state_before = self.inner.load(&id).await?.as_ref().and_then(state_index_key);
+
         let written = self.inner.commit(exe, commit).await?;
 
         lock(&self.exe_sizes).insert(id.clone(), exe_bytes);
@@ -531,6 +539,13 @@ impl ExecutionStore for MeteredStore {
         let tx = side_items > 0;
         self.request(if tx { "TransactWriteItems" } else { "PutItem" });
         self.write(EXECUTIONS, &id, exe_bytes, tx);
+        let state_after = state_index_key(exe);
+        if state_before != state_after {
+            // the old entry's delete and the new one's put, each on its own key
+            for key in [state_before, state_after].into_iter().flatten() {
+                self.write(STATE_INDEX, &key, 100, false);
+            }
+        }
         for (seq, bytes) in written.outbox.iter().zip(&emits) {
             self.write(OUTBOX, &seq.to_string(), *bytes, tx);
         }

@@ -157,6 +157,7 @@ pub(crate) async fn scale() {
         timer_share: 0.0,
         idle: 0,
         sized: false,
+        churn: false,
     };
     let emits = Mix {
         emit_share: EMIT_SHARE,
@@ -166,11 +167,13 @@ pub(crate) async fn scale() {
         timer_share: TIMER_SHARE,
         ..plain
     };
+    let churn = Mix { churn: true, ..plain };
     let small = Mix {
         emit_share: EMIT_SHARE,
         timer_share: TIMER_SHARE,
         idle: 0,
         sized: true,
+        churn: false,
     };
     let large = Mix {
         idle: cfg.idle,
@@ -179,7 +182,12 @@ pub(crate) async fn scale() {
     let mut rows = Vec::new();
     let mut flat: Vec<(String, Row, Row)> = Vec::new();
     for &rate in &cfg.rates {
-        for (name, mix) in [("plain", plain), ("emits 10%", emits), ("timers 10%", timers)] {
+        for (name, mix) in [
+            ("plain", plain),
+            ("emits 10%", emits),
+            ("timers 10%", timers),
+            ("state churn", churn),
+        ] {
             let started = std::time::Instant::now();
             rows.push(progress(run_mix(&env, name, mix, rate).await, started));
         }

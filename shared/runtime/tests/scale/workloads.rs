@@ -22,6 +22,10 @@ pub(crate) struct Mix {
     pub(crate) idle: usize,
     /// Name the row by its table's size (the flatness pair).
     pub(crate) sized: bool,
+    /// The plain Pings go to Flippers, each moved to its other state by every Ping, so
+    /// every event rewrites the state index's entries of the same two states (its
+    /// hottest case), instead of to Counters, which stay in their one state.
+    pub(crate) churn: bool,
 }
 
 pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> Row {
@@ -44,8 +48,9 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
         // those after it, so the active timers, armed after the idle ones, stay cheap
         seed_idle(&mut sim, mix.idle).await;
     }
+    let counter_machine = if mix.churn { "Flipper" } else { "Counter" };
     for i in 0..counters {
-        sim.create("Counter", &format!("c{i}"), None).await;
+        sim.create(counter_machine, &format!("c{i}"), None).await;
     }
     for i in 0..duos {
         sim.create("Duo", &format!("d{i}"), None).await;

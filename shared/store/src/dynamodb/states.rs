@@ -20,14 +20,22 @@
 //!
 //! # Writes, and why shards
 //!
-//! A GSI is written only when an item's index key attributes change (an update that leaves
-//! them alone writes nothing to a `KEYS_ONLY` index): an execution that stays in its state
-//! costs the index nothing; a state change costs two index writes (the old entry's delete
-//! and the new one's put, the partition key changed). As with the timers' due index, one
-//! partition key value per state would put every execution entering that state on one
-//! partition (1,000 writes/s, and a sort key that only grows, which a split for heat does
-//! not help). [`STATE_SHARDS`] (64) hash shards of each state take 64,000 writes/s: some
-//! 32,000 executions a second through one state.
+//! A GSI is written only when a table write changes the item's index key (or projected)
+//! attributes, and a change of an index key value takes two index writes, the old entry's
+//! delete and the new one's put (AWS, "Provisioned throughput considerations for global
+//! secondary indexes", <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html>).
+//! So an execution that stays in its state costs the index nothing, and a state change
+//! costs two writes: one on the old state's partition, one on the new one's. As with the
+//! timers' due index, one partition key value per state would put every execution entering
+//! or leaving that state on one partition (1,000 writes/s, and a sort key that only grows,
+//! which a split for heat does not help); and a throttled index throttles the commits.
+//! [`STATE_SHARDS`] (256) hash shards of each state take 256,000 writes/s. The hardest case
+//! is every event moving its execution between the same two states: each state then takes
+//! one write per event. The scale simulator's `state churn` workload is exactly that
+//! (`bash scripts/scale.sh`): with 64 shards its hottest index key was at 25% of a
+//! partition's limit at 10,000 events/s, on course for ~250% at 100,000; with 256 it is at
+//! 11.7% at 10,000 events/s. A query pays for it: one request per shard of each state
+//! asked about (0.5 read units each at least), 64 at a time.
 //!
 //! # Consistency
 //!
@@ -58,8 +66,15 @@ fn state_key(definition_id: &str, path: &str, shard: u64) -> String {
     format!("{definition_id}#{path}#{shard}")
 }
 
+/// The [`STATE_INDEX`] partition key a commit of `exe` files it under (`None`: it is not
+/// in the index): what the scale simulator's meter charges an index write to.
+pub fn state_index_key(exe: &stm_core::Execution) -> Option<String> {
+    let entry = StateEntry::at_commit(exe, None, 0.0)?;
+    Some(state_key(&entry.definition_id, &entry.path, state_shard(&exe.id)))
+}
+
 /// How many shard queries a state query runs at once.
-const QUERY_CONCURRENCY: usize = 32;
+const QUERY_CONCURRENCY: usize = 64;
 
 impl StateEntry {
     /// The entry's attributes on the item of execution `id`.
