@@ -31,6 +31,13 @@ fn ids(listing: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// What `stm list --in STATE --definition Order [--status S]` prints.
+fn listed_in(local: &Local, state: &str, status: Option<&str>) -> String {
+    let mut args = vec!["list", "--in", state, "--definition", "Order"];
+    args.extend(status.iter().flat_map(|s| ["--status", *s]));
+    local.ok(&args)
+}
+
 /// The ids the scan puts in `state` or under it, not DONE or CANCELLED.
 fn scan_in(scan: &[(String, String, String)], state: &str) -> BTreeSet<String> {
     scan.iter()
@@ -67,25 +74,17 @@ fn list_in_and_states_agree_with_a_scan() {
     let scan = scanned(&local);
     assert_eq!(scan.len(), 6, "{scan:?}");
     for state in ["Payment", "Payment.Charging", "Draft", "Shipping"] {
-        let listed = local.ok(&["list", "--in", state, "--definition", "Order"]);
+        let listed = listed_in(&local, state, None);
         assert_eq!(ids(&listed), scan_in(&scan, state), "--in {state}:\n{listed}");
     }
-    let charging = local.ok(&["list", "--in", "Payment", "--definition", "Order"]);
+    let charging = listed_in(&local, "Payment", None);
     assert!(
         charging
             .lines()
             .any(|l| l.starts_with("s-4 ") && l.contains("SUSPENDED") && l.contains("Payment.Charging")),
         "a suspended execution stays in its state:\n{charging}"
     );
-    let suspended = local.ok(&[
-        "list",
-        "--in",
-        "Payment",
-        "--definition",
-        "Order",
-        "--status",
-        "SUSPENDED",
-    ]);
+    let suspended = listed_in(&local, "Payment", Some("SUSPENDED"));
     assert_eq!(ids(&suspended), BTreeSet::from(["s-4".to_string()]));
 
     // nobody has been anywhere for an hour: said plainly, exit 1
@@ -203,12 +202,12 @@ fn a_bulk_action_by_state_touches_exactly_the_selection_and_resumes_after_a_kill
     use std::process::{Command, Stdio};
 
     let local = Local::start("bystate-bulk");
-    let ids: Vec<String> = (1..=8).map(|i| format!("b-{i}")).collect();
-    for id in &ids {
+    let created: Vec<String> = (1..=8).map(|i| format!("b-{i}")).collect();
+    for id in &created {
         local.ok(&["create", "examples/order.stm", "Order", "--id", id]);
         local.wait_show(id, &["at Draft"]);
     }
-    let paying: Vec<&String> = ids.iter().take(6).collect();
+    let paying: Vec<&String> = created.iter().take(6).collect();
     for id in &paying {
         local.ok(&["send", id, r#"Submit:{"amount": 1.0}"#]);
         local.wait_show(id, &["at Payment.Charging"]);
@@ -222,16 +221,8 @@ fn a_bulk_action_by_state_touches_exactly_the_selection_and_resumes_after_a_kill
         "{dry}"
     );
     assert_eq!(dry.lines().filter(|l| l.starts_with("  b-")).count(), 6, "{dry}");
-    let still = local.ok(&[
-        "list",
-        "--in",
-        "Payment",
-        "--definition",
-        "Order",
-        "--status",
-        "RUNNING",
-    ]);
-    assert_eq!(ids_of(&still).len(), 6, "a dry run changed something:\n{still}");
+    let still = listed_in(&local, "Payment", Some("RUNNING"));
+    assert_eq!(ids(&still).len(), 6, "a dry run changed something:\n{still}");
 
     // without --yes and no terminal to ask on: refused
     let unasked = local.stm(&[&["suspend"][..], &selection].concat());
@@ -285,26 +276,10 @@ fn a_bulk_action_by_state_touches_exactly_the_selection_and_resumes_after_a_kill
         )) || first_changed.len() == 6,
         "{again}"
     );
-    let suspended = local.ok(&[
-        "list",
-        "--in",
-        "Payment",
-        "--definition",
-        "Order",
-        "--status",
-        "SUSPENDED",
-    ]);
-    assert_eq!(ids_of(&suspended).len(), 6, "{suspended}");
-    let drafts = local.ok(&[
-        "list",
-        "--in",
-        "Draft",
-        "--definition",
-        "Order",
-        "--status",
-        "RUNNING",
-    ]);
-    assert_eq!(ids_of(&drafts).len(), 2, "the drafts were not touched:\n{drafts}");
+    let suspended = listed_in(&local, "Payment", Some("SUSPENDED"));
+    assert_eq!(ids(&suspended).len(), 6, "{suspended}");
+    let drafts = listed_in(&local, "Draft", Some("RUNNING"));
+    assert_eq!(ids(&drafts).len(), 2, "the drafts were not touched:\n{drafts}");
 
     // cancel exactly the suspended ones in Payment: the drafts stay
     let cancelled = local.ok(&[
@@ -324,10 +299,7 @@ fn a_bulk_action_by_state_touches_exactly_the_selection_and_resumes_after_a_kill
     );
     let gone = local.stm(&["list", "--in", "Payment", "--definition", "Order"]);
     assert_eq!(gone.status.code(), Some(1), "{}", stdout(&gone));
-    assert_eq!(
-        ids_of(&local.ok(&["list", "--in", "Draft", "--definition", "Order"])).len(),
-        2
-    );
+    assert_eq!(ids(&listed_in(&local, "Draft", None)).len(), 2);
 
     // nothing to do: said, with why, exit 1
     let idle = local.stm(&["resume", "--definition", "Order", "--in", "Draft", "--yes"]);
@@ -347,10 +319,6 @@ fn a_bulk_action_by_state_touches_exactly_the_selection_and_resumes_after_a_kill
     let both = local.stm(&["suspend", "b-7", "--definition", "Order"]);
     assert_eq!(both.status.code(), Some(2));
     assert!(stderr(&both).contains("not both"), "{}", stderr(&both));
-}
-
-fn ids_of(listing: &str) -> BTreeSet<String> {
-    ids(listing)
 }
 
 /// The state index is eventually consistent (the strict layer holds it still here): an
@@ -382,8 +350,16 @@ fn a_stale_index_never_lists_or_acts_on_an_execution_that_moved_on() {
     // the held index lists l-1 in Payment and l-2 in Draft; neither is there any more
     for state in ["Payment", "Draft"] {
         let listed = local.stm(&["list", "--in", state, "--definition", "Order"]);
-        assert_eq!(listed.status.code(), Some(1), "--in {state}:\n{}", stdout(&listed));
-        assert_eq!(stderr(&listed).trim(), format!("no execution of Order is in {state}"));
+        assert_eq!(
+            listed.status.code(),
+            Some(1),
+            "--in {state}:\n{}",
+            stdout(&listed)
+        );
+        assert_eq!(
+            stderr(&listed).trim(),
+            format!("no execution of Order is in {state}")
+        );
     }
     let bulk = local.stm(&["suspend", "--definition", "Order", "--in", "Payment", "--yes"]);
     assert_eq!(bulk.status.code(), Some(1), "{}", stdout(&bulk));
@@ -394,6 +370,6 @@ fn a_stale_index_never_lists_or_acts_on_an_execution_that_moved_on() {
     local.wait_show("l-1", &["RUNNING", "at Shipping"]);
 
     strict.live_indexes(&prefix);
-    let caught_up = local.ok(&["list", "--in", "Payment", "--definition", "Order"]);
+    let caught_up = listed_in(&local, "Payment", None);
     assert_eq!(ids(&caught_up), BTreeSet::from(["l-2".to_string()]));
 }

@@ -335,7 +335,9 @@ pub trait ExecutionStore: Send + Sync {
     /// state path), not DONE or CANCELLED, that entered it at or before `entered_by` when
     /// given ([`states`](crate::states)). The cost grows with the matches, never with the
     /// table (DynamoDB: the sharded state index). DynamoDB's index is eventually
-    /// consistent: a caller acting on an answer re-reads each execution first.
+    /// consistent: a caller acting on an answer re-reads each execution first. The
+    /// default is a store that keeps no state index: it refuses, saying so (a store that
+    /// wraps another forwards it).
     async fn in_states(
         &self,
         definition_id: &str,

@@ -346,14 +346,7 @@ impl ExecutionStore for MemoryStore {
                 since: entry.since,
             })
             .collect();
-        // the DynamoDB store's order: by path as asked, then oldest first
-        found.sort_by(|a, b| {
-            let rank = |p: &str| paths.iter().position(|q| q == p);
-            rank(&a.path)
-                .cmp(&rank(&b.path))
-                .then(a.since.total_cmp(&b.since))
-                .then_with(|| a.id.cmp(&b.id))
-        });
+        crate::states::sort_found(&mut found, paths);
         Ok(found)
     }
 

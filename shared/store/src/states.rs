@@ -61,6 +61,18 @@ impl StateEntry {
     }
 }
 
+/// Put `found` in the order [`ExecutionStore::in_states`](crate::ExecutionStore::in_states)
+/// answers in: by path as `paths` lists them, then oldest in the state first.
+pub(crate) fn sort_found(found: &mut [InState], paths: &[String]) {
+    let rank = |p: &str| paths.iter().position(|q| q == p);
+    found.sort_by(|a, b| {
+        rank(&a.path)
+            .cmp(&rank(&b.path))
+            .then(a.since.total_cmp(&b.since))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,13 +140,7 @@ impl DynamoDbStore {
             .try_collect()
             .await?;
         let mut found: Vec<InState> = pages.into_iter().flatten().collect();
-        found.sort_by(|a, b| {
-            let rank = |p: &str| paths.iter().position(|q| q == p);
-            rank(&a.path)
-                .cmp(&rank(&b.path))
-                .then(a.since.total_cmp(&b.since))
-                .then_with(|| a.id.cmp(&b.id))
-        });
+        crate::states::sort_found(&mut found, paths);
         Ok(found)
     }
 }
