@@ -22,7 +22,7 @@ mod source;
 mod steps;
 mod timeline;
 
-pub(crate) use chart::{BoxKind, StateBox};
+pub(crate) use chart::{state_tree, BoxKind, StateBox};
 pub(crate) use children::ChildNode;
 pub(crate) use gather::{gather, ExecutionView, MAX_TREE_NODES};
 pub(crate) use source::SourceView;
@@ -30,7 +30,7 @@ pub(crate) use steps::{ContextChange, TraceStep};
 pub(crate) use timeline::{region_traces, timeline, trace_line};
 // the monitor's tests build an `ExecutionView` by hand, as `gather` builds it
 #[cfg(test)]
-pub(crate) use {chart::active_set, chart::state_tree, children::ChildRecord, steps::trace_steps};
+pub(crate) use {chart::active_set, children::ChildRecord, steps::trace_steps};
 
 /// A JSON object literal as a `Map`, for the tests' records.
 #[cfg(test)]

@@ -10,6 +10,7 @@
 mod auth;
 mod diagram;
 mod html;
+mod machine;
 mod routes;
 
 use std::io::Write;

@@ -69,6 +69,38 @@ fn the_console_shows_an_execution_and_suspends_it_in_a_browser() {
         json!(["o-1"])
     );
 
+    // 1b. a machine's heat map, reached from the list: each state's count of executions,
+    // its transitions as arrows with event and guard, a count leading to the executions
+    browser.eval("document.querySelector('a.machine[href=\"/machines/Order\"]').click()");
+    browser.wait_for("document.querySelector('h1')?.textContent.startsWith('Order')");
+    assert_eq!(
+        browser.eval(
+            "['Draft', 'Payment.Charging', 'Shipping'].map(p => { const s = document.querySelector(`.state[data-path=\"${p}\"]`); return p + '=' + s.querySelector('a.count').textContent + ' ' + [...s.classList].filter(c => c.startsWith('heat-')); })"
+        ),
+        json!(["Draft=0 heat-0", "Payment.Charging=1 heat-4", "Shipping=0 heat-0"])
+    );
+    let arrows = browser.eval(
+        "[...document.querySelectorAll('table.arrows tbody tr')].map(r => [...r.cells].map(c => c.textContent).join(' '))",
+    );
+    for row in [
+        "Draft ⟶ Payment Submit -",
+        "Payment.Charging ⟶ GaveUp PaymentFailed context.attempts >= context.max_attempts",
+        "Payment.Charging ⟶ Payment.Backoff PaymentFailed else",
+    ] {
+        assert!(
+            arrows
+                .as_array()
+                .is_some_and(|rows| rows.iter().any(|r| r.as_str() == Some(row))),
+            "no arrow {row:?} in {arrows}"
+        );
+    }
+    browser.eval("document.querySelector('.state[data-path=\"Payment.Charging\"] a.count').click()");
+    browser.wait_for("document.querySelector('h1')?.textContent.startsWith('Order in')");
+    assert_eq!(
+        browser.eval("[...document.querySelectorAll('a.execution')].map(a => a.textContent)"),
+        json!(["o-1"])
+    );
+
     // 2. one execution, reached by its link
     browser.navigate(&format!("{origin}/"));
     browser.wait_for("!!document.querySelector('a.execution[href=\"/executions/c-1\"]')");

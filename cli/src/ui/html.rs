@@ -151,9 +151,10 @@ pub(crate) fn list_page(filter: &ListFilter, page_of: &ExecutionPage) -> String 
         for item in &page_of.items {
             let _ = write!(
                 body,
-                r#"<tr><td><a class="execution" href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>v{}{}</td><td>{}</td></tr>"#,
+                r#"<tr><td><a class="execution" href="{}">{}</a></td><td><a class="machine" href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>v{}{}</td><td>{}</td></tr>"#,
                 esc(&execution_href(&item.id)),
                 esc(&item.id),
+                esc(&super::machine::machine_href(&item.definition_id)),
                 esc(&item.definition_id),
                 status_badge(item.status),
                 opt(item.active_path.as_deref()),

@@ -33,6 +33,8 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
         .route("/", get(list))
         .route("/executions/{id}", get(execution))
         .route("/executions/{id}/control", post(control))
+        .route("/machines/{name}", get(machine))
+        .route("/machines/{name}/in/{path}", get(machine_in_state))
         .route(
             "/assets/console.css",
             get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS) }),
@@ -165,6 +167,66 @@ async fn execution(
         ),
         Err(err) => store_failure(&err),
     }
+}
+
+/// The page for a machine that is not among the console's definitions.
+fn no_machine(name: &str) -> Response {
+    failure(
+        StatusCode::NOT_FOUND,
+        "No such machine",
+        &format!(
+            "There is no machine {name:?} among this console's definitions (pass --definitions DIR, \
+             the folder of .stm files the deployment runs)."
+        ),
+    )
+}
+
+/// A machine's statechart with each state's count, and its transitions.
+async fn machine(State(console): State<Arc<Console>>, Path(name): Path<String>) -> Response {
+    let Some(defn) = console.connected.control.driver.definitions.get(&name).cloned() else {
+        return no_machine(&name);
+    };
+    let paths: Vec<String> = defn.state_paths().map(str::to_string).collect();
+    match console.connected.store.in_states(&defn.id, &paths, None).await {
+        Ok(found) => Html(super::machine::machine_page(
+            &defn,
+            &found,
+            &stm_core::render::arrows(&defn),
+        ))
+        .into_response(),
+        Err(err) => store_failure(&err.into()),
+    }
+}
+
+/// The executions of a machine in one state (or under it), each re-read (the index lags).
+async fn machine_in_state(
+    State(console): State<Arc<Console>>,
+    Path((name, path)): Path<(String, String)>,
+) -> Response {
+    let Some(defn) = console.connected.control.driver.definitions.get(&name).cloned() else {
+        return no_machine(&name);
+    };
+    let paths = match defn.paths_under(&path) {
+        Ok(paths) => paths,
+        Err(err) => return failure(StatusCode::NOT_FOUND, "No such state", &format!("{err}.")),
+    };
+    let store = &console.connected.store;
+    let found = match store.in_states(&defn.id, &paths, None).await {
+        Ok(found) => found,
+        Err(err) => return store_failure(&err.into()),
+    };
+    let mut rows = Vec::with_capacity(found.len());
+    for entry in found {
+        match store.load(&entry.id).await {
+            Ok(Some(exe)) if crate::ops::still_in(&exe, &entry, None, false) => rows.push((entry, exe)),
+            Ok(_) => {}
+            Err(err) => return store_failure(&err.into()),
+        }
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    Html(super::machine::in_state_page(&defn.id, &path, &rows, now)).into_response()
 }
 
 #[derive(Debug, Deserialize)]

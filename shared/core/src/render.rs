@@ -3,10 +3,12 @@
 //! [`mermaid`] (a `stateDiagram-v2`). Both write guards and effects alike
 //! (`label`); each file lays out its own format.
 
+mod arrows;
 mod label;
 mod mermaid;
 mod plantuml;
 
+pub use arrows::{arrows, Arrow};
 pub(crate) use label::{effect_text, predicate_label};
 pub use mermaid::mermaid;
 pub use plantuml::plantuml;
