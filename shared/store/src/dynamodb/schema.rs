@@ -125,7 +125,7 @@ pub const STATE_KEY_ATTRIBUTE: &str = "state_key";
 /// sort key of [`STATE_INDEX`].
 pub const STATE_SINCE_ATTRIBUTE: &str = "state_since";
 /// The number of shards of each state in [`STATE_INDEX`]; a query reads each one.
-pub const STATE_SHARDS: u32 = 256;
+pub const STATE_SHARDS: u32 = 512;
 
 const EXECUTION_INDEXES: &[IndexSpec] = &[IndexSpec {
     name: STATE_INDEX,

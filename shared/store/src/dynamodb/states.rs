@@ -29,13 +29,14 @@
 //! timers' due index, one partition key value per state would put every execution entering
 //! or leaving that state on one partition (1,000 writes/s, and a sort key that only grows,
 //! which a split for heat does not help); and a throttled index throttles the commits.
-//! [`STATE_SHARDS`] (256) hash shards of each state take 256,000 writes/s. The hardest case
+//! [`STATE_SHARDS`] (512) hash shards of each state take 512,000 writes/s. The hardest case
 //! is every event moving its execution between the same two states: each state then takes
 //! one write per event. The scale simulator's `state churn` workload is exactly that
-//! (`bash scripts/scale.sh`): with 64 shards its hottest index key was at 25% of a
-//! partition's limit at 10,000 events/s, on course for ~250% at 100,000; with 256 it is at
-//! 11.7% at 10,000 events/s. A query pays for it: one request per shard of each state
-//! asked about (0.5 read units each at least), 64 at a time.
+//! (`bash scripts/scale.sh`, 2026-12-04): its hottest index key, at 100,000 events/s
+//! offered (50,231 served), was at 56.2% of a partition's limit with 256 shards and 35.9%
+//! with 512 (9.1% at 10,000 events/s). A query pays for the shards: one request per shard
+//! of each state asked about (0.5 read units each at least), 128 at a time: `stm states`
+//! on a machine of 8 states is 4,096 small requests.
 //!
 //! # Consistency
 //!
@@ -74,7 +75,7 @@ pub fn state_index_key(exe: &stm_core::Execution) -> Option<String> {
 }
 
 /// How many shard queries a state query runs at once.
-const QUERY_CONCURRENCY: usize = 64;
+const QUERY_CONCURRENCY: usize = 128;
 
 impl StateEntry {
     /// The entry's attributes on the item of execution `id`.
