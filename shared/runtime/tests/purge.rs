@@ -13,16 +13,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use common::hooked_store::{Call, HookedStore, StoreHook};
 use common::{event, moto_parts, Stack, START};
 use serde_json::json;
-use stm_core::{Execution, Map, Status};
+use stm_core::Status;
 use stm_runtime::purge::{self, Archive, Bundle, JsonlArchive, Progress, PurgeError, PurgeOptions};
 use stm_runtime::queue::SqsQueue;
 use stm_runtime::MemoryQueue;
-use stm_store::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
-    PendingSeq, SpawnEntry, StoreError, Written,
-};
+use stm_store::{ExecutionStore, MemoryStore, StoreError};
 
 /// `Fork` executions `done` (driven to DONE) and `live` (its regions still waiting), plus
 /// `cancelled`, terminated mid-way (a CANCELLED tree).
@@ -338,134 +336,28 @@ for line in open(sys.argv[1], encoding="utf-8"):
 
 // ---- crash injection ------------------------------------------------------------------------
 
-/// A store that dies at its `die_at`-th call: that call and every later one fail, as when
-/// the process running the purge is killed there.
+/// A hook that kills the store at its `die_at`-th call: that call and every later one
+/// fail, as when the process running the purge is killed there.
 struct Dying {
-    inner: Arc<dyn ExecutionStore>,
     calls: AtomicUsize,
     die_at: usize,
 }
 
 impl Dying {
-    fn gate(&self) -> Result<(), StoreError> {
+    fn at(store: &Arc<dyn ExecutionStore>, die_at: usize) -> HookedStore<Dying> {
+        let calls = AtomicUsize::new(0);
+        HookedStore::new(store.clone(), Dying { calls, die_at })
+    }
+}
+
+#[async_trait]
+impl StoreHook for Dying {
+    async fn before(&self, _call: &Call<'_>) -> Result<(), StoreError> {
         if self.calls.fetch_add(1, Ordering::SeqCst) + 1 >= self.die_at {
             Err(StoreError::backend("the purge process died here"))
         } else {
             Ok(())
         }
-    }
-}
-
-#[async_trait]
-impl ExecutionStore for Dying {
-    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
-        self.gate()?;
-        self.inner.load(id).await
-    }
-    async fn load_for_event(
-        &self,
-        id: &str,
-        event_id: &str,
-    ) -> Result<(Option<Execution>, bool), StoreError> {
-        self.gate()?;
-        self.inner.load_for_event(id, event_id).await
-    }
-    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
-        self.inner.check_commit(exe, commit)
-    }
-    async fn load_for_events(
-        &self,
-        id: &str,
-        event_ids: &[&str],
-    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
-        self.gate()?;
-        self.inner.load_for_events(id, event_ids).await
-    }
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError> {
-        self.gate()?;
-        self.inner.commit(exe, commit).await
-    }
-    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
-        self.gate()?;
-        self.inner.is_processed(id, event_id).await
-    }
-    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
-        self.gate()?;
-        self.inner.list_executions(query).await
-    }
-    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
-        self.gate()?;
-        self.inner.pending_outbox().await
-    }
-    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
-        self.gate()?;
-        self.inner.ack_outbox(seq).await
-    }
-    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
-        self.gate()?;
-        self.inner.pending_spawns().await
-    }
-    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
-        self.gate()?;
-        self.inner.ack_spawn(seq).await
-    }
-    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
-        self.gate()?;
-        self.inner.pending_rows_of(id).await
-    }
-    async fn oldest_pending_seqs(
-        &self,
-        limit: usize,
-        settled_before: f64,
-    ) -> Result<Vec<PendingSeq>, StoreError> {
-        self.gate()?;
-        self.inner.oldest_pending_seqs(limit, settled_before).await
-    }
-    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
-        self.gate()?;
-        self.inner.pending_rows(spawns, outbox).await
-    }
-    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
-        self.gate()?;
-        self.inner.ack_rows(spawns, outbox).await
-    }
-    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
-        self.gate()?;
-        self.inner.due_timers(now).await
-    }
-    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
-        self.gate()?;
-        self.inner.delete_timer(id, path, fire_at).await
-    }
-    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
-        self.gate()?;
-        self.inner.armed_timer(id, path).await
-    }
-
-    async fn claim_timer(
-        &self,
-        id: &str,
-        path: &str,
-        fire_at: f64,
-    ) -> Result<stm_store::TimerClaim, StoreError> {
-        self.gate()?;
-        self.inner.claim_timer(id, path, fire_at).await
-    }
-    async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
-        self.gate()?;
-        self.inner.read_trace(id).await
-    }
-    async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {
-        self.gate()?;
-        self.inner.append_trace(id, entry).await
-    }
-    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
-        self.gate()?;
-        self.inner.purge(id, expected_version).await
-    }
-    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        self.gate()?;
-        self.inner.ids_with_prefix(prefix).await
     }
 }
 
@@ -504,16 +396,12 @@ async fn a_purge_killed_at_any_call_is_finished_by_a_rerun() {
     }
     let (store, gone) = fresh().await;
     assert_eq!(gone.len(), 6);
-    let counting = Dying {
-        inner: store.clone(),
-        calls: AtomicUsize::new(0),
-        die_at: usize::MAX,
-    };
+    let counting = Dying::at(&store, usize::MAX);
     let mut kept = Kept::default();
     purge::purge_finished(&counting, &options(false), Some(&mut kept), &mut |_| {})
         .await
         .expect("crash-free");
-    let total = counting.calls.load(Ordering::SeqCst);
+    let total = counting.hook.calls.load(Ordering::SeqCst);
     let expected = remains(store.as_ref(), &gone).await;
     assert_eq!(
         expected,
@@ -524,11 +412,7 @@ async fn a_purge_killed_at_any_call_is_finished_by_a_rerun() {
 
     for die_at in 1..=total {
         let (store, gone) = fresh().await;
-        let dying = Dying {
-            inner: store.clone(),
-            calls: AtomicUsize::new(0),
-            die_at,
-        };
+        let dying = Dying::at(&store, die_at);
         let mut kept = Kept::default();
         let died = purge::purge_finished(&dying, &options(false), Some(&mut kept), &mut |_| {}).await;
         assert!(died.is_err(), "call {die_at} of {total} kills it");

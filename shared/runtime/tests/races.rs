@@ -39,19 +39,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
+use common::hooked_store::{Call, HookedStore, StoreHook};
 use common::{event, START};
 use serde_json::json;
-use stm_core::{Execution, Map};
 use stm_runtime::queue::Incoming;
 use stm_runtime::worker::{BatchOutcome, Failed, Handled, Record};
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, ManualClock, MemoryQueue, Queue,
     Worker, WorkerSettings,
 };
-use stm_store::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
-    PendingSeq, SpawnEntry, StoreError, Written,
-};
+use stm_store::{ExecutionStore, ListQuery, MemoryStore, StoreError};
 
 fn definitions() -> Definitions {
     let mut defs = common::definitions();
@@ -71,19 +68,21 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 // --- a store whose calls interleave ------------------------------------------------
 
-/// Yields to the scheduler 0-3 times (pseudo-randomly) before and after every call, so
-/// two workers' loads, commits and flushes interleave in many orders.
+/// Yields to the scheduler 0-3 times (pseudo-randomly) before and after every load and
+/// commit, and before the reads and acks of the processed marks and pending rows, so two
+/// workers' loads, commits and flushes interleave in many orders.
 struct Jitter {
-    inner: Arc<dyn ExecutionStore>,
     state: AtomicU64,
 }
 
 impl Jitter {
-    fn new(inner: Arc<dyn ExecutionStore>, seed: u64) -> Self {
-        Jitter {
+    fn over(inner: Arc<dyn ExecutionStore>, seed: u64) -> HookedStore<Jitter> {
+        HookedStore::new(
             inner,
-            state: AtomicU64::new(seed),
-        }
+            Jitter {
+                state: AtomicU64::new(seed),
+            },
+        )
     }
 
     async fn pause(&self) {
@@ -102,116 +101,31 @@ impl Jitter {
 }
 
 #[async_trait]
-impl ExecutionStore for Jitter {
-    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
-        self.pause().await;
-        let out = self.inner.load(id).await;
-        self.pause().await;
-        out
-    }
-    async fn load_for_event(
-        &self,
-        id: &str,
-        event_id: &str,
-    ) -> Result<(Option<Execution>, bool), StoreError> {
-        self.pause().await;
-        let out = self.inner.load_for_event(id, event_id).await;
-        self.pause().await;
-        out
-    }
-    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
-        self.inner.check_commit(exe, commit)
-    }
-    async fn load_for_events(
-        &self,
-        id: &str,
-        event_ids: &[&str],
-    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
-        self.pause().await;
-        let out = self.inner.load_for_events(id, event_ids).await;
-        self.pause().await;
-        out
-    }
-    async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError> {
-        self.pause().await;
-        let out = self.inner.commit(exe, commit).await;
-        self.pause().await;
-        out
-    }
-    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
-        self.pause().await;
-        self.inner.is_processed(id, event_id).await
-    }
-    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
-        self.inner.list_executions(query).await
-    }
-    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
-        self.pause().await;
-        self.inner.pending_outbox().await
-    }
-    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
-        self.pause().await;
-        self.inner.ack_outbox(seq).await
-    }
-    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
-        self.pause().await;
-        self.inner.pending_spawns().await
-    }
-    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
-        self.pause().await;
-        self.inner.ack_spawn(seq).await
-    }
-    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
-        self.pause().await;
-        self.inner.pending_rows_of(id).await
-    }
-    async fn oldest_pending_seqs(
-        &self,
-        limit: usize,
-        settled_before: f64,
-    ) -> Result<Vec<PendingSeq>, StoreError> {
-        self.pause().await;
-        self.inner.oldest_pending_seqs(limit, settled_before).await
-    }
-    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
-        self.pause().await;
-        self.inner.pending_rows(spawns, outbox).await
-    }
-    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
-        self.pause().await;
-        self.inner.ack_rows(spawns, outbox).await
-    }
-    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
-        self.inner.due_timers(now).await
-    }
-    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
-        self.inner.delete_timer(id, path, fire_at).await
-    }
-    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
-        self.inner.armed_timer(id, path).await
+impl StoreHook for Jitter {
+    async fn before(&self, call: &Call<'_>) -> Result<(), StoreError> {
+        let paused = matches!(
+            call,
+            Call::Commit { .. }
+                | Call::IsProcessed
+                | Call::PendingOutbox
+                | Call::AckOutbox
+                | Call::PendingSpawns
+                | Call::AckSpawn
+                | Call::PendingRowsOf
+                | Call::OldestPendingSeqs
+                | Call::PendingRows
+                | Call::AckRows
+        );
+        if paused || call.is_load() {
+            self.pause().await;
+        }
+        Ok(())
     }
 
-    async fn claim_timer(
-        &self,
-        id: &str,
-        path: &str,
-        fire_at: f64,
-    ) -> Result<stm_store::TimerClaim, StoreError> {
-        self.inner.claim_timer(id, path, fire_at).await
-    }
-    async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {
-        self.inner.read_trace(id).await
-    }
-    async fn append_trace(&self, id: &str, entry: Map) -> Result<(), StoreError> {
-        self.inner.append_trace(id, entry).await
-    }
-
-    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
-        self.inner.purge(id, expected_version).await
-    }
-
-    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        self.inner.ids_with_prefix(prefix).await
+    async fn after(&self, call: &Call<'_>) {
+        if call.is_load() || matches!(call, Call::Commit { .. }) {
+            self.pause().await;
+        }
     }
 }
 
@@ -701,7 +615,7 @@ async fn two_workers_on_one_execution_commit_each_event_once_in_memory() {
         for i in 0..runs / 2 {
             let store: Arc<dyn ExecutionStore> = Arc::new(MemoryStore::new());
             let jitter =
-                |seed: u64| -> Arc<dyn ExecutionStore> { Arc::new(Jitter::new(store.clone(), seed)) };
+                |seed: u64| -> Arc<dyn ExecutionStore> { Arc::new(Jitter::over(store.clone(), seed)) };
             let root = format!("run-{i:04}");
             // every fourth run without the inline flush: the relay delivers
             let mut run = Run::new(
@@ -752,8 +666,8 @@ async fn two_workers_on_one_execution_commit_each_event_once_over_dynamodb() {
             let mut run = Run::new(
                 root.clone(),
                 vec![
-                    Arc::new(Jitter::new(first.clone(), 2 * i as u64 + 1)) as Arc<dyn ExecutionStore>,
-                    Arc::new(Jitter::new(second.clone(), 2 * i as u64 + 2)),
+                    Arc::new(Jitter::over(first.clone(), 2 * i as u64 + 1)) as Arc<dyn ExecutionStore>,
+                    Arc::new(Jitter::over(second.clone(), 2 * i as u64 + 2)),
                 ],
                 &defs,
                 i % 4 != 3,

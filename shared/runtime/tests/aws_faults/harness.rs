@@ -6,67 +6,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stm_core::Event;
-use stm_runtime::queue::ReceivedMessage;
 use stm_runtime::worker::{Failed, Handled};
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, DriverError, ManualClock,
-    MemoryQueue, Queue, Record, SqsQueue, Worker, WorkerSettings,
+    MemoryQueue, Queue, Record, Worker, WorkerSettings,
 };
 use stm_store::{ExecutionStore, MemoryStore};
 use stm_testkit::{Fault, FaultProxy};
 
+use crate::common::queue_view::QueueView;
 use crate::common::scenarios::{settled_outcome, Outcome, Rng, Scenario, Step};
 use crate::common::{object, START};
 use crate::moto::{Moto, Side};
 use crate::settings::{Knobs, CLIENT_ATTEMPTS, MAX_IN_FLIGHT_WAIT, MAX_ROUNDS, VISIBILITY_SECONDS};
 use crate::stats::{describe, RunStats, Tried};
-
-/// What the test inspects of the queue under test: what is left in it and in its DLQ.
-enum View {
-    Memory(Arc<MemoryQueue>),
-    Sqs { main: SqsQueue, dlq: SqsQueue },
-}
-
-impl View {
-    /// Messages in the queue, visible or in flight.
-    async fn depth(&self) -> u64 {
-        match self {
-            View::Memory(q) => q.len() as u64,
-            View::Sqs { main, .. } => main.approximate_depth().await.expect("queue depth"),
-        }
-    }
-
-    /// The visible messages, for the stuck report (an SQS receive with no visibility
-    /// timeout: they stay visible; their receive counts go up by one).
-    async fn peek(&self) -> Vec<ReceivedMessage> {
-        match self {
-            View::Memory(_) => Vec::new(),
-            View::Sqs { main, .. } => main.receive(10, 0, 0).await.unwrap_or_default(),
-        }
-    }
-
-    async fn assert_empty(&self, what: &str) {
-        match self {
-            View::Memory(q) => {
-                assert!(q.is_empty(), "{what}: messages left: {:?}", q.snapshot());
-                assert!(
-                    q.dead_letters().is_empty(),
-                    "{what}: dead-lettered: {:?}",
-                    q.dead_letters()
-                );
-            }
-            View::Sqs { main, dlq } => {
-                assert_eq!(
-                    main.approximate_depth().await.expect("depth"),
-                    0,
-                    "{what}: messages left"
-                );
-                let dead = dlq.receive(10, 0, 0).await.expect("receive from the DLQ");
-                assert!(dead.is_empty(), "{what}: dead-lettered: {dead:?}");
-            }
-        }
-    }
-}
 
 enum Polled {
     Received,
@@ -80,7 +33,7 @@ pub(crate) struct Harness {
     queue: Arc<dyn Queue>,
     /// The test's view of the store and of the queue.
     view_store: Arc<dyn ExecutionStore>,
-    view: View,
+    view: QueueView,
     worker: Worker,
     /// The client.
     control: Control,
@@ -98,7 +51,7 @@ impl Harness {
         client_store: Arc<dyn ExecutionStore>,
         client_queue: Arc<dyn Queue>,
         view_store: Arc<dyn ExecutionStore>,
-        view: View,
+        view: QueueView,
         defs: &Definitions,
         knobs: Knobs,
         rng: Rng,
@@ -150,7 +103,7 @@ impl Harness {
             store.clone(),
             queue.clone(),
             store,
-            View::Memory(queue),
+            QueueView::Memory(queue),
             defs,
             knobs,
             rng,
@@ -164,7 +117,7 @@ impl Harness {
             side.client_store.clone(),
             side.client_queue.clone(),
             side.view_store.clone(),
-            View::Sqs {
+            QueueView::Sqs {
                 main: moto.main.clone(),
                 dlq: moto.dlq.clone(),
             },

@@ -1,8 +1,11 @@
 //! Shared by the end-to-end tests: the scenario machines, a queue-driven stack over any
-//! store and queue, and the comparison with the embedded runner.
+//! store and queue, the comparison with the embedded runner, the seam of the stores that
+//! fail on purpose (`hooked_store`) and the test's view of the queue under test.
 #![allow(dead_code)]
 
 pub mod faulty;
+pub mod hooked_store;
+pub mod queue_view;
 pub mod scenarios;
 
 use std::path::{Path, PathBuf};

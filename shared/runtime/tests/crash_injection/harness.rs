@@ -8,10 +8,11 @@ use stm_core::Event;
 use stm_runtime::worker::Handled;
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, ManualClock, MemoryQueue, Queue,
-    Record, SqsQueue, Worker, WorkerSettings,
+    Record, Worker, WorkerSettings,
 };
 use stm_store::{ExecutionStore, MemoryStore};
 
+use crate::common::queue_view::QueueView;
 use crate::common::scenarios::{settled_outcome, Outcome, Rng, Scenario, Step};
 use crate::common::{object, START};
 use crate::plan::{Actor, Boundary, CrashPlan};
@@ -34,36 +35,6 @@ pub(crate) struct Knobs {
 
 // --- the harness -----------------------------------------------------------------
 
-/// How the test inspects the queue under test: what is left in it and in its DLQ.
-pub(crate) enum Backend {
-    Memory(Arc<MemoryQueue>),
-    Sqs { main: SqsQueue, dlq: SqsQueue },
-}
-
-impl Backend {
-    async fn assert_empty(&self, what: &str) {
-        match self {
-            Backend::Memory(q) => {
-                assert!(q.is_empty(), "{what}: messages left: {:?}", q.snapshot());
-                assert!(
-                    q.dead_letters().is_empty(),
-                    "{what}: dead-lettered: {:?}",
-                    q.dead_letters()
-                );
-            }
-            Backend::Sqs { main, dlq } => {
-                assert_eq!(
-                    main.approximate_depth().await.expect("depth"),
-                    0,
-                    "{what}: messages left"
-                );
-                let dead = dlq.receive(10, 0, 0).await.expect("receive from the DLQ");
-                assert!(dead.is_empty(), "{what}: dead-lettered: {dead:?}");
-            }
-        }
-    }
-}
-
 #[derive(Debug, Default, Clone)]
 pub(crate) struct RunStats {
     /// Records handed to the worker.
@@ -79,7 +50,7 @@ pub(crate) struct Harness {
     /// Lambda event-source mapping is not part of the crashing process).
     pub(crate) store: Arc<dyn ExecutionStore>,
     queue: Arc<dyn Queue>,
-    backend: Backend,
+    backend: QueueView,
     /// The crashing process's view.
     crashing_store: Arc<CrashingStore>,
     crashing_queue: Arc<CrashingQueue>,
@@ -97,17 +68,14 @@ impl Harness {
     pub(crate) fn new(
         store: Arc<dyn ExecutionStore>,
         queue: Arc<dyn Queue>,
-        backend: Backend,
+        backend: QueueView,
         defs: &Definitions,
         plan: CrashPlan,
         knobs: Knobs,
         rng: Rng,
     ) -> Self {
         let clock = Arc::new(ManualClock::new(START));
-        let crashing_store = Arc::new(CrashingStore {
-            inner: store.clone(),
-            plan: plan.clone(),
-        });
+        let crashing_store = Arc::new(CrashingStore::new(store.clone(), plan.clone()));
         let crashing_queue = Arc::new(CrashingQueue {
             inner: queue.clone(),
             plan: plan.clone(),
@@ -160,7 +128,7 @@ impl Harness {
         Harness::new(
             Arc::new(MemoryStore::new()),
             queue.clone(),
-            Backend::Memory(queue),
+            QueueView::Memory(queue),
             defs,
             plan,
             knobs,

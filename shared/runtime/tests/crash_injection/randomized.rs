@@ -8,10 +8,11 @@ use stm_runtime::{Queue, SqsQueue};
 use stm_store::ExecutionStore;
 
 use crate::common;
+use crate::common::queue_view::QueueView;
 use crate::common::scenarios::{
     compare, definitions_with_examples as definitions, env_u64, scenario, scenario_count, Rng,
 };
-use crate::harness::{Backend, Harness};
+use crate::harness::Harness;
 use crate::plan::CrashPlan;
 use crate::totals::{add_run, assert_totals, crash_points, knobs, reference, summarize, Totals};
 use crate::wide::random_wide_runs;
@@ -83,7 +84,7 @@ async fn crashes_change_nothing_over_dynamodb_and_sqs() {
             sc.definition
         );
         let plan = CrashPlan::new(points);
-        let backend = Backend::Sqs {
+        let backend = QueueView::Sqs {
             main: SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()),
             dlq: SqsQueue::new(parts.client.clone(), parts.urls.dead_letter_url.clone()),
         };

@@ -9,11 +9,12 @@ use serde_json::json;
 use stm_runtime::{Definitions, Queue, SqsQueue};
 use stm_store::{ExecutionStore, SpawnEntry};
 
+use crate::common::queue_view::QueueView;
 use crate::common::scenarios::{
     compare, definitions_with_examples as definitions, Outcome, Rng, Scenario, Tally,
 };
 use crate::common::{self, object};
-use crate::harness::{Backend, Harness, Knobs};
+use crate::harness::{Harness, Knobs};
 use crate::plan::{Actor, Boundary, CrashPlan, CrashPoint};
 use crate::totals::{add_run, crash_points, knobs, reference, Totals};
 
@@ -79,7 +80,7 @@ fn rows_of(entries: &[SpawnEntry]) -> Vec<usize> {
 async fn wide_harness(plan: CrashPlan, defs: &Definitions, knobs: Knobs, rng: Rng) -> Harness {
     let parts = common::moto_parts("crash-wide", 0, 1_000).await;
     let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
-    let backend = Backend::Sqs {
+    let backend = QueueView::Sqs {
         main: SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()),
         dlq: SqsQueue::new(parts.client.clone(), parts.urls.dead_letter_url.clone()),
     };
