@@ -261,6 +261,9 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
         (vars::TABLE_PREFIX, dep.tables.prefix.clone()),
         (vars::AWS_REGION, region(dep).to_string()),
         (vars::DEFINITIONS_DIR, definitions_dir.display().to_string()),
+        // the local stack keeps the state index (`stm list --in`, `stm states`, the console's
+        // heat map) without asking: an item's size costs nothing here
+        (vars::STATE_INDEX, "true".to_string()),
     ];
     let config = stm_runtime::config::FunctionConfig::from_lookup(|name| {
         stack

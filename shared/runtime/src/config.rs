@@ -47,6 +47,7 @@ pub mod vars {
     pub const FINISHED_TTL_DAYS: &str = "STM_FINISHED_TTL_DAYS";
     pub const DEDUPE_MARKS: &str = "STM_DEDUPE_MARKS";
     pub const COALESCE: &str = "STM_COALESCE";
+    pub const STATE_INDEX: &str = "STM_STATE_INDEX";
     pub const ACTIONS: &str = "STM_ACTIONS";
     pub const ACTION_TIMEOUT_SECONDS: &str = "STM_ACTION_TIMEOUT_SECONDS";
     pub const ACTION_MAX_RESPONSE_BYTES: &str = "STM_ACTION_MAX_RESPONSE_BYTES";
@@ -90,6 +91,9 @@ pub struct FunctionConfig {
     /// `STM_COALESCE` (default on): the worker steps a burst of one execution's records
     /// in one commit (`WorkerSettings::coalesce`); off, one commit per record.
     pub coalesce: bool,
+    /// `STM_STATE_INDEX` (default off): commits write each execution's state index entry
+    /// (`stm list --in`, `stm states`), about 80 bytes on the execution item.
+    pub state_index: bool,
     /// The remote actions: `STM_ACTIONS` and its bounds.
     pub actions: ActionConfig,
     /// `AWS_REGION` (default `us-east-1`).
@@ -202,6 +206,10 @@ impl FunctionConfig {
             None => true,
             Some(v) => flag(&v).ok_or_else(|| bad(vars::COALESCE, &v, "expected on or off"))?,
         };
+        let state_index = match get(vars::STATE_INDEX) {
+            None => false,
+            Some(v) => flag(&v).ok_or_else(|| bad(vars::STATE_INDEX, &v, "expected true or false"))?,
+        };
         let trace_max = match get(vars::TRACE_MAX) {
             None => stm_store::DEFAULT_TRACE_MAX,
             Some(v) => v
@@ -252,6 +260,7 @@ impl FunctionConfig {
             finished_ttl_days,
             dedupe_marks,
             coalesce,
+            state_index,
             actions,
             region: region(get),
         })

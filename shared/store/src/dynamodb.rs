@@ -270,6 +270,11 @@ pub struct CreateOptions {
     /// The shared config files' profile whose credentials to use (default: `AWS_PROFILE`'s,
     /// else `default`); the operator CLI's `--profile`.
     pub profile: Option<String>,
+    /// Write each execution's state index entry with it (default). A deployment's functions
+    /// write it only when deployed with `StateIndex=true` (`STM_STATE_INDEX`): the two
+    /// attributes, about 80 bytes, can take an execution item near 1 KB to a second write
+    /// unit on every commit.
+    pub state_index: bool,
 }
 
 impl Default for CreateOptions {
@@ -286,6 +291,7 @@ impl Default for CreateOptions {
             timer_full_scan_interval: Some(DEFAULT_TIMER_FULL_SCAN_INTERVAL),
             dedupe_marks: DedupeMarks::Table,
             profile: None,
+            state_index: true,
         }
     }
 }
@@ -330,6 +336,7 @@ pub struct DynamoDbStore {
     timer_full_scan_interval: Option<Duration>,
     dedupe_marks: DedupeMarks,
     full_scan: Mutex<due::FullScanState>,
+    state_index: bool,
 }
 
 impl std::fmt::Debug for DynamoDbStore {
@@ -364,6 +371,7 @@ impl DynamoDbStore {
             timer_full_scan_interval: Some(DEFAULT_TIMER_FULL_SCAN_INTERVAL),
             dedupe_marks: DedupeMarks::Table,
             full_scan: Mutex::new(due::FullScanState::default()),
+            state_index: true,
         }
     }
 
@@ -433,6 +441,12 @@ impl DynamoDbStore {
 
     pub fn dedupe_marks(&self) -> DedupeMarks {
         self.dedupe_marks
+    }
+
+    /// Whether commits write the state index entry ([`CreateOptions::state_index`]).
+    pub fn with_state_index(mut self, on: bool) -> Self {
+        self.state_index = on;
+        self
     }
 
     /// How many of an execution's last processed events are surely recognised as

@@ -335,20 +335,14 @@ pub trait ExecutionStore: Send + Sync {
     /// state path), not DONE or CANCELLED, that entered it at or before `entered_by` when
     /// given ([`states`](crate::states)). The cost grows with the matches, never with the
     /// table (DynamoDB: the sharded state index). DynamoDB's index is eventually
-    /// consistent: a caller acting on an answer re-reads each execution first. The
-    /// default is a store that keeps no state index: it refuses, saying so (a store that
-    /// wraps another forwards it).
+    /// consistent: a caller acting on an answer re-reads each execution first. No default:
+    /// a store that wraps another forwards it.
     async fn in_states(
         &self,
         definition_id: &str,
         paths: &[String],
         entered_by: Option<f64>,
-    ) -> Result<Vec<InState>, StoreError> {
-        let _ = (paths, entered_by);
-        Err(StoreError::backend(format!(
-            "this store keeps no state index: it cannot list the executions of {definition_id} by state"
-        )))
-    }
+    ) -> Result<Vec<InState>, StoreError>;
 
     /// Timers with `fire_at <= now`, earliest first.
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError>;

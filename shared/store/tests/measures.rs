@@ -422,6 +422,8 @@ async fn cost_inputs_match_the_code() {
     let create = |tag: &str, dedupe_marks| CreateOptions {
         prefix: stm_testkit::unique_prefix(tag),
         dedupe_marks,
+        // the template's default (StateIndex=false): the functions write no state entry
+        state_index: false,
         ..CreateOptions::default()
     };
     // the template's default: marks in the table, kept 30 days (ProcessedRetentionDays)

@@ -150,10 +150,17 @@ fn table_specs_declare_the_due_index() {
             ("fire_at", "N")
         ]
     );
-    for other in specs.iter().filter(|t| t.name != "timers") {
+    // the one other index: the executions' state index (`stm list --in`)
+    for other in specs
+        .iter()
+        .filter(|t| t.name != "timers" && t.name != "executions")
+    {
         assert!(other.indexes.is_empty(), "{}", other.name);
         assert_eq!(other.attribute_definitions(), other.keys(), "{}", other.name);
     }
+    let executions = specs.iter().find(|t| t.name == "executions").expect("executions");
+    let names: Vec<&str> = executions.indexes.iter().map(|i| i.name).collect();
+    assert_eq!(names, [stm_store::dynamodb::STATE_INDEX]);
     assert!(matches!(index.hash.ty, KeyType::String));
 }
 

@@ -50,8 +50,8 @@ impl FunctionConfig {
         Ok(Arc::new(self.retained(store)))
     }
 
-    /// `store` with this configuration's retention and dedupe-mark layout: the one place a
-    /// function's store takes them, however it was built.
+    /// `store` with this configuration's retention, dedupe-mark layout and state index: the
+    /// one place a function's store takes them, however it was built.
     fn retained(&self, mut store: DynamoDbStore) -> DynamoDbStore {
         if let Some(d) = self.processed_ttl_days {
             store = store.with_processed_ttl(super::days(d));
@@ -59,7 +59,9 @@ impl FunctionConfig {
         if let Some(d) = self.finished_ttl_days {
             store = store.with_finished_ttl(super::days(d));
         }
-        store.with_dedupe_marks(self.dedupe_marks)
+        store
+            .with_dedupe_marks(self.dedupe_marks)
+            .with_state_index(self.state_index)
     }
 
     /// The DynamoDB and SQS clients, built from one SDK config: one credential chain and

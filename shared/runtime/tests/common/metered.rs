@@ -592,6 +592,17 @@ impl ExecutionStore for MeteredStore {
         Ok(marked)
     }
 
+    // not charged: the simulated functions never query the state index (the operator's
+    // commands do)
+    async fn in_states(
+        &self,
+        definition_id: &str,
+        paths: &[String],
+        entered_by: Option<f64>,
+    ) -> Result<Vec<stm_store::InState>, StoreError> {
+        self.inner.in_states(definition_id, paths, entered_by).await
+    }
+
     async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
         let page = self.inner.list_executions(query).await?;
         // a Scan page of the executions table, billed on what it returned (approximate:

@@ -44,7 +44,10 @@ impl DynamoDbStore {
         self.check_limits(exe, &prepared, new)?;
         let (window, previous_rows, previous_state) = self.carried_over(&exe.id, old).await?;
         // the state index entry: its time in the state carries over while the state stays
-        let state = StateEntry::at_commit(exe, previous_state.as_ref(), super::due::wall_now());
+        let state = self
+            .state_index
+            .then(|| StateEntry::at_commit(exe, previous_state.as_ref(), super::due::wall_now()))
+            .flatten();
         // on the item layout the marks ride in the execution put: the window it held, plus
         // this commit's
         prepared.recent = window.map(|previous| previous.with(&prepared.processed));

@@ -44,7 +44,8 @@ impl DynamoDbStore {
             .with_trace_max(options.trace_max)
             .with_retry_policy(options.retry)
             .with_timer_full_scan_interval(options.timer_full_scan_interval)
-            .with_dedupe_marks(options.dedupe_marks);
+            .with_dedupe_marks(options.dedupe_marks)
+            .with_state_index(options.state_index);
         if let Some(counter) = options.call_counter {
             store = store.with_call_counter(counter);
         }

@@ -82,10 +82,10 @@ out({"exe": before, "emits": [[t, json.loads(e.model_dump_json())] for t, e in e
 
     let dump = r#"
 tables = ["executions", "outbox", "spawns", "timers", "processed", "counters", "trace"]
-shards, seqs, rows = {}, {}, {}
+shards, states, seqs, rows = {}, {}, {}, {}
 def scan(p):
     res = {}
-    shards[p], seqs[p], rows[p] = [], {}, []
+    shards[p], states[p], seqs[p], rows[p] = [], [], {}, []
     for t in tables:
         items = client.scan(TableName=f"{p}_{t}")["Items"]
         for it in items:
@@ -98,6 +98,9 @@ def scan(p):
             shard = it.pop("due_shard", None)
             if shard is not None:
                 shards[p].append([t, it["execution_id"]["S"], it["path"]["S"], shard["S"]])
+            key, since = it.pop("state_key", None), it.pop("state_since", None)
+            if key is not None or since is not None:
+                states[p].append([t, it["id"]["S"], (key or {}).get("S"), (since or {}).get("N")])
         res[t] = sorted(items, key=lambda i: json.dumps(i, sort_keys=True))
     return res
 def schema(p):
@@ -114,7 +117,7 @@ def schema(p):
 h, r = sys.stdin.read().split()
 hs, hg = schema(h)
 rs, rg = schema(r)
-out({"h": scan(h), "r": scan(r), "hs": hs, "rs": rs, "hg": hg, "rg": rg, "shards": shards,
+out({"h": scan(h), "r": scan(r), "hs": hs, "rs": rs, "hg": hg, "rg": rg, "shards": shards, "states": states,
      "seqs": {k: {t: sorted(v) for t, v in d.items()} for k, d in seqs.items()}, "rows": rows})
 "#;
     let both = python(&harel_prefix, dump, &format!("{harel_prefix} {our_prefix}"));
@@ -191,10 +194,33 @@ out({"h": scan(h), "r": scan(r), "hs": hs, "rs": rs, "hg": hg, "rg": rg, "shards
             ]
         ])
     );
-    for table in ["executions", "outbox", "spawns", "processed", "counters", "trace"] {
+    // harel's execution carries no state entry; ours the documented one: machine, active
+    // path and shard, and the time it entered that state (its step's time)
+    assert_eq!(both["states"][&harel_prefix], json!([]));
+    let ours = both["states"][&our_prefix].as_array().expect("states").clone();
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    assert_eq!(ours[0][0], json!("executions"));
+    assert_eq!(ours[0][1], json!("same-1"));
+    assert_eq!(ours[0][3], json!("1700000001.5"), "entered at its updated_at");
+    let key = ours[0][2].as_str().expect("a state_key");
+    let shard = key
+        .strip_prefix("order#root.a#")
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(
+        shard.is_some_and(|n| n < stm_store::dynamodb::STATE_SHARDS),
+        "{key}"
+    );
+    for table in ["outbox", "spawns", "processed", "counters", "trace"] {
         assert_eq!(both["hg"][table], json!([]), "{table}");
         assert_eq!(both["rg"][table], json!([]), "{table}");
     }
+    assert_eq!(both["hg"]["executions"], json!([]));
+    assert_eq!(
+        both["rg"]["executions"],
+        json!([["state_index",
+                [{"AttributeName": "state_key", "KeyType": "HASH"}, {"AttributeName": "state_since", "KeyType": "RANGE"}],
+                {"ProjectionType": "KEYS_ONLY"}]])
+    );
     assert_eq!(both["hg"]["timers"], json!([]));
     assert_eq!(
         both["rg"]["timers"],

@@ -30,7 +30,12 @@ impl DynamoDbStore {
         let mut next = exe.clone();
         next.version += 1;
         let hint = self.hint(&exe.id, exe.version);
-        let state = largest_state(&next);
+        // the state entry the commit would write: its time carried from the item's, as known
+        let previous = self.state_hint(&exe.id, exe.version).flatten();
+        let state = self
+            .state_index
+            .then(|| StateEntry::at_commit(&next, previous.as_ref(), crate::dynamodb::due::wall_now()))
+            .flatten();
         let mut item = self
             .exe_item(
                 &next,
@@ -85,7 +90,7 @@ impl DynamoDbStore {
     /// trace index and (on the item layout) its window at their largest.
     fn execution_put_bytes(&self, exe: &Execution, data: &str, new: i64) -> usize {
         let placeholder_token = "0".repeat(32);
-        let state = largest_state(exe);
+        let state = largest_state(exe).filter(|_| self.state_index);
         let mut item = self
             .exe_item(
                 exe,
