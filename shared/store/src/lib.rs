@@ -333,7 +333,7 @@ pub trait ExecutionStore: Send + Sync {
 
     /// The executions of machine `definition_id` now in one of `paths` (each an exact
     /// state path), not DONE or CANCELLED, that entered it at or before `entered_by` when
-    /// given ([`states`](crate::states)). The cost grows with the matches, never with the
+    /// given ([`states`]). The cost grows with the matches, never with the
     /// table (DynamoDB: the sharded state index). DynamoDB's index is eventually
     /// consistent: a caller acting on an answer re-reads each execution first. No default:
     /// a store that wraps another forwards it.

@@ -238,7 +238,7 @@ impl Driver {
     }
 
     /// Deliver every timer due now inline, then remove it (guarded). Returns how many
-    /// fired. Each timer's fate is the sweeper's ([`TimerFate`]): a suspended execution's
+    /// fired. Each timer's fate is the sweeper's (`sweeper::TimerFate`): a suspended execution's
     /// stays armed until it is resumed.
     pub async fn fire_due_timers(&self) -> Result<usize, DriverError> {
         let mut fired = 0;

@@ -1,6 +1,6 @@
 //! The seven tables, as data: what [`super::DynamoDbStore::ensure_tables`] creates and
 //! what `template.yaml` must declare (key schema, attribute definitions and secondary
-//! indexes: the `executions` table's sparse state index, see [`super::states`], and the
+//! indexes: the `executions` table's sparse state index (`dynamodb/states.rs`), and the
 //! `timers` table's sparse due-time index, see [`super::due`]).
 
 /// A key attribute's DynamoDB scalar type.
@@ -114,8 +114,8 @@ const TIMER_INDEXES: &[IndexSpec] = &[IndexSpec {
     projection: Projection::KeysOnly,
 }];
 
-/// The `executions` table's sparse global secondary index by state (see
-/// [`super::states`]): which executions are in a state now, and since when.
+/// The `executions` table's sparse global secondary index by state (`dynamodb/states.rs`,
+/// and [`crate::states`]): which executions are in a state now, and since when.
 pub const STATE_INDEX: &str = "state_index";
 /// The execution-item attribute `{definition_id}#{state path}#{shard}`: the partition key
 /// of [`STATE_INDEX`]. Items without it (DONE and CANCELLED executions, harel's writes)
