@@ -235,7 +235,7 @@ mod tests {
     fn shards_are_stable_and_spread() {
         assert_eq!(state_shard("order-1"), state_shard("order-1"));
         let used: std::collections::BTreeSet<u64> =
-            (0..2_000).map(|i| state_shard(&format!("e-{i}"))).collect();
-        assert_eq!(used.len(), STATE_SHARDS as usize, "2,000 ids use every shard");
+            (0..20_000).map(|i| state_shard(&format!("e-{i}"))).collect();
+        assert_eq!(used.len(), STATE_SHARDS as usize, "20,000 ids use every shard");
     }
 }
