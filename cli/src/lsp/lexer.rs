@@ -1,24 +1,27 @@
-//! A forgiving tokenizer for the editor: every token with its LSP range.
+//! The language server's tokens: the core's lexer ([`stm_core::dsl::tokens`]), the
+//! parser's own reading of the grammar, with each token's LSP range.
 //!
-//! The core's lexer (`stm_core::dsl`) never fails either and knows each token's byte
-//! range, but it is private to the core: no public API hands its tokens out. Until one
-//! does, the language server reads the text again its own way, with the same terminals:
-//! identifiers (dotted paths as one token), strings, numbers and punctuation, comments
-//! skipped, and anything it does not know as a one-character punctuation token. It never
-//! fails, so a document in mid-edit still has an index. Columns count UTF-16 code units,
-//! LSP's default position encoding.
+//! The core never fails on any input, so a document in mid-edit still has tokens and
+//! an index: a string with no closing quote is read to the end of its line, and a
+//! character no token starts with is a one-character punctuation token here (never a
+//! name, so the index passes over it). Columns count UTF-16 code units, LSP's default
+//! position encoding.
 
 use lsp_types::{Position, Range};
+use stm_core::dsl::{self, TokKind};
 
 /// What a [`Token`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TokenKind {
     /// A name or a dotted path (`Charging`, `harel.lib.retry`).
     Ident,
-    /// A string literal; [`Token::text`] is its inner text, escapes left as written.
+    /// A string literal, closed or not; [`Token::text`] is its inner text, escapes
+    /// left as written.
     Str,
+    /// An unsigned number (a sign is its own punctuation token).
     Number,
-    /// Punctuation and operators (`{`, `|`, `==`, ...).
+    /// Punctuation and operators (`{`, `|`, `==`, ...), and any character the grammar
+    /// has no token for.
     Punct,
 }
 
@@ -49,131 +52,80 @@ impl Token {
     }
 }
 
-const TWO_CHAR_OPERATORS: [&str; 4] = ["==", "!=", "<=", ">="];
-
-fn is_ident_start(c: char) -> bool {
-    c.is_ascii_alphabetic() || c == '_'
-}
-
-fn is_ident_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
 /// Every token of `text`, in order.
 pub(crate) fn tokenize(text: &str) -> Vec<Token> {
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let mut tokens = Vec::new();
-    let (mut line, mut column) = (0u32, 0u32);
-    let mut i = 0;
-    // the position of chars[i], advanced as characters are consumed
-    let advance = |c: char, line: &mut u32, column: &mut u32| {
-        if c == '\n' {
-            *line += 1;
-            *column = 0;
-        } else {
-            *column += c.len_utf16() as u32;
-        }
-    };
-    while i < chars.len() {
-        let (offset, c) = chars[i];
-        if c.is_whitespace() {
-            advance(c, &mut line, &mut column);
-            i += 1;
-            continue;
-        }
-        let next = chars.get(i + 1).map(|&(_, n)| n);
-        if c == '#' || (c == '/' && next == Some('/')) {
-            while i < chars.len() && chars[i].1 != '\n' {
-                advance(chars[i].1, &mut line, &mut column);
-                i += 1;
-            }
-            continue;
-        }
-        let start = Position::new(line, column);
-        let first = i;
-        let kind = if is_ident_start(c) {
-            while i < chars.len() {
-                let ch = chars[i].1;
-                let dotted_segment =
-                    ch == '.' && chars.get(i + 1).is_some_and(|&(_, n)| is_ident_start(n)) && i > first;
-                if !(is_ident_char(ch) || dotted_segment) {
-                    break;
-                }
-                advance(ch, &mut line, &mut column);
-                i += 1;
-            }
-            TokenKind::Ident
-        } else if c == '"' {
-            advance(c, &mut line, &mut column);
-            i += 1;
-            while i < chars.len() {
-                let ch = chars[i].1;
-                if ch == '\n' {
-                    break; // an unterminated string ends at its line
-                }
-                advance(ch, &mut line, &mut column);
-                i += 1;
-                if ch == '\\' {
-                    if let Some(&(_, escaped)) = chars.get(i) {
-                        if escaped != '\n' {
-                            advance(escaped, &mut line, &mut column);
-                            i += 1;
-                        }
-                    }
-                } else if ch == '"' {
-                    break;
-                }
-            }
-            TokenKind::Str
-        } else if c.is_ascii_digit() || (c == '-' && next.is_some_and(|n| n.is_ascii_digit())) {
-            advance(c, &mut line, &mut column);
-            i += 1;
-            while i < chars.len() && (chars[i].1.is_ascii_alphanumeric() || chars[i].1 == '.') {
-                advance(chars[i].1, &mut line, &mut column);
-                i += 1;
-            }
-            TokenKind::Number
-        } else {
-            let pair: String = [Some(c), next].iter().flatten().collect();
-            let width = if TWO_CHAR_OPERATORS.contains(&pair.as_str()) {
-                2
-            } else {
-                1
+    let mut walker = Utf16Walker::new(text);
+    dsl::tokens(text)
+        .into_iter()
+        .filter_map(|token| {
+            let kind = match token.kind {
+                TokKind::Name | TokKind::Dotted => TokenKind::Ident,
+                TokKind::Str | TokKind::Unterminated => TokenKind::Str,
+                TokKind::Num => TokenKind::Number,
+                TokKind::Eof => return None,
+                // `Punct`, `Bad`, and any class the core adds later: never a name
+                _ => TokenKind::Punct,
             };
-            for _ in 0..width {
-                advance(chars[i].1, &mut line, &mut column);
-                i += 1;
-            }
-            TokenKind::Punct
-        };
-        let end_offset = chars.get(i).map_or(text.len(), |&(o, _)| o);
-        let end = Position::new(line, column);
-        let raw = &text[offset..end_offset];
-        let (token_text, name_range) = if kind == TokenKind::Str {
-            let closed = raw.len() >= 2 && raw.ends_with('"');
-            let inner = if closed { &raw[1..raw.len() - 1] } else { &raw[1..] };
-            let inner_end = if closed {
-                Position::new(end.line, end.character.saturating_sub(1))
+            let start = walker.position(token.start);
+            let end = walker.position(token.end);
+            let raw = token.text(text);
+            let (token_text, name_range) = if kind == TokenKind::Str {
+                // a string never spans lines, and its quotes are one unit each
+                let closed = token.kind == TokKind::Str;
+                let inner = if closed { &raw[1..raw.len() - 1] } else { &raw[1..] };
+                let inner_end = if closed {
+                    Position::new(end.line, end.character - 1)
+                } else {
+                    end
+                };
+                (
+                    inner.to_string(),
+                    Range::new(Position::new(start.line, start.character + 1), inner_end),
+                )
             } else {
-                end
+                (raw.to_string(), Range::new(start, end))
             };
-            (
-                inner.to_string(),
-                Range::new(Position::new(line, start.character + 1), inner_end),
-            )
-        } else {
-            (raw.to_string(), Range::new(start, end))
-        };
-        tokens.push(Token {
-            kind,
-            text: token_text,
-            range: Range::new(start, end),
-            name_range,
-            start: offset,
-            end: end_offset,
-        });
+            Some(Token {
+                kind,
+                text: token_text,
+                range: Range::new(start, end),
+                name_range,
+                start: token.start,
+                end: token.end,
+            })
+        })
+        .collect()
+}
+
+/// Converts increasing byte offsets of a text into LSP positions in one pass.
+struct Utf16Walker<'a> {
+    text: &'a str,
+    offset: usize,
+    at: Position,
+}
+
+impl<'a> Utf16Walker<'a> {
+    fn new(text: &'a str) -> Self {
+        Utf16Walker {
+            text,
+            offset: 0,
+            at: Position::new(0, 0),
+        }
     }
-    tokens
+
+    /// The position of byte `offset`, a character boundary no earlier than the last one
+    /// asked for.
+    fn position(&mut self, offset: usize) -> Position {
+        for c in self.text[self.offset..offset].chars() {
+            if c == '\n' {
+                self.at = Position::new(self.at.line + 1, 0);
+            } else {
+                self.at.character += c.len_utf16() as u32;
+            }
+        }
+        self.offset = offset;
+        self.at
+    }
 }
 
 /// Whether `position` is inside `range` or touches either end of it (a cursor right
@@ -236,6 +188,14 @@ mod tests {
         tokenize(src).into_iter().map(|t| t.text).collect()
     }
 
+    fn kinds(src: &str) -> Vec<(TokenKind, String)> {
+        tokenize(src).into_iter().map(|t| (t.kind, t.text)).collect()
+    }
+
+    fn range(line: u32, from: u32, to: u32) -> Range {
+        Range::new(Position::new(line, from), Position::new(line, to))
+    }
+
     #[test]
     fn reads_names_paths_strings_operators_and_skips_comments() {
         assert_eq!(
@@ -262,17 +222,114 @@ mod tests {
     fn ranges_count_utf16_units_and_strings_name_their_inside() {
         let tokens = tokenize("state \"é😀\" {}");
         let name = &tokens[1];
-        assert_eq!(name.range, Range::new(Position::new(0, 6), Position::new(0, 11)));
-        assert_eq!(
-            name.name_range,
-            Range::new(Position::new(0, 7), Position::new(0, 10))
-        );
+        assert_eq!(name.range, range(0, 6, 11));
+        assert_eq!(name.name_range, range(0, 7, 10));
         assert_eq!(tokens[2].range.start, Position::new(0, 12));
     }
 
     #[test]
+    fn columns_after_non_ascii_text_count_utf16_units() {
+        // a comment, a string and a stray character, each with a character outside
+        // the BMP (two UTF-16 units) or a two-byte one (one unit)
+        let src = "# ü😀\nfrom \"é😀\" to B😀 on Go\n  on X";
+        let tokens = tokenize(src);
+        let found: Vec<(&str, Range)> = tokens.iter().map(|t| (t.text.as_str(), t.range)).collect();
+        assert_eq!(
+            found,
+            [
+                ("from", range(1, 0, 4)),
+                ("é😀", range(1, 5, 10)),
+                ("to", range(1, 11, 13)),
+                ("B", range(1, 14, 15)),
+                ("😀", range(1, 15, 17)),
+                ("on", range(1, 18, 20)),
+                ("Go", range(1, 21, 23)),
+                ("on", range(2, 2, 4)),
+                ("X", range(2, 5, 6)),
+            ]
+        );
+        assert_eq!(tokens[4].kind, TokenKind::Punct);
+        // byte offsets are the document's
+        assert_eq!(&src[tokens[1].start..tokens[1].end], "\"é😀\"");
+    }
+
+    #[test]
     fn an_unterminated_string_ends_at_its_line() {
-        assert_eq!(texts("event \"Oops\nstate B"), ["event", "Oops", "state", "B"]);
+        assert_eq!(kinds("event \"Oops\nstate B"), {
+            use TokenKind::*;
+            [
+                (Ident, "event".to_string()),
+                (Str, "Oops".to_string()),
+                (Ident, "state".to_string()),
+                (Ident, "B".to_string()),
+            ]
+        });
+        let tokens = tokenize("from A to \"Place Or\nstate B {");
+        assert_eq!(tokens[3].range, range(0, 10, 19));
+        assert_eq!(tokens[3].name_range, range(0, 11, 19));
+        // an escaped quote does not close it
+        let tokens = tokenize("to \"a\\\"");
+        assert_eq!(
+            (tokens[1].kind, tokens[1].text.as_str()),
+            (TokenKind::Str, "a\\\"")
+        );
+        assert_eq!(tokens[1].name_range, range(0, 4, 7));
+    }
+
+    #[test]
+    fn a_dotted_path_is_one_token() {
+        let tokens = tokenize("from a.b.c to x.y");
+        assert_eq!(
+            (tokens[1].kind, tokens[1].text.as_str()),
+            (TokenKind::Ident, "a.b.c")
+        );
+        assert_eq!(tokens[1].range, range(0, 5, 10));
+        assert_eq!(tokens[3].text, "x.y");
+        // a dot with no name after it is not part of the path
+        assert_eq!(texts("to a. b"), ["to", "a", ".", "b"]);
+    }
+
+    #[test]
+    fn numbers_and_signs_read_as_the_parser_reads_them() {
+        use TokenKind::*;
+        assert_eq!(
+            kinds("n > -1 2.5e-3 1abc"),
+            [
+                (Ident, "n".to_string()),
+                (Punct, ">".to_string()),
+                (Punct, "-".to_string()),
+                (Number, "1".to_string()),
+                (Number, "2.5e-3".to_string()),
+                (Number, "1".to_string()),
+                (Ident, "abc".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_prefix_of_a_document_in_mid_edit_has_consistent_tokens() {
+        let doc = "machine M {\n  state \"é 😀\" { on enter a.b }\r\n  from A to B on X where n >= -1.5 \
+                   and \"\\\"q\" # ü\n  !\u{a0}\u{b}? \"x\\";
+        for (cut, _) in doc.char_indices().chain([(doc.len(), ' ')]) {
+            let text = &doc[..cut];
+            let mut last_end = 0;
+            for token in tokenize(text) {
+                assert!(
+                    last_end <= token.start && token.start < token.end,
+                    "{text:?}: {token:?}"
+                );
+                last_end = token.end;
+                assert_eq!(
+                    offset_of(text, token.range.start),
+                    token.start,
+                    "{text:?}: {token:?}"
+                );
+                assert_eq!(offset_of(text, token.range.end), token.end, "{text:?}: {token:?}");
+                assert!(token.range.start <= token.name_range.start);
+                assert!(token.name_range.start <= token.name_range.end);
+                assert!(token.name_range.end <= token.range.end);
+            }
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The `.stm` lexer: source text -> tokens with 1-based line/column positions.
+//! The `.stm` lexer: source text -> tokens with byte ranges and 1-based line/column
+//! positions.
 //!
 //! The token classes are harel's grammar terminals: `NAME`, `DOTTED`
 //! (`a.b[.c..]`), `STRING` (Lark's `ESCAPED_STRING`), numbers and punctuation.
@@ -11,10 +12,18 @@
 //! Lexing never fails: a character no terminal can start with becomes a
 //! [`TokKind::Bad`] token, which the parser reports (with what it expected) only
 //! when it reaches it — so an earlier syntax error is reported first.
+//!
+//! [`TokKind`] and [`Token`] are public (through [`crate::dsl::tokens`]) so that
+//! tools reading `.stm` text, such as the language server, see the same tokens the
+//! parser does instead of a second reading of the grammar.
 
 /// A token class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TokKind {
+///
+/// More classes may be added; a tool should treat an unknown one like
+/// [`TokKind::Bad`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TokKind {
     /// `[A-Za-z_][A-Za-z0-9_]*` (keywords included).
     Name,
     /// Two or more names joined by `.` (no spaces).
@@ -25,27 +34,43 @@ pub(crate) enum TokKind {
     Num,
     /// Punctuation or an operator: `{ } ( ) [ ] , : | ? = == != < <= > >= + - * /`.
     Punct,
-    /// A string with no closing quote on its line.
+    /// A string with no closing quote on its line: from its opening quote to the end
+    /// of the line (the `\n` excluded).
     Unterminated,
-    /// A character no token starts with.
+    /// A character no token starts with (one whole character, possibly multi-byte).
     Bad,
-    /// The end of the input.
+    /// The end of the input: an empty token at `src.len()`, always the last one.
     Eof,
 }
 
-/// A token: its class and where it is (byte range, 1-based line and character column).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Token {
+/// A token: its class and where it is.
+///
+/// `start..end` is a byte range of the source, always on character boundaries;
+/// `line` and `col` locate `start` (1-based; `col` counts characters, not bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Token {
     pub kind: TokKind,
+    /// Byte offset of the token's first character.
     pub start: usize,
+    /// Byte offset just past the token.
     pub end: usize,
+    /// 1-based line of `start`.
     pub line: usize,
+    /// 1-based character column of `start`.
     pub col: usize,
 }
 
 impl Token {
+    /// The token's text in `src`, the source it was read from (a different string
+    /// may panic or give nonsense).
     pub fn text<'s>(&self, src: &'s str) -> &'s str {
         &src[self.start..self.end]
+    }
+
+    /// The token's byte range in its source.
+    pub fn span(&self) -> std::ops::Range<usize> {
+        self.start..self.end
     }
 }
 

@@ -10,6 +10,8 @@
 //!      --builder--> Definition (nodes, resolved transitions, inline submachines)
 //! ```
 //!
+//! * [`tokens`] is the lexer's reading of a text, for tools (an editor's) that need
+//!   the grammar's tokens without a parse;
 //! * [`parse`] reads one file without resolving imports (what `stm list` prints);
 //! * [`load_definition_file`] / [`load_definition_str`] run the whole pipeline for one
 //!   machine, [`load_all_file`] for every machine of a file.
@@ -50,9 +52,43 @@ mod unicode_names;
 use std::path::Path;
 
 pub use error::DslError;
+pub use lexer::{TokKind, Token};
 pub use program::{Import, Program};
 
 use crate::Definition;
+
+/// Every token of `source`, in order, as the parser reads them: names, dotted paths,
+/// strings, numbers and punctuation with their byte ranges; whitespace and comments
+/// are skipped. The last token is always a [`TokKind::Eof`] at `source.len()`.
+///
+/// This never fails, so a document in mid-edit still has tokens: a string with no
+/// closing quote on its line is one [`TokKind::Unterminated`] token up to the line's
+/// end, and a character no token starts with is one [`TokKind::Bad`] token.
+///
+/// ```
+/// use stm_core::dsl::{tokens, TokKind};
+///
+/// let src = "from A to b.C on \"Go\" # done";
+/// let read: Vec<(TokKind, &str)> = tokens(src).iter().map(|t| (t.kind, t.text(src))).collect();
+/// assert_eq!(
+///     read,
+///     [
+///         (TokKind::Name, "from"),
+///         (TokKind::Name, "A"),
+///         (TokKind::Name, "to"),
+///         (TokKind::Dotted, "b.C"),
+///         (TokKind::Name, "on"),
+///         (TokKind::Str, "\"Go\""),
+///         (TokKind::Eof, ""),
+///     ]
+/// );
+/// // byte ranges, and 1-based line and character columns
+/// let quoted = tokens("é \"x").remove(1);
+/// assert_eq!((quoted.kind, quoted.span(), quoted.col), (TokKind::Unterminated, 3..5, 3));
+/// ```
+pub fn tokens(source: &str) -> Vec<Token> {
+    lexer::lex(source)
+}
 
 /// Parse one `.stm` text (no import resolution): the names it declares. Syntax and
 /// structural errors are reported as [`DslError`]s without a file name.
