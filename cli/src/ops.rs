@@ -33,7 +33,7 @@ pub use control::{
 pub use send::{create, send, CreateArgs, SendArgs};
 pub(crate) use show::status_of;
 pub use show::{list, show, trace, ShowArgs, TraceArgs};
-pub(crate) use states::{duration_text, still_in};
+pub(crate) use states::{duration_text, now, reread_still_in};
 pub use states::{list_in_state, states, InStateQuery, StatesArgs};
 
 /// Where the deployment's tables are (what `show`, `list` and `trace` read): flags, else

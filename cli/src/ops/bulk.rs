@@ -100,9 +100,7 @@ pub async fn run_bulk(dep: &Deployment, selection: &Selection, command: ControlC
     let status = selection.status.as_deref().map(super::status_of).transpose()?;
     let connected = dep.connect(None).await?;
     let store = connected.store.as_ref();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
+    let now = super::states::now();
     let entered_by = selection.older_than.map(|age| now - age);
     let listed = store.in_states(&defn.id, &paths, entered_by).await?;
     let place = state

@@ -61,7 +61,8 @@ pub fn machine(definitions: Option<&Path>, name: Option<&str>, flag: &str) -> Re
     })
 }
 
-fn now() -> f64 {
+/// The wall clock, in epoch seconds (the index's times are the commits').
+pub(crate) fn now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
@@ -70,24 +71,13 @@ fn now() -> f64 {
 /// `stm list --in STATE`: the executions in the state or under it, oldest in it first,
 /// each re-read (the index is eventually consistent) and kept only if it is still there.
 pub async fn list_in_state(query: InStateQuery<'_>) -> Result<ExitCode> {
-    use futures_util::stream::{self, StreamExt as _, TryStreamExt as _};
     let defn = machine(query.definitions, query.machine, "--in")?;
     let paths = defn.paths_under(query.state).map_err(|e| usage(e.to_string()))?;
     let now = now();
     let store = query.tables.store(false).await?;
     let entered_by = query.older_than.map(|age| now - age);
     let found = store.in_states(&defn.id, &paths, entered_by).await?;
-    let store = store.as_ref();
-    let reread: Vec<(InState, Option<Execution>)> = stream::iter(found)
-        .map(|entry| async move { Ok::<_, anyhow::Error>((entry.clone(), store.load(&entry.id).await?)) })
-        .buffered(REREAD_CONCURRENCY)
-        .try_collect()
-        .await?;
-    let selected: Vec<(InState, Execution)> = reread
-        .into_iter()
-        .filter_map(|(entry, exe)| exe.map(|exe| (entry, exe)))
-        .filter(|(entry, exe)| still_in(exe, entry, query.status, query.roots_only))
-        .collect();
+    let selected = reread_still_in(store.as_ref(), found, query.status, query.roots_only).await?;
     if selected.is_empty() {
         let age = query
             .older_than
@@ -124,6 +114,28 @@ pub fn duration_text(seconds: f64) -> String {
         (0, _, _) => format!("{h}h {m}m"),
         _ => format!("{d}d {h}h"),
     }
+}
+
+/// Each execution the index listed in `found`, re-read (a few at a time, in order) and
+/// kept only if it is still where the index said and matches the filters: the index lags
+/// the table.
+pub(crate) async fn reread_still_in(
+    store: &dyn ExecutionStore,
+    found: Vec<InState>,
+    status: Option<Status>,
+    roots_only: bool,
+) -> Result<Vec<(InState, Execution)>> {
+    use futures_util::stream::{self, StreamExt as _, TryStreamExt as _};
+    let reread: Vec<(InState, Option<Execution>)> = stream::iter(found)
+        .map(|entry| async move { Ok::<_, anyhow::Error>((entry.clone(), store.load(&entry.id).await?)) })
+        .buffered(REREAD_CONCURRENCY)
+        .try_collect()
+        .await?;
+    Ok(reread
+        .into_iter()
+        .filter_map(|(entry, exe)| exe.map(|exe| (entry, exe)))
+        .filter(|(entry, exe)| still_in(exe, entry, status, roots_only))
+        .collect())
 }
 
 /// Whether `exe`, read after the index listed it, is still where the index said and

@@ -215,17 +215,11 @@ async fn machine_in_state(
         Ok(found) => found,
         Err(err) => return store_failure(&err.into()),
     };
-    let mut rows = Vec::with_capacity(found.len());
-    for entry in found {
-        match store.load(&entry.id).await {
-            Ok(Some(exe)) if crate::ops::still_in(&exe, &entry, None, false) => rows.push((entry, exe)),
-            Ok(_) => {}
-            Err(err) => return store_failure(&err.into()),
-        }
-    }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
+    let rows = match crate::ops::reread_still_in(store.as_ref(), found, None, false).await {
+        Ok(rows) => rows,
+        Err(err) => return store_failure(&err),
+    };
+    let now = crate::ops::now();
     Html(super::machine::in_state_page(&defn.id, &path, &rows, now)).into_response()
 }
 
