@@ -17,19 +17,17 @@
 //! (`console`).
 
 mod console;
+mod fresh;
+mod moto;
+mod queue_lock;
 
-use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write as _};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::shell::shell_word;
 use anyhow::{anyhow, bail, Context, Result};
-use aws_sdk_sqs::types::QueueAttributeName;
 use clap::Args;
 use stm_runtime::config::vars;
 use stm_runtime::eventsource::{self, EventSourceSettings, Schedules};
@@ -40,6 +38,9 @@ use tokio::sync::watch;
 
 use crate::errors::usage;
 use crate::ops::{is_queue_url, Deployment};
+use fresh::{delete_tables, purge};
+use moto::{answers, port_free, Moto};
+use queue_lock::QueueLock;
 
 /// Run the whole system locally: moto, tables, queue + DLQ, and the worker, relay and
 /// sweeper handlers as Lambda would call them.
@@ -89,23 +90,11 @@ pub struct LocalArgs {
     pub trace: bool,
 }
 
-/// The Python with moto: `$STM_PYTHON`, else `.venv/bin/python` here, else `python3`.
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("STM_PYTHON").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let venv = PathBuf::from(".venv/bin/python");
-    if venv.exists() {
-        return venv;
-    }
-    PathBuf::from("python3")
-}
-
 /// `stm local`, until Ctrl-C or SIGTERM.
 pub fn serve(command: LocalCommand) -> Result<ExitCode> {
     // the local stack talks to an emulator: its clients take dummy credentials
     // (set before any thread or client exists)
-    std::env::set_var(stm_store::aws::EMULATOR_VARIABLE, "1");
+    std::env::set_var(stm_aws::EMULATOR_VARIABLE, "1");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(run(command.deployment, command.args))?;
     Ok(ExitCode::SUCCESS)
@@ -366,12 +355,9 @@ async fn print_env(dep: &Deployment, args: &LocalArgs, definitions_dir: &Path) -
                 bail!("no queue {name} at {endpoint}: is `stm local` running there with --queue {name}?")
             }
             Err(err) if err.as_service_error().is_none() => {
-                bail!("{} ({})", not_running(), stm_store::aws::Readable(&err))
+                bail!("{} ({})", not_running(), stm_aws::Readable(&err))
             }
-            Err(err) => bail!(
-                "the queue {name} at {endpoint}: {}",
-                stm_store::aws::Readable(&err)
-            ),
+            Err(err) => bail!("the queue {name} at {endpoint}: {}", stm_aws::Readable(&err)),
         }
     };
     println!("{}", export_line(dep, &endpoint, &queue_url, definitions_dir));
@@ -428,233 +414,6 @@ fn host_port(endpoint: &str) -> Option<String> {
     })
 }
 
-/// Whether something accepts TCP connections at `addr` (within a second per address).
-fn answers(addr: &str) -> bool {
-    addr.to_socket_addrs()
-        .is_ok_and(|mut addrs| addrs.any(|a| TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok()))
-}
-
-/// Fail at once if moto could not listen on `port`, saying what to do.
-fn port_free(port: u16, endpoint: &str, queue_name: &str) -> Result<()> {
-    let taken = match std::net::TcpListener::bind(("127.0.0.1", port)) {
-        Ok(listener) => {
-            drop(listener);
-            answers(&format!("127.0.0.1:{port}"))
-        }
-        Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => true,
-        Err(err) => return Err(err).with_context(|| format!("check that port {port} is free")),
-    };
-    if !taken {
-        return Ok(());
-    }
-    let who = match QueueLock::holder(endpoint, queue_name) {
-        Some(pid) => format!("`stm local` pid {pid} serves {queue_name} there"),
-        None => "another `stm local`?".to_string(),
-    };
-    bail!(
-        "port {port} is taken ({who}): stop it, start this one on another port with --port N, \
-         or use that emulator with --endpoint {endpoint}"
-    )
-}
-
-/// The moto server `stm local` started: killed (and reaped) when dropped, however
-/// `stm local` ends (a signal, an error, a panic). Were `stm local` killed outright
-/// (SIGKILL), moto still goes: it exits when its stdin, a pipe only `stm local` holds,
-/// closes ([`MOTO_LAUNCHER`]).
-struct Moto {
-    child: Child,
-    _stdin: Option<std::process::ChildStdin>,
-    /// The last lines moto wrote to stderr (for the error when it fails to start).
-    tail: Arc<Mutex<VecDeque<String>>>,
-}
-
-/// moto's server, exiting at the end of its stdin, with the test kit's speed-ups of its
-/// bookkeeping (a wide fan-out's commits and sends no longer slow down as the tables and
-/// the queue grow).
-const MOTO_LAUNCHER: &str = concat!(
-    include_str!("../../shared/testkit/src/moto_speedups.py"),
-    "\
-import os, sys, threading
-
-def watch():
-    sys.stdin.read()
-    os._exit(0)
-
-threading.Thread(target=watch, daemon=True).start()
-from moto.server import main
-main(sys.argv[1:])
-"
-);
-
-impl Moto {
-    async fn start(port: u16) -> Result<Moto> {
-        let mut child = Command::new(python())
-            .args(["-c", MOTO_LAUNCHER, "-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("start moto (run `bash .ci/setup.sh` to install it, or pass --endpoint)")?;
-        let tail = Arc::new(Mutex::new(VecDeque::new()));
-        if let Some(stderr) = child.stderr.take() {
-            // drained all along (a full pipe would block moto), keeping the last lines
-            let tail = tail.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-                    if tail.len() == 20 {
-                        tail.pop_front();
-                    }
-                    tail.push_back(line);
-                }
-            });
-        }
-        let stdin = child.stdin.take();
-        let mut moto = Moto {
-            child,
-            _stdin: stdin,
-            tail,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let addr = format!("127.0.0.1:{port}");
-        loop {
-            if let Some(status) = moto.child.try_wait().context("watch moto")? {
-                // let the reader catch the last lines
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                bail!(
-                    "moto exited at start ({status}); run `bash .ci/setup.sh` to install it, or pass \
-                     --endpoint. It said:\n{}",
-                    moto.said()
-                );
-            }
-            if answers(&addr) {
-                return Ok(moto);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "moto did not listen on {addr} within 60 s. It said:\n{}",
-                    moto.said()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn said(&self) -> String {
-        let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
-        tail.iter().cloned().collect::<Vec<_>>().join("\n")
-    }
-
-    fn stop(self) {
-        drop(self);
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One `stm local` per endpoint and queue on this machine: a file in the temp dir named
-/// after both, holding the pid of the process that serves it, under an OS lock (released
-/// by the kernel however that process ends, so a crash never leaves a stale lock). The
-/// file is removed at exit.
-struct QueueLock {
-    path: PathBuf,
-    _file: File,
-}
-
-impl QueueLock {
-    fn path(endpoint: &str, queue_name: &str) -> PathBuf {
-        let endpoint = endpoint
-            .trim_end_matches('/')
-            .to_ascii_lowercase()
-            .replace("://localhost", "://127.0.0.1");
-        let key: String = format!("{endpoint}-{queue_name}")
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        std::env::temp_dir().join(format!("stm-local-{key}.lock"))
-    }
-
-    fn acquire(endpoint: &str, queue_name: &str) -> Result<QueueLock> {
-        use std::os::unix::fs::MetadataExt;
-        let path = Self::path(endpoint, queue_name);
-        loop {
-            let mut file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .with_context(|| format!("open the lock file {}", path.display()))?;
-            match file.try_lock() {
-                Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    let pid = std::fs::read_to_string(&path).unwrap_or_default();
-                    let who = match pid.trim() {
-                        "" => "another `stm local`".to_string(),
-                        pid => format!("another `stm local` (pid {pid})"),
-                    };
-                    bail!(
-                        "{who} is serving the queue {queue_name} at {endpoint}: stop it first, or \
-                         give this one its own --queue (and --prefix)"
-                    );
-                }
-                Err(std::fs::TryLockError::Error(err)) => {
-                    return Err(err).with_context(|| format!("lock {}", path.display()))
-                }
-            }
-            // the holder before us may have removed the file between our open and our
-            // lock: then we hold a lock on a file nobody else will see; open again
-            let same = match (std::fs::metadata(&path), file.metadata()) {
-                (Ok(on_disk), Ok(ours)) => on_disk.ino() == ours.ino() && on_disk.dev() == ours.dev(),
-                _ => false,
-            };
-            if !same {
-                continue;
-            }
-            file.set_len(0)
-                .and_then(|()| write!(file, "{}", std::process::id()))
-                .and_then(|()| file.flush())
-                .with_context(|| format!("write {}", path.display()))?;
-            return Ok(QueueLock { path, _file: file });
-        }
-    }
-
-    /// The pid of the `stm local` serving `queue_name` at `endpoint`, if one does.
-    fn holder(endpoint: &str, queue_name: &str) -> Option<String> {
-        let path = Self::path(endpoint, queue_name);
-        let file = File::open(&path).ok()?;
-        match file.try_lock_shared() {
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let pid = std::fs::read_to_string(&path).ok()?;
-                Some(pid.trim().to_string()).filter(|p| !p.is_empty())
-            }
-            _ => None,
-        }
-    }
-}
-
-impl Drop for QueueLock {
-    fn drop(&mut self) {
-        // removed while still locked; the lock goes with the file handle right after
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
 /// A watch that turns true at the first Ctrl-C (SIGINT) or SIGTERM.
 fn stop_on_signals() -> Result<watch::Receiver<bool>> {
     let mut interrupt = signal(SignalKind::interrupt()).context("listen for Ctrl-C")?;
@@ -673,91 +432,6 @@ fn stop_on_signals() -> Result<watch::Receiver<bool>> {
 
 async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
-}
-
-/// `--fresh` with `--endpoint`: delete this prefix's tables (they are created again
-/// right after). Says what went.
-async fn delete_tables(store: &stm_store::DynamoDbStore) -> Result<String> {
-    let client = store.client();
-    let mut deleted = Vec::new();
-    let mut executions = None;
-    for spec in stm_store::table_specs() {
-        let name = spec.table_name(store.prefix());
-        if spec.name == "executions" {
-            executions = client
-                .describe_table()
-                .table_name(&name)
-                .send()
-                .await
-                .ok()
-                .and_then(|out| out.table().and_then(|t| t.item_count()));
-        }
-        match client.delete_table().table_name(&name).send().await {
-            Ok(_) => deleted.push(name),
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_resource_not_found_exception()) => {}
-            Err(err) => bail!(
-                "--fresh: delete the table {name}: {}",
-                stm_store::aws::Readable(&err)
-            ),
-        }
-    }
-    // DynamoDB deletes a table in the background; wait until each one is gone
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for name in &deleted {
-        loop {
-            match client.describe_table().table_name(name).send().await {
-                Err(err)
-                    if err
-                        .as_service_error()
-                        .is_some_and(|e| e.is_resource_not_found_exception()) =>
-                {
-                    break
-                }
-                _ if Instant::now() > deadline => {
-                    bail!("--fresh: the table {name} is still there after 2 minutes")
-                }
-                _ => tokio::time::sleep(Duration::from_millis(250)).await,
-            }
-        }
-    }
-    let count = executions.map_or(String::new(), |n| format!(", with {n} execution{}", plural(n)));
-    Ok(format!("deleted the tables {}{count}", deleted.join(", ")))
-}
-
-/// `--fresh`: empty the queue at `url`; says which and how many messages it held.
-async fn purge(client: &aws_sdk_sqs::Client, url: &str) -> Result<String> {
-    let name = url.rsplit('/').next().unwrap_or(url).to_string();
-    let attributes = client
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
-        .send()
-        .await
-        .map_err(|e| anyhow!("--fresh: read the queue {name}: {}", stm_store::aws::Readable(&e)))?;
-    let held: u64 = attributes
-        .attributes()
-        .map(|a| a.values().filter_map(|v| v.parse::<u64>().ok()).sum())
-        .unwrap_or(0);
-    client.purge_queue().queue_url(url).send().await.map_err(|e| {
-        anyhow!(
-            "--fresh: purge the queue {name}: {}",
-            stm_store::aws::Readable(&e)
-        )
-    })?;
-    Ok(format!("{name} ({held} message{})", plural(held)))
-}
-
-fn plural(n: impl Into<i128>) -> &'static str {
-    if n.into() == 1 {
-        ""
-    } else {
-        "s"
-    }
 }
 
 #[cfg(test)]
@@ -779,27 +453,5 @@ mod tests {
         );
         assert_eq!(host_port("http://[::1]:4566/").as_deref(), Some("[::1]:4566"));
         assert_eq!(host_port("nonsense"), None);
-    }
-
-    #[test]
-    fn a_second_lock_on_a_queue_is_refused_with_the_pid() {
-        let endpoint = format!("http://test-{}:1", std::process::id());
-        let first = QueueLock::acquire(&endpoint, "q.fifo").expect("first");
-        assert_eq!(
-            QueueLock::holder(&endpoint, "q.fifo"),
-            Some(std::process::id().to_string())
-        );
-        // an OS file lock is per open file: a second open in this process is refused too
-        let err = QueueLock::acquire(&endpoint, "q.fifo").err().expect("refused");
-        assert!(
-            err.to_string().contains(&format!(
-                "(pid {}) is serving the queue q.fifo",
-                std::process::id()
-            )),
-            "{err}"
-        );
-        drop(first);
-        assert_eq!(QueueLock::holder(&endpoint, "q.fifo"), None);
-        drop(QueueLock::acquire(&endpoint, "q.fifo").expect("free again"));
     }
 }

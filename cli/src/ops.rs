@@ -212,7 +212,7 @@ impl Tables {
         if let Some(region) = &self.region {
             return Ok(region.clone());
         }
-        if let Some(region) = stm_store::aws::configured_region(self.profile.as_deref()).await {
+        if let Some(region) = stm_aws::configured_region(self.profile.as_deref()).await {
             return Ok(region);
         }
         if local {
@@ -249,7 +249,7 @@ impl Deployment {
             .queue_name(&self.queue)
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!("queue {}: {}", self.queue, stm_store::aws::Readable(&e)))?
+            .map_err(|e| anyhow::anyhow!("queue {}: {}", self.queue, stm_aws::Readable(&e)))?
             .queue_url()
             .unwrap_or_default()
             .to_string();

@@ -23,5 +23,5 @@ pub fn run_as(function: &'static str, command: impl Future<Output = Result<ExitC
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(stm_store::aws::as_function(function, command))
+    runtime.block_on(stm_aws::as_function(function, command))
 }

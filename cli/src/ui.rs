@@ -61,7 +61,7 @@ pub(crate) fn start(command: UiCommand) -> Result<ExitCode> {
     // the handlers run on the server's tasks: each request takes the operator's role
     // there (`routes`), this scope covers the connection made first
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(stm_store::aws::as_function(
+    runtime.block_on(stm_aws::as_function(
         "operator",
         serve(&command.deployment, &command.args),
     ))?;

@@ -62,7 +62,7 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
 /// layer of the tests checks; nothing is added against AWS), and every response the
 /// headers that keep it to this origin.
 async fn as_operator(request: Request, next: Next) -> Response {
-    let mut response = stm_store::aws::as_function("operator", next.run(request)).await;
+    let mut response = stm_aws::as_function("operator", next.run(request)).await;
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_SECURITY_POLICY,

@@ -115,7 +115,7 @@ impl Deployment {
             ("STM_QUEUE_URL".into(), urls.queue_url.clone()),
             ("STM_ENDPOINT_URL".into(), moto.endpoint().to_string()),
             ("STM_DEFINITIONS_DIR".into(), definitions.display().to_string()),
-            // each function names itself on its requests (`stm_store::aws::as_function`), and
+            // each function names itself on its requests (`stm_aws::as_function`), and
             // the strict layer checks what it does against its role in the template
             ("STM_EMULATOR".into(), "1".into()),
         ];

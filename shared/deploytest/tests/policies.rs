@@ -41,7 +41,7 @@ use stm_testkit::{Fault, FaultProxy, Principal, REGION};
 static ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Every variable a function reads (ARCHITECTURE.md), cleared before each set-up.
-const VARIABLES: [&str; 14] = [
+const VARIABLES: [&str; 16] = [
     "STM_TABLE_PREFIX",
     "STM_QUEUE_URL",
     "STM_TIMER_QUEUE_URL",
@@ -52,6 +52,8 @@ const VARIABLES: [&str; 14] = [
     "STM_PROCESSED_TTL_DAYS",
     "STM_FINISHED_TTL_DAYS",
     "STM_ACTIONS",
+    "STM_STATUS_EVENTS",
+    "STM_EVENT_BUS",
     "STM_ACTION_TIMEOUT_SECONDS",
     "STM_ACTION_MAX_RESPONSE_BYTES",
     "AWS_ENDPOINT_URL",
@@ -95,6 +97,14 @@ impl Stack {
             .await
             .expect("doorbell queue");
         let queue = Arc::new(SqsQueue::new(sqs, urls.queue_url.clone()));
+        // the template's StatusBus, as CloudFormation would make it
+        stm_runtime::status::EventBridgeBus::client(Some(moto.endpoint()), REGION)
+            .await
+            .create_event_bus()
+            .name(format!("{prefix}-status"))
+            .send()
+            .await
+            .expect("status bus");
         let fault = FaultProxy::start(moto.endpoint_as(principal));
         let recorder = Recorder::start(fault.endpoint());
         Stack {
@@ -123,6 +133,7 @@ impl Stack {
         Resolver::new(&self.template, &overrides)
             .with_ref("EventQueue", self.urls.queue_url.clone())
             .with_ref("TimerQueue", self.timer_queue_url.clone())
+            .with_ref("StatusBus", format!("{}-status", self.prefix))
     }
 
     /// The folder the definitions layer is built from (the worker's `/opt`).
@@ -217,7 +228,8 @@ impl Stack {
                 (self.urls.queue_url.clone(), "EventQueue".to_string()),
                 (self.timer_queue_url.clone(), "TimerQueue".to_string()),
             ]),
-        );
+        )
+        .with_bus(format!("{}-status", self.prefix), "StatusBus");
         let code = iam::required(&records, &physical).unwrap_or_else(|e| panic!("{function}: {e:#}"));
         let service = iam::service_grants(&self.template, function).expect("service grants");
         let needed: BTreeSet<_> = code.union(&service).cloned().collect();
@@ -263,9 +275,10 @@ fn data(json: serde_json::Value) -> Map {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_role_is_exactly_what_the_worker_sends() {
     // trace on with a ring of 2: the trace put, the ring delete and the trace-end query
+    // every status event on: the inline flush puts them on the status bus
     let stack = Stack::new(
         "iam_worker",
-        &[("Trace", "true"), ("TraceMax", "2")],
+        &[("Trace", "true"), ("TraceMax", "2"), ("StatusEvents", "all")],
         Principal::Worker,
     )
     .await;
@@ -509,9 +522,22 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
     }
 }
 
+/// A FAILED execution's status event, as a worker's commit writes it.
+fn status_event(exe: &Execution) -> Event {
+    let mut failed = exe.clone();
+    failed.status = stm_core::Status::Failed;
+    stm_runtime::status::notice(
+        stm_runtime::status::StatusEvents::All,
+        stm_core::Status::Running,
+        &failed,
+        0.0,
+    )
+    .expect("a status event")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_role_is_exactly_what_the_relay_sends() {
-    let stack = Stack::new("iam_relay", &[], Principal::Relay).await;
+    let stack = Stack::new("iam_relay", &[("StatusEvents", "all")], Principal::Relay).await;
     // pending entries, as a crash between commit and inline flush leaves them
     let mut exe = Execution::new("relay-src", "Order");
     let commit = Commit {
@@ -521,6 +547,8 @@ async fn relay_role_is_exactly_what_the_relay_sends() {
                 Event::new("Ping").with_id("p-1"),
             ),
             (None, Event::new("Nowhere").with_id("p-2")),
+            // a status event a worker committed and did not put on the bus
+            (None, status_event(&exe)),
         ],
         spawns: vec![SpawnIntent {
             child_id: "relay-src:A".into(),
@@ -534,10 +562,20 @@ async fn relay_role_is_exactly_what_the_relay_sends() {
     let context = stack.function("Relay", Function::Relay).await;
     // what functions/relay/src/main.rs runs per invocation (the payload is not read)
     let _event = scheduled("relay-scheduled.json");
-    let summary = stm_runtime::relay::relay_pending(context.store.as_ref(), context.queue.as_ref())
-        .await
-        .expect("relay");
-    assert_eq!(summary.forwarded, 2, "{summary:?}");
+    let bus = context
+        .status_bus
+        .as_deref()
+        .map(|b| b as &dyn stm_runtime::status::StatusBus);
+    let summary = stm_runtime::relay::scheduled_pass(
+        context.store.as_ref(),
+        context.queue.as_ref(),
+        bus,
+        f64::INFINITY,
+        None,
+    )
+    .await
+    .expect("relay");
+    assert_eq!(summary.forwarded, 3, "{summary:?}");
     assert_eq!(summary.remaining, 0, "{summary:?}");
     assert!(stack.store.pending_outbox().await.expect("outbox").is_empty());
     assert!(stack.store.pending_spawns().await.expect("spawns").is_empty());

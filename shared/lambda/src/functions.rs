@@ -102,10 +102,17 @@ pub async fn relay_handler(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     tracing::debug!(schedule = ?event.payload.resources, time = ?event.payload.time, "relay invoked");
-    Ok(
-        stm_runtime::relay::scheduled_pass(context.store.as_ref(), context.queue.as_ref(), now, deadline)
-            .await?,
+    Ok(stm_runtime::relay::scheduled_pass(
+        context.store.as_ref(),
+        context.queue.as_ref(),
+        context
+            .status_bus
+            .as_deref()
+            .map(|b| b as &dyn stm_runtime::status::StatusBus),
+        now,
+        deadline,
     )
+    .await?)
 }
 
 /// What invokes the sweeper: an SQS batch of precise-timer doorbells has `Records`, its
@@ -140,7 +147,7 @@ pub async fn sweeper_handler(
     let clock = context.driver.clock.clone();
     // no store retry starts that could outlast the invocation
     let deadline = deadline_from_epoch_millis(event.context.deadline);
-    stm_store::aws::within_deadline(deadline, async {
+    stm_aws::within_deadline(deadline, async {
         match event.payload {
             SweeperTrigger::Doorbells(batch) => {
                 let now = move || clock.now();

@@ -199,7 +199,7 @@ async fn every_sample_event_runs_through_its_handler() {
     // a run now leaves the row just committed for the next run (it has not settled) ...
     // the schedule's event carries nothing the relay reads: it must parse, that is all
     scheduled("relay-scheduled.json");
-    let summary = stm_runtime::relay::scheduled_pass(store.as_ref(), queue.as_ref(), wall_clock, None)
+    let summary = stm_runtime::relay::scheduled_pass(store.as_ref(), queue.as_ref(), None, wall_clock, None)
         .await
         .expect("relay");
     let pending = store.pending_outbox().await.expect("outbox").len()
@@ -208,7 +208,7 @@ async fn every_sample_event_runs_through_its_handler() {
     assert_eq!(summary.forwarded, 0, "not settled yet: {summary:?}");
     // ... which forwards it
     let settled = wall_clock + stm_runtime::relay::RELAY_SETTLE_SECONDS + 1.0;
-    let summary = stm_runtime::relay::scheduled_pass(store.as_ref(), queue.as_ref(), settled, None)
+    let summary = stm_runtime::relay::scheduled_pass(store.as_ref(), queue.as_ref(), None, settled, None)
         .await
         .expect("relay");
     assert_eq!(summary.forwarded, pending, "{summary:?}");

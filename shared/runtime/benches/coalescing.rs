@@ -19,11 +19,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use stm_aws::CallCounter;
 use stm_core::Event;
 use stm_runtime::{
     ActionRegistry, Definitions, Driver, OutgoingMessage, Queue, SqsQueue, Worker, WorkerSettings,
 };
-use stm_store::{CallCounter, CreateOptions, DedupeMarks, DynamoDbStore};
+use stm_store::{CreateOptions, DedupeMarks, DynamoDbStore};
 
 const BURSTS: [usize; 4] = [1, 2, 5, 10];
 

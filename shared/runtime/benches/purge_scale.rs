@@ -15,9 +15,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use stm_aws::CallCounter;
 use stm_core::{ChildState, Execution, Status};
 use stm_runtime::purge::{self, JsonlArchive, Progress, PurgeOptions};
-use stm_store::{CallCounter, CreateOptions, DynamoDbStore, ExecutionStore};
+use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore};
 
 const FINISHED_AT: f64 = 1_700_000_000.0;
 
@@ -198,7 +199,7 @@ async fn main() {
         let baseline = rss_bytes();
         let mut peak = baseline;
         let started = Instant::now();
-        let report = stm_store::aws::as_function(
+        let report = stm_aws::as_function(
             "purger",
             purge::purge_finished(store.as_ref(), &options, Some(&mut archive), &mut |p| {
                 if let Progress::Page { .. } = p {

@@ -48,6 +48,8 @@ pub mod vars {
     pub const DEDUPE_MARKS: &str = "STM_DEDUPE_MARKS";
     pub const COALESCE: &str = "STM_COALESCE";
     pub const STATE_INDEX: &str = "STM_STATE_INDEX";
+    pub const STATUS_EVENTS: &str = "STM_STATUS_EVENTS";
+    pub const EVENT_BUS: &str = "STM_EVENT_BUS";
     pub const ACTIONS: &str = "STM_ACTIONS";
     pub const ACTION_TIMEOUT_SECONDS: &str = "STM_ACTION_TIMEOUT_SECONDS";
     pub const ACTION_MAX_RESPONSE_BYTES: &str = "STM_ACTION_MAX_RESPONSE_BYTES";
@@ -94,6 +96,12 @@ pub struct FunctionConfig {
     /// `STM_STATE_INDEX` (default off): commits write each execution's state index entry
     /// (`stm list --in`, `stm states`), about 80 bytes on the execution item.
     pub state_index: bool,
+    /// `STM_STATUS_EVENTS` (`none`, the default, `failures` or `all`): which status
+    /// changes are announced on the status bus ([`crate::status`]).
+    pub status_events: crate::status::StatusEvents,
+    /// `STM_EVENT_BUS`: the EventBridge bus status events go to (required unless
+    /// `STM_STATUS_EVENTS` is `none`).
+    pub event_bus: Option<String>,
     /// The remote actions: `STM_ACTIONS` and its bounds.
     pub actions: ActionConfig,
     /// `AWS_REGION` (default `us-east-1`).
@@ -210,6 +218,19 @@ impl FunctionConfig {
             None => false,
             Some(v) => flag(&v).ok_or_else(|| bad(vars::STATE_INDEX, &v, "expected true or false"))?,
         };
+        let status_events = match get(vars::STATUS_EVENTS) {
+            None => crate::status::StatusEvents::None,
+            Some(v) => v
+                .parse()
+                .map_err(|()| bad(vars::STATUS_EVENTS, &v, "expected none, failures or all"))?,
+        };
+        let event_bus = get(vars::EVENT_BUS).filter(|b| !b.trim().is_empty());
+        if status_events != crate::status::StatusEvents::None && event_bus.is_none() {
+            return Err(ConfigError::Missing {
+                name: vars::EVENT_BUS,
+                what: "the EventBridge bus status events go to (STM_STATUS_EVENTS is not none)",
+            });
+        }
         let trace_max = match get(vars::TRACE_MAX) {
             None => stm_store::DEFAULT_TRACE_MAX,
             Some(v) => v
@@ -261,6 +282,8 @@ impl FunctionConfig {
             dedupe_marks,
             coalesce,
             state_index,
+            status_events,
+            event_bus,
             actions,
             region: region(get),
         })
@@ -412,7 +435,9 @@ pub fn driver(
     actions: ActionRegistry,
 ) -> Result<Driver, DriverError> {
     check_actions(&definitions, &actions)?;
-    Ok(Driver::new(store, definitions, actions).with_trace(config.trace))
+    Ok(Driver::new(store, definitions, actions)
+        .with_trace(config.trace)
+        .with_status_events(config.status_events))
 }
 
 /// A Lambda error's `(errorType, errorMessage)` for a failed invocation.

@@ -98,7 +98,7 @@ impl Control {
         context: Option<Map>,
         execution_id: Option<&str>,
     ) -> Result<Execution, DriverError> {
-        stm_store::aws::as_function("operator", async {
+        stm_aws::as_function("operator", async {
             let mut exe = self
                 .driver
                 .new_execution(definition_id, context, execution_id)
@@ -128,7 +128,7 @@ impl Control {
     /// Publish `event` to execution `execution_id`, checked against the machine's
     /// declaration when the execution exists.
     pub async fn send(&self, execution_id: &str, event: &Event) -> Result<(), DriverError> {
-        stm_store::aws::as_function("operator", async {
+        stm_aws::as_function("operator", async {
             if event.kind == "Start" {
                 return Err(DriverError::Event {
                     kind: event.kind.clone(),
@@ -169,7 +169,7 @@ impl Control {
     /// Cancel respecting the machine: cooperative when the active state models `Cancel`,
     /// forceful otherwise (and always for a FAILED execution). Children are terminated.
     pub async fn cancel(&self, execution_id: &str, reason: Option<Map>) -> Result<(), DriverError> {
-        stm_store::aws::as_function("operator", async {
+        stm_aws::as_function("operator", async {
             for _ in 0..RETRIES {
                 let mut exe = self.load(execution_id).await?;
                 if is_terminal(exe.status) {
@@ -222,7 +222,7 @@ impl Control {
 
     /// Forceful cancel: CANCELLED now, no hooks; children follow.
     pub async fn terminate(&self, execution_id: &str) -> Result<(), DriverError> {
-        stm_store::aws::as_function("operator", async {
+        stm_aws::as_function("operator", async {
             self.force(execution_id, Status::Cancelled).await
         })
         .await
@@ -231,7 +231,7 @@ impl Control {
     /// RUNNING -> SUSPENDED (no-op otherwise); children follow. Nothing is lost: the
     /// worker keeps the events that come meanwhile on the execution's item until `resume`.
     pub async fn suspend(&self, execution_id: &str) -> Result<(), DriverError> {
-        stm_store::aws::as_function("operator", async {
+        stm_aws::as_function("operator", async {
             if self.load(execution_id).await?.status != Status::Running {
                 return Ok(());
             }
@@ -245,7 +245,7 @@ impl Control {
     /// now, whose `Timeout` (the sweeper's next run) steps them in order, unless its next
     /// event comes first and does.
     pub async fn resume(&self, execution_id: &str) -> Result<(), DriverError> {
-        stm_store::aws::as_function("operator", async {
+        stm_aws::as_function("operator", async {
             if self.load(execution_id).await?.status != Status::Suspended {
                 return Ok(());
             }
@@ -267,10 +267,15 @@ impl Control {
             if is_terminal(exe.status) {
                 return Ok(());
             }
+            let before = exe.status;
             exe.status = status;
             let now = self.driver.clock.now();
             exe.stamp(now);
             let mut commit = Commit::default();
+            // the relay sends it on (a control command has no status bus of its own)
+            if let Some(notice) = crate::status::notice(self.driver.status_events, before, &exe, now) {
+                commit.emits.push((None, notice));
+            }
             if status == Status::Running && !exe.parked_events.is_empty() {
                 commit.timers.push(stm_store::TimerOp::Schedule {
                     path: crate::driver::PARKED_PATH.into(),
@@ -328,7 +333,14 @@ impl Control {
             return Ok(());
         }
         pending.sort_by_key(|entry| entry.seq);
-        let summary = relay::deliver(self.driver.store.as_ref(), self.queue.as_ref(), &[], &pending).await;
+        let summary = relay::deliver(
+            self.driver.store.as_ref(),
+            self.queue.as_ref(),
+            None,
+            &[],
+            &pending,
+        )
+        .await;
         if summary.failed > 0 {
             return Err(crate::queue::QueueError::failed(
                 "SendMessageBatch",
@@ -346,7 +358,8 @@ impl Control {
 
     /// Publish what a control commit emitted; a failure leaves it to the relay.
     async fn flush(&self, outbox: &[OutboxEntry]) {
-        let summary = relay::deliver(self.driver.store.as_ref(), self.queue.as_ref(), &[], outbox).await;
+        let summary =
+            relay::deliver(self.driver.store.as_ref(), self.queue.as_ref(), None, &[], outbox).await;
         if summary.failed > 0 {
             tracing::warn!(
                 failed = summary.failed,

@@ -193,7 +193,7 @@ pub async fn answer(
     now: &(dyn Fn() -> f64 + Send + Sync),
     summary: &mut SweepSummary,
 ) -> Result<Answered, DriverError> {
-    stm_store::aws::as_function("sweeper", async {
+    stm_aws::as_function("sweeper", async {
         let Some(wait) = early_wait(timer.fire_at, now()) else {
             return Ok(Answered::NotDue);
         };

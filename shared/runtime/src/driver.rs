@@ -23,6 +23,7 @@ mod burst;
 mod clock;
 mod embedded;
 mod error;
+mod explain;
 mod parking;
 mod spawn;
 mod step;
@@ -66,6 +67,8 @@ pub struct Driver {
     pub clock: Arc<dyn Clock>,
     /// Record an execution-trace step with each commit.
     pub trace: bool,
+    /// Which status changes its commits announce ([`crate::status`]).
+    pub status_events: crate::status::StatusEvents,
 }
 
 impl std::fmt::Debug for Driver {
@@ -87,6 +90,7 @@ impl Driver {
             actions: Arc::new(actions),
             clock: Arc::new(SystemClock),
             trace: false,
+            status_events: crate::status::StatusEvents::None,
         }
     }
 
@@ -97,6 +101,13 @@ impl Driver {
 
     pub fn with_trace(mut self, trace: bool) -> Self {
         self.trace = trace;
+        self
+    }
+
+    /// Announce these status changes on the status bus ([`crate::status`]): each commit
+    /// that makes such a change carries its notice as an outbox row.
+    pub fn with_status_events(mut self, level: crate::status::StatusEvents) -> Self {
+        self.status_events = level;
         self
     }
 

@@ -39,6 +39,7 @@ pub mod purge;
 pub mod queue;
 pub mod relay;
 pub mod remote;
+pub mod status;
 pub mod sweeper;
 pub mod worker;
 

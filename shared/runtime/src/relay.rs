@@ -10,6 +10,10 @@
 //! failure in this run is held back (it stays pending) so that FIFO order within a group
 //! never breaks: e.g. a broadcast event must not reach a region whose spawn intent failed
 //! to publish.
+//!
+//! A status event's row (no target, [`crate::status::is_notice`]) goes to the status bus
+//! instead, when the caller has one; without one it stays pending for a caller that has
+//! (the scheduled relay of a deployment that publishes status events).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -18,6 +22,7 @@ use stm_store::{ExecutionStore, OutboxEntry, SpawnEntry};
 
 use crate::driver::DriverError;
 use crate::queue::{message_problem, BatchSize, OutgoingMessage, Queue, MAX_BATCH};
+use crate::status::{is_notice, BusEvent, StatusBus};
 
 /// What one delivery did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -31,7 +36,7 @@ pub struct RelaySummary {
     /// by SQS's deduplication (within 5 minutes) or by the worker's dedupe mark.
     pub unacked: usize,
     /// Pending entries left after this run (failed + unacked + entries without a target
-    /// that could not be acked).
+    /// that could not be acked + status events left for a relay with a status bus).
     pub remaining: usize,
 }
 
@@ -77,24 +82,26 @@ impl Default for RelayBounds {
 /// [`ExecutionStore::oldest_pending_seqs`]). Its next run is a minute later.
 pub const RELAY_SETTLE_SECONDS: f64 = 5.0;
 
-/// Publish `spawns` then `outbox` (each already in seq order) and ack what was delivered.
+/// Publish `spawns` then `outbox` (each already in seq order) and ack what was delivered;
+/// the status events among `outbox` go to `bus` (without one they stay pending).
 pub async fn deliver(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
+    bus: Option<&dyn StatusBus>,
     spawns: &[SpawnEntry],
     outbox: &[OutboxEntry],
 ) -> RelaySummary {
-    let mut delivery = Delivery::default();
+    let mut delivery = Delivery::new(bus);
     delivery.deliver(store, queue, spawns, outbox).await;
     delivery.summary
 }
 
 /// Deliveries that keep each message group's order across them: once an entry of a group
 /// fails, the group's later entries wait (they stay pending) for the next run.
-#[derive(Default)]
-struct Delivery {
+struct Delivery<'b> {
     blocked: HashSet<String>,
     summary: RelaySummary,
+    bus: Option<&'b dyn StatusBus>,
 }
 
 /// What a published entry acks.
@@ -103,7 +110,15 @@ enum Ackable {
     Outbox(i64),
 }
 
-impl Delivery {
+impl<'b> Delivery<'b> {
+    fn new(bus: Option<&'b dyn StatusBus>) -> Self {
+        Delivery {
+            blocked: HashSet::new(),
+            summary: RelaySummary::default(),
+            bus,
+        }
+    }
+
     async fn deliver(
         &mut self,
         store: &dyn ExecutionStore,
@@ -120,7 +135,12 @@ impl Delivery {
             pending.push((OutgoingMessage::spawn(spawn), Ackable::Spawn(spawn.seq)));
         }
         let mut no_target: Vec<Ackable> = Vec::new();
+        let mut notices: Vec<&OutboxEntry> = Vec::new();
         for entry in outbox {
+            if is_notice(entry) {
+                notices.push(entry);
+                continue;
+            }
             match OutgoingMessage::outbox(entry) {
                 Some(message) => pending.push((message, Ackable::Outbox(entry.seq))),
                 // an emit without a target goes nowhere (harel acks it too)
@@ -208,6 +228,40 @@ impl Delivery {
             }
             self.ack(store, &done, entries).await;
         }
+        self.announce(store, &notices).await;
+    }
+
+    /// Put the status events on the bus and ack what it took; without a bus, or refused,
+    /// they stay pending (counted in `remaining`, not `failed`). They belong to no message
+    /// group: a refused one holds nothing back.
+    async fn announce(&mut self, store: &dyn ExecutionStore, notices: &[&OutboxEntry]) {
+        if notices.is_empty() {
+            return;
+        }
+        let Some(bus) = self.bus else {
+            self.summary.remaining += notices.len();
+            return;
+        };
+        let events: Vec<BusEvent> = notices.iter().map(|n| BusEvent::of_notice(&n.event)).collect();
+        let failures = bus.put(&events).await;
+        let failed_at: HashSet<usize> = failures.iter().map(|f| f.index).collect();
+        for failure in &failures {
+            tracing::warn!(
+                code = %failure.code, error = %failure.message,
+                "status event refused; it stays pending for the next relay run"
+            );
+        }
+        // pending, but not failed: a worker's record must not come back (and hold its
+        // group) because the bus is down; the scheduled relay puts them later
+        self.summary.remaining += failed_at.len();
+        let done: Vec<Ackable> = notices
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !failed_at.contains(i))
+            .map(|(_, n)| Ackable::Outbox(n.seq))
+            .collect();
+        let sent = done.len();
+        self.ack(store, &done, sent).await;
     }
 
     /// Ack `rows` together, and count `published` entries forwarded (a packed row's
@@ -242,23 +296,25 @@ pub async fn relay_pending(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
 ) -> Result<RelaySummary, DriverError> {
-    relay_pending_until(store, queue, None, f64::INFINITY, RelayBounds::default()).await
+    relay_pending_until(store, queue, None, None, f64::INFINITY, RelayBounds::default()).await
 }
 
 /// The scheduled relay: the pending rows committed before `settled_before` (epoch
 /// seconds), in seq order, in passes of `bounds.pass_rows` read by key `bounds.read_rows`
-/// at a time, until they are done or `deadline` comes (the rest waits for the next run).
+/// at a time, until they are done or `deadline` comes (the rest waits for the next run);
+/// status events go to `bus` (without one they stay pending).
 /// Memory stays bounded whatever the backlog.
 pub async fn relay_pending_until(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
+    bus: Option<&dyn StatusBus>,
     deadline: Option<Instant>,
     settled_before: f64,
     bounds: RelayBounds,
 ) -> Result<RelaySummary, DriverError> {
     let pass_rows = bounds.pass_rows.max(1);
-    let run = stm_store::aws::as_function("relay", async {
-        let mut delivery = Delivery::default();
+    let run = stm_aws::as_function("relay", async {
+        let mut delivery = Delivery::new(bus);
         // a page is started only if it can end before the deadline: as long as the
         // longest page so far took (a page forwarded half-way would be sent again, and an
         // invocation past its deadline is killed mid-page)
@@ -304,7 +360,7 @@ pub async fn relay_pending_until(
         }
         Ok(summary)
     });
-    stm_store::aws::within_deadline(deadline, run).await
+    stm_aws::within_deadline(deadline, run).await
 }
 
 /// One run of the scheduled relay function: a pass over the rows committed before `now`
@@ -312,11 +368,20 @@ pub async fn relay_pending_until(
 pub async fn scheduled_pass(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
+    bus: Option<&dyn StatusBus>,
     now: f64,
     deadline: Option<Instant>,
 ) -> Result<RelaySummary, DriverError> {
     let settled_before = now - RELAY_SETTLE_SECONDS;
-    let summary = relay_pending_until(store, queue, deadline, settled_before, RelayBounds::default()).await?;
+    let summary = relay_pending_until(
+        store,
+        queue,
+        bus,
+        deadline,
+        settled_before,
+        RelayBounds::default(),
+    )
+    .await?;
     summary.metrics().emit();
     Ok(summary)
 }

@@ -79,7 +79,7 @@ pub async fn sweep(
     queue: &dyn Queue,
     now: f64,
 ) -> Result<SweepSummary, DriverError> {
-    stm_store::aws::as_function("sweeper", async {
+    stm_aws::as_function("sweeper", async {
         let due = store.due_timers(now).await?;
         let mut summary = SweepSummary {
             due: due.len(),

@@ -140,7 +140,7 @@ impl Default for WorkerSettings {
 /// still finish (and its commit be acknowledged) before Lambda's deadline.
 /// `shared/deploytest/tests/template/functions.rs` checks it fits inside the worker's timeout.
 pub fn record_reserve(action_timeout: Duration) -> Duration {
-    action_timeout + stm_store::aws::OPERATION_TIMEOUT
+    action_timeout + stm_aws::OPERATION_TIMEOUT
 }
 
 /// The worker: the driver, the queue, the settings. Build once per process.
@@ -151,6 +151,8 @@ pub struct Worker {
     pub settings: WorkerSettings,
     /// Precise timers: where the doorbells for near timers go (`None`: the sweep only).
     pub doorbell: Option<Arc<dyn Doorbell>>,
+    /// Where the inline flush puts status events (`None`: they wait for the relay).
+    pub status_bus: Option<Arc<dyn crate::status::StatusBus>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -159,6 +161,7 @@ impl std::fmt::Debug for Worker {
             .field("driver", &self.driver)
             .field("settings", &self.settings)
             .field("doorbell", &self.doorbell.is_some())
+            .field("status_bus", &self.status_bus)
             .finish_non_exhaustive()
     }
 }
@@ -170,7 +173,15 @@ impl Worker {
             queue,
             settings,
             doorbell: None,
+            status_bus: None,
         }
+    }
+
+    /// Put the status events its commits write ([`crate::status`]) on `bus` in the inline
+    /// flush, as it publishes their other rows.
+    pub fn with_status_bus(mut self, bus: Arc<dyn crate::status::StatusBus>) -> Self {
+        self.status_bus = Some(bus);
+        self
     }
 
     /// Ring a doorbell for every timer a commit arms within the next 15 minutes
@@ -214,7 +225,7 @@ impl Worker {
     /// `record_reserve` is left before `deadline`, the records not started yet are
     /// reported [`Failed::OutOfTime`].
     pub async fn handle_batch_until(&self, records: &[Record], deadline: Option<Instant>) -> BatchOutcome {
-        let work = stm_store::aws::as_function("worker", async {
+        let work = stm_aws::as_function("worker", async {
             let mut outcome = BatchOutcome::default();
             // group -> the delay its failed record was released with. A local: it must die
             // with this invocation (Powertools TypeScript issue 3673 kept it in the processor
@@ -291,7 +302,7 @@ impl Worker {
             outcome
         });
         // no store retry starts that could outlast the invocation
-        stm_store::aws::within_deadline(deadline, work).await
+        stm_aws::within_deadline(deadline, work).await
     }
 
     /// Less than one record's reserve left before `deadline`.
@@ -539,7 +550,14 @@ impl Worker {
         flushed: &mut RelaySummary,
         failure: impl FnOnce(usize) -> RecordError,
     ) -> Result<RelaySummary, Failed> {
-        let summary = relay::deliver(self.driver.store.as_ref(), self.queue.as_ref(), spawns, outbox).await;
+        let summary = relay::deliver(
+            self.driver.store.as_ref(),
+            self.queue.as_ref(),
+            self.status_bus.as_deref(),
+            spawns,
+            outbox,
+        )
+        .await;
         flushed.add(&summary);
         if summary.failed > 0 {
             return Err(Failed::Retryable(Cause::new(failure(summary.failed))));
@@ -617,10 +635,7 @@ mod tests {
     #[test]
     fn the_record_reserve_covers_one_stalled_action_and_one_stalled_call() {
         let reserve = WorkerSettings::default().record_reserve;
-        assert_eq!(
-            reserve,
-            Duration::from_secs(10) + stm_store::aws::OPERATION_TIMEOUT
-        );
+        assert_eq!(reserve, Duration::from_secs(10) + stm_aws::OPERATION_TIMEOUT);
         assert_eq!(record_reserve(Duration::from_secs(3)), Duration::from_secs(15));
     }
 }

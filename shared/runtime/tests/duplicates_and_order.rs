@@ -265,11 +265,11 @@ impl Harness {
         let cut = rng.below((spawns.len() + outbox.len()) as u64 + 1) as usize;
         let (cut_s, cut_o) = (cut.min(spawns.len()), cut.saturating_sub(spawns.len()));
         // relay A, first part
-        let a1 = relay::deliver(store, queue, &spawns[..cut_s], &outbox[..cut_o]).await;
+        let a1 = relay::deliver(store, queue, None, &spawns[..cut_s], &outbox[..cut_o]).await;
         // relay B, everything it read (including what A already acked)
-        let b = relay::deliver(store, queue, &spawns, &outbox).await;
+        let b = relay::deliver(store, queue, None, &spawns, &outbox).await;
         // relay A, the rest
-        let a2 = relay::deliver(store, queue, &spawns[cut_s..], &outbox[cut_o..]).await;
+        let a2 = relay::deliver(store, queue, None, &spawns[cut_s..], &outbox[cut_o..]).await;
         self.counts.relay_republished += spawns.len() + outbox.len();
         a1.forwarded + b.forwarded + a2.forwarded
     }

@@ -253,14 +253,14 @@ async fn purge_over_dynamodb_leaves_nothing_harel_can_find() {
     let store = parts.store.as_ref();
     let before = members(store, "d1").await;
     assert_eq!(before.len(), 3);
-    stm_store::aws::as_function("purger", refusals(&stack)).await;
+    stm_aws::as_function("purger", refusals(&stack)).await;
 
     let dir = std::env::temp_dir().join(format!("stm-purge-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("archive.jsonl");
     let _ = std::fs::remove_file(&path);
     let mut archive = JsonlArchive::open(&path).expect("archive");
-    let report = stm_store::aws::as_function(
+    let report = stm_aws::as_function(
         "purger",
         purge::purge_finished(store, &options(false), Some(&mut archive), &mut |_| {}),
     )

@@ -64,7 +64,7 @@ async fn the_relay_starts_no_page_it_cannot_finish_before_the_deadline() {
     // how long a page takes here: a whole backlog, no deadline
     backlog(&store, "calibrate").await;
     let started = Instant::now();
-    let all = relay::relay_pending_until(store.as_ref(), &queue, None, f64::INFINITY, bounds())
+    let all = relay::relay_pending_until(store.as_ref(), &queue, None, None, f64::INFINITY, bounds())
         .await
         .expect("relay");
     let page = started.elapsed() / (ROWS / PAGE) as u32;
@@ -74,9 +74,16 @@ async fn the_relay_starts_no_page_it_cannot_finish_before_the_deadline() {
     backlog(&store, "timed").await;
     let started = Instant::now();
     let deadline = started + page * 3 / 2;
-    let first = relay::relay_pending_until(store.as_ref(), &queue, Some(deadline), f64::INFINITY, bounds())
-        .await
-        .expect("relay");
+    let first = relay::relay_pending_until(
+        store.as_ref(),
+        &queue,
+        None,
+        Some(deadline),
+        f64::INFINITY,
+        bounds(),
+    )
+    .await
+    .expect("relay");
     let ended = Instant::now();
     assert!(
         ended <= deadline,
@@ -90,7 +97,7 @@ async fn the_relay_starts_no_page_it_cannot_finish_before_the_deadline() {
 
     // the next run forwards the rest, once each
     strict.normal_speed(&prefix);
-    let rest = relay::relay_pending_until(store.as_ref(), &queue, None, f64::INFINITY, bounds())
+    let rest = relay::relay_pending_until(store.as_ref(), &queue, None, None, f64::INFINITY, bounds())
         .await
         .expect("relay");
     assert_eq!(first.forwarded + rest.forwarded, ROWS, "{first:?} then {rest:?}");

@@ -132,7 +132,6 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::Client;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
-use crate::aws::{CallCounter, Readable};
 use crate::{StoreError, DEFAULT_PREFIX, DEFAULT_TRACE_MAX};
 pub use due::{timer_shard, SweepStats, DEFAULT_TIMER_FULL_SCAN_INTERVAL};
 use item::{s, Item};
@@ -141,6 +140,7 @@ pub use schema::{
     table_specs, IndexSpec, KeyAttr, KeyType, Projection, TableSpec, STATE_INDEX, STATE_SHARDS,
     TIMER_DUE_INDEX, TIMER_SHARDS, TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE,
 };
+use stm_aws::{CallCounter, Readable};
 
 /// DynamoDB's item size limit.
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;

@@ -4,7 +4,7 @@
 //! `dynamodb`, harel's DynamoDB tables exactly). The contract suite that both pass lives in
 //! `contract` (feature `contract`).
 //!
-//! Feature `aws` (default): the DynamoDB store and the SDK side of [`aws`]. Without it the
+//! Feature `aws` (default): the DynamoDB store, over the SDK plumbing of `stm_aws`. Without it the
 //! crate compiles no AWS SDK crate, so the embedded runner (`stm run`: `MemoryStore` and
 //! the driver) builds in about a minute instead of a quarter of an hour on two cores.
 //!
@@ -13,7 +13,6 @@
 //! by the execution's version (optimistic concurrency), so a stale writer leaks
 //! nothing: no outbox entry, spawn, dedupe mark, timer or trace step.
 
-pub mod aws;
 #[cfg(feature = "contract")]
 pub mod contract;
 mod dedupe;
@@ -26,7 +25,6 @@ pub mod states;
 use async_trait::async_trait;
 use stm_core::{Event, Execution, Map, Status};
 
-pub use aws::CallCounter;
 pub use dedupe::{DedupeMarks, RECENT_MARKS};
 #[cfg(feature = "aws")]
 pub use dynamodb::{table_specs, CreateOptions, DynamoDbStore, RetryPolicy, TableSpec};
@@ -83,6 +81,43 @@ pub enum TimerOp {
     Schedule { path: String, fire_at: f64 },
     /// Disarm it.
     Cancel { path: String },
+}
+
+impl TimerOp {
+    /// The state path of the timer it arms or disarms.
+    pub fn path(&self) -> &str {
+        match self {
+            TimerOp::Schedule { path, .. } | TimerOp::Cancel { path } => path,
+        }
+    }
+
+    /// `ops` with only the last op per path kept, in the order of those last ops: one
+    /// DynamoDB transaction may touch an item only once, and the last op is what the
+    /// commit means for that timer.
+    ///
+    /// ```
+    /// use stm_store::TimerOp;
+    /// let ops = vec![
+    ///     TimerOp::Schedule { path: "A".into(), fire_at: 1.0 },
+    ///     TimerOp::Schedule { path: "B".into(), fire_at: 2.0 },
+    ///     TimerOp::Cancel { path: "A".into() },
+    /// ];
+    /// assert_eq!(
+    ///     TimerOp::last_per_path(ops),
+    ///     vec![
+    ///         TimerOp::Schedule { path: "B".into(), fire_at: 2.0 },
+    ///         TimerOp::Cancel { path: "A".into() },
+    ///     ]
+    /// );
+    /// ```
+    pub fn last_per_path(ops: impl IntoIterator<Item = TimerOp>) -> Vec<TimerOp> {
+        let mut out: Vec<TimerOp> = Vec::new();
+        for op in ops {
+            out.retain(|o| o.path() != op.path());
+            out.push(op);
+        }
+        out
+    }
 }
 
 /// A child execution to create: committed with its parent, created by the relay.

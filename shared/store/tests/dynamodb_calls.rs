@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 
 use serde_json::json;
+use stm_aws::CallCounter;
 use stm_core::{Event, Execution, Map};
-use stm_store::{CallCounter, Commit, CreateOptions, DynamoDbStore, ExecutionStore, SpawnIntent, TimerOp};
+use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, SpawnIntent, TimerOp};
 
 async fn counted_store(prefix: &str) -> (DynamoDbStore, CallCounter) {
     let moto = stm_testkit::moto().await;

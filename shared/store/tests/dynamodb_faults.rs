@@ -507,7 +507,7 @@ async fn no_retry_starts_past_the_invocations_deadline() {
     let c = step(&mut e, "ev-1");
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     let started = std::time::Instant::now();
-    let result = stm_store::aws::within_deadline(Some(deadline), store.commit(&mut e, c)).await;
+    let result = stm_aws::within_deadline(Some(deadline), store.commit(&mut e, c)).await;
     match result {
         Err(StoreError::Retryable { message: msg, .. }) => assert!(
             msg.contains("Throttling")

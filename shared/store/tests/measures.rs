@@ -15,11 +15,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::json;
+use stm_aws::CallCounter;
 use stm_core::{Event, Execution, Map, Status};
 use stm_store::dynamodb::{DEFAULT_TIMER_FULL_SCAN_INTERVAL, RECENT_ATTRIBUTE, TIMER_SHARDS};
-use stm_store::{
-    CallCounter, Commit, CreateOptions, DedupeMarks, DynamoDbStore, ExecutionStore, SpawnIntent, TimerOp,
-};
+use stm_store::{Commit, CreateOptions, DedupeMarks, DynamoDbStore, ExecutionStore, SpawnIntent, TimerOp};
 
 fn obj(v: serde_json::Value) -> Map {
     match v {

@@ -356,7 +356,7 @@ async fn the_full_scan_schedule_is_shared_across_instances() {
 async fn a_table_without_the_index_is_swept_by_the_full_scan() {
     let moto = stm_testkit::moto().await;
     let prefix = stm_testkit::unique_prefix("noindex");
-    let config = stm_store::aws::sdk_config(Some(moto.endpoint()), stm_testkit::REGION).await;
+    let config = stm_aws::sdk_config(Some(moto.endpoint()), stm_testkit::REGION).await;
     let client = Client::new(&config);
     // harel's seven tables, no index (the seed's create_table)
     for spec in table_specs() {

@@ -57,9 +57,12 @@ pub struct Physical {
     pub tables: BTreeMap<String, String>,
     /// Queue URL -> logical id.
     pub queues: BTreeMap<String, String>,
+    /// EventBridge bus name -> logical id.
+    pub buses: BTreeMap<String, String>,
     /// Names not listed above, by the template's name patterns ([`Physical::from_template`]).
     table_patterns: Vec<(NamePattern, String)>,
     queue_patterns: Vec<(NamePattern, String)>,
+    bus_patterns: Vec<(NamePattern, String)>,
 }
 
 impl Physical {
@@ -93,6 +96,17 @@ impl Physical {
             .ok_or_else(|| anyhow!("a request names queue {name:?}, which template.yaml does not declare"))
     }
 
+    /// An EventBridge bus by name or ARN, by the template's name patterns.
+    fn bus(&self, name_or_arn: &str) -> Result<String> {
+        let name = name_or_arn.rsplit('/').next().unwrap_or(name_or_arn);
+        if let Some(id) = self.buses.get(name) {
+            return Ok(id.clone());
+        }
+        best_match(&self.bus_patterns, name).ok_or_else(|| {
+            anyhow!("a request names event bus {name:?}, which template.yaml does not declare")
+        })
+    }
+
     /// Exactly these names, nothing by pattern (the policies test names every resource).
     pub fn exact(tables: BTreeMap<String, String>, queues: BTreeMap<String, String>) -> Physical {
         Physical {
@@ -100,6 +114,12 @@ impl Physical {
             queues,
             ..Physical::default()
         }
+    }
+
+    /// And the bus named `name` is the template's `logical`.
+    pub fn with_bus(mut self, name: impl Into<String>, logical: impl Into<String>) -> Physical {
+        self.buses.insert(name.into(), logical.into());
+        self
     }
 
     /// Names mapped by the template's name patterns: every `TableName` and `QueueName` of
@@ -112,6 +132,7 @@ impl Physical {
         for (kind, property, into) in [
             ("AWS::DynamoDB::Table", "TableName", &mut physical.table_patterns),
             ("AWS::SQS::Queue", "QueueName", &mut physical.queue_patterns),
+            ("AWS::Events::EventBus", "Name", &mut physical.bus_patterns),
         ] {
             for id in template.of_type(kind) {
                 let Ok(props) = template.properties(&id) else {
@@ -214,6 +235,7 @@ fn best_match(patterns: &[(NamePattern, String)], name: &str) -> Option<String> 
 
 const DYNAMODB: &str = "DynamoDB_20120810";
 const SQS: &str = "AmazonSQS";
+const EVENTS: &str = "AWSEvents";
 
 /// The IAM grants the recorded requests need.
 pub fn required(records: &[Recorded], physical: &Physical) -> Result<BTreeSet<Grant>> {
@@ -225,7 +247,7 @@ pub fn required(records: &[Recorded], physical: &Physical) -> Result<BTreeSet<Gr
 }
 
 /// The IAM grants one request needs: `service` is the `X-Amz-Target` prefix
-/// (`DynamoDB_20120810`, `AmazonSQS`), `operation` the part after the dot.
+/// (`DynamoDB_20120810`, `AmazonSQS`, `AWSEvents`), `operation` the part after the dot.
 pub fn required_by(service: &str, op: &str, body: &Value, physical: &Physical) -> Result<BTreeSet<Grant>> {
     let mut out = BTreeSet::new();
     match service {
@@ -285,6 +307,15 @@ pub fn required_by(service: &str, op: &str, body: &Value, physical: &Physical) -
             };
             let action = op.strip_suffix("Batch").unwrap_or(op);
             out.insert((format!("sqs:{action}"), resource));
+        }
+        EVENTS => {
+            // EventBridge authorizes each entry on the bus it names (the default bus when
+            // it names none)
+            let entries = body["Entries"].as_array().map_or(&[][..], Vec::as_slice);
+            for entry in entries {
+                let bus = entry["EventBusName"].as_str().unwrap_or("default");
+                out.insert((format!("events:{op}"), physical.bus(bus)?));
+            }
         }
         other => bail!("a request to an unexpected service {other:?} ({op})"),
     }

@@ -252,8 +252,8 @@ fn the_sdk_and_action_timeouts_fit_inside_the_function_timeouts() {
         .get("STM_ACTION_TIMEOUT_SECONDS")
         .map(|v| std::time::Duration::from_secs_f64(v.parse().expect("seconds")))
         .unwrap_or(stm_runtime::remote::DEFAULT_TIMEOUT);
-    let operation = stm_store::aws::OPERATION_TIMEOUT;
-    assert!(stm_store::aws::ATTEMPT_TIMEOUT < operation);
+    let operation = stm_aws::OPERATION_TIMEOUT;
+    assert!(stm_aws::ATTEMPT_TIMEOUT < operation);
     let reserve = stm_runtime::worker::record_reserve(action);
     assert!(
         reserve >= action + operation,

@@ -103,11 +103,11 @@ pub async fn aws_clients(
     endpoint_url: Option<&str>,
     region: &str,
 ) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
-    let sdk = stm_store::aws::sdk_config(endpoint_url, region).await;
+    let sdk = stm_aws::sdk_config(endpoint_url, region).await;
     // what `DynamoDbStore::create_with` and `SqsQueue::client` add to the shared config
     let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
     let mut sqs = aws_sdk_sqs::config::Builder::from(&sdk);
-    if let Some(tag) = stm_store::aws::function_tag() {
+    if let Some(tag) = stm_aws::function_tag() {
         dynamodb.push_interceptor(tag.clone());
         sqs.push_interceptor(tag);
     }
@@ -260,6 +260,9 @@ pub struct FunctionContext {
     pub driver: Driver,
     /// The precise-timer doorbell queue, when `STM_TIMER_QUEUE_URL` is set.
     pub doorbell: Option<Arc<crate::doorbell::SqsDoorbell>>,
+    /// The status bus (`STM_EVENT_BUS`), when `STM_STATUS_EVENTS` is not `none`: the
+    /// worker's inline flush and the relay put status events there.
+    pub status_bus: Option<Arc<crate::status::EventBridgeBus>>,
 }
 
 impl std::fmt::Debug for FunctionContext {
@@ -320,6 +323,15 @@ impl FunctionContext {
             ))
         });
         let driver = driver(&config, store.clone(), definitions, actions)?;
+        let status_bus = match (&config.event_bus, config.status_events) {
+            (Some(bus), level) if level != crate::status::StatusEvents::None => {
+                let client =
+                    crate::status::EventBridgeBus::client(config.endpoint_url.as_deref(), &config.region)
+                        .await;
+                Some(Arc::new(crate::status::EventBridgeBus::new(client, bus.clone())))
+            }
+            _ => None,
+        };
         let built = started.elapsed();
         // where a cold start's time goes, for `lambda-smoke --breakdown`
         tracing::debug!(
@@ -335,6 +347,7 @@ impl FunctionContext {
             queue,
             driver,
             doorbell,
+            status_bus,
         };
         Ok((context, check))
     }
@@ -346,10 +359,13 @@ impl FunctionContext {
             coalesce: self.config.coalesce,
             ..crate::worker::WorkerSettings::default()
         };
-        let worker = crate::worker::Worker::new(self.driver.clone(), self.queue.clone(), settings);
-        match &self.doorbell {
-            Some(doorbell) => worker.with_doorbell(doorbell.clone()),
-            None => worker,
+        let mut worker = crate::worker::Worker::new(self.driver.clone(), self.queue.clone(), settings);
+        if let Some(doorbell) = &self.doorbell {
+            worker = worker.with_doorbell(doorbell.clone());
         }
+        if let Some(bus) = &self.status_bus {
+            worker = worker.with_status_bus(bus.clone());
+        }
+        worker
     }
 }

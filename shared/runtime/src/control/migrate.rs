@@ -95,7 +95,7 @@ impl Control {
         map: &PathMap,
         dry_run: bool,
     ) -> Result<Vec<Migration>, DriverError> {
-        stm_store::aws::as_function("operator", async {
+        stm_aws::as_function("operator", async {
             for _ in 0..RETRIES {
                 let plans = self.plan_migration(id, to_version, map).await?;
                 if dry_run {

@@ -64,7 +64,7 @@ impl Control {
     /// says why it cannot be). An execution in any other status is left as it is, as
     /// harel does. The next event or timer moves it on.
     pub async fn redrive(&self, id: &str, target: &str) -> Result<(), DriverError> {
-        stm_store::aws::as_function("operator", async {
+        stm_aws::as_function("operator", async {
             for _ in 0..RETRIES {
                 let mut exe = self.load(id).await?;
                 if exe.status != Status::Failed {

@@ -28,7 +28,7 @@ pub async fn handle_doorbells(
     now: &(dyn Fn() -> f64 + Send + Sync),
     doorbells: Option<&dyn Queue>,
 ) -> (Vec<String>, SweepSummary) {
-    stm_store::aws::as_function("sweeper", async {
+    stm_aws::as_function("sweeper", async {
         let mut timers = Vec::new();
         for record in records {
             let id = (

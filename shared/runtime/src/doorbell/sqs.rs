@@ -48,7 +48,7 @@ impl SqsDoorbell {
             .map_err(|e| {
                 let message = format!(
                     "cannot create the timer doorbell queue {name}: {}",
-                    stm_store::aws::Readable(&e)
+                    stm_aws::Readable(&e)
                 );
                 DriverError::from(crate::config::ConfigError::Deployment {
                     message,
@@ -115,7 +115,7 @@ impl Doorbell for SqsDoorbell {
                     failed += out.failed().len();
                 }
                 Err(err) => {
-                    tracing::warn!(error = %stm_store::aws::Readable(&err), "timer doorbells not sent; the sweep will fire the timers");
+                    tracing::warn!(error = %stm_aws::Readable(&err), "timer doorbells not sent; the sweep will fire the timers");
                     failed += chunk.len();
                 }
             }

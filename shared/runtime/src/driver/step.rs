@@ -289,7 +289,8 @@ impl Driver {
                     actions,
                     ..Collected::default()
                 };
-                let failure = self.finish_step(exe, event, before.active_path.clone(), undone);
+                let failure =
+                    self.finish_step(exe, event, (before.status, before.active_path.clone()), undone);
                 self.commit_prepared(exe, failure).await
             }
             other => other,
@@ -305,7 +306,7 @@ impl Driver {
         event: Option<&Event>,
         before: &Execution,
     ) -> Result<PreparedStep, DriverError> {
-        let from_path = exe.active_path.clone();
+        let from = (before.status, exe.active_path.clone());
         let mut keys = ActionKeys::new(&exe.id, event.map_or("start", |e| e.id.as_str()));
         let mut collected = self.drive(defn, exe, event, &mut keys, None)?;
         if let Err(err) = check_step_messages(&exe.id, &collected.emits, &collected.spawns) {
@@ -324,7 +325,7 @@ impl Driver {
                 ..Collected::default()
             };
         }
-        Ok(self.finish_step(exe, event, from_path, collected))
+        Ok(self.finish_step(exe, event, from, collected))
     }
 
     /// [`prepare_step`](Self::prepare_step), unless `event` is a stale `Timeout`
@@ -346,7 +347,7 @@ impl Driver {
                     ignored: Some(reason),
                     ..Collected::default()
                 };
-                Ok(self.finish_step(exe, event, exe.active_path.clone(), ignored))
+                Ok(self.finish_step(exe, event, (exe.status, exe.active_path.clone()), ignored))
             }
             None => self.prepare_step(defn, exe, event, before),
         }
@@ -413,10 +414,15 @@ impl Driver {
         &self,
         exe: &mut Execution,
         event: Option<&Event>,
-        from_path: Option<String>,
-        collected: Collected,
+        from: (Status, Option<String>),
+        mut collected: Collected,
     ) -> PreparedStep {
         let now = self.clock.now();
+        let (from_status, from_path) = from;
+        // the status event rides in the same commit as the change it announces
+        if let Some(notice) = crate::status::notice(self.status_events, from_status, exe, now) {
+            collected.emits.push((None, notice));
+        }
         let traces = if self.trace {
             vec![trace_step(event, from_path, exe, &collected, now)]
         } else {

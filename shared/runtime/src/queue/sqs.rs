@@ -44,7 +44,7 @@ fn sqs_error<E>(operation: &str, err: E) -> QueueError
 where
     E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    let message = stm_store::aws::Readable(&err).to_string();
+    let message = stm_aws::Readable(&err).to_string();
     QueueError::from_client(operation, message, err)
 }
 
@@ -161,9 +161,9 @@ impl SqsQueue {
         region: &str,
         profile: Option<&str>,
     ) -> aws_sdk_sqs::Client {
-        let config = stm_store::aws::sdk_config_with_profile(endpoint_url, region, profile).await;
+        let config = stm_aws::sdk_config_with_profile(endpoint_url, region, profile).await;
         let mut builder = aws_sdk_sqs::config::Builder::from(&config);
-        if let Some(tag) = stm_store::aws::function_tag() {
+        if let Some(tag) = stm_aws::function_tag() {
             builder.push_interceptor(tag);
         }
         aws_sdk_sqs::Client::from_conf(builder.build())
@@ -432,7 +432,7 @@ impl SqsQueue {
             .await;
         match sent {
             Err(err) => {
-                let text = stm_store::aws::Readable(&err).to_string();
+                let text = stm_aws::Readable(&err).to_string();
                 tracing::warn!(error = %text, messages = chunk.len(), "SendMessageBatch failed");
                 whole_chunk_failed(chunk, "SendMessageBatch", &text)
             }
@@ -501,7 +501,7 @@ impl Queue for SqsQueue {
             .customize()
             // a long poll waits longer than any other call is allowed to take
             .config_override(aws_sdk_sqs::config::Builder::default().timeout_config(
-                stm_store::aws::long_poll_timeout(std::time::Duration::from_secs(
+                stm_aws::long_poll_timeout(std::time::Duration::from_secs(
                     u64::try_from(wait_seconds.max(0)).unwrap_or(0),
                 )),
             ))

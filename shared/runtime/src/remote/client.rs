@@ -175,8 +175,7 @@ impl Clients {
         let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build(connector);
         let lambda = if needs_lambda {
-            let config =
-                stm_store::aws::sdk_config(settings.lambda_endpoint_url.as_deref(), &settings.region).await;
+            let config = stm_aws::sdk_config(settings.lambda_endpoint_url.as_deref(), &settings.region).await;
             Some(aws_sdk_lambda::Client::new(&config))
         } else {
             None
@@ -229,11 +228,7 @@ impl Clients {
             .map_err(|e| {
                 ActionError::new(
                     "RemoteActionError",
-                    format!(
-                        "{} could not be invoked: {}",
-                        target(),
-                        stm_store::aws::Readable(&e)
-                    ),
+                    format!("{} could not be invoked: {}", target(), stm_aws::Readable(&e)),
                 )
             })?;
         let payload = out

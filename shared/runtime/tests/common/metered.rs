@@ -66,7 +66,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use stm_core::{Execution, Map, Value};
+use stm_core::{Execution, Map};
 use stm_runtime::{Clock, ManualClock};
 // DynamoDB's limits and the store's constants, as the DynamoDB store has them
 use stm_store::dynamodb::{
@@ -78,6 +78,13 @@ use stm_store::{
     PendingSeq, SpawnEntry, StoreError, TimerOp, Written,
 };
 use stm_testkit::meter::PartitionMeter;
+
+// this file is loaded by `#[path]`, so its child needs one too
+#[path = "metered/sizes.rs"]
+mod sizes;
+use sizes::{
+    exe_item_bytes, mark_bytes, outbox_row_bytes, spawn_row_bytes, timer_bytes, trace_row_bytes, RowBook,
+};
 
 pub const EXECUTIONS: &str = "executions";
 pub const PROCESSED: &str = "processed";
@@ -117,95 +124,6 @@ pub struct MeteredStore {
     timer_bytes: Mutex<(usize, usize)>,
     /// When the last sweep's share of the full scan was charged.
     last_sweep: Mutex<Option<f64>>,
-}
-
-/// The pending rows as the meter sizes them.
-#[derive(Debug, Default)]
-struct RowBook {
-    /// (table, seq) -> the row's size.
-    sizes: HashMap<(&'static str, i64), usize>,
-    /// table -> the pending rows' bytes in all.
-    bytes: HashMap<&'static str, usize>,
-    /// execution id -> the seqs of its last commit that wrote rows.
-    last_block: HashMap<String, Written>,
-}
-
-impl RowBook {
-    fn add(&mut self, table: &'static str, seq: i64, bytes: usize) {
-        if let Some(old) = self.sizes.insert((table, seq), bytes) {
-            *self.bytes.entry(table).or_default() -= old;
-        }
-        *self.bytes.entry(table).or_default() += bytes;
-    }
-
-    /// The row's size, forgotten (0 if it was not pending).
-    fn remove(&mut self, table: &'static str, seq: i64) -> usize {
-        let bytes = self.sizes.remove(&(table, seq)).unwrap_or(0);
-        if let Some(total) = self.bytes.get_mut(table) {
-            *total -= bytes;
-        }
-        bytes
-    }
-
-    fn size(&self, table: &'static str, seq: i64) -> usize {
-        self.sizes.get(&(table, seq)).copied().unwrap_or(0)
-    }
-
-    fn table_bytes(&self, table: &'static str) -> usize {
-        self.bytes.get(table).copied().unwrap_or(0)
-    }
-}
-
-fn exe_item_bytes(exe: &Execution) -> usize {
-    exe.to_json().len() + exe.id.len() + exe.definition_id.len() + 80
-}
-
-fn mark_bytes(id: &str, event_id: &str) -> usize {
-    "execution_id".len() + id.len() + "event_id".len() + event_id.len()
-}
-
-fn outbox_row_bytes(target: Option<&str>, event_json: usize) -> usize {
-    24 + "target_id".len() + target.map_or(1, str::len) + "event".len() + event_json
-}
-
-fn spawn_row_bytes(parent: &str, child: &str, root: &str, context: &Map) -> usize {
-    let ctx = stm_core::pyjson::dumps(&Value::Object(context.clone())).len();
-    24 + "parent_id".len()
-        + parent.len()
-        + "child_id".len()
-        + child.len()
-        + "root_path".len()
-        + root.len()
-        + "context".len()
-        + ctx
-}
-
-fn timer_bytes(id: &str, path: &str) -> usize {
-    "execution_id".len() + id.len() + "path".len() + path.len() + "fire_at".len() + 18 + "due_shard".len() + 6
-}
-
-fn trace_row_bytes(id: &str, entry: &Map) -> usize {
-    "execution_id".len()
-        + id.len()
-        + "idx".len()
-        + 8
-        + "entry".len()
-        + stm_core::pyjson::dumps(&Value::Object(entry.clone())).len()
-}
-
-/// The timer ops with only the last op per path kept (one transaction touches an item
-/// once: the DynamoDB store's `collapse_timers`).
-fn collapse_timers(ops: &[TimerOp]) -> Vec<TimerOp> {
-    let path = |op: &TimerOp| match op {
-        TimerOp::Schedule { path, .. } | TimerOp::Cancel { path } => path.clone(),
-    };
-    let mut out: Vec<TimerOp> = Vec::with_capacity(ops.len());
-    for op in ops {
-        let p = path(op);
-        out.retain(|o| path(o) != p);
-        out.push(op.clone());
-    }
-    out
 }
 
 impl MeteredStore {
@@ -371,7 +289,7 @@ impl MeteredStore {
         let others = 1
             + commit.emits.len()
             + commit.processed_event_ids.len()
-            + collapse_timers(&commit.timers).len()
+            + TimerOp::last_per_path(commit.timers.iter().cloned()).len()
             + commit.traces.len() * 2;
         // past a transaction's items the store packs the spawn intents into rows of up to
         // ~350 KB each (`more_spawns`): count those rows (the charges below stay one row
@@ -491,7 +409,7 @@ impl ExecutionStore for MeteredStore {
         exe.version -= 1;
         self.check_limits(exe, exe_bytes, &commit)?;
         let id = exe.id.clone();
-        let timers = collapse_timers(&commit.timers);
+        let timers = TimerOp::last_per_path(commit.timers.iter().cloned());
         let mut timers_before = Vec::with_capacity(timers.len());
         for op in &timers {
             let path = match op {

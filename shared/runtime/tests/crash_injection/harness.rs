@@ -189,6 +189,7 @@ impl Harness {
             self.crashing_store.as_ref(),
             self.crashing_queue.as_ref(),
             None,
+            None,
             f64::INFINITY,
             bounds,
         )

@@ -147,7 +147,7 @@ impl DynamoDbStore {
                         return Err(StoreError::retryable(format!("{msg} (after {attempt} attempts)")));
                     }
                     let pause = self.retry.backoff(attempt);
-                    if !crate::aws::time_for(pause + crate::aws::OPERATION_TIMEOUT) {
+                    if !stm_aws::time_for(pause + stm_aws::OPERATION_TIMEOUT) {
                         // another attempt could outlast the invocation: SQS redelivers
                         // the record instead, with all its time
                         return Err(StoreError::retryable(format!(

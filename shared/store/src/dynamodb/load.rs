@@ -169,7 +169,7 @@ impl DynamoDbStore {
                 Some(rest) if !rest.is_empty() => {
                     let pause = self.retry.backoff(attempt);
                     if attempt >= self.retry.max_attempts.max(1)
-                        || !crate::aws::time_for(pause + crate::aws::OPERATION_TIMEOUT)
+                        || !stm_aws::time_for(pause + stm_aws::OPERATION_TIMEOUT)
                     {
                         return Err(StoreError::retryable(format!(
                             "BatchGetItem left keys unprocessed after {attempt} attempts"

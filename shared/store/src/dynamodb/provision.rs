@@ -14,8 +14,8 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use super::schema::{table_specs, KeyAttr, KeyType, Projection, TableSpec, TIMER_DUE_INDEX};
 use super::{build_err, sdk_error, CreateOptions, DynamoDbStore};
-use crate::aws::sdk_config_with_profile;
 use crate::StoreError;
+use stm_aws::sdk_config_with_profile;
 
 impl DynamoDbStore {
     /// Build a client for `endpoint_url` (an emulator, with dummy credentials) or real AWS
@@ -33,7 +33,7 @@ impl DynamoDbStore {
     ) -> Result<Self, StoreError> {
         let config = sdk_config_with_profile(endpoint_url, region, options.profile.as_deref()).await;
         let mut builder = aws_sdk_dynamodb::config::Builder::from(&config);
-        if let Some(tag) = crate::aws::function_tag() {
+        if let Some(tag) = stm_aws::function_tag() {
             builder.push_interceptor(tag);
         }
         if let Some(retry) = options.sdk_retry {

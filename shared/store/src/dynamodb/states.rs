@@ -182,7 +182,7 @@ async fn query_shard(
                         "the executions table {table} has no {STATE_INDEX} this caller may read ({}): \
                          a table made by harel or before the index needs it added, and the caller \
                          the template's OperatorPolicy (the book's deploy chapter)",
-                        crate::aws::Readable(&err)
+                        stm_aws::Readable(&err)
                     )));
                 }
                 Err(err) => {

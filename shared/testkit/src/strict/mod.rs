@@ -20,9 +20,11 @@
 //!   action per item),
 //!   reserved words used bare in any expression, `ConsistentRead` on a GSI, `BatchGetItem`
 //!   ≤ 100 keys, `BatchWriteItem` ≤ 25, `ClientRequestToken` ≤ 36 characters.
+//! - **EventBridge** ([`events`]): `PutEvents` with 1-10 entries under 256 KB in all, each
+//!   detail a JSON object and no `aws.` source (such an entry fails alone, as on AWS).
 //!
 //! The principal is the port's, or, on the harness port, the function the code says it runs
-//! (`x-stm-function`, set by `stm_store::aws::as_function` under an emulator): the worker's,
+//! (`x-stm-function`, set by `stm_aws::as_function` under an emulator): the worker's,
 //! relay's, sweeper's and operator's entry points scope themselves, so every path any suite
 //! walks is checked against the role it needs on AWS, even where a test shares one client
 //! between functions. Requests to other services (Lambda, moto's own API) pass through
@@ -53,6 +55,7 @@
 //! `rules.rs` is the registry of rule names ([`RULES`]).
 
 pub mod dynamodb;
+pub mod events;
 pub mod index_lag;
 pub mod retention;
 pub mod sqs;

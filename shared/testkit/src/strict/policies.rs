@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::principal::Principal;
-use super::wire::SQS_TARGET;
+use super::wire::{EVENTS_TARGET, SQS_TARGET};
 use crate::iam::{self, Grant, Physical};
 use crate::template::Template;
 
@@ -57,16 +57,21 @@ impl Policies {
 }
 
 fn service_prefix(service: &str) -> &'static str {
-    if service == SQS_TARGET {
-        "sqs"
-    } else {
-        "dynamodb"
+    match service {
+        SQS_TARGET => "sqs",
+        EVENTS_TARGET => "events",
+        _ => "dynamodb",
     }
 }
 
 /// A readable ARN for a denied resource (the logical id with the physical name the
 /// request used, when there is one).
 fn arn_of(logical: &str, service: &str, body: &Value) -> String {
+    if service == EVENTS_TARGET {
+        let bus = body["Entries"][0]["EventBusName"].as_str().unwrap_or("default");
+        let name = bus.rsplit('/').next().unwrap_or(bus);
+        return format!("arn:aws:events:us-east-1:123456789012:event-bus/{name} ({logical})");
+    }
     if service == SQS_TARGET {
         let name = body["QueueUrl"]
             .as_str()

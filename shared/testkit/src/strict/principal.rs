@@ -42,7 +42,7 @@ impl Principal {
         }
     }
 
-    /// The principal whose code calls itself `function` (`stm_store::aws::as_function`).
+    /// The principal whose code calls itself `function` (`stm_aws::as_function`).
     pub fn of_function(function: &str) -> Option<Principal> {
         match function {
             "worker" => Some(Principal::Worker),

@@ -23,6 +23,7 @@ pub struct Refusal {
 pub(super) enum Service {
     DynamoDb,
     Sqs,
+    Events,
 }
 
 impl Refusal {
@@ -33,6 +34,17 @@ impl Refusal {
             message,
             rule,
             service: Service::Sqs,
+            reasons: None,
+        }
+    }
+
+    pub(crate) fn events_validation(rule: &'static str, message: String) -> Refusal {
+        Refusal {
+            status: 400,
+            code: "ValidationException".into(),
+            message,
+            rule,
+            service: Service::Events,
             reasons: None,
         }
     }
@@ -143,6 +155,8 @@ impl Refusal {
                     Some(format!("{other};Sender")),
                 ),
             },
+            // EventBridge's JSON 1.1 protocol: the bare code
+            Service::Events => (code.to_string(), None),
         };
         let mut body = json!({"__type": type_name, "message": self.message});
         if let Some(reasons) = &self.reasons {

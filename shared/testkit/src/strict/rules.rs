@@ -43,4 +43,8 @@ pub const RULES: &[&str] = &[
     "dynamodb.batch_get.keys",
     "dynamodb.batch_write.requests",
     "dynamodb.batch_write.duplicates",
+    "events.batch.entries",
+    "events.batch.bytes",
+    "events.entry.source",
+    "events.entry.detail",
 ];

@@ -8,11 +8,14 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
 use super::dynamodb::{self, Metering};
+use super::events;
 use super::principal::Principal;
 use super::refusal::{Refusal, Service};
 use super::shared::Shared;
 use super::sqs;
-use super::wire::{read_item, replace_body, split_response, DYNAMODB_TARGET, FUNCTION_HEADER, SQS_TARGET};
+use super::wire::{
+    read_item, replace_body, split_response, DYNAMODB_TARGET, EVENTS_TARGET, FUNCTION_HEADER, SQS_TARGET,
+};
 use crate::http::{forward, Conn};
 
 pub(super) async fn serve(
@@ -25,30 +28,32 @@ pub(super) async fn serve(
         return Ok(());
     };
     // a function's own port names it; on the harness port, the code says which function it
-    // runs (stm_store::aws::as_function, under an emulator)
+    // runs (stm_aws::as_function, under an emulator)
     let principal = match (principal, request.header(FUNCTION_HEADER)) {
         (Principal::Admin, Some(function)) => Principal::of_function(function).unwrap_or(Principal::Admin),
         _ => principal,
     };
     let target = request.header("x-amz-target").unwrap_or_default().to_string();
     let (service, operation) = target.split_once('.').unwrap_or(("", ""));
-    let checked = service == DYNAMODB_TARGET || service == SQS_TARGET;
+    let checked = service == DYNAMODB_TARGET || service == SQS_TARGET || service == EVENTS_TARGET;
     let body: Value = if checked {
         serde_json::from_slice(&request.body).unwrap_or(Value::Null)
     } else {
         Value::Null
     };
     let mut partial_failures = None;
+    // a PutEvents some of whose entries fail alone: the kept entries' indexes and the rest
+    let mut partial_events = None;
     // the key schemas of the tables a DynamoDB request names: for the check, then the meter
     let mut schemas = BTreeMap::new();
     if checked {
         let refusal = 'verdict: {
             if let Ok(policies) = &shared.policies {
                 if let Some((action, resource)) = policies.denied(principal, service, operation, &body) {
-                    let s = if service == SQS_TARGET {
-                        Service::Sqs
-                    } else {
-                        Service::DynamoDb
+                    let s = match service {
+                        SQS_TARGET => Service::Sqs,
+                        EVENTS_TARGET => Service::Events,
+                        _ => Service::DynamoDb,
                     };
                     break 'verdict Some(Refusal::access_denied(s, principal, &action, &resource));
                 }
@@ -78,6 +83,29 @@ pub(super) async fn serve(
                         }
                         request.body = sqs::keep_entries(&body, &keep).to_string().into_bytes();
                         partial_failures = Some(failed);
+                        None
+                    }
+                }
+            } else if service == EVENTS_TARGET {
+                match events::check(operation, &body) {
+                    events::Verdict::Forward => None,
+                    events::Verdict::Refuse(r) => Some(r),
+                    events::Verdict::Partial { keep, failed, rules } => {
+                        for rule in rules {
+                            shared.count(rule);
+                        }
+                        if keep.is_empty() {
+                            let text = events::merge(None, &keep, failed).to_string();
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.1\r\nx-amzn-RequestId: stm-strict-layer\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                text.len()
+                            );
+                            conn.stream().write_all(head.as_bytes()).await?;
+                            conn.stream().write_all(text.as_bytes()).await?;
+                            return conn.stream().shutdown().await;
+                        }
+                        request.body = events::keep_entries(&body, &keep).to_string().into_bytes();
+                        partial_events = Some((keep, failed));
                         None
                     }
                 }
@@ -163,6 +191,12 @@ pub(super) async fn serve(
         }
         if let Some(lagged) = lagged_answer {
             answer = replace_body(&answer, &lagged);
+        }
+    }
+    if let Some((keep, failed)) = partial_events {
+        if let Some((200, bytes)) = split_response(&answer) {
+            let moto: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+            answer = replace_body(&answer, &events::merge(Some(&moto), &keep, failed));
         }
     }
     let answer = match partial_failures {

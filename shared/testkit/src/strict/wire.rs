@@ -7,12 +7,13 @@ use serde_json::Value;
 use super::index_lag::{self, IndexLag};
 use crate::http::{forward, Request};
 
-/// The header in which the code under test names its function (stm-store's
-/// `aws::FUNCTION_HEADER`; the test kit does not depend on the SDK crates).
+/// The header in which the code under test names its function (`stm_aws::FUNCTION_HEADER`;
+/// the test kit does not depend on the crates under test).
 pub const FUNCTION_HEADER: &str = "x-stm-function";
 
 pub(super) const DYNAMODB_TARGET: &str = "DynamoDB_20120810";
 pub(super) const SQS_TARGET: &str = "AmazonSQS";
+pub(super) const EVENTS_TARGET: &str = "AWSEvents";
 
 /// A JSON request of ours to moto (the schema and attribute look-ups).
 pub(super) async fn ask_upstream(upstream: &str, target: &str, body: &Value) -> Option<Value> {

@@ -102,7 +102,7 @@ impl DynamoDbStore {
                 )
             })
             .collect();
-        let timers = collapse_timers(commit.timers.clone());
+        let timers = TimerOp::last_per_path(commit.timers.clone());
         let marks = if self.on_item() {
             0
         } else {
@@ -129,18 +129,4 @@ impl DynamoDbStore {
             recent: None,
         }
     }
-}
-
-/// The timer ops with only the last op per path kept, in the order of those last ops.
-fn collapse_timers(ops: Vec<TimerOp>) -> Vec<TimerOp> {
-    let path = |op: &TimerOp| match op {
-        TimerOp::Schedule { path, .. } | TimerOp::Cancel { path } => path.clone(),
-    };
-    let mut out: Vec<TimerOp> = Vec::with_capacity(ops.len());
-    for op in ops {
-        let p = path(&op);
-        out.retain(|o| path(o) != p);
-        out.push(op);
-    }
-    out
 }

@@ -8,10 +8,10 @@ use aws_sdk_dynamodb::types::{CancellationReason, ReturnValuesOnConditionCheckFa
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use super::plan::Plan;
-use crate::aws::Readable;
 use crate::dynamodb::item::Item;
 use crate::dynamodb::{DynamoDbStore, TRANSIENT_CODES};
 use crate::{CancelReason, CancelledAction, Refusal, StoreError, Unstorable};
+use stm_aws::Readable;
 
 /// Cancellation reason codes that a retry can cure.
 const TRANSIENT_REASONS: &[&str] = &[

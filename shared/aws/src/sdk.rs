@@ -1,12 +1,13 @@
-//! The SDK side of [`crate::aws`] (feature `aws`): the HTTPS client, the SDK config, the
+//! The SDK side of this crate (feature `sdk`): the HTTPS client, the SDK config, the
 //! timeouts as the SDK takes them, the function-tag and call-counting interceptors, and
 //! [`Readable`] SDK errors.
 
 use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
+use aws_config::Region;
 use aws_config::{BehaviorVersion, SdkConfig};
-use aws_sdk_dynamodb::config::{Credentials, Region};
+use aws_credential_types::Credentials;
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
     BeforeTransmitInterceptorContextMut, BeforeTransmitInterceptorContextRef,

@@ -1,11 +1,12 @@
-//! AWS plumbing shared by the DynamoDB store and the other AWS clients: the emulator
-//! switch, the timeouts, the function scope ([`as_function`]) and the [`CallCounter`].
+//! AWS client plumbing shared by the DynamoDB store, the SQS queue and every other AWS
+//! client of ours: the emulator switch, the timeouts, the function scope ([`as_function`])
+//! and the [`CallCounter`].
 //!
-//! The items here are plain Rust and build without the `aws` feature: the embedded runner
+//! The items here are plain Rust and build without the `sdk` feature: the embedded runner
 //! (`MemoryStore` + the driver, no SDK, so it builds in about a minute) runs the same code,
 //! function scopes and timeouts included. The SDK side (`https_client`, `sdk_config`, the
-//! interceptors, `Readable`) is the `sdk` submodule, compiled only with the `aws` feature
-//! and re-exported here: its paths are `stm_store::aws::...` as well.
+//! interceptors, `Readable`) is the `sdk` module, compiled only with the `sdk` feature
+//! and re-exported here: its paths are `stm_aws::...` as well.
 //!
 //! The SDK crates are built without their default features, which would compile aws-lc-sys
 //! (a long C build); the HTTPS client is hyper 1 + rustls over the `ring` crypto provider,
@@ -15,9 +16,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[cfg(feature = "aws")]
+#[cfg(feature = "sdk")]
 mod sdk;
-#[cfg(feature = "aws")]
+#[cfg(feature = "sdk")]
 pub use sdk::{
     configured_region, function_tag, https_client, long_poll_timeout, sdk_config, sdk_config_with_profile,
     timeout_config, Readable,
@@ -102,7 +103,7 @@ pub async fn as_function<F: std::future::Future>(function: &'static str, f: F) -
 
 /// Counts the requests an SDK client sends, per operation name (`GetItem`,
 /// `TransactWriteItems`, ...). Each HTTP attempt counts, retries included: that is what
-/// DynamoDB bills. Cloning shares the counts. Counting needs the `aws` feature (the
+/// DynamoDB bills. Cloning shares the counts. Counting needs the `sdk` feature (the
 /// counter is an SDK interceptor, `CallCounter::interceptor`); the type exists without it.
 #[derive(Debug, Clone, Default)]
 pub struct CallCounter {

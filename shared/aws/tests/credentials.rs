@@ -3,10 +3,10 @@
 //! explicit switch, `STM_EMULATOR=1`, does. One test in its own binary, since it sets the
 //! process environment.
 
-use aws_sdk_dynamodb::config::ProvideCredentials;
+use aws_credential_types::provider::ProvideCredentials;
 
 async fn access_key(endpoint: Option<&str>) -> String {
-    let config = stm_store::aws::sdk_config(endpoint, "us-east-1").await;
+    let config = stm_aws::sdk_config(endpoint, "us-east-1").await;
     let provider = config.credentials_provider().expect("a credentials provider");
     provider
         .provide_credentials()
@@ -29,15 +29,15 @@ async fn dummy_credentials_only_under_the_emulator_switch() {
         "an endpoint keeps the real credentials"
     );
     assert_eq!(access_key(None).await, "AKIAREALKEYFROMENV00");
-    assert!(!stm_store::aws::emulator_mode());
+    assert!(!stm_aws::emulator_mode());
 
     std::env::set_var("STM_EMULATOR", "1");
-    assert!(stm_store::aws::emulator_mode());
+    assert!(stm_aws::emulator_mode());
     assert_eq!(
         access_key(Some("http://127.0.0.1:5000")).await,
         "test",
         "the emulator's dummy credentials"
     );
     std::env::set_var("STM_EMULATOR", "0");
-    assert!(!stm_store::aws::emulator_mode());
+    assert!(!stm_aws::emulator_mode());
 }

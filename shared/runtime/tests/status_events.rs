@@ -1,0 +1,395 @@
+//! Status events on EventBridge (moto's, behind the strict layer, each function under its
+//! role in `template.yaml`): a FAILED execution's event reaches the bus, and through the
+//! template's example rule its queue, once, also when the worker dies between its commit
+//! and its flush. A relay whose ack is lost after the put sends it again, with the same
+//! `notificationId`: the one case the bus cannot deduplicate.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::hooked_store::{Call, HookedStore, StoreHook};
+use serde_json::{json, Value};
+use stm_core::{Event, Status};
+use stm_runtime::eventsource::{self, EventSourceSettings};
+use stm_runtime::status::{EventBridgeBus, StatusBus, StatusEvents, DETAIL_TYPE, SOURCE};
+use stm_runtime::{
+    relay, ActionRegistry, Control, Definitions, Driver, Queue, SqsQueue, Worker, WorkerSettings,
+};
+use stm_store::{ExecutionStore, StoreError, Written};
+
+/// Dies once, armed: after the next commit made durable (the write stays, the worker
+/// never learns it), or at the next ack of rows (a relay that put its events and died).
+#[derive(Default)]
+struct Dies {
+    after_commit: AtomicBool,
+    at_ack: AtomicBool,
+    acks_refused: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl StoreHook for Dies {
+    async fn before(&self, call: &Call<'_>) -> Result<(), StoreError> {
+        if matches!(call, Call::AckRows) && self.at_ack.swap(false, Ordering::SeqCst) {
+            self.acks_refused.fetch_add(1, Ordering::SeqCst);
+            return Err(StoreError::retryable("the relay died before its ack"));
+        }
+        Ok(())
+    }
+
+    fn committed(&self, _written: &Written) -> Result<(), StoreError> {
+        if self.after_commit.swap(false, Ordering::SeqCst) {
+            return Err(StoreError::retryable("the worker died after its commit"));
+        }
+        Ok(())
+    }
+}
+
+struct Rig {
+    store: Arc<HookedStore<Dies>>,
+    queue: Arc<dyn Queue>,
+    bus: Arc<EventBridgeBus>,
+    control: Control,
+    worker: Worker,
+    settings: EventSourceSettings,
+    sqs: aws_sdk_sqs::Client,
+    /// The example rule's queue: FAILED executions.
+    failed_url: String,
+    /// A catch-all rule's queue: every status event.
+    all_url: String,
+}
+
+fn definitions() -> Definitions {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/machines/status.stm");
+    let mut defs = Definitions::new();
+    for defn in stm_runtime::config::load_file(&file).expect("status.stm loads and validates") {
+        defs.register(defn);
+    }
+    defs
+}
+
+fn actions() -> ActionRegistry {
+    let mut actions = ActionRegistry::with_builtins();
+    actions.register("payments.charge", |_input| {
+        Err(std::io::Error::other("card declined").into())
+    });
+    actions
+}
+
+/// The bus `{prefix}-status` (the template's `StatusBus` name), the example rule to a
+/// queue and a catch-all rule to another, made as CloudFormation would (the admin port).
+async fn bus_and_rules(prefix: &str, sqs: &aws_sdk_sqs::Client, endpoint: &str) -> (String, String, String) {
+    let events = EventBridgeBus::client(Some(endpoint), stm_testkit::REGION).await;
+    let bus = format!("{prefix}-status");
+    events.create_event_bus().name(&bus).send().await.expect("bus");
+    let mut urls = Vec::new();
+    for (rule, pattern) in [
+        (
+            "failed",
+            json!({"source": [SOURCE], "detail-type": [DETAIL_TYPE], "detail": {"status": ["FAILED"]}}),
+        ),
+        ("all", json!({"source": [SOURCE]})),
+    ] {
+        let queue = format!("{prefix}-{rule}-executions");
+        let url = sqs
+            .create_queue()
+            .queue_name(&queue)
+            .send()
+            .await
+            .expect("target queue")
+            .queue_url()
+            .unwrap_or_default()
+            .to_string();
+        events
+            .put_rule()
+            .name(rule)
+            .event_bus_name(&bus)
+            .event_pattern(pattern.to_string())
+            .send()
+            .await
+            .expect("rule");
+        let target = aws_sdk_eventbridge::types::Target::builder()
+            .id(rule)
+            .arn(format!(
+                "arn:aws:sqs:{}:123456789012:{queue}",
+                stm_testkit::REGION
+            ))
+            .build()
+            .expect("target");
+        events
+            .put_targets()
+            .rule(rule)
+            .event_bus_name(&bus)
+            .targets(target)
+            .send()
+            .await
+            .expect("targets");
+        urls.push(url);
+    }
+    (bus, urls.remove(0), urls.remove(0))
+}
+
+impl Rig {
+    async fn new(tag: &str, level: StatusEvents, worker_has_bus: bool) -> Rig {
+        let parts = common::moto_parts(tag, 1, 50).await;
+        let (bus_name, failed_url, all_url) =
+            bus_and_rules(&parts.prefix, &parts.client, &parts.endpoint).await;
+        let bus = Arc::new(EventBridgeBus::new(
+            EventBridgeBus::client(Some(&parts.endpoint), stm_testkit::REGION).await,
+            bus_name,
+        ));
+        let store = Arc::new(HookedStore::new(parts.store.clone(), Dies::default()));
+        let queue: Arc<dyn Queue> =
+            Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
+        let driver = Driver::new(store.clone(), definitions(), actions()).with_status_events(level);
+        let mut worker = Worker::new(
+            driver.clone(),
+            queue.clone(),
+            WorkerSettings {
+                retry_seconds: 0,
+                retry_max_seconds: 0,
+                ..WorkerSettings::default()
+            },
+        );
+        if worker_has_bus {
+            worker = worker.with_status_bus(bus.clone());
+        }
+        Rig {
+            store,
+            control: Control::new(driver, queue.clone()),
+            queue,
+            bus,
+            worker,
+            settings: EventSourceSettings {
+                batch_size: 10,
+                visibility_seconds: 1,
+                wait_seconds: 0,
+            },
+            sqs: parts.client,
+            failed_url,
+            all_url,
+        }
+    }
+
+    /// The worker until the queue is quiet (the emulated event source; its relay runs
+    /// have no bus, as the worker's own inline flush may not).
+    async fn drain(&self) {
+        eventsource::drain(self.queue.as_ref(), &self.worker, &self.settings, now, 60)
+            .await
+            .expect("drain");
+    }
+
+    /// The scheduled relay function, with the bus.
+    async fn relay(&self) -> stm_runtime::RelaySummary {
+        stm_aws::as_function("relay", async {
+            relay::relay_pending_until(
+                self.store.as_ref(),
+                self.queue.as_ref(),
+                Some(self.bus.as_ref() as &dyn StatusBus),
+                None,
+                f64::INFINITY,
+                relay::RelayBounds::default(),
+            )
+            .await
+        })
+        .await
+        .expect("relay")
+    }
+
+    /// Every event a rule delivered to `url` so far (its detail), read until the queue
+    /// stays empty.
+    async fn delivered(&self, url: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut empty = 0;
+        while empty < 2 {
+            let got = self
+                .sqs
+                .receive_message()
+                .queue_url(url)
+                .max_number_of_messages(10)
+                .send()
+                .await
+                .expect("receive");
+            let messages = got.messages();
+            if messages.is_empty() {
+                empty += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            for m in messages {
+                let event: Value = serde_json::from_str(m.body().unwrap_or_default()).expect("an event");
+                assert_eq!(event["source"], SOURCE);
+                assert_eq!(event["detail-type"], DETAIL_TYPE);
+                out.push(event["detail"].clone());
+                self.sqs
+                    .delete_message()
+                    .queue_url(url)
+                    .receipt_handle(m.receipt_handle().unwrap_or_default())
+                    .send()
+                    .await
+                    .expect("delete");
+            }
+        }
+        out
+    }
+
+    async fn status(&self, id: &str) -> Status {
+        self.store.load(id).await.expect("load").expect("exists").status
+    }
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_execution_is_on_the_bus_once_through_a_worker_that_dies_after_its_commit() {
+    let rig = Rig::new("status_once", StatusEvents::Failures, true).await;
+    rig.control
+        .create("Charge", None, Some("c1"))
+        .await
+        .expect("create");
+    rig.drain().await;
+    // the worker dies right after the commit that fails c1: no inline flush, the record
+    // comes back as a duplicate, which flushes what the commit left pending
+    rig.store.hook.after_commit.store(true, Ordering::SeqCst);
+    rig.control.send("c1", &Event::new("Pay")).await.expect("send");
+    rig.drain().await;
+    assert_eq!(rig.status("c1").await, Status::Failed);
+    assert!(
+        !rig.store.hook.after_commit.load(Ordering::SeqCst),
+        "the crash happened"
+    );
+    // a relay run after it finds nothing left to send
+    let relayed = rig.relay().await;
+    assert_eq!((relayed.forwarded, relayed.remaining), (0, 0), "{relayed:?}");
+
+    let failed = rig.delivered(&rig.failed_url).await;
+    assert_eq!(failed.len(), 1, "exactly once on the bus: {failed:?}");
+    let detail = &failed[0];
+    assert_eq!(detail["executionId"], "c1");
+    assert_eq!(detail["definitionId"], "Charge");
+    assert_eq!(detail["status"], "FAILED");
+    assert_eq!(detail["previousStatus"], "RUNNING");
+    assert_eq!(detail["activeState"], "Charging");
+    assert!(
+        detail["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("card declined")),
+        "{detail}"
+    );
+    assert!(detail["stopDate"].as_i64().is_some(), "{detail}");
+    // `failures` announces nothing else: the catch-all rule saw the same one event
+    assert_eq!(rig.delivered(&rig.all_url).await.len(), 1);
+    stm_testkit::assert_no_access_denied();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_status_change_goes_through_the_relay_and_a_lost_ack_repeats_its_id() {
+    // the worker has no bus: each event waits for the relay, as after a crash
+    let rig = Rig::new("status_all", StatusEvents::All, false).await;
+    for id in ["c1", "c2", "c3"] {
+        rig.control
+            .create("Charge", None, Some(id))
+            .await
+            .expect("create");
+    }
+    rig.drain().await;
+    rig.control.send("c1", &Event::new("Pay")).await.expect("pay");
+    rig.control.send("c2", &Event::new("Ship")).await.expect("ship");
+    rig.drain().await;
+    stm_aws::as_function("operator", async {
+        rig.control.suspend("c3").await.expect("suspend");
+    })
+    .await;
+    assert_eq!(
+        (
+            rig.status("c1").await,
+            rig.status("c2").await,
+            rig.status("c3").await
+        ),
+        (Status::Failed, Status::Done, Status::Suspended)
+    );
+    assert!(
+        rig.delivered(&rig.all_url).await.is_empty(),
+        "nothing before the relay"
+    );
+
+    // the relay puts the three events, then dies before deleting their rows
+    rig.store.hook.at_ack.store(true, Ordering::SeqCst);
+    let first = rig.relay().await;
+    assert_eq!(rig.store.hook.acks_refused.load(Ordering::SeqCst), 1);
+    assert_eq!(first.remaining, 3, "{first:?}");
+    let second = rig.relay().await;
+    assert_eq!((second.forwarded, second.remaining), (3, 0), "{second:?}");
+    let third = rig.relay().await;
+    assert_eq!((third.forwarded, third.remaining), (0, 0), "{third:?}");
+
+    let all = rig.delivered(&rig.all_url).await;
+    let mut by_id: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for detail in &all {
+        by_id
+            .entry(detail["notificationId"].as_str().unwrap_or_default().to_string())
+            .or_default()
+            .push(format!("{}={}", detail["executionId"], detail["status"]));
+    }
+    assert_eq!(all.len(), 6, "each event twice (the lost ack): {by_id:?}");
+    assert_eq!(by_id.len(), 3, "three notifications: {by_id:?}");
+    let statuses: std::collections::BTreeSet<String> = by_id.values().flatten().cloned().collect();
+    assert_eq!(
+        statuses,
+        ["\"c1\"=\"FAILED\"", "\"c2\"=\"DONE\"", "\"c3\"=\"SUSPENDED\""]
+            .into_iter()
+            .map(String::from)
+            .collect()
+    );
+    // the example rule takes the FAILED ones only
+    let failed = rig.delivered(&rig.failed_url).await;
+    assert_eq!(failed.len(), 2);
+    assert!(failed.iter().all(|d| d["status"] == "FAILED"));
+    stm_testkit::assert_no_access_denied();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_strict_layer_refuses_what_eventbridge_refuses() {
+    let moto = stm_testkit::moto().await;
+    let prefix = stm_testkit::unique_prefix("status_strict");
+    let sqs = SqsQueue::client(Some(moto.endpoint()), stm_testkit::REGION).await;
+    let (bus_name, _, _) = bus_and_rules(&prefix, &sqs, moto.endpoint()).await;
+    let bus = EventBridgeBus::new(
+        EventBridgeBus::client(Some(moto.endpoint()), stm_testkit::REGION).await,
+        bus_name,
+    );
+    let event = |source: &str, detail: String| stm_runtime::status::BusEvent {
+        source: source.into(),
+        detail_type: DETAIL_TYPE.into(),
+        detail,
+    };
+    // an `aws.` source and a detail that is not an object fail alone; the third is put
+    let failures = stm_aws::as_function("relay", async {
+        bus.put(&[
+            event("aws.states", "{}".into()),
+            event(SOURCE, "[1]".into()),
+            event(SOURCE, "{}".into()),
+        ])
+        .await
+    })
+    .await;
+    let codes: Vec<(usize, &str)> = failures.iter().map(|f| (f.index, f.code.as_str())).collect();
+    assert_eq!(
+        codes,
+        vec![(0, "NotAuthorizedForSourceException"), (1, "MalformedDetail")]
+    );
+    let refusals = moto.strict().refusals();
+    for rule in ["events.entry.source", "events.entry.detail"] {
+        assert!(
+            refusals.get(rule).copied().unwrap_or(0) >= 1,
+            "{rule}: {refusals:?}"
+        );
+    }
+    stm_testkit::assert_no_access_denied();
+}
