@@ -10,6 +10,8 @@
 //! - `chart`: the statechart as nested boxes with the active states flagged ([`StateBox`]);
 //! - `source`: the machine's `.stm` source with the active states' lines marked
 //!   ([`SourceView`]);
+//! - `explain`: each recorded step's event explained from the state it started in
+//!   ([`TraceExplainer`]);
 //! - `timeline`: an execution's trace and its regions' merged in time order, as
 //!   `stm trace` prints it (reading the regions' traces is its IO).
 //!
@@ -17,6 +19,7 @@
 
 mod chart;
 mod children;
+mod explain;
 mod gather;
 mod source;
 mod steps;
@@ -24,6 +27,7 @@ mod timeline;
 
 pub(crate) use chart::{state_tree, BoxKind, StateBox};
 pub(crate) use children::ChildNode;
+pub(crate) use explain::TraceExplainer;
 pub(crate) use gather::{gather, ExecutionView, MAX_TREE_NODES};
 pub(crate) use source::SourceView;
 pub(crate) use steps::{ContextChange, TraceStep};

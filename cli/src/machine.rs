@@ -248,6 +248,10 @@ pub struct RunArgs {
     /// Print the final root execution and every child as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Under each event's line, every transition its kind triggers, in the order the
+    /// engine considers them, with its guard's value and why it was or was not taken.
+    #[arg(long, conflicts_with = "json")]
+    explain: bool,
 }
 
 /// `stm run`: drive a machine over an in-memory store, printing each step as `harel run`
@@ -275,7 +279,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let Some(last) = runtime.block_on(run_machine(defn, seed, events, args.json))? else {
+    let show = if args.json {
+        Show::Json
+    } else if args.explain {
+        Show::Explained
+    } else {
+        Show::Steps
+    };
+    let Some(last) = runtime.block_on(run_machine(defn, seed, events, show))? else {
         return Ok(ExitCode::SUCCESS);
     };
     if last.status == stm_core::Status::Failed {
@@ -395,13 +406,24 @@ fn bind_remote_actions(_: &mut ActionRegistry) -> Result<()> {
     Ok(())
 }
 
+/// What `stm run` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Show {
+    /// `harel run`'s lines: each event and the state it led to, then the status.
+    Steps,
+    /// Those lines, each event's explanation under its line (`--explain`).
+    Explained,
+    /// The final root execution and its children as JSON (`--json`).
+    Json,
+}
+
 /// Run and show it; the execution as it ended (`None`: the reader of the output went away
 /// first).
 async fn run_machine(
     defn: Definition,
     seed: Option<Map>,
     events: Vec<Event>,
-    json: bool,
+    show: Show,
 ) -> Result<Option<Execution>> {
     let mut actions = ActionRegistry::with_builtins();
     bind_remote_actions(&mut actions)?;
@@ -413,7 +435,7 @@ async fn run_machine(
     let driver = Driver::new(store.clone(), definitions, actions);
     // one write for many lines, not a syscall per line: the steps are microseconds each
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let shown = show_run(&driver, &store, &defn_id, seed, events, json, &mut out).await;
+    let shown = show_run(&driver, &store, &defn_id, seed, events, show, &mut out).await;
     // the steps that ran are shown, before the error that stopped the run if one did
     let flushed = out.flush();
     match shown.and_then(|last| flushed.map(|()| last).map_err(anyhow::Error::from)) {
@@ -443,17 +465,34 @@ fn write_step(out: &mut impl Write, kind: &str, path: &Option<String>) -> std::i
     out.write_all(b"\n")
 }
 
+/// Each explanation under its event's line; one of a region (a broadcast event) under the
+/// region's id.
+fn write_explained(
+    out: &mut impl Write,
+    root_id: &str,
+    explained: &[(String, stm_core::engine::Explanation)],
+) -> std::io::Result<()> {
+    for (id, why) in explained {
+        if id != root_id {
+            writeln!(out, "  in region {id}:")?;
+        }
+        write!(out, "{why}")?;
+    }
+    Ok(())
+}
+
 /// Create the execution, deliver `events`, and write what `harel run` prints (or, with
-/// `json`, the final execution and its children) to `out`.
+/// [`Show::Json`], the final execution and its children) to `out`.
 async fn show_run(
     driver: &Driver,
     store: &MemoryStore,
     defn_id: &str,
     seed: Option<Map>,
     events: Vec<Event>,
-    json: bool,
+    show: Show,
     out: &mut impl Write,
 ) -> Result<Execution> {
+    let json = show == Show::Json;
     let exe = driver.create(defn_id, seed, None).await.map_err(errors::driver)?;
     let id = exe.id.clone();
     if !json {
@@ -462,6 +501,15 @@ async fn show_run(
     // held between events: nothing else writes it, so it need not be reloaded for each
     let mut held = Held::new(exe);
     for event in events {
+        // from the execution before the step: what the step will consider
+        let explained = if show == Show::Explained {
+            driver
+                .explain(held.execution(), &event)
+                .await
+                .map_err(errors::driver)?
+        } else {
+            Vec::new()
+        };
         driver
             .process_held(&mut held, &event)
             .await
@@ -469,6 +517,7 @@ async fn show_run(
         if !json {
             write_step(out, &event.kind, &held.execution().active_path)?;
         }
+        write_explained(out, &id, &explained)?;
     }
     let last = held.into_execution();
     if json {

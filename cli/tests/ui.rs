@@ -1,7 +1,8 @@
 //! `stm ui` in a real browser: headless Chromium (Debian's `chromium`, installed by
 //! `.ci/setup.sh`) drives the console served over `stm local` on moto. It opens the list,
 //! opens an execution, finds its active states highlighted in the statechart, suspends
-//! it through the confirmation and sees the status change, and saves a screenshot.
+//! it through the confirmation and sees the status change, saves a screenshot, and opens
+//! a trace step's explanation by clicking the step.
 //!
 //! Chromium is driven over the DevTools protocol on its pipe transport
 //! (`--remote-debugging-pipe`: NUL-terminated JSON on fds 3 and 4, wired to two FIFOs by
@@ -175,10 +176,25 @@ fn the_console_shows_an_execution_and_suspends_it_in_a_browser() {
         text(&mut browser, "#trace").contains("amount: 0.0 → 42.5"),
         "the trace shows Submit's context change"
     );
+    // a trace step clicked shows why its event did what it did (`--explain`'s lines)
+    let submit_why = "#trace tr.explain[data-explains=\"1\"]";
+    browser.eval("document.querySelector('#trace tr.step[data-step=\"1\"]').click()");
+    browser.wait_for(&format!(
+        "document.querySelector('{submit_why}')?.hidden === false"
+    ));
+    assert_eq!(
+        text(&mut browser, submit_why),
+        "1. Draft -> Payment on Submit [no guard]: taken"
+    );
     browser.eval("window.notReloaded = true");
     local.ok(&["send", "o-1", r#"PaymentOk:{"receipt": "r-1"}"#]);
     browser.wait_for("document.getElementById('active-path')?.textContent === 'Shipping'");
     assert_eq!(browser.eval("window.notReloaded === true"), json!(true));
+    assert_eq!(
+        browser.eval(&format!("document.querySelector('{submit_why}').hidden")),
+        json!(false),
+        "the live refresh keeps an opened explanation open"
+    );
 
     // a control the status refuses says why; an unknown id is a 404 naming it
     let refused = browser.eval(

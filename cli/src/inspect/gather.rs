@@ -7,6 +7,7 @@ use stm_store::ExecutionStore;
 
 use super::chart::{active_set, leaves_under, state_tree, StateBox};
 use super::children::{region_paths, ChildNode, ChildRecord};
+use super::explain::TraceExplainer;
 use super::source::{source_view, SourceView};
 use super::steps::{trace_steps, TraceStep};
 use crate::ops::Connected;
@@ -40,7 +41,14 @@ pub(crate) async fn gather(connected: &Connected, id: &str) -> Result<Option<Exe
     let Some(execution) = store.load(id).await? else {
         return Ok(None);
     };
-    let steps = trace_steps(&store.read_trace(id).await?);
+    let raw = store.read_trace(id).await?;
+    let mut steps = trace_steps(&raw);
+    // each step's explanation, shown when the step is clicked
+    let definitions = &connected.control.driver.definitions;
+    let mut explainer = TraceExplainer::new(definitions, &execution, &raw);
+    for (step, record) in steps.iter_mut().zip(&raw) {
+        step.explained = Some(explainer.explain(record).to_string());
+    }
     let mut budget = MAX_TREE_NODES;
     let children = children_of(store, &execution, &mut budget).await?;
     let active = active_set(

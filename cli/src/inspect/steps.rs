@@ -19,6 +19,8 @@ pub(crate) struct TraceStep {
     pub changes: Vec<ContextChange>,
     /// Seconds since the epoch.
     pub timestamp: Option<f64>,
+    /// Why the step's event did what it did (`inspect::explain`), where the machine is known.
+    pub explained: Option<String>,
 }
 
 /// One context key a step added, changed or removed.
@@ -62,6 +64,7 @@ pub(crate) fn trace_steps(raw: &[Map]) -> Vec<TraceStep> {
             },
             changes: context_diff(previous, context),
             timestamp: record.get("timestamp").and_then(Value::as_f64),
+            explained: None,
         });
         previous = context;
     }

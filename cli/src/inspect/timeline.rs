@@ -25,6 +25,8 @@ pub(crate) struct TimelineStep {
 pub(crate) struct RegionTraces {
     /// `(region id, its trace)`, depth first, in the order the parents list them.
     pub traces: Vec<(String, Vec<Map>)>,
+    /// The region executions read (what explaining their steps needs).
+    pub regions: Vec<Execution>,
     /// Regions not read: [`MAX_TRACE_REGIONS`] were read already.
     pub left_out: usize,
 }
@@ -57,6 +59,7 @@ async fn collect_region_traces(
         out.traces.push((cid.clone(), store.read_trace(cid).await?));
         // a boxed future: regions nest
         Box::pin(collect_region_traces(store, &region, budget, out)).await?;
+        out.regions.push(region);
     }
     Ok(())
 }

@@ -2,16 +2,20 @@
 //! (the deployment's, filtered) and `stm trace` (one's timeline, its regions' steps
 //! merged in).
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::Value;
 use stm_core::{Execution, Status};
+use stm_runtime::Definitions;
 use stm_store::{ExecutionStore, ListQuery};
 
 use super::{load, opt, Tables};
 use crate::errors::usage;
+use crate::inspect::TraceExplainer;
 
 /// An execution: status, active path, context, and its children as a tree.
 #[derive(Args)]
@@ -31,6 +35,14 @@ pub struct ShowArgs {
 pub struct TraceArgs {
     /// The execution.
     id: String,
+    /// Under each step, every transition its event's kind triggers, in the order the
+    /// engine considers them, with its guard's value and why it was or was not taken
+    /// (recomputed from the state the step started in; needs --definitions).
+    #[arg(long)]
+    explain: bool,
+    /// The folder of .stm files the deployment runs (and their versions/), for --explain.
+    #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
+    definitions: Option<PathBuf>,
     #[command(flatten)]
     tables: Tables,
 }
@@ -50,7 +62,16 @@ pub fn list(
 }
 
 pub fn trace(args: TraceArgs) -> Result<ExitCode> {
-    crate::role::operate(async move { print_trace(&args.tables, &args.id).await })
+    // the machines first: a wrong folder is said before the deployment is reached
+    let definitions = match (args.explain, &args.definitions) {
+        (false, _) => None,
+        (true, Some(dir)) => Some(stm_runtime::config::load_definitions_dir(dir)?),
+        (true, None) => bail!(usage(
+            "--explain needs the machines the execution ran: pass --definitions DIR (the folder \
+             of .stm files the deployment runs) or set STM_DEFINITIONS_DIR"
+        )),
+    };
+    crate::role::operate(async move { print_trace(&args.tables, &args.id, definitions.as_ref()).await })
 }
 
 async fn show_execution(dep: &Tables, id: &str, json: bool) -> Result<()> {
@@ -195,14 +216,26 @@ async fn list_executions(
     }
 }
 
-/// `stm trace ID`: the execution's timeline, its regions' steps merged in by time.
-async fn print_trace(dep: &Tables, id: &str) -> Result<()> {
+/// `stm trace ID`: the execution's timeline, its regions' steps merged in by time; with
+/// `definitions` (`--explain`), each step's explanation under its line.
+async fn print_trace(dep: &Tables, id: &str, definitions: Option<&Definitions>) -> Result<()> {
     let store = dep.store(false).await?;
     let exe = load(store.as_ref(), id).await?;
     let own = store.read_trace(id).await?;
     // the regions' steps too: a broadcast is recorded on their traces, not on this one
     // (harel's table layout; see `inspect::timeline`)
     let regions = crate::inspect::region_traces(store.as_ref(), &exe).await?;
+    // each trace explained in its own order, as the merged timeline reaches its steps
+    let mut explainers: HashMap<Option<String>, TraceExplainer<'_>> = HashMap::new();
+    if let Some(definitions) = definitions {
+        explainers.insert(None, TraceExplainer::new(definitions, &exe, &own));
+        for (region_id, records) in &regions.traces {
+            if let Some(region) = regions.regions.iter().find(|r| &r.id == region_id) {
+                let explainer = TraceExplainer::new(definitions, region, records);
+                explainers.insert(Some(region_id.clone()), explainer);
+            }
+        }
+    }
     let steps = crate::inspect::timeline(own, regions.traces);
     if steps.is_empty() {
         bail!(
@@ -219,6 +252,9 @@ async fn print_trace(dep: &Tables, id: &str) -> Result<()> {
         .unwrap_or(0.0);
     for step in &steps {
         println!("{}", crate::inspect::trace_line(step, first));
+        if let Some(explainer) = explainers.get_mut(&step.region) {
+            print!("{}", explainer.explain(&step.record));
+        }
     }
     if regions.left_out > 0 {
         eprintln!(

@@ -422,7 +422,7 @@ fn trace_table(steps: &[TraceStep], out: &mut String) {
     out.push_str(
         r#"<table class="trace" id="trace"><thead><tr><th>#</th><th>Time</th><th>Event</th><th>From &#8594; to</th><th>Actions</th><th>Context changes</th></tr></thead><tbody>"#,
     );
-    for step in steps {
+    for (at, step) in steps.iter().enumerate() {
         let data = if step.event_data.is_empty() {
             String::new()
         } else {
@@ -433,9 +433,10 @@ fn trace_table(steps: &[TraceStep], out: &mut String) {
         };
         let _ = write!(
             out,
-            r#"<tr{}><td>{}</td><td title="{}">+{:.3} s</td><td><b>{}</b>{data}</td><td>{} &#8594; {}</td><td>{}</td><td>{}</td></tr>"#,
-            if step.control {
-                r#" class="control-step""#
+            r#"<tr class="step{}" data-step="{at}"{}><td>{}</td><td title="{}">+{:.3} s</td><td><b>{}</b>{data}</td><td>{} &#8594; {}</td><td>{}</td><td>{}</td></tr>"#,
+            if step.control { " control-step" } else { "" },
+            if step.explained.is_some() {
+                r#" title="Click: why this step did what it did""#
             } else {
                 ""
             },
@@ -452,6 +453,14 @@ fn trace_table(steps: &[TraceStep], out: &mut String) {
             },
             changes(&step.changes),
         );
+        // hidden until its step is clicked (console.js)
+        if let Some(why) = &step.explained {
+            let _ = write!(
+                out,
+                r#"<tr class="explain" data-explains="{at}" hidden><td colspan="6"><pre>{}</pre></td></tr>"#,
+                esc(why)
+            );
+        }
     }
     out.push_str("</tbody></table>");
 }

@@ -1,5 +1,6 @@
-// stm ui: the console's only script, built into the binary. Two jobs: ask before a
-// control is posted, and refresh the live part of a page without reloading it.
+// stm ui: the console's only script, built into the binary. Three jobs: ask before a
+// control is posted, refresh the live part of a page without reloading it, and show a
+// trace step's explanation when the step is clicked.
 "use strict";
 
 // every control form says what it does in data-confirm: nothing is posted unconfirmed
@@ -8,6 +9,27 @@ document.addEventListener("submit", (event) => {
   if (question !== undefined && !window.confirm(question)) {
     event.preventDefault();
   }
+});
+
+// the trace steps whose explanation is shown, by position: kept across refreshes
+const openSteps = new Set();
+
+function showExplanations() {
+  for (const row of document.querySelectorAll("table.trace tr.explain")) {
+    const open = openSteps.has(row.dataset.explains);
+    row.hidden = !open;
+    const step = document.querySelector(`table.trace tr.step[data-step="${row.dataset.explains}"]`);
+    if (step) step.classList.toggle("open", open);
+  }
+}
+
+document.addEventListener("click", (event) => {
+  const step = event.target.closest?.("table.trace tr.step");
+  if (!step) return;
+  const at = step.dataset.step;
+  if (openSteps.has(at)) openSteps.delete(at);
+  else openSteps.add(at);
+  showExplanations();
 });
 
 // fetch this same page and swap its #live element in place
@@ -25,6 +47,7 @@ async function refresh() {
     if (fresh) {
       live.replaceChildren(...fresh.childNodes);
       delete live.dataset.stale;
+      showExplanations();
     }
   } catch (err) {
     live.dataset.stale = "the console is not answering";

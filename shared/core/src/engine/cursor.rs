@@ -4,7 +4,8 @@
 use indexmap::IndexMap;
 
 use super::{Step, StepError, StepResult};
-use crate::definition::NodeId;
+use crate::definition::{Definition, NodeId};
+use crate::execution::Execution;
 
 /// `history.get_mut(key)`, by a scan while the map is small: a history holds an entry
 /// per composite left, a handful, and hashing the key (SipHash) costs more than
@@ -82,15 +83,20 @@ impl Step<'_> {
     }
 
     pub(super) fn is_active(&self, path: &str) -> bool {
-        let (Some(active), Some(node), Some(root)) = (
-            self.exe.active_path.as_deref().and_then(|p| self.defn.get(p)),
-            self.defn.get(path),
-            self.defn.get(&self.exe.root_path),
-        ) else {
-            return false;
-        };
-        self.defn
-            .chain(root, active)
-            .is_some_and(|chain| chain.contains(&node))
+        path_is_active(self.defn, self.exe, path)
     }
+}
+
+/// Whether the state at `path` is active in `exe`: the active state or an ancestor of it,
+/// within the execution's branch (what makes a `Timeout` current).
+pub(super) fn path_is_active(defn: &Definition, exe: &Execution, path: &str) -> bool {
+    let (Some(active), Some(node), Some(root)) = (
+        exe.active_path.as_deref().and_then(|p| defn.get(p)),
+        defn.get(path),
+        defn.get(&exe.root_path),
+    ) else {
+        return false;
+    };
+    defn.chain(root, active)
+        .is_some_and(|chain| chain.contains(&node))
 }

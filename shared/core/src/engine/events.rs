@@ -5,10 +5,19 @@
 use super::guard::event_matches;
 use super::resolve::{resolve_at, safe_teardown};
 use super::{is_valid_reposition_target, Effect, Hook, Step, StepError, StepResult, TTL_PATH};
+use crate::definition::{Definition, NodeId};
 use crate::execution::{Event, Status};
 use crate::ids;
 use crate::pyvalue::{self, py_eq};
 use crate::{Map, Value};
+
+/// The state that defers `kind` when `active` is the active state: it or its innermost
+/// ancestor with a `defer` naming it.
+pub(super) fn deferring_state(defn: &Definition, active: NodeId, kind: &str) -> Option<NodeId> {
+    std::iter::once(active)
+        .chain(defn.ancestors(active))
+        .find(|n| defn.node(*n).defer.contains(kind))
+}
 
 const RESERVED_FINISHED_KEYS: [&str; 3] = ["child_id", "outcome", "__deferred__"];
 
@@ -17,9 +26,7 @@ impl Step<'_> {
         let Some(active) = self.exe.active_path.as_deref().and_then(|p| self.defn.get(p)) else {
             return false;
         };
-        std::iter::once(active)
-            .chain(self.defn.ancestors(active))
-            .any(|n| self.defn.node(n).defer.contains(kind))
+        deferring_state(self.defn, active, kind).is_some()
     }
 
     fn drop_event(&mut self, reason: String) {

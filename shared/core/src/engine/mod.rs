@@ -29,6 +29,9 @@ mod cursor;
 mod drain;
 mod entry_exit;
 mod events;
+mod explain;
+#[cfg(test)]
+mod explain_tests;
 mod firing;
 mod guard;
 mod regions;
@@ -43,6 +46,7 @@ use crate::execution::{Event, Execution, Status};
 use crate::pyvalue;
 use crate::{Map, Value};
 
+pub use explain::{explain, Considered, Explanation, Guard, Outcome, Reason, Target};
 pub use guard::eval_predicate;
 use guard::event_matches;
 use resolve::{resolve, safe_teardown};
