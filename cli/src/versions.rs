@@ -1,5 +1,6 @@
 //! `stm versions`: freeze the machines a deploy retains, check what a new version puts at
-//! risk, and (against a deployment) list the versions live executions are pinned to.
+//! risk, replay recorded traffic on it (`replay.rs`), and (against a deployment) list the
+//! versions live executions are pinned to.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,8 +15,10 @@ use stm_core::Definition;
 use crate::errors::usage;
 use crate::stm_files::{self, Depth};
 
+mod replay;
+
 /// Definition versions: freeze the ones a deploy retains, check what a new one puts
-/// at risk, see which ones live executions are pinned to.
+/// at risk, replay the recorded traffic on it, see which ones live executions are pinned to.
 #[derive(Args)]
 pub struct VersionsArgs {
     #[command(subcommand)]
@@ -44,6 +47,7 @@ enum VersionsCommand {
         /// Only this machine.
         name: Option<String>,
     },
+    Replay(replay::ReplayArgs),
     /// The versions live executions are pinned to, with counts by active state, and
     /// which of them sit in states the current version puts at risk.
     #[cfg(feature = "aws")]
@@ -60,6 +64,7 @@ pub fn run(args: VersionsArgs) -> Result<ExitCode> {
     match args.command {
         VersionsCommand::Freeze { dir, label } => freeze(&dir, label),
         VersionsCommand::Check { old, new, name } => check(&old, &new, name.as_deref()),
+        VersionsCommand::Replay(args) => replay::run(args),
         #[cfg(feature = "aws")]
         VersionsCommand::InUse { definitions, tables } => {
             crate::role::operate(async move { in_use::report(&definitions, &tables).await })
