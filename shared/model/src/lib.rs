@@ -1,0 +1,20 @@
+//! The worker/relay/sweeper protocol, model-checked.
+//!
+//! [`model::Protocol`] is the protocol as a [stateright] model: a fan-out parent and its
+//! children, a timed execution left and re-entered, workers, the relay and the sweeper
+//! running concurrently over a FIFO queue (visibility timeouts, redelivery, the
+//! deduplication window) and a store (transactions, conditions, a lagging due index),
+//! with crashes at every step. [`check`] explores it exhaustively and reports each
+//! property; [`liveness`] proves that no reachable state is a trap; [`replay`] runs the
+//! model's traces against the real worker, relay and sweeper over `MemoryStore` and
+//! `MemoryQueue`, comparing states step by step.
+
+pub mod actors;
+pub mod check;
+pub mod liveness;
+pub mod machines;
+pub mod model;
+pub mod properties;
+pub mod replay;
+pub mod state;
+pub mod trace;

@@ -1,0 +1,252 @@
+//! The protocol as a stateright [`Model`]: its bounds, the hazards that can be planted in
+//! it ([`Mutant`]), the actions (each one store or queue call of one actor, a crash, a
+//! clock tick, a visibility timeout, the index catching up) and the properties.
+//!
+//! Each actor's step is one call of the real code (`shared/runtime/src/{worker,relay,
+//! sweeper}.rs`): a worker handles a batch of one record with the inline flush on and
+//! coalescing off, so its calls are `load_for_event` (or the child's `load`),
+//! `claim_timer`, `commit`, `pending_rows_of`, `publish_batch`, `ack_rows`,
+//! `change_visibility`, then the event source's delete. Nothing else in the system can
+//! interleave inside a call: DynamoDB and SQS apply each atomically.
+
+use stateright::{Model, Property};
+
+use crate::actors;
+use crate::properties;
+use crate::state::{
+    Budget, Ghost, Item, Msg, Queued, Relay, St, State, Sweeper, Worker, CHILD, EXECUTIONS, PARENT, TIMED,
+};
+
+/// How big the explored system is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// Children of the fan-out (0: no parent at all).
+    pub children: u8,
+    /// The timed execution is there.
+    pub timed: bool,
+    /// The client leaves and re-enters its timed state (`Leave`, `Back`).
+    pub leave_back: bool,
+    /// Concurrent workers.
+    pub workers: u8,
+    /// Crashes, anywhere, of any actor.
+    pub crashes: u8,
+    /// Leases lost: a visibility timeout running out while its worker still works.
+    pub leases: u8,
+    /// Times SQS's deduplication window may pass.
+    pub windows: u8,
+    /// The last clock tick.
+    pub horizon: u8,
+}
+
+impl Bounds {
+    /// What the test suite checks (seconds in a debug build).
+    pub const SMALL: Bounds = Bounds {
+        children: 1,
+        timed: true,
+        leave_back: false,
+        workers: 2,
+        crashes: 1,
+        leases: 0,
+        windows: 0,
+        horizon: 1,
+    };
+
+    /// What `scripts/model-check.sh` checks: every kind of step and fault at once (a
+    /// crash and a lost lease, the timer left and re-entered), tens of millions of states.
+    pub const FULL: Bounds = Bounds {
+        children: 1,
+        timed: true,
+        leave_back: true,
+        workers: 2,
+        crashes: 1,
+        leases: 1,
+        windows: 0,
+        horizon: 1,
+    };
+}
+
+/// A known hazard planted in the protocol; each must be caught with a counterexample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    /// The commit writes without its version condition.
+    NoVersionCheck,
+    /// The relay acks (deletes) its rows before it publishes them.
+    RelayAckBeforeSend,
+    /// The sweeper deletes the timer whatever its `fire_at`.
+    SweeperNoFireAtGuard,
+    /// The processed mark is written after the commit, not inside it.
+    MarkOutsideCommit,
+    /// The sweeper fires what the lagging due index lists, without the consistent re-read.
+    StaleIndexUnchecked,
+}
+
+impl Mutant {
+    pub const ALL: [Mutant; 5] = [
+        Mutant::NoVersionCheck,
+        Mutant::RelayAckBeforeSend,
+        Mutant::SweeperNoFireAtGuard,
+        Mutant::MarkOutsideCommit,
+        Mutant::StaleIndexUnchecked,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::NoVersionCheck => "no-version-check",
+            Mutant::RelayAckBeforeSend => "relay-ack-before-send",
+            Mutant::SweeperNoFireAtGuard => "sweeper-no-fire-at-guard",
+            Mutant::MarkOutsideCommit => "mark-outside-commit",
+            Mutant::StaleIndexUnchecked => "stale-index-unchecked",
+        }
+    }
+
+    pub fn by_name(name: &str) -> Option<Mutant> {
+        Mutant::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// One step of the system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// The first idle worker receives the queue's message at this index.
+    Receive(usize, usize),
+    /// Worker `w` makes its next call.
+    Work(usize),
+    /// The scheduled relay makes its next call (its read starts a pass).
+    Relay,
+    /// The scheduled sweeper makes its next call (its due-index query starts a sweep).
+    Sweep,
+    /// Worker `w`, the relay or the sweeper dies; what it held in memory is gone.
+    CrashWorker(usize),
+    CrashRelay,
+    CrashSweeper,
+    /// The in-flight message at this index becomes visible again.
+    Expire(usize),
+    /// The due index catches up with the timers table.
+    IndexCatchUp,
+    /// SQS forgets the deduplication ids it saw.
+    WindowPasses,
+    /// The clock moves one tick.
+    Tick,
+}
+
+/// The protocol, within `bounds`, with at most one planted hazard.
+#[derive(Clone, Debug)]
+pub struct Protocol {
+    pub bounds: Bounds,
+    pub mutant: Option<Mutant>,
+}
+
+impl Protocol {
+    pub fn new(bounds: Bounds, mutant: Option<Mutant>) -> Self {
+        Protocol { bounds, mutant }
+    }
+
+    /// The system right after the operator's creates and sends: the `Start`s published
+    /// (and their rows acked), then the client's events for the timed execution.
+    pub fn initial(&self) -> State {
+        let mut items = [Item::ABSENT; EXECUTIONS];
+        let mut queue = Vec::new();
+        let mut recent = 0u64;
+        let mut send = |msg: Msg, queue: &mut Vec<Queued>| {
+            recent |= 1 << msg.natural_dedup();
+            queue.push(Queued {
+                msg,
+                dedup: msg.natural_dedup(),
+                receipt: 0,
+                in_flight: false,
+            });
+        };
+        let created = Item {
+            version: 1,
+            st: St::Pending,
+            processed: 0,
+            last_rows: 0,
+        };
+        if self.bounds.children > 0 {
+            items[PARENT] = created;
+            send(Msg::Start(PARENT), &mut queue);
+        }
+        if self.bounds.timed {
+            items[TIMED] = created;
+            send(Msg::Start(TIMED), &mut queue);
+            if self.bounds.leave_back {
+                send(Msg::Leave, &mut queue);
+                send(Msg::Back, &mut queue);
+            }
+        }
+        State {
+            now: 0,
+            items,
+            rows: Vec::new(),
+            next_seq: 0,
+            timer: None,
+            index: None,
+            queue,
+            recent,
+            workers: vec![Worker::Idle; self.bounds.workers as usize],
+            relay: Relay::Idle,
+            sweeper: Sweeper::Idle,
+            budget: Budget {
+                crashes: self.bounds.crashes,
+                leases: self.bounds.leases,
+                windows: self.bounds.windows,
+            },
+            ghost: Ghost::default(),
+        }
+    }
+
+    /// The child executions the bounds include.
+    pub fn children(&self) -> impl Iterator<Item = (u8, usize)> {
+        (0..self.bounds.children).map(|i| (i, CHILD[i as usize]))
+    }
+}
+
+/// Workers are interchangeable: states that differ only in which worker holds what are
+/// one state (a message's receipt, not the worker, says who may delete it).
+pub fn representative(state: &State) -> State {
+    let mut rep = state.clone();
+    rep.workers.sort();
+    rep
+}
+
+impl Model for Protocol {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![self.initial()]
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        actors::enabled(self, state, actions);
+    }
+
+    fn next_state(&self, state: &State, action: Action) -> Option<State> {
+        let mut next = state.clone();
+        actors::apply(self, &mut next, action).then_some(next)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties::all()
+    }
+}
+
+/// The message at `index` can be received: visible, first of its group, and its group has
+/// nothing in flight (SQS FIFO hands a group out one message at a time, in order).
+pub fn receivable(state: &State, index: usize) -> bool {
+    let m = state.queue[index];
+    if m.in_flight {
+        return false;
+    }
+    let group = m.msg.group();
+    !state.queue[..index].iter().any(|o| o.msg.group() == group)
+        && !state.queue[index..]
+            .iter()
+            .any(|o| o.in_flight && o.msg.group() == group)
+}
+
+/// Whether a timed execution exists and is in a state a `Timeout` of `f` would time out.
+pub fn waiting_for(state: &State, f: u8) -> bool {
+    state.items[TIMED].st == St::Waiting(f)
+}

@@ -1,0 +1,79 @@
+//! The safety properties (each an invariant over every reachable state) and the
+//! reachability checks that keep them from passing vacuously. Liveness is in
+//! [`crate::liveness`]: stateright's `eventually` misses a path that ends in a cycle,
+//! and a livelock is exactly such a cycle.
+
+use stateright::Property;
+
+use crate::model::Protocol;
+use crate::state::{Msg, St, State, PARENT, TIMED};
+
+/// The names of the safety properties, in the order they are reported.
+pub const SAFETY: [&str; 8] = [
+    "each event is applied exactly once",
+    "each execution applies its events in order",
+    "every committed emit is pending, queued or applied",
+    "no child is lost or created twice",
+    "a join fires once",
+    "no Timeout is applied unless its timer is armed and due",
+    "an armed timer is kept until its Timeout is queued",
+    "the sweeper fires only timers it read armed",
+];
+
+pub fn all() -> Vec<Property<Protocol>> {
+    vec![
+        Property::always(SAFETY[0], |_, s: &State| !s.ghost.applied_twice),
+        Property::always(SAFETY[1], |_, s: &State| !s.ghost.out_of_order),
+        Property::always(SAFETY[2], emits_kept),
+        Property::always(SAFETY[3], children_kept),
+        Property::always(SAFETY[4], |_, s: &State| s.ghost.joins <= 1),
+        Property::always(SAFETY[5], |_, s: &State| !s.ghost.early_timeout),
+        Property::always(SAFETY[6], timer_kept),
+        Property::always(SAFETY[7], |_, s: &State| !s.ghost.unconfirmed_fire),
+        // reachable, or the bounds are too small to say anything
+        Property::sometimes("the parent's join fires", |m: &Protocol, s: &State| {
+            m.bounds.children == 0 || s.items[PARENT].st == St::AllSent
+        }),
+        Property::sometimes("the timed execution times out", |m: &Protocol, s: &State| {
+            !m.bounds.timed || s.items[TIMED].st == St::Expired
+        }),
+        Property::sometimes("everything quiesces", |m: &Protocol, s: &State| {
+            s.quiescent(m.bounds.horizon)
+        }),
+    ]
+}
+
+/// `msg` is in the outbox or the queue.
+fn in_flight(s: &State, msg: Msg) -> bool {
+    s.rows.iter().any(|r| r.msg == msg) || s.queue.iter().any(|q| q.msg == msg)
+}
+
+/// Every `Finished` a committed step emitted is still a pending row, a queued message, or
+/// applied by its target.
+fn emits_kept(model: &Protocol, s: &State) -> bool {
+    model.children().all(|(i, _)| {
+        let msg = Msg::Finished(i);
+        s.ghost.emitted[PARENT] & msg.mark() == 0
+            || s.ghost.applied[PARENT] & msg.mark() != 0
+            || in_flight(s, msg)
+    })
+}
+
+/// Each committed spawn intent is a pending row, a queued message, or its child; no child
+/// was created twice.
+fn children_kept(model: &Protocol, s: &State) -> bool {
+    model.children().all(|(i, exe)| {
+        s.ghost.created[i as usize] <= 1
+            && (s.ghost.spawned & (1 << i) == 0
+                || s.items[exe].st != St::Absent
+                || in_flight(s, Msg::Spawn(i)))
+    })
+}
+
+/// While the timed state waits, its timer is armed, or its `Timeout` is queued.
+fn timer_kept(_: &Protocol, s: &State) -> bool {
+    match s.items[TIMED].st {
+        St::Waiting(f) => s.timer == Some(f) || s.queue.iter().any(|q| q.msg == Msg::Timeout(f)),
+        _ => true,
+    }
+}

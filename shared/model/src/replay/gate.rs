@@ -1,0 +1,244 @@
+//! The seams that let a replay run the real code one call at a time: each actor (a
+//! worker, the relay, the sweeper) gets its own view of the store and the queue, which
+//! stops before each call that is a step of the model, says which call it is, and waits
+//! for the replay's permit. Calls that are not a step of their own (the spawn path's read
+//! of the parent, the relay's read of the rows it just listed, the sweeper's load beside
+//! its timer's re-read) go through at once. The due index's lag is the replay's to set.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use stm_core::Execution;
+use stm_runtime::queue::{PublishFailure, QueueError, ReceivedMessage};
+use stm_runtime::{MemoryQueue, OutgoingMessage, Queue};
+use stm_store::{
+    Commit, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, MemoryStore, OutboxEntry,
+    PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
+};
+use tokio::sync::{mpsc, Semaphore};
+
+/// One actor's stop before its next call.
+#[derive(Debug)]
+pub struct Gate {
+    calls: mpsc::UnboundedSender<&'static str>,
+    permits: Semaphore,
+}
+
+impl Gate {
+    /// A gate, and the receiver of the calls it stops before.
+    pub fn new() -> (Arc<Gate>, mpsc::UnboundedReceiver<&'static str>) {
+        let (calls, rx) = mpsc::unbounded_channel();
+        (
+            Arc::new(Gate {
+                calls,
+                permits: Semaphore::new(0),
+            }),
+            rx,
+        )
+    }
+
+    /// Let the actor make the call it stopped before.
+    pub fn open(&self) {
+        self.permits.add_permits(1);
+    }
+
+    async fn pause(&self, call: &'static str) {
+        // the replay dropped its receiver: nobody steps this actor any more, let it run
+        if self.calls.send(call).is_err() {
+            return;
+        }
+        if let Ok(permit) = self.permits.acquire().await {
+            permit.forget();
+        }
+    }
+}
+
+/// The due index the sweeper reads: the timer as the index last saw it.
+pub type IndexView = Arc<Mutex<Option<DueTimer>>>;
+
+/// The store as one actor sees it.
+#[derive(Debug)]
+pub struct GatedStore {
+    pub inner: Arc<MemoryStore>,
+    pub gate: Arc<Gate>,
+    pub index: IndexView,
+    /// Ids whose plain `load` is no step of its own (the parent a spawn intent reads).
+    pub free_loads: Vec<String>,
+    /// A planted change (tests of the replay itself): commits lose their processed marks.
+    pub drop_marks: bool,
+}
+
+impl GatedStore {
+    async fn pause(&self, call: &'static str) {
+        self.gate.pause(call).await;
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for GatedStore {
+    async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
+        if !self.free_loads.iter().any(|free| free == id) {
+            self.pause("load").await;
+        }
+        self.inner.load(id).await
+    }
+
+    async fn load_for_event(
+        &self,
+        id: &str,
+        event_id: &str,
+    ) -> Result<(Option<Execution>, bool), StoreError> {
+        self.pause("load").await;
+        self.inner.load_for_event(id, event_id).await
+    }
+
+    async fn load_for_events(
+        &self,
+        id: &str,
+        event_ids: &[&str],
+    ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
+        self.pause("load").await;
+        self.inner.load_for_events(id, event_ids).await
+    }
+
+    fn check_commit(&self, exe: &Execution, commit: &Commit) -> Result<(), StoreError> {
+        self.inner.check_commit(exe, commit)
+    }
+
+    async fn commit(&self, exe: &mut Execution, mut commit: Commit) -> Result<Written, StoreError> {
+        self.pause("commit").await;
+        if self.drop_marks {
+            commit.processed_event_ids.clear();
+        }
+        self.inner.commit(exe, commit).await
+    }
+
+    async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
+        self.inner.is_processed(id, event_id).await
+    }
+
+    async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
+        self.inner.list_executions(query).await
+    }
+
+    async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
+        self.inner.pending_outbox().await
+    }
+
+    async fn ack_outbox(&self, seq: i64) -> Result<(), StoreError> {
+        self.pause("ack_rows").await;
+        self.inner.ack_outbox(seq).await
+    }
+
+    async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
+        self.inner.pending_spawns().await
+    }
+
+    async fn ack_spawn(&self, seq: i64) -> Result<(), StoreError> {
+        self.pause("ack_rows").await;
+        self.inner.ack_spawn(seq).await
+    }
+
+    async fn pending_rows_of(&self, id: &str) -> Result<PendingRows, StoreError> {
+        self.pause("pending_rows_of").await;
+        self.inner.pending_rows_of(id).await
+    }
+
+    async fn oldest_pending_seqs(
+        &self,
+        limit: usize,
+        settled_before: f64,
+    ) -> Result<Vec<PendingSeq>, StoreError> {
+        self.pause("oldest_pending_seqs").await;
+        self.inner.oldest_pending_seqs(limit, settled_before).await
+    }
+
+    async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
+        self.inner.pending_rows(spawns, outbox).await
+    }
+
+    async fn ack_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<(), StoreError> {
+        self.pause("ack_rows").await;
+        self.inner.ack_rows(spawns, outbox).await
+    }
+
+    async fn in_states(
+        &self,
+        definition_id: &str,
+        paths: &[String],
+        entered_by: Option<f64>,
+    ) -> Result<Vec<InState>, StoreError> {
+        self.inner.in_states(definition_id, paths, entered_by).await
+    }
+
+    /// The lagging index's answer, not the table's.
+    async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
+        self.pause("due_timers").await;
+        let listed = self.index.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Ok(listed.into_iter().filter(|t| t.fire_at <= now).collect())
+    }
+
+    async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
+        self.pause("delete_timer").await;
+        self.inner.delete_timer(id, path, fire_at).await
+    }
+
+    async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
+        self.pause("armed_timer").await;
+        self.inner.armed_timer(id, path).await
+    }
+
+    async fn claim_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<TimerClaim, StoreError> {
+        self.pause("claim_timer").await;
+        self.inner.claim_timer(id, path, fire_at).await
+    }
+
+    async fn read_trace(&self, id: &str) -> Result<Vec<stm_core::Map>, StoreError> {
+        self.inner.read_trace(id).await
+    }
+
+    async fn append_trace(&self, id: &str, entry: stm_core::Map) -> Result<(), StoreError> {
+        self.inner.append_trace(id, entry).await
+    }
+
+    async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError> {
+        self.inner.purge(id, expected_version).await
+    }
+
+    async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.ids_with_prefix(prefix).await
+    }
+}
+
+/// The queue as one actor sees it: its publishes and visibility changes are steps.
+#[derive(Debug)]
+pub struct GatedQueue {
+    pub inner: Arc<MemoryQueue>,
+    pub gate: Arc<Gate>,
+}
+
+#[async_trait]
+impl Queue for GatedQueue {
+    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
+        self.gate.pause("publish_batch").await;
+        self.inner.publish_batch(messages).await
+    }
+
+    async fn receive(
+        &self,
+        max: usize,
+        visibility_seconds: i32,
+        wait_seconds: i32,
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
+        self.inner.receive(max, visibility_seconds, wait_seconds).await
+    }
+
+    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
+        self.inner.delete(receipt_handle).await
+    }
+
+    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
+        self.gate.pause("change_visibility").await;
+        self.inner.change_visibility(receipt_handle, seconds).await
+    }
+}

@@ -1,0 +1,299 @@
+//! The model's state: the store (executions, rows, timers and the lagging due index), the
+//! FIFO queue, each actor's local state, the budgets of faults left and the ghost
+//! variables the properties read. Everything is small integers and short vectors, so a
+//! state hashes fast and millions fit in memory.
+
+/// The executions of the model. `PARENT` fans out over `CHILDREN`; `TIMED` waits on a
+/// timer and is left and re-entered by client events.
+pub type Exe = usize;
+pub const PARENT: Exe = 0;
+pub const CHILD: [Exe; 2] = [1, 2];
+pub const TIMED: Exe = 3;
+pub const EXECUTIONS: usize = 4;
+
+/// A message body, by what it means (the real message's group is its target).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Msg {
+    /// The `Start` an operator's `create` published.
+    Start(Exe),
+    /// A spawn intent for fan-out child `i`.
+    Spawn(u8),
+    /// Child `i`'s `Finished` report to the parent.
+    Finished(u8),
+    /// Client events for `TIMED`, sent in this order.
+    Leave,
+    Back,
+    /// The `Timeout` of `TIMED`'s timer armed for this tick.
+    Timeout(u8),
+}
+
+impl Msg {
+    /// The execution whose FIFO group carries it.
+    pub fn group(self) -> Exe {
+        match self {
+            Msg::Start(e) => e,
+            Msg::Spawn(i) => CHILD[i as usize],
+            Msg::Finished(_) => PARENT,
+            Msg::Leave | Msg::Back | Msg::Timeout(_) => TIMED,
+        }
+    }
+
+    /// The bit of its event id among its target's processed marks (spawn intents have none:
+    /// the child's existence is their mark).
+    pub fn mark(self) -> u16 {
+        match self {
+            Msg::Start(_) => 1,
+            Msg::Spawn(_) => 0,
+            Msg::Finished(i) => 1 << (1 + i),
+            Msg::Leave => 1 << 3,
+            Msg::Back => 1 << 4,
+            Msg::Timeout(f) => 1 << (5 + f),
+        }
+    }
+
+    /// Its deduplication id when it was not published from a row: derived from the event
+    /// (a client's event id, a timer's identity), so a re-send is the same message.
+    pub fn natural_dedup(self) -> u8 {
+        match self {
+            Msg::Start(e) => e as u8,
+            Msg::Spawn(i) => 4 + i,
+            Msg::Finished(i) => 6 + i,
+            Msg::Leave => 8,
+            Msg::Back => 9,
+            Msg::Timeout(f) => 10 + f,
+        }
+    }
+}
+
+/// A row's deduplication id: from its seq (real: `outbox|seq|event id`, `spawn|seq|child`).
+pub fn row_dedup(seq: u8) -> u8 {
+    32 + seq
+}
+
+/// An execution's state, as far as the protocol cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum St {
+    /// No item.
+    Absent,
+    /// Created, its `Start` not run yet.
+    Pending,
+    /// The parent waits in its fan-out; bit `i`: child `i`'s `Finished` seen.
+    Notifying(u8),
+    /// The parent's join fired.
+    AllSent,
+    /// A child: created, started and finished in one step.
+    ChildDone,
+    /// `TIMED` in its timed state, its timer armed for this tick.
+    Waiting(u8),
+    /// `TIMED` left its timed state.
+    Away,
+    /// `TIMED` timed out (final).
+    Expired,
+}
+
+/// One execution item (with its processed marks, which share its partition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Item {
+    pub version: u8,
+    pub st: St,
+    /// Bits of [`Msg::mark`].
+    pub processed: u16,
+    /// The seqs (bits) of its last commit that wrote rows: what a duplicate re-publishes.
+    pub last_rows: u16,
+}
+
+impl Item {
+    pub const ABSENT: Item = Item {
+        version: 0,
+        st: St::Absent,
+        processed: 0,
+        last_rows: 0,
+    };
+}
+
+/// A pending outbox row or spawn intent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Row {
+    pub seq: u8,
+    pub msg: Msg,
+}
+
+/// A message in the FIFO queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Queued {
+    pub msg: Msg,
+    pub dedup: u8,
+    /// Counts receives: a receipt handle is good only while it is the latest.
+    pub receipt: u8,
+    pub in_flight: bool,
+}
+
+/// A received record, as a worker holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Rec {
+    pub msg: Msg,
+    pub dedup: u8,
+    pub receipt: u8,
+}
+
+/// A step prepared from a load (and a timer claim), waiting for its commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Prepared {
+    /// The version loaded: the commit's condition (0: the item must not exist).
+    pub expect: u8,
+    pub st: St,
+    /// What the commit writes: `Finished(i)` to the parent, or spawn intents (bits).
+    pub emit: Option<Msg>,
+    pub spawns: u8,
+    pub timer: TimerOp,
+    /// The step takes the timed state's `Timeout` transition.
+    pub times_out: bool,
+    /// The step fires the parent's join.
+    pub joins: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimerOp {
+    Keep,
+    Arm(u8),
+    Cancel,
+}
+
+/// Where a worker is in one record (a batch of one), between two store or queue calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Worker {
+    Idle,
+    /// Received; next: load the target (`load_for_event`, or the child's `load`).
+    Received(Rec),
+    /// A `Timeout` for a running execution, loaded at this version and state; next:
+    /// `claim_timer`.
+    Claim(Rec, u8, St),
+    /// Next: the commit.
+    Commit(Rec, Prepared),
+    /// Mutant `mark-outside-commit` only: committed without its mark; next, the mark on
+    /// its own, then the flush of these rows.
+    Mark(Rec, RowSet),
+    /// A duplicate (or a child that exists); next: `pending_rows_of`.
+    Pending(Rec),
+    /// Next: publish these rows (seq bits; their messages are in `rows` or were read).
+    Publish(Rec, RowSet),
+    /// Next: ack (delete) these rows.
+    Ack(Rec, RowSet),
+    /// A lost CAS; next: release the record (visibility 0).
+    Release(Rec),
+    /// The batch is answered; next: the event source deletes it (if `ok`).
+    Done(Rec, bool),
+}
+
+/// Rows an actor holds in memory between its read and its publish: up to four.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RowSet {
+    pub len: u8,
+    pub rows: [Row; 4],
+}
+
+impl RowSet {
+    pub fn new(rows: &[Row]) -> RowSet {
+        let mut set = RowSet {
+            len: 0,
+            rows: [Row {
+                seq: 0,
+                msg: Msg::Leave,
+            }; 4],
+        };
+        for row in rows.iter().take(4) {
+            set.rows[set.len as usize] = *row;
+            set.len += 1;
+        }
+        set
+    }
+
+    pub fn as_slice(&self) -> &[Row] {
+        &self.rows[..self.len as usize]
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Relay {
+    Idle,
+    /// Read these pending rows; next: publish them (mutant: ack them first).
+    Publish(RowSet),
+    Ack(RowSet),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Sweeper {
+    Idle,
+    /// The due index listed the timer armed for this tick; next: the consistent re-read.
+    Listed(u8),
+    /// Confirmed armed; next: publish its `Timeout`.
+    Confirmed(u8),
+    /// Published; next: the guarded delete.
+    Delete(u8),
+}
+
+/// Faults still allowed on this path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Budget {
+    pub crashes: u8,
+    /// Visibility timeouts running out under a live worker (a lease lost to a slow step).
+    pub leases: u8,
+    /// SQS's 5-minute deduplication window passing.
+    pub windows: u8,
+}
+
+/// Ghost variables: history the properties read, never the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Ghost {
+    /// Per execution: the marks of the events committed (applied) so far.
+    pub applied: [u16; EXECUTIONS],
+    /// An event committed a second time.
+    pub applied_twice: bool,
+    /// An event committed before one its producer sent earlier.
+    pub out_of_order: bool,
+    /// Messages committed as rows (bits of [`Msg::mark`] per target, spawns below).
+    pub emitted: [u16; EXECUTIONS],
+    pub spawned: u8,
+    /// How many times each child was created.
+    pub created: [u8; 2],
+    pub joins: u8,
+    /// A `Timeout` took its transition before its visit's timer was due.
+    pub early_timeout: bool,
+    /// The sweeper decided to fire on a read that did not match the table.
+    pub unconfirmed_fire: bool,
+}
+
+/// The whole system.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub now: u8,
+    pub items: [Item; EXECUTIONS],
+    /// Pending outbox rows and spawn intents, by seq.
+    pub rows: Vec<Row>,
+    pub next_seq: u8,
+    /// `TIMED`'s timer (its timed state's path): the tick it is armed for.
+    pub timer: Option<u8>,
+    /// The due index's (lagging) view of it.
+    pub index: Option<u8>,
+    pub queue: Vec<Queued>,
+    /// Deduplication ids sent within the window (bits).
+    pub recent: u64,
+    pub workers: Vec<Worker>,
+    pub relay: Relay,
+    pub sweeper: Sweeper,
+    pub budget: Budget,
+    pub ghost: Ghost,
+}
+
+impl State {
+    /// Nothing left to do up to the model's time horizon: no message, no pending row, every
+    /// actor idle, and no timer that could fall due.
+    pub fn quiescent(&self, horizon: u8) -> bool {
+        self.queue.is_empty()
+            && self.rows.is_empty()
+            && self.workers.iter().all(|w| *w == Worker::Idle)
+            && self.relay == Relay::Idle
+            && self.sweeper == Sweeper::Idle
+            && self.timer.is_none_or(|f| f > horizon)
+    }
+}

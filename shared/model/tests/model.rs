@@ -1,0 +1,70 @@
+//! The model checked at the test suite's bound, and every planted hazard caught.
+
+use stm_model::check::explore;
+use stm_model::liveness;
+use stm_model::model::{Bounds, Mutant};
+
+#[test]
+fn every_property_holds_at_the_small_bound() {
+    let report = explore(Bounds::SMALL, None, 2);
+    for (name, cex) in &report.safety {
+        assert!(
+            cex.is_none(),
+            "{name} fails:\n{}",
+            cex.as_ref().map(stm_model::trace::render).unwrap_or_default()
+        );
+    }
+    for (name, found) in &report.reachable {
+        assert!(found, "never reached: {name}");
+    }
+    assert!(
+        report.states > 10_000,
+        "too few states to mean anything: {}",
+        report.states
+    );
+    println!(
+        "{} states, depth {}, {:.1} s",
+        report.states,
+        report.depth,
+        report.elapsed.as_secs_f64()
+    );
+}
+
+#[test]
+fn quiescence_is_reachable_from_every_state_at_the_small_bound() {
+    let result = liveness::analyse(Bounds::SMALL, None);
+    assert!(result.quiescent > 0);
+    assert_eq!(
+        result.traps,
+        0,
+        "a trap: {:?}",
+        result.trap_path.iter().map(|(_, a)| *a).collect::<Vec<_>>()
+    );
+}
+
+/// One child, the re-entered timer, a crash and a lost lease: where each hazard shows.
+const MUTANTS: Bounds = Bounds {
+    children: 1,
+    timed: true,
+    leave_back: true,
+    workers: 2,
+    crashes: 1,
+    leases: 1,
+    windows: 0,
+    horizon: 1,
+};
+
+#[test]
+fn every_planted_hazard_is_caught_with_a_counterexample() {
+    for mutant in Mutant::ALL {
+        let report = explore(MUTANTS, Some(mutant), 2);
+        let (name, path) = report
+            .counterexample()
+            .unwrap_or_else(|| panic!("{} was not caught ({} states)", mutant.name(), report.states));
+        println!(
+            "{}: \"{name}\"\n{}",
+            mutant.name(),
+            stm_model::trace::render(path)
+        );
+    }
+}
