@@ -26,12 +26,7 @@ use common::{Stack, START};
 /// The machine: `Waiting` times out after `delay` seconds; `Leave` and `Back` leave and
 /// re-enter it (re-arming its timer).
 fn definitions() -> Definitions {
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/machines/timers.stm");
-    let mut defs = Definitions::new();
-    for defn in stm_runtime::config::load_file(&file).expect("timers.stm") {
-        defs.register(defn);
-    }
-    defs
+    common::definitions_of("timers.stm")
 }
 
 /// A traced stack over fresh tables and a FIFO queue on moto; the sweep reads the due

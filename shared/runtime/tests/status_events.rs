@@ -15,9 +15,7 @@ use serde_json::{json, Value};
 use stm_core::{Event, Status};
 use stm_runtime::eventsource::{self, EventSourceSettings};
 use stm_runtime::status::{EventBridgeBus, StatusBus, StatusEvents, DETAIL_TYPE, SOURCE};
-use stm_runtime::{
-    relay, ActionRegistry, Control, Definitions, Driver, Queue, SqsQueue, Worker, WorkerSettings,
-};
+use stm_runtime::{relay, ActionRegistry, Control, Driver, Queue, SqsQueue, Worker, WorkerSettings};
 use stm_store::{ExecutionStore, StoreError, Written};
 
 /// Dies once, armed: after the next commit made durable (the write stays, the worker
@@ -59,15 +57,6 @@ struct Rig {
     failed_url: String,
     /// A catch-all rule's queue: every status event.
     all_url: String,
-}
-
-fn definitions() -> Definitions {
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/machines/status.stm");
-    let mut defs = Definitions::new();
-    for defn in stm_runtime::config::load_file(&file).expect("status.stm loads and validates") {
-        defs.register(defn);
-    }
-    defs
 }
 
 fn actions() -> ActionRegistry {
@@ -143,7 +132,8 @@ impl Rig {
         let store = Arc::new(HookedStore::new(parts.store.clone(), Dies::default()));
         let queue: Arc<dyn Queue> =
             Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
-        let driver = Driver::new(store.clone(), definitions(), actions()).with_status_events(level);
+        let driver = Driver::new(store.clone(), common::definitions_of("status.stm"), actions())
+            .with_status_events(level);
         let mut worker = Worker::new(
             driver.clone(),
             queue.clone(),

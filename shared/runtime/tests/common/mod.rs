@@ -30,8 +30,18 @@ pub fn machines_file() -> PathBuf {
 }
 
 pub fn definitions() -> Definitions {
+    definitions_of("scenarios.stm")
+}
+
+/// The machines of `tests/machines/NAME`, validated.
+pub fn definitions_of(name: &str) -> Definitions {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/machines")
+        .join(name);
     let mut defs = Definitions::new();
-    for defn in stm_runtime::config::load_file(&machines_file()).expect("scenarios.stm loads and validates") {
+    for defn in
+        stm_runtime::config::load_file(&file).unwrap_or_else(|e| panic!("{name} loads and validates: {e}"))
+    {
         defs.register(defn);
     }
     defs

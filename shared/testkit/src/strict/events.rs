@@ -2,9 +2,10 @@
 //! at most 10, under 256 KB of entries all told (the source, detail type, detail and
 //! resources of each, in UTF-8 bytes), a detail that is a JSON object, and no source
 //! starting with `aws.` (reserved for AWS's own events). An entry that breaks an entry
-//! rule fails alone, at its index, as AWS answers it; the others are put.
+//! rule fails alone, at its index, as AWS answers it; the others are put (the request
+//! cut to them by `sqs::keep_entries`: both services call the list `Entries`).
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::refusal::Refusal;
 
@@ -93,17 +94,6 @@ pub fn check(operation: &str, body: &Value) -> Verdict {
     } else {
         Verdict::Partial { keep, failed, rules }
     }
-}
-
-/// The request with only the entries at `keep`.
-pub fn keep_entries(body: &Value, keep: &[usize]) -> Value {
-    let all = entries(body);
-    let mut out = body.as_object().cloned().unwrap_or_else(Map::new);
-    out.insert(
-        "Entries".into(),
-        Value::Array(keep.iter().filter_map(|i| all.get(*i).cloned()).collect()),
-    );
-    Value::Object(out)
 }
 
 /// The answer to the whole request: moto's results for the kept entries (`None`: none was

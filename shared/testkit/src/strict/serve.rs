@@ -104,7 +104,7 @@ pub(super) async fn serve(
                             conn.stream().write_all(text.as_bytes()).await?;
                             return conn.stream().shutdown().await;
                         }
-                        request.body = events::keep_entries(&body, &keep).to_string().into_bytes();
+                        request.body = sqs::keep_entries(&body, &keep).to_string().into_bytes();
                         partial_events = Some((keep, failed));
                         None
                     }
