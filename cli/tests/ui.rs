@@ -95,6 +95,35 @@ fn the_console_shows_an_execution_and_suspends_it_in_a_browser() {
             "no arrow {row:?} in {arrows}"
         );
     }
+    // the same transitions drawn on the chart: one arrow each, leaving its source's box
+    // and reaching its target's, labelled with the event and the guard
+    browser.wait_for(
+        "document.querySelectorAll('svg.edges path.edge').length > 0 && document.querySelectorAll('svg.edges path.edge').length === document.querySelectorAll('table.arrows tr[data-from]').length",
+    );
+    assert_eq!(
+        browser.eval(
+            "(() => { const o = document.querySelector('svg.edges').getBoundingClientRect(); const near = (pt, el) => { const b = el.getBoundingClientRect(); const x = o.left + pt.x, y = o.top + pt.y; return x >= b.left - 2 && x <= b.right + 2 && y >= b.top - 2 && y <= b.bottom + 2; }; const box = p => document.querySelector(`.state[data-path=\"${p}\"]`); return [...document.querySelectorAll('svg.edges path.edge')].filter(e => !(near(e.getPointAtLength(0), box(e.dataset.from)) && near(e.getPointAtLength(e.getTotalLength()), box(e.dataset.to)))).map(e => e.dataset.from + '->' + e.dataset.to); })()"
+        ),
+        json!([]),
+        "every arrow starts at its source box and ends at its target box"
+    );
+    let labels =
+        browser.eval("[...document.querySelectorAll('svg.edges text.edge-label')].map(t => t.textContent)");
+    for label in [
+        "Submit",
+        "PaymentFailed [context.attempts >= context.max_attempts]",
+        "PaymentFailed [else]",
+    ] {
+        assert!(
+            labels
+                .as_array()
+                .is_some_and(|l| l.iter().any(|t| t.as_str() == Some(label))),
+            "no arrow labelled {label:?} in {labels}"
+        );
+    }
+    // kept for a look at the drawing (the execution page's is step 5's)
+    let machine_shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-machine.png");
+    std::fs::write(&machine_shot, browser.screenshot()).expect("write the machine page's screenshot");
     browser.eval("document.querySelector('.state[data-path=\"Payment.Charging\"] a.count').click()");
     browser.wait_for("document.querySelector('h1')?.textContent.startsWith('Order in')");
     assert_eq!(
@@ -497,9 +526,10 @@ impl Browser {
         result["result"]["value"].clone()
     }
 
-    /// Poll `condition` until it is true (10 s at most).
+    /// Poll `condition` until it is true (30 s at most: a machine's page reads all 512
+    /// shards of a state index on moto, which takes seconds on a loaded 2-core machine).
     fn wait_for(&mut self, condition: &str) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             // a navigation may destroy the context mid-evaluation: then try again
             let result = self.try_call(

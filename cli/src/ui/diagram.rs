@@ -2,7 +2,9 @@
 //! orthogonal state holds its regions side by side (dashed), the active states are
 //! highlighted (`class="active"`), the initial state marked with an arrow. On a machine's
 //! page each state also shows how many executions are in it, shaded by that count (a heat
-//! map), the count linking to the list of them.
+//! map), the count linking to the list of them, and the chart carries an empty SVG layer
+//! on which the console's script draws the transitions as arrows between the boxes (their
+//! positions are only known once the browser has laid the boxes out).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -43,6 +45,13 @@ pub(crate) fn draw_heat(tree: &StateBox, heat: &Heat<'_>) -> String {
 fn draw_with(tree: &StateBox, heat: Option<&Heat<'_>>) -> String {
     let mut out = String::new();
     out.push_str(r#"<div class="chart">"#);
+    if heat.is_some() {
+        out.push_str(concat!(
+            r#"<svg class="edges" aria-hidden="true"><defs>"#,
+            r#"<marker id="arrowhead" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">"#,
+            r#"<path d="M0,0 L10,5 L0,10 z"/></marker></defs></svg>"#
+        ));
+    }
     draw_box(tree, heat, &mut out);
     out.push_str("</div>");
     out

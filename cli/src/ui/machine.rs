@@ -51,7 +51,10 @@ pub(crate) fn machine_page(defn: &Definition, found: &[InState], arrows: &[Arrow
     for arrow in arrows {
         let _ = write!(
             body,
-            r#"<tr><td>{}</td><td class="arrow">&#10230;</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+            r#"<tr data-from="{}" data-to="{}" data-label="{}"><td>{}</td><td class="arrow">&#10230;</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+            esc(&arrow.from),
+            esc(&arrow.to),
+            esc(&edge_label(arrow)),
             esc(&arrow.from),
             esc(&arrow.to),
             arrow
@@ -66,6 +69,15 @@ pub(crate) fn machine_page(defn: &Definition, found: &[InState], arrows: &[Arrow
     }
     body.push_str("</tbody></table>");
     page(&defn.id, &body)
+}
+
+/// What the chart writes on an arrow: its event (none: automatic) and its guard.
+fn edge_label(arrow: &Arrow) -> String {
+    let event = arrow.event.as_deref().unwrap_or("(automatic)");
+    match &arrow.guard {
+        Some(guard) => format!("{event} [{guard}]"),
+        None => event.to_string(),
+    }
 }
 
 /// The executions of machine `name` in state `path`, oldest in it first.
