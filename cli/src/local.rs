@@ -20,6 +20,7 @@ mod console;
 mod fresh;
 mod moto;
 mod queue_lock;
+mod status;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -88,6 +89,17 @@ pub struct LocalArgs {
     /// Record an execution trace per commit, for `stm trace ID` (`--trace false`: none).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub trace: bool,
+    /// Status events, as a deployment's `StatusEvents`: `failures` (an execution became
+    /// FAILED) or `all` (FAILED, SUSPENDED, DONE, CANCELLED) go on the bus
+    /// `{prefix}-status`, and a rule copies them to the queue `{queue}-status-events`.
+    #[arg(
+        long,
+        env = "STM_STATUS_EVENTS",
+        default_value = "none",
+        value_parser = ["none", "failures", "all"],
+        value_name = "LEVEL"
+    )]
+    pub status_events: String,
 }
 
 /// `stm local`, until Ctrl-C or SIGTERM.
@@ -253,6 +265,9 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
         // the local stack keeps the state index (`stm list --in`, `stm states`, the console's
         // heat map) without asking: an item's size costs nothing here
         (vars::STATE_INDEX, "true".to_string()),
+        // the flag's (whose default is the variable's) and the local bus's name
+        (vars::STATUS_EVENTS, args.status_events.clone()),
+        (vars::EVENT_BUS, format!("{}-status", dep.tables.prefix)),
     ];
     let config = stm_runtime::config::FunctionConfig::from_lookup(|name| {
         stack
@@ -269,13 +284,33 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
         }
     }
     stm_runtime::config::check_actions(&definitions, &actions)?;
-    let driver = Driver::new(store.clone(), definitions, actions).with_trace(args.trace);
+    let driver = Driver::new(store.clone(), definitions, actions)
+        .with_trace(args.trace)
+        .with_status_events(config.status_events);
     let doorbell = Arc::new(stm_runtime::doorbell::SqsDoorbell::new(
         client.clone(),
         doorbell_url.clone(),
     ));
     let doorbells: Arc<dyn Queue> = Arc::new(SqsQueue::new(client.clone(), doorbell_url.clone()));
-    let worker = Worker::new(driver, queue.clone(), WorkerSettings::default()).with_doorbell(doorbell);
+    let mut worker = Worker::new(driver, queue.clone(), WorkerSettings::default()).with_doorbell(doorbell);
+    if config.status_events != stm_runtime::status::StatusEvents::None {
+        let stem = queue_name.trim_end_matches(".fifo");
+        let (bus, copies) = status::local_bus(
+            dep.tables.endpoint.as_deref(),
+            region(dep),
+            &dep.tables.prefix,
+            stem,
+            &client,
+            config.status_events,
+        )
+        .await?;
+        eprintln!(
+            "[stm local] status events ({}) on the bus {}, copied to {copies}",
+            config.status_events,
+            bus.bus()
+        );
+        worker = worker.with_status_bus(bus);
+    }
     let settings = EventSourceSettings {
         batch_size: args.batch_size,
         visibility_seconds: args.visibility,

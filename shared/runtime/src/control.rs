@@ -272,8 +272,10 @@ impl Control {
             let now = self.driver.clock.now();
             exe.stamp(now);
             let mut commit = Commit::default();
-            // the relay sends it on (a control command has no status bus of its own)
-            if let Some(notice) = crate::status::notice(self.driver.status_events, before, &exe, now) {
+            // the operator does not know the deployment's level: it writes a notice for
+            // every change, and the relay (whose bus has the level) sends or drops it
+            let level = crate::status::StatusEvents::All;
+            if let Some(notice) = crate::status::notice(level, before, &exe, now) {
                 commit.emits.push((None, notice));
             }
             if status == Status::Running && !exe.parked_events.is_empty() {

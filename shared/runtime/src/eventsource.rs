@@ -127,7 +127,16 @@ pub async fn drain(
         if polled.received > 0 {
             continue;
         }
-        let relayed = relay::relay_pending(store, queue).await?;
+        let bus = worker.status_bus.as_deref();
+        let relayed = relay::relay_pending_until(
+            store,
+            queue,
+            bus,
+            None,
+            f64::INFINITY,
+            relay::RelayBounds::default(),
+        )
+        .await?;
         let swept = sweeper::sweep(store, queue, now()).await?;
         let moved = relayed.forwarded + swept.fired;
         total.relayed.forwarded += relayed.forwarded;
@@ -213,6 +222,7 @@ pub async fn run_with_doorbells(
 ) -> Result<(), DriverError> {
     let store = worker.driver.store.clone();
     let clock = worker.driver.clock.clone();
+    let status_bus = worker.status_bus.clone();
     let wait_seconds = settings.wait_seconds;
     let doorbell_poller = doorbells.map(|doorbells| {
         let (store, queue, clock) = (store.clone(), queue.clone(), clock.clone());
@@ -299,7 +309,17 @@ pub async fn run_with_doorbells(
         tokio::select! {
             _ = stop.changed() => break,
             _ = relay_tick.tick() => {
-                if let Err(err) = relay::relay_pending(store.as_ref(), queue.as_ref()).await {
+                // the relay function's status bus is the worker's (one configuration)
+                let bus = status_bus.as_deref();
+                let run = relay::relay_pending_until(
+                    store.as_ref(),
+                    queue.as_ref(),
+                    bus,
+                    None,
+                    f64::INFINITY,
+                    relay::RelayBounds::default(),
+                );
+                if let Err(err) = run.await {
                     tracing::error!(error = %err, "relay run failed");
                 }
             }

@@ -12,8 +12,10 @@
 //! to publish.
 //!
 //! A status event's row (no target, [`crate::status::is_notice`]) goes to the status bus
-//! instead, when the caller has one; without one it stays pending for a caller that has
-//! (the scheduled relay of a deployment that publishes status events).
+//! instead, when the caller has one and the bus's level publishes its status (else the row
+//! is deleted unsent). Without a bus, the inline flush and the operator leave it pending,
+//! for the scheduled relay; the scheduled relay without a bus (a deployment that publishes
+//! no status events) deletes it.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -22,7 +24,7 @@ use stm_store::{ExecutionStore, OutboxEntry, SpawnEntry};
 
 use crate::driver::DriverError;
 use crate::queue::{message_problem, BatchSize, OutgoingMessage, Queue, MAX_BATCH};
-use crate::status::{is_notice, BusEvent, StatusBus};
+use crate::status::{is_notice, notice_status, BusEvent, StatusBus};
 
 /// What one delivery did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -83,7 +85,8 @@ impl Default for RelayBounds {
 pub const RELAY_SETTLE_SECONDS: f64 = 5.0;
 
 /// Publish `spawns` then `outbox` (each already in seq order) and ack what was delivered;
-/// the status events among `outbox` go to `bus` (without one they stay pending).
+/// the status events among `outbox` go to `bus` (without one they stay pending, for the
+/// scheduled relay).
 pub async fn deliver(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
@@ -91,7 +94,7 @@ pub async fn deliver(
     spawns: &[SpawnEntry],
     outbox: &[OutboxEntry],
 ) -> RelaySummary {
-    let mut delivery = Delivery::new(bus);
+    let mut delivery = Delivery::new(bus, WithoutBus::Leave);
     delivery.deliver(store, queue, spawns, outbox).await;
     delivery.summary
 }
@@ -102,6 +105,16 @@ struct Delivery<'b> {
     blocked: HashSet<String>,
     summary: RelaySummary,
     bus: Option<&'b dyn StatusBus>,
+    without_bus: WithoutBus,
+}
+
+/// What a delivery without a status bus does with a status event's row.
+#[derive(Clone, Copy)]
+enum WithoutBus {
+    /// Leave it pending (an inline flush, the operator: the scheduled relay decides).
+    Leave,
+    /// Delete it unsent (the scheduled relay of a deployment without status events).
+    Drop,
 }
 
 /// What a published entry acks.
@@ -111,11 +124,12 @@ enum Ackable {
 }
 
 impl<'b> Delivery<'b> {
-    fn new(bus: Option<&'b dyn StatusBus>) -> Self {
+    fn new(bus: Option<&'b dyn StatusBus>, without_bus: WithoutBus) -> Self {
         Delivery {
             blocked: HashSet::new(),
             summary: RelaySummary::default(),
             bus,
+            without_bus,
         }
     }
 
@@ -231,15 +245,29 @@ impl<'b> Delivery<'b> {
         self.announce(store, &notices).await;
     }
 
-    /// Put the status events on the bus and ack what it took; without a bus, or refused,
-    /// they stay pending (counted in `remaining`, not `failed`). They belong to no message
-    /// group: a refused one holds nothing back.
+    /// Put the status events the bus's level publishes on the bus, and ack what it took
+    /// and what its level leaves out; refused ones stay pending (counted in `remaining`,
+    /// not `failed`). Without a bus: [`WithoutBus`]. They belong to no message group: a
+    /// refused one holds nothing back.
     async fn announce(&mut self, store: &dyn ExecutionStore, notices: &[&OutboxEntry]) {
         if notices.is_empty() {
             return;
         }
-        let Some(bus) = self.bus else {
-            self.summary.remaining += notices.len();
+        let (notices, unsent): (Vec<&OutboxEntry>, Vec<&OutboxEntry>) = match self.bus {
+            Some(bus) => notices
+                .iter()
+                .partition(|n| notice_status(&n.event).is_some_and(|s| bus.level().publishes(s))),
+            None => match self.without_bus {
+                WithoutBus::Leave => {
+                    self.summary.remaining += notices.len();
+                    return;
+                }
+                WithoutBus::Drop => (Vec::new(), notices.to_vec()),
+            },
+        };
+        let dropped: Vec<Ackable> = unsent.iter().map(|n| Ackable::Outbox(n.seq)).collect();
+        self.ack(store, &dropped, 0).await;
+        let Some(bus) = self.bus.filter(|_| !notices.is_empty()) else {
             return;
         };
         let events: Vec<BusEvent> = notices.iter().map(|n| BusEvent::of_notice(&n.event)).collect();
@@ -302,7 +330,8 @@ pub async fn relay_pending(
 /// The scheduled relay: the pending rows committed before `settled_before` (epoch
 /// seconds), in seq order, in passes of `bounds.pass_rows` read by key `bounds.read_rows`
 /// at a time, until they are done or `deadline` comes (the rest waits for the next run);
-/// status events go to `bus` (without one they stay pending).
+/// status events go to `bus` (without one they are deleted unsent: a deployment without
+/// status events still gets the rows the operator commands write).
 /// Memory stays bounded whatever the backlog.
 pub async fn relay_pending_until(
     store: &dyn ExecutionStore,
@@ -314,7 +343,7 @@ pub async fn relay_pending_until(
 ) -> Result<RelaySummary, DriverError> {
     let pass_rows = bounds.pass_rows.max(1);
     let run = stm_aws::as_function("relay", async {
-        let mut delivery = Delivery::new(bus);
+        let mut delivery = Delivery::new(bus, WithoutBus::Drop);
         // a page is started only if it can end before the deadline: as long as the
         // longest page so far took (a page forwarded half-way would be sent again, and an
         // invocation past its deadline is killed mid-page)

@@ -165,6 +165,15 @@ pub fn is_notice(entry: &OutboxEntry) -> bool {
     entry.target_id.is_none() && entry.event.kind == NOTICE_KIND
 }
 
+/// The status a notice announces (`None`: not one it can read).
+pub fn notice_status(event: &Event) -> Option<Status> {
+    event
+        .data
+        .get("status")
+        .cloned()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
 /// One event for the bus: what `PutEvents` takes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BusEvent {
@@ -196,6 +205,13 @@ impl BusEvent {
 #[async_trait]
 pub trait StatusBus: Send + Sync + std::fmt::Debug {
     async fn put(&self, events: &[BusEvent]) -> Vec<PublishFailure>;
+
+    /// Which notices go on this bus: the others are deleted unsent. The operator
+    /// commands write a notice for every status they set (they do not know the
+    /// deployment's level); the relay's bus, configured as the worker's, decides.
+    fn level(&self) -> StatusEvents {
+        StatusEvents::All
+    }
 }
 
 /// A bus in memory, for `stm run` and the tests: it keeps what it was given.

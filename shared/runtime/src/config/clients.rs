@@ -328,7 +328,9 @@ impl FunctionContext {
                 let client =
                     crate::status::EventBridgeBus::client(config.endpoint_url.as_deref(), &config.region)
                         .await;
-                Some(Arc::new(crate::status::EventBridgeBus::new(client, bus.clone())))
+                Some(Arc::new(
+                    crate::status::EventBridgeBus::new(client, bus.clone()).with_level(level),
+                ))
             }
             _ => None,
         };

@@ -11,6 +11,7 @@ use crate::queue::PublishFailure;
 pub struct EventBridgeBus {
     client: aws_sdk_eventbridge::Client,
     bus: String,
+    level: super::StatusEvents,
 }
 
 impl EventBridgeBus {
@@ -18,7 +19,14 @@ impl EventBridgeBus {
         EventBridgeBus {
             client,
             bus: bus.into(),
+            level: super::StatusEvents::All,
         }
+    }
+
+    /// Put only what `level` publishes (default: every notice it is given).
+    pub fn with_level(mut self, level: super::StatusEvents) -> Self {
+        self.level = level;
+        self
     }
 
     /// A client for `endpoint_url` (an emulator; `None`: AWS) in `region`, its requests
@@ -39,6 +47,10 @@ impl EventBridgeBus {
 
 #[async_trait]
 impl StatusBus for EventBridgeBus {
+    fn level(&self) -> super::StatusEvents {
+        self.level
+    }
+
     async fn put(&self, events: &[BusEvent]) -> Vec<PublishFailure> {
         let mut failures = Vec::new();
         for range in plan_puts(events) {
