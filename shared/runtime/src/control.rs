@@ -25,7 +25,6 @@ use crate::relay;
 mod migrate;
 mod redrive;
 pub use migrate::{Migration, PathMap};
-pub use redrive::redrive_refusal;
 
 /// The trace step of a control-plane command that moves an execution (`migrate`,
 /// `redrive`): in the shape of an event step (what `stm trace` reads), with `cause`

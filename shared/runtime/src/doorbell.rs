@@ -92,7 +92,7 @@ pub fn parse_doorbell(body: &str) -> Result<DueTimer, String> {
 
 /// The whole seconds to delay a doorbell for a timer due at `fire_at`, seen from `now`:
 /// rounded down, within SQS's 0..=900. Rounding down means the doorbell is never late by
-/// the rounding; the handler waits the remainder ([`early_wait`]).
+/// the rounding; the handler waits the remainder (`early_wait`).
 pub fn delay_seconds(fire_at: f64, now: f64) -> i32 {
     let wait = (fire_at - now).floor();
     if wait.is_nan() || wait <= 0.0 {
@@ -105,7 +105,7 @@ pub fn delay_seconds(fire_at: f64, now: f64) -> i32 {
 /// How long a doorbell handler answering at `now` waits before firing a timer due at
 /// `fire_at`: nothing if it is due, the time left if that is within [`MAX_EARLY_WAIT`],
 /// `None` (not due: retry later) if further off.
-pub fn early_wait(fire_at: f64, now: f64) -> Option<Duration> {
+pub(crate) fn early_wait(fire_at: f64, now: f64) -> Option<Duration> {
     let early = fire_at - now;
     if early.is_nan() || early <= 0.0 {
         Some(Duration::ZERO)

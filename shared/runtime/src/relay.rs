@@ -11,7 +11,7 @@
 //! never breaks: e.g. a broadcast event must not reach a region whose spawn intent failed
 //! to publish.
 //!
-//! A status event's row (no target, [`crate::status::is_notice`]) goes to the status bus
+//! A status event's row (no target, `status::is_notice`) goes to the status bus
 //! instead, when the caller has one and the bus's level publishes its status (else the row
 //! is deleted unsent). Without a bus, the inline flush and the operator leave it pending,
 //! for the scheduled relay; the scheduled relay without a bus (a deployment that publishes

@@ -161,12 +161,12 @@ fn status_name(status: Status) -> String {
 }
 
 /// Whether an outbox row carries a notice (no target, the notice's kind).
-pub fn is_notice(entry: &OutboxEntry) -> bool {
+pub(crate) fn is_notice(entry: &OutboxEntry) -> bool {
     entry.target_id.is_none() && entry.event.kind == NOTICE_KIND
 }
 
 /// The status a notice announces (`None`: not one it can read).
-pub fn notice_status(event: &Event) -> Option<Status> {
+pub(crate) fn notice_status(event: &Event) -> Option<Status> {
     event
         .data
         .get("status")
@@ -185,7 +185,7 @@ pub struct BusEvent {
 
 impl BusEvent {
     /// The bus event of a notice row's event.
-    pub fn of_notice(event: &Event) -> BusEvent {
+    pub(crate) fn of_notice(event: &Event) -> BusEvent {
         BusEvent {
             source: SOURCE.to_string(),
             detail_type: DETAIL_TYPE.to_string(),
@@ -243,15 +243,15 @@ impl StatusBus for MemoryBus {
 }
 
 /// The most entries one `PutEvents` takes.
-pub const MAX_PUT_ENTRIES: usize = 10;
+pub(crate) const MAX_PUT_ENTRIES: usize = 10;
 /// The most entry bytes ([`BusEvent::entry_bytes`]) one `PutEvents` takes, all entries
 /// together: "less than 256 KB".
-pub const MAX_PUT_BYTES: usize = 256 * 1024 - 1;
+pub(crate) const MAX_PUT_BYTES: usize = 256 * 1024 - 1;
 
 /// `events` cut into `PutEvents` requests: at most [`MAX_PUT_ENTRIES`] and
 /// [`MAX_PUT_BYTES`] each, in order; an event too large alone is a request of its own
 /// (the bus refuses it, and says so).
-pub fn plan_puts(events: &[BusEvent]) -> Vec<std::ops::Range<usize>> {
+pub(crate) fn plan_puts(events: &[BusEvent]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, event) in events.iter().enumerate() {

@@ -49,11 +49,11 @@
 //! **Release.** A reported record is hidden for a time chosen by why it failed
 //! (`ChangeMessageVisibility`), and every receive counts toward the queue's
 //! `maxReceiveCount` (100 in the template), after which SQS dead-letters it; see
-//! [`release_seconds`]:
+//! `release_seconds`:
 //! - a throttle, a store fault or an error: `retry_seconds` doubling with the receive
 //!   count up to `retry_max_seconds` (1 s to 5 min: 100 receives take ~7.7 h, so a
 //!   sustained throttle is ridden out instead of dead-lettered within minutes);
-//! - a lost CAS: at once for its first [`QUICK_CONFLICT_RECEIVES`] receives (someone else
+//! - a lost CAS: at once for its first `QUICK_CONFLICT_RECEIVES` (3) receives (someone else
 //!   moved the execution; the retry usually wins), then the same back-off;
 //! - `SUSPENDED`: the park back-off (5 s to 15 min); a poison message: 10 s;
 //! - a skipped record: the delay of the failed record of its group (FIFO cannot hand it
@@ -89,7 +89,8 @@ use logging::log_unknown;
 pub(crate) use logging::StepLog;
 use outcome::{classify, log_failure};
 pub use outcome::{BatchOutcome, Cause, Failed, Handled, Record, RecordError};
-pub use release::{release_seconds, retry_seconds, QUICK_CONFLICT_RECEIVES};
+pub(crate) use release::release_seconds;
+pub use release::retry_seconds;
 
 /// How the worker treats what it cannot finish now.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,7 +22,7 @@ use super::{control_step, Control, RETRIES};
 use crate::driver::{DriverError, PARKED_PATH};
 
 /// Why `target` is not a place to redrive `exe` to, in harel's words (`None`: it is).
-pub fn redrive_refusal(defn: &Definition, exe: &Execution, target: &str) -> Option<String> {
+pub(crate) fn redrive_refusal(defn: &Definition, exe: &Execution, target: &str) -> Option<String> {
     let quoted = stm_core::pyvalue::repr(&stm_core::Value::from(target));
     let node = match defn.get(target) {
         Some(node) if !defn.node(node).is_composite() => node,
@@ -60,7 +60,7 @@ pub fn redrive_refusal(defn: &Definition, exe: &Execution, target: &str) -> Opti
 }
 
 impl Control {
-    /// Put FAILED execution `id` back to RUNNING at leaf `target` ([`redrive_refusal`]
+    /// Put FAILED execution `id` back to RUNNING at leaf `target` (`redrive_refusal`
     /// says why it cannot be). An execution in any other status is left as it is, as
     /// harel does. The next event or timer moves it on.
     pub async fn redrive(&self, id: &str, target: &str) -> Result<(), DriverError> {

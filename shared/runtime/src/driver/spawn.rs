@@ -11,13 +11,16 @@ use super::{Driver, DriverError, StepReport};
 impl Driver {
     /// Create and start one pending child, idempotently: an existing child means the
     /// intent was already applied (a crash-and-retry), and its progress is kept.
-    pub async fn create_spawn(&self, entry: &SpawnEntry) -> Result<(), DriverError> {
+    pub(crate) async fn create_spawn(&self, entry: &SpawnEntry) -> Result<(), DriverError> {
         self.create_spawn_reported(entry).await.map(|_| ())
     }
 
     /// [`create_spawn`](Self::create_spawn), returning the child's start step when this
     /// call created it (`None`: it already existed), for a delivery of what it enqueued.
-    pub async fn create_spawn_reported(&self, entry: &SpawnEntry) -> Result<Option<StepReport>, DriverError> {
+    pub(crate) async fn create_spawn_reported(
+        &self,
+        entry: &SpawnEntry,
+    ) -> Result<Option<StepReport>, DriverError> {
         self.create_spawn_remembering(entry, &mut SpawnParents::default())
             .await
     }
@@ -27,7 +30,7 @@ impl Driver {
     /// up to 10 of them), and a wide parent's item is large (about 130 bytes a child, so
     /// 33 read units at 1,000 children), all of it read for the two things a child takes
     /// from it: its machine's version and its priority.
-    pub async fn create_spawn_remembering(
+    pub(crate) async fn create_spawn_remembering(
         &self,
         entry: &SpawnEntry,
         parents: &mut SpawnParents,
@@ -83,7 +86,7 @@ impl Driver {
 }
 
 /// The parents a worker's batch has read to create their children
-/// ([`Driver::create_spawn_remembering`]): a few at most (a batch holds 10 records), each
+/// (`Driver::create_spawn_remembering`): a few at most (a batch holds 10 records), each
 /// as it was when its first child of the batch was created. Kept for one batch only, so a
 /// parent's later change (a migration to another version, its priority) reaches the
 /// children of the next batch.

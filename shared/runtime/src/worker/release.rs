@@ -6,7 +6,7 @@ use super::{Failed, WorkerSettings};
 /// A lost CAS is retried at once on this many receives before it backs off like a
 /// throttle: the execution moved under us and the next attempt, on the new version,
 /// usually wins; only a lasting contention needs the back-off.
-pub const QUICK_CONFLICT_RECEIVES: u32 = 3;
+pub(crate) const QUICK_CONFLICT_RECEIVES: u32 = 3;
 
 /// How long a message parked on its `receive_count`-th receive stays hidden.
 pub(crate) fn park_seconds(settings: &WorkerSettings, receive_count: u32) -> i32 {
@@ -39,7 +39,7 @@ pub fn retry_seconds(settings: &WorkerSettings, receive_count: u32) -> i32 {
 ///
 /// A skipped record is not decided here: it takes the delay of the failed record of its
 /// group (it cannot be received before that one); on its own it would get 0.
-pub fn release_seconds(settings: &WorkerSettings, why: &Failed, receive_count: u32) -> i32 {
+pub(crate) fn release_seconds(settings: &WorkerSettings, why: &Failed, receive_count: u32) -> i32 {
     match why {
         Failed::Parked => park_seconds(settings, receive_count),
         Failed::Retryable(_) | Failed::Error(_) => retry_seconds(settings, receive_count),
