@@ -328,10 +328,11 @@ fn the_commands_that_need_no_deployment_and_their_mistakes() {
         );
     }
     // a flag a command would not use is refused, never accepted and ignored
-    // (`list --in` reads the machine's states from --definitions)
+    // (`list --in` reads the machine's states from --definitions, `trace --explain` the
+    // machines' transitions)
     for (command, foreigners) in [
         ("show", &["--queue", "--definitions"][..]),
-        ("trace", &["--queue", "--definitions"][..]),
+        ("trace", &["--queue"][..]),
         ("list", &["--queue"][..]),
     ] {
         let help = stdout(&stm_alone(&[command, "--help"]));
