@@ -242,32 +242,6 @@ impl StatusBus for MemoryBus {
     }
 }
 
-/// The most entries one `PutEvents` takes.
-pub(crate) const MAX_PUT_ENTRIES: usize = 10;
-/// The most entry bytes ([`BusEvent::entry_bytes`]) one `PutEvents` takes, all entries
-/// together: "less than 256 KB".
-pub(crate) const MAX_PUT_BYTES: usize = 256 * 1024 - 1;
-
-/// `events` cut into `PutEvents` requests: at most [`MAX_PUT_ENTRIES`] and
-/// [`MAX_PUT_BYTES`] each, in order; an event too large alone is a request of its own
-/// (the bus refuses it, and says so).
-pub(crate) fn plan_puts(events: &[BusEvent]) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
-    for (i, event) in events.iter().enumerate() {
-        let size = event.entry_bytes();
-        if i > start && (i - start == MAX_PUT_ENTRIES || bytes + size > MAX_PUT_BYTES) {
-            out.push(start..i);
-            (start, bytes) = (i, 0);
-        }
-        bytes += size;
-    }
-    if start < events.len() {
-        out.push(start..events.len());
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,21 +309,5 @@ mod tests {
         exe.status = Status::Suspended;
         let event = notice(StatusEvents::All, Status::Running, &exe, 20.0).expect("a notice");
         assert!(event.data["stopDate"].is_null());
-    }
-
-    #[test]
-    fn puts_keep_to_ten_entries_and_256_kb() {
-        let event = |bytes: usize| BusEvent {
-            source: String::new(),
-            detail_type: String::new(),
-            detail: "x".repeat(bytes),
-        };
-        let small: Vec<BusEvent> = (0..23).map(|_| event(10)).collect();
-        assert_eq!(plan_puts(&small), vec![0..10, 10..20, 20..23]);
-        let big: Vec<BusEvent> = (0..3).map(|_| event(100 * 1024)).collect();
-        assert_eq!(plan_puts(&big), vec![0..2, 2..3]);
-        let huge = vec![event(300 * 1024), event(1)];
-        assert_eq!(plan_puts(&huge), vec![0..1, 1..2]);
-        assert!(plan_puts(&[]).is_empty());
     }
 }
