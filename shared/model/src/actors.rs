@@ -2,11 +2,13 @@
 //! environment (crashes, visibility timeouts, the index, the deduplication window, time).
 //! Each function is one store or queue call of the real code, named in its comment.
 
+mod operator;
+
 use crate::machines::{self, Claim};
-use crate::model::{receivable, Action, Mutant, Protocol};
+use crate::model::{cas_holds, receivable, Action, Mutant, Protocol};
 use crate::state::{
-    row_dedup, Item, Msg, Prepared, Queued, Rec, Relay, Row, RowSet, St, State, Sweeper, TimerOp, Worker,
-    TIMED,
+    row_dedup, Claiming, Due, Item, Msg, Operator, Prepared, Queued, Rec, Relay, Row, RowSet, St, State,
+    Sweeper, TimerOp, TimerPath, Worker, TIMED,
 };
 
 /// The actions enabled in `state`, in a fixed order.
@@ -38,7 +40,7 @@ pub fn enabled(model: &Protocol, state: &State, actions: &mut Vec<Action>) {
         }
     }
     match state.sweeper {
-        Sweeper::Idle if state.index.is_none_or(|f| f > state.now) => {}
+        Sweeper::Idle if listed(state).is_none() => {}
         Sweeper::Idle => actions.push(Action::Sweep),
         _ => {
             actions.push(Action::Sweep);
@@ -47,12 +49,22 @@ pub fn enabled(model: &Protocol, state: &State, actions: &mut Vec<Action>) {
             }
         }
     }
+    match state.operator {
+        Operator::Finished => {}
+        Operator::Ready(_) => actions.push(Action::Operate),
+        Operator::Commit(..) => {
+            actions.push(Action::Operate);
+            if state.budget.crashes > 0 {
+                actions.push(Action::CrashOperator);
+            }
+        }
+    }
     for (index, m) in state.queue.iter().enumerate() {
         if m.in_flight && (!held(state, m) || state.budget.leases > 0) {
             actions.push(Action::Expire(index));
         }
     }
-    if state.index != state.timer {
+    if state.index != state.timer || state.recheck_index != state.recheck {
         actions.push(Action::IndexCatchUp);
     }
     if state.budget.windows > 0 && state.recent != 0 {
@@ -76,7 +88,8 @@ fn record_of(worker: &Worker) -> Option<Rec> {
     match *worker {
         Worker::Idle => None,
         Worker::Received(r)
-        | Worker::Claim(r, ..)
+        | Worker::Claim(r, _)
+        | Worker::Park(r, _)
         | Worker::Commit(r, _)
         | Worker::Mark(r, _)
         | Worker::Pending(r)
@@ -103,6 +116,7 @@ pub fn apply(model: &Protocol, s: &mut State, action: Action) -> bool {
         Action::Work(w) => s.workers[w] = work(model, s, s.workers[w]),
         Action::Relay => s.relay = relay(model, s),
         Action::Sweep => s.sweeper = sweep(model, s),
+        Action::Operate => s.operator = operator::operate(model, s),
         Action::CrashWorker(w) => {
             s.workers[w] = Worker::Idle;
             s.budget.crashes -= 1;
@@ -115,13 +129,20 @@ pub fn apply(model: &Protocol, s: &mut State, action: Action) -> bool {
             s.sweeper = Sweeper::Idle;
             s.budget.crashes -= 1;
         }
+        Action::CrashOperator => {
+            s.operator = operator::crashed(s.operator);
+            s.budget.crashes -= 1;
+        }
         Action::Expire(index) => {
             if held(s, &s.queue[index]) {
                 s.budget.leases -= 1;
             }
             s.queue[index].in_flight = false;
         }
-        Action::IndexCatchUp => s.index = s.timer,
+        Action::IndexCatchUp => {
+            s.index = s.timer;
+            s.recheck_index = s.recheck;
+        }
         Action::WindowPasses => {
             s.recent = 0;
             s.budget.windows -= 1;
@@ -173,8 +194,8 @@ fn work(model: &Protocol, s: &mut State, worker: Worker) -> Worker {
         Worker::Idle => Worker::Idle,
         Worker::Received(rec) => load(model, s, rec),
         // `claim_timer`: delete it if armed with this fire_at, else say what is armed
-        Worker::Claim(rec, version, st) => {
-            let Msg::Timeout(f) = rec.msg else {
+        Worker::Claim(rec, claiming) => {
+            let Msg::Timeout(f) = claiming.applies else {
                 return Worker::Done(rec, true);
             };
             let claim = match s.timer {
@@ -186,14 +207,29 @@ fn work(model: &Protocol, s: &mut State, worker: Worker) -> Worker {
                 None => Claim::Absent,
             };
             let item = Item {
-                version,
-                st,
+                version: claiming.version,
+                st: claiming.st,
                 ..s.items[TIMED]
             };
+            let step = machines::prepare(item, claiming.applies, s.now, model.bounds.children, claim);
             Worker::Commit(
                 rec,
-                machines::prepare(item, rec.msg, s.now, model.bounds.children, claim),
+                Prepared {
+                    releases: claiming.releases,
+                    ..step
+                },
             )
+        }
+        // the commit (CAS) that keeps the event on the suspended item, its mark left for
+        // when it steps
+        Worker::Park(rec, expect) => {
+            let item = &mut s.items[rec.msg.group()];
+            if !cas_holds(model, item, expect) {
+                return Worker::Release(rec);
+            }
+            item.parked.push(rec.msg);
+            item.version += 1;
+            Worker::Done(rec, true)
         }
         Worker::Commit(rec, step) => commit(model, s, rec, step),
         Worker::Mark(rec, rows) => {
@@ -201,10 +237,11 @@ fn work(model: &Protocol, s: &mut State, worker: Worker) -> Worker {
             s.items[target].processed |= rec.msg.mark();
             flush_or_done(rec, rows)
         }
-        // `pending_rows_of`: the rows of the target's last commit still pending
+        // `pending_rows_of`: the rows of the target's last commit still pending (a notice
+        // among them is left for the relay: the worker has no status bus)
         Worker::Pending(rec) => {
             let rows = pending_of(s, s.items[rec.msg.group()].last_rows);
-            flush_or_done(rec, rows)
+            flush_or_done(rec, rows.notices(false))
         }
         Worker::Publish(rec, rows) => {
             publish_rows(s, &rows);
@@ -274,17 +311,50 @@ fn load(model: &Protocol, s: &State, rec: Rec) -> Worker {
     if item.processed & rec.msg.mark() != 0 {
         return Worker::Pending(rec);
     }
+    if item.suspended && model.mutant != Some(Mutant::ApplyWhileSuspended) {
+        // the lifecycle gate: kept on the item until `resume` (a recheck, or an event kept
+        // already, changes nothing)
+        let keep = !matches!(rec.msg, Msg::Recheck(_))
+            && !item.parked.contains(rec.msg)
+            && model.mutant != Some(Mutant::DrainWhileSuspended);
+        return if keep {
+            Worker::Park(rec, item.version)
+        } else {
+            Worker::Done(rec, true)
+        };
+    }
     if item.st == St::Pending && !matches!(rec.msg, Msg::Start(_)) {
         // the lifecycle gate drains it (a PENDING execution takes only its Start)
         return Worker::Done(rec, true);
     }
-    if matches!(rec.msg, Msg::Timeout(_)) && machines::running(item.st) {
-        return Worker::Claim(rec, item.version, item.st);
+    next_step(model, s, rec, item)
+}
+
+/// The driver's parking gate, then the step: the item's parked events first, oldest
+/// first, each claimed (a `Timeout` of a running execution) and committed on its own;
+/// then the record's event, unless it is the recheck or was among those released.
+/// `item` is the execution as the worker holds it (loaded, or as its last commit wrote it).
+fn next_step(model: &Protocol, s: &State, rec: Rec, item: Item) -> Worker {
+    let (applies, releases) = match item.parked.first() {
+        Some(oldest) => (oldest, true),
+        None if matches!(rec.msg, Msg::Recheck(_)) || item.processed & rec.msg.mark() != 0 => {
+            return Worker::Done(rec, true);
+        }
+        None => (rec.msg, false),
+    };
+    if matches!(applies, Msg::Timeout(_)) && machines::running(&item) {
+        return Worker::Claim(
+            rec,
+            Claiming {
+                version: item.version,
+                st: item.st,
+                applies,
+                releases,
+            },
+        );
     }
-    Worker::Commit(
-        rec,
-        machines::prepare(item, rec.msg, s.now, children, Claim::None),
-    )
+    let step = machines::prepare(item, applies, s.now, model.bounds.children, Claim::None);
+    Worker::Commit(rec, Prepared { releases, ..step })
 }
 
 /// The commit: the item (CAS on the version loaded), its rows, its mark, its timer op,
@@ -294,11 +364,11 @@ fn commit(model: &Protocol, s: &mut State, rec: Rec, step: Prepared) -> Worker {
     let item = s.items[target];
     let creating = matches!(rec.msg, Msg::Spawn(_));
     let holds = if creating {
-        item.st == St::Absent
+        item.st == St::Absent || model.mutant == Some(Mutant::NoVersionCheck)
     } else {
-        item.version == step.expect
+        cas_holds(model, &item, step.expect)
     };
-    if !holds && model.mutant != Some(Mutant::NoVersionCheck) {
+    if !holds {
         // a lost CAS: a child another worker created means done (its rows may be pending)
         return if creating {
             Worker::Pending(rec)
@@ -325,13 +395,16 @@ fn commit(model: &Protocol, s: &mut State, rec: Rec, step: Prepared) -> Worker {
         }
     }
     let seqs = rows.iter().fold(0u16, |bits, r| bits | (1 << r.seq));
-    let before = item.st;
-    let marked = model.mutant != Some(Mutant::MarkOutsideCommit);
+    let before = item;
+    let marked = model.mutant != Some(Mutant::MarkOutsideCommit) || step.releases;
     let item = &mut s.items[target];
     item.version = if creating { 1 } else { item.version + 1 };
     item.st = step.st;
     if marked {
-        item.processed |= rec.msg.mark();
+        item.processed |= step.applies.mark();
+    }
+    if step.releases {
+        item.parked.pop_front();
     }
     if seqs != 0 {
         item.last_rows = seqs;
@@ -341,7 +414,12 @@ fn commit(model: &Protocol, s: &mut State, rec: Rec, step: Prepared) -> Worker {
         TimerOp::Arm(f) => s.timer = Some(f),
         TimerOp::Cancel => s.timer = None,
     }
-    observe(s, rec.msg, &step, before);
+    observe(s, &step, before);
+    if step.releases {
+        // the parking gate goes on with what is left (the timed execution emits nothing,
+        // so a release has no rows to flush)
+        return next_step(model, s, rec, s.items[target]);
+    }
     let rows = RowSet::new(&rows);
     if !marked {
         return Worker::Mark(rec, rows);
@@ -349,9 +427,14 @@ fn commit(model: &Protocol, s: &mut State, rec: Rec, step: Prepared) -> Worker {
     flush_or_done(rec, rows)
 }
 
-/// The ghosts' view of a commit: what was applied, in which order, how often.
-fn observe(s: &mut State, msg: Msg, step: &Prepared, before: St) {
+/// The ghosts' view of a commit on `before`: what was applied, in which order, how often.
+fn observe(s: &mut State, step: &Prepared, before: Item) {
+    let msg = step.applies;
     let g = &mut s.ghost;
+    if before.suspended {
+        g.applied_while_suspended = true;
+    }
+    g.released |= step.releases;
     match msg {
         Msg::Spawn(i) => g.created[i as usize] += 1,
         _ => {
@@ -369,7 +452,7 @@ fn observe(s: &mut State, msg: Msg, step: &Prepared, before: St) {
         g.joins += 1;
     }
     // the visit a Timeout times out must be due: armed for this tick or an earlier one
-    if let (true, St::Waiting(due)) = (step.times_out, before) {
+    if let (true, St::Waiting(due)) = (step.times_out, before.st) {
         if due > s.now {
             g.early_timeout = true;
         }
@@ -377,72 +460,114 @@ fn observe(s: &mut State, msg: Msg, step: &Prepared, before: St) {
 }
 
 /// The relay's next call: read the pending rows (`oldest_pending_seqs`, `pending_rows`),
-/// publish them, ack them. The mutant acks before it publishes.
+/// publish those with a target, ack them, then ack the notices unsent (the relay has no
+/// status bus). The mutant acks before it publishes.
 fn relay(model: &Protocol, s: &mut State) -> Relay {
     let ack_first = model.mutant == Some(Mutant::RelayAckBeforeSend);
+    // the notices' ack, if any, ends the pass
+    let drop = |rows: RowSet| {
+        let notices = rows.notices(true);
+        if notices.len == 0 {
+            Relay::Idle
+        } else {
+            Relay::Drop(notices)
+        }
+    };
     match s.relay {
         Relay::Idle => {
             let rows = RowSet::new(&s.rows);
-            if ack_first {
+            if rows.notices(false).len == 0 {
+                drop(rows)
+            } else if ack_first {
                 Relay::Ack(rows)
             } else {
                 Relay::Publish(rows)
             }
         }
         Relay::Publish(rows) => {
-            publish_rows(s, &rows);
+            publish_rows(s, &rows.notices(false));
             if ack_first {
-                Relay::Idle
+                drop(rows)
             } else {
                 Relay::Ack(rows)
             }
         }
         Relay::Ack(rows) => {
-            ack_rows(s, &rows);
+            ack_rows(s, &rows.notices(false));
             if ack_first {
                 Relay::Publish(rows)
             } else {
-                Relay::Idle
+                drop(rows)
             }
+        }
+        Relay::Drop(notices) => {
+            ack_rows(s, &notices);
+            Relay::Idle
         }
     }
 }
 
-/// The sweeper's next call: `due_timers` (the lagging index), `armed_timer` (the
-/// consistent re-read, with the execution's load), `publish_batch`, `delete_timer`
-/// (guarded by `fire_at`).
+/// What the due index lists as due now, in its order (`fire_at`, then path).
+fn listed(s: &State) -> Option<(Due, Option<Due>)> {
+    let mut due: Vec<Due> = [
+        (s.recheck_index, TimerPath::Parked),
+        (s.index, TimerPath::Waiting),
+    ]
+    .into_iter()
+    .filter_map(|(fire, path)| fire.filter(|f| *f <= s.now).map(|fire| Due { fire, path }))
+    .collect();
+    due.sort();
+    let first = *due.first()?;
+    Some((first, due.get(1).copied()))
+}
+
+/// The sweeper's next call: `due_timers` (the lagging index), then for each timer listed,
+/// in order: `armed_timer` (the consistent re-read; the execution's load beside it is
+/// answered as the sweeper reaches the timer, and a suspended execution's timer is kept
+/// armed), `publish_batch`, `delete_timer` (guarded by `fire_at`).
 fn sweep(model: &Protocol, s: &mut State) -> Sweeper {
+    let unchecked = model.mutant == Some(Mutant::StaleIndexUnchecked);
+    // the next listed timer, re-read (or, the mutant, taken as listed)
+    let take = |s: &mut State, due: Due, rest: Option<Due>| {
+        if unchecked {
+            if s.armed(due.path) != Some(due.fire) {
+                s.ghost.unconfirmed_fire = true;
+            }
+            Sweeper::Confirmed(due, rest)
+        } else {
+            let item = s.items[TIMED];
+            Sweeper::Listed(due, rest, item.st == St::Absent || item.suspended)
+        }
+    };
+    let then = |s: &mut State, rest: Option<Due>| match rest {
+        Some(due) => take(s, due, None),
+        None => Sweeper::Idle,
+    };
     match s.sweeper {
-        Sweeper::Idle => match s.index {
-            Some(f) if f <= s.now => {
-                if model.mutant == Some(Mutant::StaleIndexUnchecked) {
-                    if s.timer != Some(f) {
-                        s.ghost.unconfirmed_fire = true;
-                    }
-                    Sweeper::Confirmed(f)
-                } else {
-                    Sweeper::Listed(f)
-                }
-            }
-            _ => Sweeper::Idle,
+        Sweeper::Idle => match listed(s) {
+            Some((due, rest)) => take(s, due, rest),
+            None => Sweeper::Idle,
         },
-        Sweeper::Listed(f) => {
-            if s.timer == Some(f) && s.items[TIMED].st != St::Absent {
-                Sweeper::Confirmed(f)
+        Sweeper::Listed(due, rest, kept) => {
+            if s.armed(due.path) == Some(due.fire) && !kept {
+                Sweeper::Confirmed(due, rest)
             } else {
-                Sweeper::Idle
+                // stale, orphaned (no such item here), or `TimerFate::KeepArmed`
+                then(s, rest)
             }
         }
-        Sweeper::Confirmed(f) => {
-            let m = Msg::Timeout(f);
+        Sweeper::Confirmed(due, rest) => {
+            let m = due.msg();
             publish(s, m, m.natural_dedup());
-            Sweeper::Delete(f)
+            s.ghost.sent_timed |= m.mark();
+            Sweeper::Delete(due, rest)
         }
-        Sweeper::Delete(f) => {
-            if s.timer == Some(f) || model.mutant == Some(Mutant::SweeperNoFireAtGuard) {
-                s.timer = None;
+        Sweeper::Delete(due, rest) => {
+            let armed = s.armed_mut(due.path);
+            if *armed == Some(due.fire) || model.mutant == Some(Mutant::SweeperNoFireAtGuard) {
+                *armed = None;
             }
-            Sweeper::Idle
+            then(s, rest)
         }
     }
 }

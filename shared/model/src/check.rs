@@ -40,9 +40,11 @@ impl Report {
     }
 }
 
-/// Explore every state of the protocol within `bounds` (with `mutant` planted) on
-/// `threads` threads. A mutant's run stops at its first counterexample.
+/// Explore every state of the protocol within `bounds` (with `mutant` planted, and what it
+/// needs to show added: [`Mutant::bounds`]) on `threads` threads. A mutant's run stops at
+/// its first counterexample.
 pub fn explore(bounds: Bounds, mutant: Option<Mutant>, threads: usize) -> Report {
+    let bounds = mutant.map_or(bounds, |m| m.bounds(bounds));
     let model = Protocol::new(bounds, mutant);
     let names: Vec<&'static str> = model.properties().iter().map(|p| p.name).collect();
     let started = Instant::now();

@@ -27,6 +27,8 @@ pub fn prepare(item: Item, msg: Msg, now: u8, children: u8, claim: Claim) -> Pre
         timer: TimerOp::Keep,
         times_out: false,
         joins: false,
+        applies: msg,
+        releases: false,
     };
     match (msg, item.st) {
         (Msg::Spawn(i), _) => {
@@ -72,18 +74,19 @@ pub fn prepare(item: Item, msg: Msg, now: u8, children: u8, claim: Claim) -> Pre
     step
 }
 
-/// Whether the execution is `RUNNING` (the worker claims a `Timeout`'s timer only then).
-pub fn running(st: St) -> bool {
-    matches!(st, St::Notifying(_) | St::Waiting(_) | St::Away)
+/// Whether the execution is `RUNNING` (the worker claims a `Timeout`'s timer only then,
+/// and the operator suspends only then).
+pub fn running(item: &Item) -> bool {
+    !item.suspended && matches!(item.st, St::Notifying(_) | St::Waiting(_) | St::Away)
 }
 
 /// The event its producer sent just before `msg` to the same execution, which must be
 /// applied first (`None`: nothing is ordered before it but the `Start`).
 pub fn predecessor(msg: Msg) -> Option<Msg> {
     match msg {
-        Msg::Start(_) | Msg::Spawn(_) => None,
+        Msg::Start(_) | Msg::Spawn(_) | Msg::Notice => None,
         Msg::Finished(_) => Some(Msg::Start(PARENT)),
-        Msg::Leave | Msg::Timeout(_) => Some(Msg::Start(TIMED)),
+        Msg::Leave | Msg::Timeout(_) | Msg::Recheck(_) => Some(Msg::Start(TIMED)),
         Msg::Back => Some(Msg::Leave),
     }
 }

@@ -14,7 +14,7 @@ use stm_model::trace;
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: stm-model check [BOUNDS] [--mutant NAME] [--threads N]\n       stm-model liveness [BOUNDS]\n       stm-model mutants [BOUNDS]\nBOUNDS: --small (the test suite's), or the full bound changed by --children N (0-2),\n        --workers N, --crashes N, --leases N, --windows N, --horizon N, --no-leave-back\nmutants: {}",
+        "usage: stm-model check [BOUNDS] [--mutant NAME] [--threads N]\n       stm-model liveness [BOUNDS]\n       stm-model mutants [BOUNDS]\nBOUNDS: --small (the test suite's), --small-suspension, --suspension, or the full bound,\n        each changed by --children N (0-2), --workers N, --crashes N, --leases N, --windows N, --horizon N, --no-leave-back, --suspend, --no-suspend\nmutants: {}",
         Mutant::ALL.map(|m| m.name()).join(", ")
     );
     ExitCode::from(2)
@@ -32,6 +32,8 @@ fn main() -> ExitCode {
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--small" => bounds = Bounds::SMALL,
+            "--suspension" => bounds = Bounds::SUSPENSION,
+            "--small-suspension" => bounds = Bounds::SMALL_SUSPENSION,
             "--mutant" => match rest.next().and_then(|name| Mutant::by_name(name)) {
                 Some(m) => mutant = Some(m),
                 None => {
@@ -54,6 +56,8 @@ fn main() -> ExitCode {
                 }
             }
             "--no-leave-back" => bounds.leave_back = false,
+            "--no-suspend" => bounds.suspend = false,
+            "--suspend" => bounds.suspend = true,
             "--threads" => match rest.next().and_then(|n| n.parse().ok()) {
                 Some(n) => threads = n,
                 None => {

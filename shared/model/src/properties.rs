@@ -9,7 +9,7 @@ use crate::model::Protocol;
 use crate::state::{Msg, St, State, PARENT, TIMED};
 
 /// The names of the safety properties, in the order they are reported.
-pub const SAFETY: [&str; 8] = [
+pub const SAFETY: [&str; 10] = [
     "each event is applied exactly once",
     "each execution applies its events in order",
     "every committed emit is pending, queued or applied",
@@ -18,6 +18,8 @@ pub const SAFETY: [&str; 8] = [
     "no Timeout is applied unless its timer is armed and due",
     "an armed timer is kept until its Timeout is queued",
     "the sweeper fires only timers it read armed",
+    "no event is applied while its execution is suspended",
+    "every event sent to the suspended execution is applied, queued or parked",
 ];
 
 pub fn all() -> Vec<Property<Protocol>> {
@@ -30,6 +32,8 @@ pub fn all() -> Vec<Property<Protocol>> {
         Property::always(SAFETY[5], |_, s: &State| !s.ghost.early_timeout),
         Property::always(SAFETY[6], timer_kept),
         Property::always(SAFETY[7], |_, s: &State| !s.ghost.unconfirmed_fire),
+        Property::always(SAFETY[8], |_, s: &State| !s.ghost.applied_while_suspended),
+        Property::always(SAFETY[9], timed_events_kept),
         // reachable, or the bounds are too small to say anything
         Property::sometimes("the parent's join fires", |m: &Protocol, s: &State| {
             m.bounds.children == 0 || s.items[PARENT].st == St::AllSent
@@ -40,6 +44,10 @@ pub fn all() -> Vec<Property<Protocol>> {
         Property::sometimes("everything quiesces", |m: &Protocol, s: &State| {
             s.quiescent(m.bounds.horizon)
         }),
+        Property::sometimes(
+            "a parked event is released after resume",
+            |m: &Protocol, s: &State| !(m.bounds.timed && m.bounds.suspend) || s.ghost.released,
+        ),
     ]
 }
 
@@ -70,10 +78,27 @@ fn children_kept(model: &Protocol, s: &State) -> bool {
     })
 }
 
-/// While the timed state waits, its timer is armed, or its `Timeout` is queued.
+/// While the timed state waits, its timer is armed, or its `Timeout` is queued or parked.
 fn timer_kept(_: &Protocol, s: &State) -> bool {
     match s.items[TIMED].st {
-        St::Waiting(f) => s.timer == Some(f) || s.queue.iter().any(|q| q.msg == Msg::Timeout(f)),
+        St::Waiting(f) => {
+            let timeout = Msg::Timeout(f);
+            s.timer == Some(f) || in_flight(s, timeout) || s.items[TIMED].parked.contains(timeout)
+        }
         _ => true,
     }
+}
+
+/// Each event sent to the timed execution (the client's, each `Timeout` published) is, at
+/// every state, applied, pending in the outbox, queued (or in flight), or parked on its
+/// item: none is lost, suspended or not.
+fn timed_events_kept(_: &Protocol, s: &State) -> bool {
+    let item = &s.items[TIMED];
+    let mut kept = s.ghost.applied[TIMED] | item.parked.as_slice().iter().fold(0, |b, m| b | m.mark());
+    for msg in s.rows.iter().map(|r| r.msg).chain(s.queue.iter().map(|q| q.msg)) {
+        if msg.group() == TIMED {
+            kept |= msg.mark();
+        }
+    }
+    s.ghost.sent_timed & !kept == 0
 }

@@ -1,5 +1,6 @@
 //! The model checks the code: a trace of the model is replayed against the real worker,
-//! relay and sweeper over `MemoryStore` and `MemoryQueue`, one call at a time, and after
+//! relay, sweeper and operator (`Control::suspend`, `resume`) over `MemoryStore` and
+//! `MemoryQueue`, one call at a time, and after
 //! each step the real system, seen as the model sees it ([`view::View`]), must equal the
 //! model's state. Each actor also has to stop before the very call the model says it
 //! makes next, and a worker's batch has to end as the model says (deleted, or reported
@@ -28,9 +29,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
 use crate::model::{Action, Protocol};
-use crate::state::{Relay, State, Sweeper, Worker as Phase, PARENT, TIMED};
+use crate::state::{Command, Operator, Relay, State, Sweeper, TimerPath, Worker as Phase, PARENT, TIMED};
 use gate::{Gate, GatedQueue, GatedStore, IndexView};
-use view::{real_id, View, START, TICK, TIMER_PATH};
+use view::{real_id, timer_path, View, START, TICK};
 
 /// Where the real code departed from the model.
 #[derive(Debug)]
@@ -87,6 +88,7 @@ pub struct Replay {
     workers: Vec<Option<(Task<BatchOutcome>, String)>>,
     relay: Option<Task<()>>,
     sweeper: Option<Task<()>>,
+    operator: Option<Task<()>>,
 }
 
 impl std::fmt::Debug for Replay {
@@ -158,12 +160,13 @@ impl Replay {
             queue,
             clock,
             definitions,
-            index: Arc::new(Mutex::new(None)),
+            index: Arc::new(Mutex::new(Vec::new())),
             plant,
             receipts: HashMap::new(),
             workers: (0..model.bounds.workers).map(|_| None).collect(),
             relay: None,
             sweeper: None,
+            operator: None,
         })
     }
 
@@ -263,14 +266,23 @@ impl Replay {
                     .map_err(|e| anyhow::anyhow!("visibility timeout: {e}"))
             }
             Action::IndexCatchUp => {
-                let armed = self
-                    .rt
-                    .block_on(self.store.armed_timer(real_id(TIMED), TIMER_PATH))?;
-                *self.index.lock().unwrap_or_else(|e| e.into_inner()) = armed.map(|fire_at| DueTimer {
-                    execution_id: real_id(TIMED).to_string(),
-                    path: TIMER_PATH.to_string(),
-                    fire_at,
-                });
+                let mut listed = Vec::new();
+                for path in [TimerPath::Parked, TimerPath::Waiting].map(timer_path) {
+                    let armed = self.rt.block_on(self.store.armed_timer(real_id(TIMED), path))?;
+                    listed.extend(armed.map(|fire_at| DueTimer {
+                        execution_id: real_id(TIMED).to_string(),
+                        path: path.to_string(),
+                        fire_at,
+                    }));
+                }
+                *self.index.lock().unwrap_or_else(|e| e.into_inner()) = listed;
+                Ok(())
+            }
+            Action::Operate => self.operate(before.operator, after.operator),
+            Action::CrashOperator => {
+                if let Some(task) = self.operator.take() {
+                    self.abort(task);
+                }
                 Ok(())
             }
             Action::WindowPasses => {
@@ -412,7 +424,7 @@ impl Replay {
         let next = match after {
             Relay::Idle => None,
             Relay::Publish(_) => Some("publish_batch"),
-            Relay::Ack(_) => Some("ack_rows"),
+            Relay::Ack(_) | Relay::Drop(_) => Some("ack_rows"),
         };
         expect(&status, next)?;
         if next.is_some() {
@@ -443,13 +455,59 @@ impl Replay {
         let status = Replay::resume(&self.rt, &mut task)?;
         let next = match after {
             Sweeper::Idle => None,
-            Sweeper::Listed(_) => Some("armed_timer"),
-            Sweeper::Confirmed(_) => Some("publish_batch"),
-            Sweeper::Delete(_) => Some("delete_timer"),
+            Sweeper::Listed(..) => Some("armed_timer"),
+            Sweeper::Confirmed(..) => Some("publish_batch"),
+            Sweeper::Delete(..) => Some("delete_timer"),
         };
         expect(&status, next)?;
         if next.is_some() {
             self.sweeper = Some(task);
+        }
+        Ok(())
+    }
+
+    /// The operator's next call: a command starts (`Control::suspend` or `resume`, its
+    /// loads free) and stops before its commit, or goes on from there.
+    fn operate(&mut self, before: Operator, after: Operator) -> anyhow::Result<()> {
+        let mut task = match (self.operator.take(), before) {
+            (Some(task), Operator::Commit(..)) => task,
+            (None, Operator::Ready(command)) => {
+                let (store, queue, gate, calls) = self.views(vec![real_id(TIMED).to_string()]);
+                let driver = Driver::new(store, self.definitions.clone(), ActionRegistry::with_builtins())
+                    .with_clock(self.clock.clone())
+                    .with_trace(true);
+                let control = Control::new(driver, queue);
+                let handle = self.rt.spawn(async move {
+                    // a failed command (its retries spent) is the model's to run again
+                    let _ = match command {
+                        Command::Suspend => control.suspend(real_id(TIMED)).await,
+                        Command::Resume => control.resume(real_id(TIMED)).await,
+                    };
+                });
+                let mut task = Task {
+                    handle: Some(handle),
+                    calls,
+                    gate,
+                    result: None,
+                };
+                let status = Replay::run(&self.rt, &mut task)?;
+                return self.operator_stops(task, &status, after);
+            }
+            (task, _) => anyhow::bail!(
+                "the operator is {before:?} in the model, {} in the real system",
+                if task.is_some() { "running" } else { "idle" }
+            ),
+        };
+        let status = Replay::resume(&self.rt, &mut task)?;
+        self.operator_stops(task, &status, after)
+    }
+
+    /// The operator stopped where the model's `after` says: before its commit, or done.
+    fn operator_stops(&mut self, task: Task<()>, status: &Status, after: Operator) -> anyhow::Result<()> {
+        let next = matches!(after, Operator::Commit(..)).then_some("commit");
+        expect(status, next)?;
+        if next.is_some() {
+            self.operator = Some(task);
         }
         Ok(())
     }
@@ -466,6 +524,7 @@ fn next_call(phase: Phase) -> Option<&'static str> {
         Phase::Idle | Phase::Done(..) => None,
         Phase::Received(_) => Some("load"),
         Phase::Claim(..) => Some("claim_timer"),
+        Phase::Park(..) => Some("commit"),
         Phase::Commit(..) => Some("commit"),
         // no such call in the real code: a mutant's
         Phase::Mark(..) => Some("a separate mark"),

@@ -25,6 +25,13 @@ pub enum Msg {
     Back,
     /// The `Timeout` of `TIMED`'s timer armed for this tick.
     Timeout(u8),
+    /// The `Timeout` of `TIMED`'s `@parked` recheck timer armed for this tick: never a
+    /// step of the machine, it releases what waits on the item.
+    Recheck(u8),
+    /// A status event's row (no target): the operator's commits write one for every status
+    /// they set; the scheduled relay without a status bus deletes it unsent, the inline
+    /// flush leaves it. Never a message.
+    Notice,
 }
 
 impl Msg {
@@ -34,12 +41,13 @@ impl Msg {
             Msg::Start(e) => e,
             Msg::Spawn(i) => CHILD[i as usize],
             Msg::Finished(_) => PARENT,
-            Msg::Leave | Msg::Back | Msg::Timeout(_) => TIMED,
+            // a notice's row is the timed execution's (it has no group: never published)
+            Msg::Leave | Msg::Back | Msg::Timeout(_) | Msg::Recheck(_) | Msg::Notice => TIMED,
         }
     }
 
     /// The bit of its event id among its target's processed marks (spawn intents have none:
-    /// the child's existence is their mark).
+    /// the child's existence is their mark; nor has a recheck: it never commits a step).
     pub fn mark(self) -> u16 {
         match self {
             Msg::Start(_) => 1,
@@ -48,6 +56,7 @@ impl Msg {
             Msg::Leave => 1 << 3,
             Msg::Back => 1 << 4,
             Msg::Timeout(f) => 1 << (5 + f),
+            Msg::Recheck(_) | Msg::Notice => 0,
         }
     }
 
@@ -61,6 +70,8 @@ impl Msg {
             Msg::Leave => 8,
             Msg::Back => 9,
             Msg::Timeout(f) => 10 + f,
+            Msg::Recheck(f) => 20 + f,
+            Msg::Notice => 31,
         }
     }
 }
@@ -100,6 +111,10 @@ pub struct Item {
     pub processed: u16,
     /// The seqs (bits) of its last commit that wrote rows: what a duplicate re-publishes.
     pub last_rows: u16,
+    /// Its status is `SUSPENDED` (its state, `st`, is where it was suspended).
+    pub suspended: bool,
+    /// The events kept on the item while it is suspended (`parked_events`), oldest first.
+    pub parked: Parked,
 }
 
 impl Item {
@@ -108,7 +123,55 @@ impl Item {
         st: St::Absent,
         processed: 0,
         last_rows: 0,
+        suspended: false,
+        parked: Parked::EMPTY,
     };
+}
+
+/// An item's parked events, oldest first: up to four (the timed execution's `Leave`,
+/// `Back` and two `Timeout`s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Parked {
+    pub len: u8,
+    pub msgs: [Msg; 4],
+}
+
+impl Parked {
+    pub const EMPTY: Parked = Parked {
+        len: 0,
+        msgs: [Msg::Leave; 4],
+    };
+
+    pub fn as_slice(&self) -> &[Msg] {
+        &self.msgs[..self.len as usize]
+    }
+
+    pub fn first(&self) -> Option<Msg> {
+        self.as_slice().first().copied()
+    }
+
+    pub fn contains(&self, msg: Msg) -> bool {
+        self.as_slice().contains(&msg)
+    }
+
+    /// Append `msg` (`false`: no room, which the bounds never reach).
+    pub fn push(&mut self, msg: Msg) -> bool {
+        if self.len as usize == self.msgs.len() {
+            return false;
+        }
+        self.msgs[self.len as usize] = msg;
+        self.len += 1;
+        true
+    }
+
+    /// Take the oldest off (what a release's commit writes).
+    pub fn pop_front(&mut self) {
+        if self.len > 0 {
+            self.msgs.copy_within(1.., 0);
+            self.len -= 1;
+            self.msgs[self.len as usize] = Msg::Leave;
+        }
+    }
 }
 
 /// A pending outbox row or spawn intent.
@@ -150,6 +213,20 @@ pub struct Prepared {
     pub times_out: bool,
     /// The step fires the parent's join.
     pub joins: bool,
+    /// The event the step applies: the record's, or the oldest parked one it releases.
+    pub applies: Msg,
+    /// The step releases the item's oldest parked event (its commit takes it off).
+    pub releases: bool,
+}
+
+/// A `Timeout` about to be claimed (`claim_timer`) on the execution loaded at `version`
+/// in `st`: the record's own, or a parked one being released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Claiming {
+    pub version: u8,
+    pub st: St,
+    pub applies: Msg,
+    pub releases: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -165,9 +242,12 @@ pub enum Worker {
     Idle,
     /// Received; next: load the target (`load_for_event`, or the child's `load`).
     Received(Rec),
-    /// A `Timeout` for a running execution, loaded at this version and state; next:
+    /// A `Timeout` for a running execution (the record's or a parked one); next:
     /// `claim_timer`.
-    Claim(Rec, u8, St),
+    Claim(Rec, Claiming),
+    /// The execution is suspended: next, the commit (CAS on this version) that keeps the
+    /// event on its item.
+    Park(Rec, u8),
     /// Next: the commit.
     Commit(Rec, Prepared),
     /// Mutant `mark-outside-commit` only: committed without its mark; next, the mark on
@@ -185,11 +265,12 @@ pub enum Worker {
     Done(Rec, bool),
 }
 
-/// Rows an actor holds in memory between its read and its publish: up to four.
+/// Rows an actor holds in memory between its read and its publish: up to six (two spawn
+/// intents, two `Finished`, two notices).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RowSet {
     pub len: u8,
-    pub rows: [Row; 4],
+    pub rows: [Row; 6],
 }
 
 impl RowSet {
@@ -199,9 +280,9 @@ impl RowSet {
             rows: [Row {
                 seq: 0,
                 msg: Msg::Leave,
-            }; 4],
+            }; 6],
         };
-        for row in rows.iter().take(4) {
+        for row in rows.iter().take(6) {
             set.rows[set.len as usize] = *row;
             set.len += 1;
         }
@@ -211,25 +292,85 @@ impl RowSet {
     pub fn as_slice(&self) -> &[Row] {
         &self.rows[..self.len as usize]
     }
+
+    /// These rows but the notices (or only the notices).
+    pub fn notices(&self, notices: bool) -> RowSet {
+        let rows: Vec<Row> = self
+            .as_slice()
+            .iter()
+            .filter(|r| (r.msg == Msg::Notice) == notices)
+            .copied()
+            .collect();
+        RowSet::new(&rows)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Relay {
     Idle,
-    /// Read these pending rows; next: publish them (mutant: ack them first).
+    /// Read these pending rows; next: publish those with a target (mutant: ack them first).
     Publish(RowSet),
+    /// Next: ack those with a target.
     Ack(RowSet),
+    /// Next: ack the notices, unsent (no status bus).
+    Drop(RowSet),
 }
 
+/// `TIMED`'s timer paths, in the order the due index lists timers of one `fire_at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimerPath {
+    /// `@parked`: the recheck `resume` arms.
+    Parked,
+    /// `Waiting`: the timed state's timeout.
+    Waiting,
+}
+
+/// A timer as the due index lists it (ordered by `fire_at`, then path).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Due {
+    pub fire: u8,
+    pub path: TimerPath,
+}
+
+impl Due {
+    /// The `Timeout` its firing publishes.
+    pub fn msg(self) -> Msg {
+        match self.path {
+            TimerPath::Parked => Msg::Recheck(self.fire),
+            TimerPath::Waiting => Msg::Timeout(self.fire),
+        }
+    }
+}
+
+/// The sweeper, one due timer at a time (`fire_in_order`), the next listed one held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Sweeper {
     Idle,
-    /// The due index listed the timer armed for this tick; next: the consistent re-read.
-    Listed(u8),
-    /// Confirmed armed; next: publish its `Timeout`.
-    Confirmed(u8),
+    /// The due index listed this timer; next: the consistent re-read of the timer. The
+    /// execution's load, sent with it (`tokio::join!`), may be answered first: it is read
+    /// as the sweeper gets there, and `true` says it found the execution suspended or gone.
+    Listed(Due, Option<Due>, bool),
+    /// Confirmed armed, its execution not suspended; next: publish its `Timeout`.
+    Confirmed(Due, Option<Due>),
     /// Published; next: the guarded delete.
-    Delete(u8),
+    Delete(Due, Option<Due>),
+}
+
+/// An operator's command on `TIMED`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Command {
+    Suspend,
+    Resume,
+}
+
+/// The operator: `Control::suspend`, later `Control::resume`, each re-run if it fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Operator {
+    /// Next: the command's loads (a no-op unless the status is the one it changes).
+    Ready(Command),
+    /// Loaded at this version, after this many lost CASes; next: `commit_status`'s commit.
+    Commit(Command, u8, u8),
+    Finished,
 }
 
 /// Faults still allowed on this path.
@@ -261,6 +402,13 @@ pub struct Ghost {
     pub early_timeout: bool,
     /// The sweeper decided to fire on a read that did not match the table.
     pub unconfirmed_fire: bool,
+    /// `TIMED`'s events sent so far (bits of [`Msg::mark`]): the client's, the `Timeout`s
+    /// the sweeper published.
+    pub sent_timed: u16,
+    /// A step was committed on a suspended execution.
+    pub applied_while_suspended: bool,
+    /// A parked event was released (a reachability check's witness).
+    pub released: bool,
 }
 
 /// The whole system.
@@ -275,25 +423,47 @@ pub struct State {
     pub timer: Option<u8>,
     /// The due index's (lagging) view of it.
     pub index: Option<u8>,
+    /// `TIMED`'s `@parked` recheck timer, and the index's view of it.
+    pub recheck: Option<u8>,
+    pub recheck_index: Option<u8>,
     pub queue: Vec<Queued>,
     /// Deduplication ids sent within the window (bits).
     pub recent: u64,
     pub workers: Vec<Worker>,
     pub relay: Relay,
     pub sweeper: Sweeper,
+    pub operator: Operator,
     pub budget: Budget,
     pub ghost: Ghost,
 }
 
 impl State {
-    /// Nothing left to do up to the model's time horizon: no message, no pending row, every
-    /// actor idle, and no timer that could fall due.
+    /// Nothing left to do up to the model's time horizon: no message, no pending row, no
+    /// parked event, the operator done, every actor idle, and no timer that could fall due.
     pub fn quiescent(&self, horizon: u8) -> bool {
         self.queue.is_empty()
             && self.rows.is_empty()
+            && self.items.iter().all(|i| i.parked.len == 0 && !i.suspended)
             && self.workers.iter().all(|w| *w == Worker::Idle)
             && self.relay == Relay::Idle
             && self.sweeper == Sweeper::Idle
+            && self.operator == Operator::Finished
             && self.timer.is_none_or(|f| f > horizon)
+            && self.recheck.is_none_or(|f| f > horizon)
+    }
+
+    /// The timer armed on `path`.
+    pub fn armed(&self, path: TimerPath) -> Option<u8> {
+        match path {
+            TimerPath::Parked => self.recheck,
+            TimerPath::Waiting => self.timer,
+        }
+    }
+
+    pub fn armed_mut(&mut self, path: TimerPath) -> &mut Option<u8> {
+        match path {
+            TimerPath::Parked => &mut self.recheck,
+            TimerPath::Waiting => &mut self.timer,
+        }
     }
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::model::Action;
-use crate::state::{Msg, St, State, Worker, PARENT, TIMED};
+use crate::state::{Msg, Operator, St, State, Worker, PARENT, TIMED};
 
 /// The execution's name in a trace (the ids the replay gives them).
 pub fn exe_name(exe: usize) -> &'static str {
@@ -24,6 +24,8 @@ pub fn msg_name(msg: Msg) -> String {
         Msg::Leave => "Leave→timed".into(),
         Msg::Back => "Back→timed".into(),
         Msg::Timeout(f) => format!("Timeout@{f}→timed"),
+        Msg::Recheck(f) => format!("Timeout(@parked)@{f}→timed"),
+        Msg::Notice => "status event of timed".into(),
     }
 }
 
@@ -49,6 +51,7 @@ pub fn describe(state: &State, action: Action) -> String {
                 Worker::Idle => "nothing",
                 Worker::Received(_) => "loads its target",
                 Worker::Claim(..) => "claims the timer",
+                Worker::Park(..) => "parks the event on the suspended execution's item",
                 Worker::Commit(..) => "commits",
                 Worker::Mark(..) => "writes the processed mark",
                 Worker::Pending(_) => "reads its target's pending rows",
@@ -62,6 +65,12 @@ pub fn describe(state: &State, action: Action) -> String {
         }
         Action::Relay => "relay: next call".into(),
         Action::Sweep => "sweeper: next call".into(),
+        Action::Operate => match state.operator {
+            Operator::Ready(command) => format!("operator: {command:?} loads timed"),
+            Operator::Commit(command, ..) => format!("operator: {command:?} commits the status"),
+            Operator::Finished => "operator: nothing".into(),
+        },
+        Action::CrashOperator => "operator's command CRASHES (to be run again)".into(),
         Action::CrashWorker(w) => format!("worker {w} CRASHES"),
         Action::CrashRelay => "relay CRASHES".into(),
         Action::CrashSweeper => "sweeper CRASHES".into(),
@@ -80,7 +89,17 @@ pub fn summary(state: &State) -> String {
         .iter()
         .enumerate()
         .filter(|(_, item)| item.st != St::Absent)
-        .map(|(e, item)| format!("{} v{} {}", exe_name(e), item.version, st_name(item.st)))
+        .map(|(e, item)| {
+            let mut text = format!("{} v{} {}", exe_name(e), item.version, st_name(item.st));
+            if item.suspended {
+                text.push_str(" SUSPENDED");
+            }
+            if item.parked.len > 0 {
+                let parked: Vec<String> = item.parked.as_slice().iter().map(|m| msg_name(*m)).collect();
+                let _ = write!(text, " parked [{}]", parked.join(", "));
+            }
+            text
+        })
         .collect();
     let _ = write!(out, "store: {}", items.join(", "));
     if !state.rows.is_empty() {
@@ -91,12 +110,21 @@ pub fn summary(state: &State) -> String {
             .collect();
         let _ = write!(out, "; rows: {}", rows.join(", "));
     }
+    let tick = |t: Option<u8>| t.map_or("-".to_string(), |f| format!("@{f}"));
     let _ = write!(
         out,
         "; timer: {}; index: {}",
-        state.timer.map_or("-".into(), |f| format!("@{f}")),
-        state.index.map_or("-".into(), |f| format!("@{f}"))
+        tick(state.timer),
+        tick(state.index)
     );
+    if state.recheck.is_some() || state.recheck_index.is_some() {
+        let _ = write!(
+            out,
+            "; @parked: {}; index: {}",
+            tick(state.recheck),
+            tick(state.recheck_index)
+        );
+    }
     let queue: Vec<String> = state
         .queue
         .iter()

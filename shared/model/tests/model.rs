@@ -6,7 +6,18 @@ use stm_model::model::{Bounds, Mutant};
 
 #[test]
 fn every_property_holds_at_the_small_bound() {
-    let report = explore(Bounds::SMALL, None, 2);
+    holds_at(Bounds::SMALL);
+}
+
+/// Suspension: the operator's suspend and resume anywhere, nothing applied while
+/// suspended, nothing lost, and (liveness below) everything applied after resume.
+#[test]
+fn every_property_holds_at_the_small_suspension_bound() {
+    holds_at(Bounds::SMALL_SUSPENSION);
+}
+
+fn holds_at(bounds: Bounds) {
+    let report = explore(bounds, None, 2);
     for (name, cex) in &report.safety {
         assert!(
             cex.is_none(),
@@ -31,15 +42,17 @@ fn every_property_holds_at_the_small_bound() {
 }
 
 #[test]
-fn quiescence_is_reachable_from_every_state_at_the_small_bound() {
-    let result = liveness::analyse(Bounds::SMALL, None);
-    assert!(result.quiescent > 0);
-    assert_eq!(
-        result.traps,
-        0,
-        "a trap: {:?}",
-        result.trap_path.iter().map(|(_, a)| *a).collect::<Vec<_>>()
-    );
+fn quiescence_is_reachable_from_every_state_at_the_small_bounds() {
+    for bounds in [Bounds::SMALL, Bounds::SMALL_SUSPENSION] {
+        let result = liveness::analyse(bounds, None);
+        assert!(result.quiescent > 0);
+        assert_eq!(
+            result.traps,
+            0,
+            "a trap: {:?}",
+            result.trap_path.iter().map(|(_, a)| *a).collect::<Vec<_>>()
+        );
+    }
 }
 
 /// One child, the re-entered timer, a crash and a lost lease: where each hazard shows.
@@ -47,6 +60,7 @@ const MUTANTS: Bounds = Bounds {
     children: 1,
     timed: true,
     leave_back: true,
+    suspend: false,
     workers: 2,
     crashes: 1,
     leases: 1,

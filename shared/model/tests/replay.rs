@@ -1,15 +1,17 @@
 //! The model checks the code: the model's traces replayed against the real worker, relay
 //! and sweeper (over `MemoryStore` and `MemoryQueue`), compared step by step.
 
+use stateright::Model as _;
 use stm_model::model::{Action, Bounds, Mutant, Protocol};
 use stm_model::replay::{random_walk, replay, Plant};
 
 /// Everything the model has, at a size a walk covers: two children, the re-entered timer,
-/// a crash and a lost lease, three ticks.
+/// the operator's suspend and resume, a crash and a lost lease, three ticks.
 const REPLAYED: Bounds = Bounds {
     children: 2,
     timed: true,
     leave_back: true,
+    suspend: true,
     workers: 2,
     crashes: 1,
     leases: 1,
@@ -31,10 +33,25 @@ fn walks() -> usize {
         .unwrap_or(400)
 }
 
-#[test]
-fn random_traces_of_the_model_are_what_the_code_does() {
-    let model = Protocol::new(REPLAYED, None);
+/// The suspended execution alone, where a walk's suspension is far likelier to meet
+/// events that park and a resume that releases them.
+const SUSPENDED: Bounds = Bounds {
+    children: 0,
+    ..REPLAYED
+};
+
+/// Replay `walks()` random walks at `bounds`; the steps replayed and how many walks
+/// released a parked event.
+fn replay_walks(
+    bounds: Bounds,
+) -> (
+    usize,
+    usize,
+    std::collections::HashSet<std::mem::Discriminant<Action>>,
+) {
+    let model = Protocol::new(bounds, None);
     let mut steps = 0;
+    let mut released = 0;
     let mut seen = std::collections::HashSet::new();
     for seed in 0..walks() as u64 {
         let walk = random_walk(&model, seed, 120);
@@ -42,14 +59,36 @@ fn random_traces_of_the_model_are_what_the_code_does() {
         for action in &walk {
             seen.insert(std::mem::discriminant(action));
         }
+        let end = walk
+            .iter()
+            .try_fold(model.initial(), |state, action| model.next_state(&state, *action));
+        released += usize::from(end.is_some_and(|end| end.ghost.released));
         if let Err(divergence) = replay(&model, &walk, Plant::None) {
             panic!("seed {seed}: {divergence}");
         }
     }
+    (steps, released, seen)
+}
+
+#[test]
+fn random_traces_of_the_model_are_what_the_code_does() {
+    let (steps, _, seen) = replay_walks(REPLAYED);
     println!("{} walks, {steps} steps replayed", walks());
     // every kind of step was replayed somewhere: all but the deduplication window's (not
-    // replayable) and, rare in a uniform walk, the sweeper's crash (a sweep is short)
-    assert!(seen.len() >= 9, "kinds of steps replayed: {seen:?}");
+    // replayable) and, rare in a uniform walk, the sweeper's and the operator's crashes
+    assert!(seen.len() >= 11, "kinds of steps replayed: {seen:?}");
+}
+
+/// Control::suspend and resume, the worker's gate (park while suspended, release after)
+/// and the sweeper's `KeepArmed`, step by step against the model.
+#[test]
+fn suspension_traces_of_the_model_are_what_the_code_does() {
+    let (steps, released, _) = replay_walks(SUSPENDED);
+    println!(
+        "{} walks, {steps} steps replayed, {released} releasing parked events",
+        walks()
+    );
+    assert!(released > 0, "no walk released a parked event");
 }
 
 /// A planted change to the code (its commits lose their processed marks) makes the replay

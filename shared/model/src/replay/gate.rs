@@ -53,8 +53,8 @@ impl Gate {
     }
 }
 
-/// The due index the sweeper reads: the timer as the index last saw it.
-pub type IndexView = Arc<Mutex<Option<DueTimer>>>;
+/// The due index the sweeper reads: the timers as the index last saw them.
+pub type IndexView = Arc<Mutex<Vec<DueTimer>>>;
 
 /// The store as one actor sees it.
 #[derive(Debug)]
@@ -171,11 +171,14 @@ impl ExecutionStore for GatedStore {
         self.inner.in_states(definition_id, paths, entered_by).await
     }
 
-    /// The lagging index's answer, not the table's.
+    /// The lagging index's answer, not the table's: earliest first, then by path (the
+    /// model's order; one `fire_at` for two paths of an execution is the index's to order).
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
         self.pause("due_timers").await;
-        let listed = self.index.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        Ok(listed.into_iter().filter(|t| t.fire_at <= now).collect())
+        let mut listed = self.index.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        listed.retain(|t| t.fire_at <= now);
+        listed.sort_by(|a, b| a.fire_at.total_cmp(&b.fire_at).then_with(|| a.path.cmp(&b.path)));
+        Ok(listed)
     }
 
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {

@@ -6,7 +6,7 @@ use stm_core::{Execution, Status, Value};
 use stm_runtime::{MemoryQueue, OutgoingMessage};
 use stm_store::{ExecutionStore, MemoryStore};
 
-use crate::state::{Msg, St, State, CHILD, EXECUTIONS, PARENT, TIMED};
+use crate::state::{Msg, St, State, TimerPath, CHILD, EXECUTIONS, PARENT, TIMED};
 
 /// The clock the replay starts at, and one model tick in seconds (the `Timed` machine's
 /// timeout is one tick).
@@ -14,6 +14,16 @@ pub const START: f64 = 1_000.0;
 pub const TICK: f64 = 10.0;
 /// The timed execution's timer path.
 pub const TIMER_PATH: &str = "Waiting";
+/// The path of the recheck timer `resume` arms (the driver's `PARKED_PATH`).
+pub const PARKED_PATH: &str = "@parked";
+
+/// The real path of a model timer.
+pub fn timer_path(path: TimerPath) -> &'static str {
+    match path {
+        TimerPath::Parked => PARKED_PATH,
+        TimerPath::Waiting => TIMER_PATH,
+    }
+}
 
 /// The real id of each model execution.
 pub fn real_id(exe: usize) -> &'static str {
@@ -42,7 +52,13 @@ fn event_msg(target: &str, kind: &str, data: &stm_core::Map) -> Option<Msg> {
         "Finished" => child_index(data.get("child_id")?.as_str()?).map(Msg::Finished),
         "Leave" => Some(Msg::Leave),
         "Back" => Some(Msg::Back),
-        "Timeout" => Some(Msg::Timeout(tick(data.get("fire_at")?.as_f64()?))),
+        "Timeout" => {
+            let fire = tick(data.get("fire_at")?.as_f64()?);
+            match data.get("path")?.as_str()? {
+                PARKED_PATH => Some(Msg::Recheck(fire)),
+                _ => Some(Msg::Timeout(fire)),
+            }
+        }
         _ => None,
     }
 }
@@ -57,13 +73,28 @@ pub fn queued_msg(message: &OutgoingMessage) -> Option<Msg> {
     event_msg(&message.group_id, body.get("kind")?.as_str()?, data)
 }
 
+/// What a message, row or parked event the model has no name for shows as: a `Timeout`
+/// of tick 255, which no model state holds, so it always differs.
+const UNKNOWN: Msg = Msg::Timeout(255);
+
+/// An execution as the model keeps it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ItemView {
+    pub version: u8,
+    pub st: St,
+    /// The processed marks.
+    pub marks: u16,
+    pub suspended: bool,
+    pub parked: Vec<Msg>,
+}
+
 /// What the model keeps of the real system.
 #[derive(Debug, PartialEq, Eq)]
 pub struct View {
-    /// (version, state, processed marks) per execution.
-    pub items: Vec<(u8, St, u16)>,
+    pub items: Vec<ItemView>,
     pub rows: Vec<Msg>,
     pub timer: Option<u8>,
+    pub recheck: Option<u8>,
     pub queue: Vec<Msg>,
 }
 
@@ -74,18 +105,23 @@ impl View {
             items: state
                 .items
                 .iter()
-                .map(|item| (item.version, item.st, item.processed))
+                .map(|item| ItemView {
+                    version: item.version,
+                    st: item.st,
+                    marks: item.processed,
+                    suspended: item.suspended,
+                    parked: item.parked.as_slice().to_vec(),
+                })
                 .collect(),
             rows: state.rows.iter().map(|r| r.msg).collect(),
             timer: state.timer,
+            recheck: state.recheck,
             queue: state.queue.iter().map(|q| q.msg).collect(),
         }
     }
 
-    /// The real system's view (unknown messages show as `Msg::Leave` of tick 255's
-    /// `Timeout`, which no model state holds, so they always differ).
+    /// The real system's view (what the model has no name for shows as `UNKNOWN`).
     pub async fn of_real(store: &MemoryStore, queue: &MemoryQueue) -> View {
-        let unknown = Msg::Timeout(255);
         let mut items = Vec::with_capacity(EXECUTIONS);
         for exe in 0..EXECUTIONS {
             let id = real_id(exe);
@@ -97,39 +133,54 @@ impl View {
         for spawn in store.pending_spawns().await.unwrap_or_default() {
             rows.push((
                 spawn.seq,
-                child_index(&spawn.child_id).map_or(unknown, Msg::Spawn),
+                child_index(&spawn.child_id).map_or(UNKNOWN, Msg::Spawn),
             ));
         }
         for entry in store.pending_outbox().await.unwrap_or_default() {
             let target = entry.target_id.as_deref().unwrap_or("");
-            let msg = event_msg(target, &entry.event.kind, &entry.event.data).unwrap_or(unknown);
+            // a status event's row, as the relay tells it (`status::is_notice`)
+            let msg = if entry.target_id.is_none() && entry.event.kind == stm_runtime::status::NOTICE_KIND {
+                Msg::Notice
+            } else {
+                event_msg(target, &entry.event.kind, &entry.event.data).unwrap_or(UNKNOWN)
+            };
             rows.push((entry.seq, msg));
         }
         rows.sort_by_key(|(seq, _)| *seq);
-        let timer = store
-            .armed_timer(real_id(TIMED), TIMER_PATH)
-            .await
-            .ok()
-            .flatten()
-            .map(tick);
+        let mut armed = [None, None];
+        for (at, path) in armed.iter_mut().zip([TIMER_PATH, PARKED_PATH]) {
+            *at = store
+                .armed_timer(real_id(TIMED), path)
+                .await
+                .ok()
+                .flatten()
+                .map(tick);
+        }
         View {
             items,
             rows: rows.into_iter().map(|(_, m)| m).collect(),
-            timer,
+            timer: armed[0],
+            recheck: armed[1],
             queue: queue
                 .snapshot()
                 .iter()
-                .map(|m| queued_msg(m).unwrap_or(unknown))
+                .map(|m| queued_msg(m).unwrap_or(UNKNOWN))
                 .collect(),
         }
     }
 }
 
-/// An execution's (version, state, marks): the marks from its trace (one step per
-/// committed event), the state from its status and active state.
-fn item_view(exe: usize, loaded: Option<&Execution>, trace: &[stm_core::Map]) -> (u8, St, u16) {
+/// An execution as the model keeps it: the marks from its trace (one step per committed
+/// event), the state from its status and active state, its parked events.
+fn item_view(exe: usize, loaded: Option<&Execution>, trace: &[stm_core::Map]) -> ItemView {
     let Some(loaded) = loaded else {
-        return (0, St::Absent, 0);
+        return ItemView {
+            version: 0,
+            st: St::Absent,
+            marks: 0,
+            suspended: false,
+            parked: Vec::new(),
+        };
     };
     let id = real_id(exe);
     let mut marks = 0u16;
@@ -163,9 +214,21 @@ fn item_view(exe: usize, loaded: Option<&Execution>, trace: &[stm_core::Map]) ->
         (Status::Done, PARENT) => St::AllSent,
         (Status::Done, TIMED) => St::Expired,
         (Status::Done, _) => St::ChildDone,
-        (Status::Running, TIMED) if path == TIMER_PATH => St::Waiting(entered_waiting.map_or(255, tick) + 1),
-        (Status::Running, TIMED) if path == "Away" => St::Away,
+        (Status::Running | Status::Suspended, TIMED) if path == TIMER_PATH => {
+            St::Waiting(entered_waiting.map_or(255, tick) + 1)
+        }
+        (Status::Running | Status::Suspended, TIMED) if path == "Away" => St::Away,
         _ => St::Absent,
     };
-    (loaded.version.clamp(0, 255) as u8, st, marks)
+    ItemView {
+        version: loaded.version.clamp(0, 255) as u8,
+        st,
+        marks,
+        suspended: loaded.status == Status::Suspended,
+        parked: loaded
+            .parked_events
+            .iter()
+            .map(|e| event_msg(id, &e.kind, &e.data).unwrap_or(UNKNOWN))
+            .collect(),
+    }
 }

@@ -1,0 +1,91 @@
+//! The operator: `Control::suspend`, then `Control::resume`, of the timed execution
+//! (`shared/runtime/src/control.rs`). Each is its loads (the status check, then
+//! `commit_status`'s load: one step, since only this operator changes the status), then
+//! `commit_status`'s commit (the status, and for `SUSPENDED` a status event's row): CAS on the version
+//! loaded, re-loaded and retried on a lost CAS up to `RETRIES` times, a finished execution
+//! left alone. `resume`'s commit arms the
+//! `@parked` recheck, due now, when events wait on the item. A command that fails (a
+//! crash before its commit, or the retries spent) is run again.
+
+use crate::machines;
+use crate::model::{cas_holds, Protocol};
+use crate::state::{Command, Msg, Operator, Row, St, State, TIMED};
+
+/// `commit_status`'s attempts (`RETRIES` in control.rs).
+const RETRIES: u8 = 5;
+
+/// The command after `command`.
+fn after(command: Command) -> Operator {
+    match command {
+        Command::Suspend => Operator::Ready(Command::Resume),
+        Command::Resume => Operator::Finished,
+    }
+}
+
+/// `commit_status`'s load: the version to commit on, or the command is over.
+fn load(s: &State, command: Command, lost: u8) -> Operator {
+    let item = s.items[TIMED];
+    if item.st == St::Expired {
+        // a finished execution is left alone
+        return after(command);
+    }
+    Operator::Commit(command, item.version, lost)
+}
+
+/// The operator's next call.
+pub(super) fn operate(model: &Protocol, s: &mut State) -> Operator {
+    match s.operator {
+        Operator::Finished => Operator::Finished,
+        Operator::Ready(command) => {
+            // the status check: `suspend` moves only a RUNNING execution, `resume` only a
+            // SUSPENDED one (anything else is a no-op)
+            let item = s.items[TIMED];
+            let applies = match command {
+                Command::Suspend => machines::running(&item),
+                Command::Resume => item.suspended,
+            };
+            if applies {
+                load(s, command, 0)
+            } else {
+                after(command)
+            }
+        }
+        Operator::Commit(command, expect, lost) => {
+            let now = s.now;
+            let item = &mut s.items[TIMED];
+            if !cas_holds(model, item, expect) {
+                return if lost + 1 < RETRIES {
+                    load(s, command, lost + 1)
+                } else {
+                    // still conflicting: the command fails, and is run again
+                    Operator::Ready(command)
+                };
+            }
+            item.version += 1;
+            item.suspended = command == Command::Suspend;
+            match command {
+                // its status event's row, for the relay (the operator writes one for each
+                // status the widest level announces: SUSPENDED, not RUNNING)
+                Command::Suspend => {
+                    item.last_rows = 1 << s.next_seq;
+                    s.rows.push(Row {
+                        seq: s.next_seq,
+                        msg: Msg::Notice,
+                    });
+                    s.next_seq += 1;
+                }
+                Command::Resume if item.parked.len > 0 => s.recheck = Some(now),
+                Command::Resume => {}
+            }
+            after(command)
+        }
+    }
+}
+
+/// What a crash leaves: the command, to be run again.
+pub(super) fn crashed(operator: Operator) -> Operator {
+    match operator {
+        Operator::Commit(command, ..) => Operator::Ready(command),
+        other => other,
+    }
+}
