@@ -264,6 +264,16 @@ impl<'a> Resolver<'a> {
         self
     }
 
+    /// A `Ref` CloudFormation answers with the resource's own name, evaluated with these
+    /// parameters: an event bus's `Name`.
+    fn named_ref(&self, id: &str) -> Option<String> {
+        let resource = self.template.resources().get(id)?;
+        if resource["Type"] != "AWS::Events::EventBus" {
+            return None;
+        }
+        self.string(&resource["Properties"]["Name"]).ok()
+    }
+
     fn name(&self, name: &str) -> Result<String> {
         if let Some((resource, attribute)) = name.split_once('.') {
             if !name.starts_with("AWS::") {
@@ -293,8 +303,8 @@ impl<'a> Resolver<'a> {
                 Some(v) => v.clone(),
                 None => {
                     self.check_created(other)?;
-                    match self.refs.get(other) {
-                        Some(v) => v.clone(),
+                    match self.refs.get(other).cloned().or_else(|| self.named_ref(other)) {
+                        Some(v) => v,
                         None if self.placeholders && self.template.resources().contains_key(other) => {
                             format!("{{{other}}}")
                         }

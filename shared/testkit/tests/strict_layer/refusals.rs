@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use stm_testkit::strict::{self, Principal};
 
-use crate::support::{ddb, entry, fifo_message, fixture, sqs, Fixture};
+use crate::support::{ddb, entry, events, fifo_message, fixture, sqs, Fixture};
 
 /// One case: the rule, the request that breaks it, the code AWS answers.
 struct Case {
@@ -45,6 +45,8 @@ fn cases(f: &Fixture) -> Vec<Case> {
         .collect();
     let exe = f.executions.as_str();
     let item = |id: &str| json!({"id": {"S": id}, "data": {"S": "{}"}});
+    let bus_entry = |source: &str, detail: &str| json!({"Source": source, "DetailType": "t", "Detail": detail, "EventBusName": "default"});
+    let big_detail = format!("{{\"a\": \"{}\"}}", "x".repeat(130 * 1024));
     let put = |id: &str| json!({"Put": {"TableName": exe, "Item": item(id)}});
     vec![
         case(
@@ -444,6 +446,35 @@ fn cases(f: &Fixture) -> Vec<Case> {
             json!({"RequestItems": {exe: [{"PutRequest": {"Item": item("dup")}}, {"DeleteRequest": {"Key": {"id": {"S": "dup"}}}}]}}),
             "ValidationException",
         ),
+        case(
+            "events.batch.entries",
+            "events",
+            "PutEvents",
+            json!({"Entries": (0..11).map(|_| bus_entry("stm", "{}")).collect::<Vec<_>>()}),
+            "ValidationException",
+        ),
+        case(
+            "events.batch.bytes",
+            "events",
+            "PutEvents",
+            json!({"Entries": [bus_entry("stm", &big_detail), bus_entry("stm", &big_detail)]}),
+            "ValidationException",
+        ),
+        // an entry rule fails its entry alone, in a 200 answer
+        case(
+            "events.entry.source",
+            "events",
+            "PutEvents",
+            json!({"Entries": [bus_entry("aws.states", "{}")]}),
+            "NotAuthorizedForSourceException",
+        ),
+        case(
+            "events.entry.detail",
+            "events",
+            "PutEvents",
+            json!({"Entries": [bus_entry("stm", "[1]")]}),
+            "MalformedDetail",
+        ),
         Case {
             principal: Principal::Worker,
             ..case(
@@ -485,13 +516,19 @@ fn every_rule_refuses_a_request_that_breaks_it() {
     for c in cases(&f) {
         let before = moto.strict().refusals().get(c.rule).copied().unwrap_or(0);
         let endpoint = moto.endpoint_as(c.principal);
-        let answer = if c.service == "sqs" {
-            sqs(endpoint, c.operation, c.body.clone())
-        } else {
-            ddb(endpoint, c.operation, c.body.clone())
+        let answer = match c.service {
+            "sqs" => sqs(endpoint, c.operation, c.body.clone()),
+            "events" => events(endpoint, c.operation, c.body.clone()),
+            _ => ddb(endpoint, c.operation, c.body.clone()),
         };
+        // EventBridge fails an entry alone: a 200 whose entry carries the code
+        let entry_code = (answer.status == 200)
+            .then(|| answer.body["Entries"][0]["ErrorCode"].as_str())
+            .flatten();
+        let code = entry_code.unwrap_or(&answer.code);
         assert!(
-            answer.status >= 400 && answer.code.trim_start_matches("AWS.SimpleQueueService.") == c.code,
+            (answer.status >= 400 || entry_code.is_some())
+                && code.trim_start_matches("AWS.SimpleQueueService.") == c.code,
             "{} ({} {}): expected {} from the layer, got {} {} {}",
             c.rule,
             c.service,

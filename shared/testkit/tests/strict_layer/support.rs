@@ -38,6 +38,10 @@ pub(crate) fn sqs(endpoint: &str, op: &str, body: Value) -> Answer {
     call(endpoint, &format!("AmazonSQS.{op}"), &body)
 }
 
+pub(crate) fn events(endpoint: &str, op: &str, body: Value) -> Answer {
+    call(endpoint, &format!("AWSEvents.{op}"), &body)
+}
+
 pub(crate) fn ok(a: &Answer, what: &str) {
     assert_eq!(
         a.status, 200,
