@@ -650,6 +650,24 @@ async fn messages_sqs_could_never_take_are_refused_before_anything_is_written() 
     assert_eq!(after.status, Status::Cancelled);
     assert_eq!(after.version, before.version + 1, "only the cancel wrote");
     assert_eq!(mini.queue.publish_calls().len(), calls, "nothing was published");
+    // what it left pending is the status events of its changes, which the operator writes
+    // whatever the level, and a relay without a status bus deletes unsent
+    let pending = mini.store.pending_outbox().await.expect("outbox");
+    assert!(
+        !pending.is_empty()
+            && pending
+                .iter()
+                .all(|e| e.target_id.is_none() && e.event.kind == stm_runtime::status::NOTICE_KIND),
+        "{pending:?}"
+    );
+    stm_runtime::relay::relay_pending(mini.store.as_ref(), mini.queue.as_ref())
+        .await
+        .expect("relay");
+    assert_eq!(
+        mini.queue.publish_calls().len(),
+        calls,
+        "still nothing was published"
+    );
     assert_eq!(mini.pending().await, (0, 0));
 }
 
