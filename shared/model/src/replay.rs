@@ -74,6 +74,18 @@ struct Task<T> {
     result: Option<T>,
 }
 
+impl<T> Task<T> {
+    /// The actor `handle` runs, paused at its gate, its result not in yet.
+    fn new(handle: JoinHandle<T>, calls: UnboundedReceiver<&'static str>, gate: Arc<Gate>) -> Self {
+        Task {
+            handle: Some(handle),
+            calls,
+            gate,
+            result: None,
+        }
+    }
+}
+
 /// The real system under replay.
 pub struct Replay {
     rt: Runtime,
@@ -355,12 +367,7 @@ impl Replay {
         );
         let record = Record::from_received(&message);
         let handle = self.rt.spawn(async move { worker.handle_batch(&[record]).await });
-        let mut task = Task {
-            handle: Some(handle),
-            calls,
-            gate,
-            result: None,
-        };
+        let mut task = Task::new(handle, calls, gate);
         let status = Replay::run(&self.rt, &mut task)?;
         expect_worker(&status, phase)?;
         self.workers[w] = Some((task, message.receipt_handle));
@@ -410,12 +417,7 @@ impl Replay {
                     )
                     .await;
                 });
-                let mut task = Task {
-                    handle: Some(handle),
-                    calls,
-                    gate,
-                    result: None,
-                };
+                let mut task = Task::new(handle, calls, gate);
                 expect(&Replay::run(&self.rt, &mut task)?, Some("oldest_pending_seqs"))?;
                 task
             }
@@ -442,12 +444,7 @@ impl Replay {
                 let handle = self.rt.spawn(async move {
                     let _ = sweeper::sweep(store.as_ref(), queue.as_ref(), now).await;
                 });
-                let mut task = Task {
-                    handle: Some(handle),
-                    calls,
-                    gate,
-                    result: None,
-                };
+                let mut task = Task::new(handle, calls, gate);
                 expect(&Replay::run(&self.rt, &mut task)?, Some("due_timers"))?;
                 task
             }
@@ -484,12 +481,7 @@ impl Replay {
                         Command::Resume => control.resume(real_id(TIMED)).await,
                     };
                 });
-                let mut task = Task {
-                    handle: Some(handle),
-                    calls,
-                    gate,
-                    result: None,
-                };
+                let mut task = Task::new(handle, calls, gate);
                 let status = Replay::run(&self.rt, &mut task)?;
                 return self.operator_stops(task, &status, after);
             }

@@ -56,17 +56,7 @@ fn quiescence_is_reachable_from_every_state_at_the_small_bounds() {
 }
 
 /// One child, the re-entered timer, a crash and a lost lease: where each hazard shows.
-const MUTANTS: Bounds = Bounds {
-    children: 1,
-    timed: true,
-    leave_back: true,
-    suspend: false,
-    workers: 2,
-    crashes: 1,
-    leases: 1,
-    windows: 0,
-    horizon: 1,
-};
+const MUTANTS: Bounds = Bounds::FULL;
 
 #[test]
 fn every_planted_hazard_is_caught_with_a_counterexample() {
