@@ -52,26 +52,8 @@ pub(super) async fn local_bus(
         .ok_or_else(|| anyhow!("--status-events: the queue {copy} has no ARN"))?;
     let rule = "stm-local-status-events";
     let pattern = serde_json::json!({ "source": [stm_runtime::status::SOURCE] }).to_string();
-    events
-        .put_rule()
-        .name(rule)
-        .event_bus_name(&bus)
-        .event_pattern(pattern)
-        .send()
+    stm_runtime::status::route_to_queue(&events, &bus, rule, &pattern, &arn)
         .await
-        .map_err(|e| readable(&format!("put the rule {rule}"), &stm_aws::Readable(&e)))?;
-    let target = aws_sdk_eventbridge::types::Target::builder()
-        .id("copy")
-        .arn(arn)
-        .build()
-        .map_err(|e| readable("the rule's target", &e))?;
-    events
-        .put_targets()
-        .rule(rule)
-        .event_bus_name(&bus)
-        .targets(target)
-        .send()
-        .await
-        .map_err(|e| readable(&format!("target the rule {rule}"), &stm_aws::Readable(&e)))?;
+        .map_err(|e| readable("route the bus to the queue", &e))?;
     Ok((Arc::new(EventBridgeBus::new(events, bus).with_level(level)), url))
 }

@@ -29,7 +29,7 @@ use crate::queue::PublishFailure;
 #[cfg(feature = "aws")]
 mod eventbridge;
 #[cfg(feature = "aws")]
-pub use eventbridge::EventBridgeBus;
+pub use eventbridge::{route_to_queue, EventBridgeBus};
 
 /// The events' `source`. EventBridge refuses a custom event whose source starts with
 /// `aws.`, so Step Functions' `aws.states` cannot be borrowed.

@@ -93,30 +93,10 @@ async fn bus_and_rules(prefix: &str, sqs: &aws_sdk_sqs::Client, endpoint: &str) 
             .queue_url()
             .unwrap_or_default()
             .to_string();
-        events
-            .put_rule()
-            .name(rule)
-            .event_bus_name(&bus)
-            .event_pattern(pattern.to_string())
-            .send()
+        let arn = format!("arn:aws:sqs:{}:123456789012:{queue}", stm_testkit::REGION);
+        stm_runtime::status::route_to_queue(&events, &bus, rule, &pattern.to_string(), &arn)
             .await
             .expect("rule");
-        let target = aws_sdk_eventbridge::types::Target::builder()
-            .id(rule)
-            .arn(format!(
-                "arn:aws:sqs:{}:123456789012:{queue}",
-                stm_testkit::REGION
-            ))
-            .build()
-            .expect("target");
-        events
-            .put_targets()
-            .rule(rule)
-            .event_bus_name(&bus)
-            .targets(target)
-            .send()
-            .await
-            .expect("targets");
         urls.push(url);
     }
     (bus, urls.remove(0), urls.remove(0))

@@ -45,6 +45,40 @@ impl EventBridgeBus {
     }
 }
 
+/// Route every event on `bus` that matches `pattern` (an EventBridge event pattern, JSON)
+/// to the SQS queue `queue_arn`, under the rule `rule` (made or replaced): what a
+/// deployment's rules do, for a local stack and the tests. The queue must let
+/// EventBridge send to it (on AWS, its queue policy).
+pub async fn route_to_queue(
+    client: &aws_sdk_eventbridge::Client,
+    bus: &str,
+    rule: &str,
+    pattern: &str,
+    queue_arn: &str,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    client
+        .put_rule()
+        .name(rule)
+        .event_bus_name(bus)
+        .event_pattern(pattern)
+        .send()
+        .await
+        .map_err(|e| format!("put the rule {rule}: {}", stm_aws::Readable(&e)))?;
+    let target = aws_sdk_eventbridge::types::Target::builder()
+        .id(rule)
+        .arn(queue_arn)
+        .build()?;
+    client
+        .put_targets()
+        .rule(rule)
+        .event_bus_name(bus)
+        .targets(target)
+        .send()
+        .await
+        .map_err(|e| format!("target the rule {rule}: {}", stm_aws::Readable(&e)))?;
+    Ok(())
+}
+
 #[async_trait]
 impl StatusBus for EventBridgeBus {
     fn level(&self) -> super::StatusEvents {
