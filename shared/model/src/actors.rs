@@ -8,7 +8,7 @@ use crate::machines::{self, Claim};
 use crate::model::{cas_holds, receivable, Action, Mutant, Protocol};
 use crate::state::{
     row_dedup, Claiming, Due, Item, Msg, Operator, Prepared, Queued, Rec, Relay, Row, RowSet, St, State,
-    Sweeper, TimerOp, TimerPath, Worker, TIMED,
+    Sweeper, Then, TimerOp, TimerPath, Worker, OBSERVER, TIMED,
 };
 
 /// The actions enabled in `state`, in a fixed order.
@@ -20,11 +20,17 @@ pub fn enabled(model: &Protocol, state: &State, actions: &mut Vec<Action>) {
             actions.push(Action::Receive(w, index));
         }
     }
+    let refusals = state.budget.refusals > 0;
     for (w, worker) in state.workers.iter().enumerate() {
         if *worker != Worker::Idle {
             actions.push(Action::Work(w));
             if state.budget.crashes > 0 {
                 actions.push(Action::CrashWorker(w));
+            }
+        }
+        if let (true, Worker::Publish(_, rows, _)) = (refusals, worker) {
+            for i in (0..rows.len as usize).filter(|i| refusable(rows, *i)) {
+                actions.push(Action::RefuseWorker(w, i));
             }
         }
     }
@@ -36,6 +42,9 @@ pub fn enabled(model: &Protocol, state: &State, actions: &mut Vec<Action>) {
             actions.push(Action::Relay);
             if state.budget.crashes > 0 {
                 actions.push(Action::CrashRelay);
+            }
+            if refusals && matches!(state.relay, Relay::Publish(..) | Relay::Put(..)) {
+                actions.push(Action::RefuseRelay);
             }
         }
     }
@@ -52,10 +61,15 @@ pub fn enabled(model: &Protocol, state: &State, actions: &mut Vec<Action>) {
     match state.operator {
         Operator::Finished => {}
         Operator::Ready(_) => actions.push(Action::Operate),
-        Operator::Commit(..) => {
+        operator => {
             actions.push(Action::Operate);
             if state.budget.crashes > 0 {
                 actions.push(Action::CrashOperator);
+            }
+            if let (true, Operator::Publish(_, rows, ..)) = (refusals, operator) {
+                for i in (0..rows.len as usize).filter(|i| refusable(&rows, *i)) {
+                    actions.push(Action::RefuseOperator(i));
+                }
             }
         }
     }
@@ -89,12 +103,13 @@ fn record_of(worker: &Worker) -> Option<Rec> {
         Worker::Idle => None,
         Worker::Received(r)
         | Worker::Claim(r, _)
-        | Worker::Park(r, _)
+        | Worker::Flush(r, _)
+        | Worker::Park(r, ..)
         | Worker::Commit(r, _)
         | Worker::Mark(r, _)
         | Worker::Pending(r)
-        | Worker::Publish(r, _)
-        | Worker::Ack(r, _)
+        | Worker::Publish(r, ..)
+        | Worker::Ack(r, ..)
         | Worker::Release(r)
         | Worker::Done(r, _) => Some(r),
     }
@@ -113,10 +128,22 @@ pub fn apply(model: &Protocol, s: &mut State, action: Action) -> bool {
                 receipt: m.receipt,
             });
         }
-        Action::Work(w) => s.workers[w] = work(model, s, s.workers[w]),
-        Action::Relay => s.relay = relay(model, s),
+        Action::Work(w) => s.workers[w] = work(model, s, s.workers[w], None),
+        Action::Relay => s.relay = relay(model, s, false),
         Action::Sweep => s.sweeper = sweep(model, s),
-        Action::Operate => s.operator = operator::operate(model, s),
+        Action::Operate => s.operator = operator::operate(model, s, None),
+        Action::RefuseWorker(w, i) => {
+            s.budget.refusals -= 1;
+            s.workers[w] = work(model, s, s.workers[w], Some(i));
+        }
+        Action::RefuseRelay => {
+            s.budget.refusals -= 1;
+            s.relay = relay(model, s, true);
+        }
+        Action::RefuseOperator(i) => {
+            s.budget.refusals -= 1;
+            s.operator = operator::operate(model, s, Some(i));
+        }
         Action::CrashWorker(w) => {
             s.workers[w] = Worker::Idle;
             s.budget.crashes -= 1;
@@ -166,14 +193,66 @@ fn publish(s: &mut State, msg: Msg, dedup: u8) {
     });
 }
 
-fn publish_rows(s: &mut State, rows: &RowSet) {
-    for row in rows.as_slice() {
-        publish(s, row.msg, row_dedup(row.seq));
+/// A row's entry of a batch publish: into the queue (a report: to the observer, which
+/// takes its group in the order it enters), unless SQS saw its deduplication id. The
+/// ghosts note it published, and whether a row its execution committed earlier to the
+/// same target is still pending unpublished (then the target receives them out of
+/// commit order).
+fn publish_row(s: &mut State, row: Row) {
+    let dedup = row_dedup(row.seq);
+    if s.recent & (1 << dedup) != 0 {
+        return;
     }
+    let g = &mut s.ghost;
+    if s.rows.iter().any(|q| {
+        q.seq < row.seq
+            && q.msg != Msg::Notice
+            && q.msg.source() == row.msg.source()
+            && q.msg.group() == row.msg.group()
+            && g.published & (1 << q.seq) == 0
+    }) {
+        g.rows_reordered = true;
+    }
+    g.published |= 1 << row.seq;
+    match row.msg {
+        Msg::Report(k) => {
+            s.recent |= 1 << dedup;
+            if g.delivered & (1 << k) != 0 {
+                g.delivered_twice = true;
+            }
+            g.delivered |= 1 << k;
+        }
+        msg => publish(s, msg, dedup),
+    }
+}
+
+/// `publish_batch` of these rows, the entry at `refused` (if any) refused; the rows
+/// published.
+fn publish_rows(s: &mut State, rows: &RowSet, refused: Option<usize>) -> RowSet {
+    let mut sent = Vec::new();
+    for (i, row) in rows.as_slice().iter().enumerate() {
+        if Some(i) != refused {
+            publish_row(s, *row);
+            sent.push(*row);
+        }
+    }
+    RowSet::new(&sent)
+}
+
+/// The entry at `index` of a batch is one the model lets the queue refuse: no later entry
+/// of the batch is of its group. (Whether SQS takes a group's later entry in the very
+/// batch that refused an earlier one is left out: the code acks what SQS took.)
+pub fn refusable(rows: &RowSet, index: usize) -> bool {
+    let rows = rows.as_slice();
+    rows.get(index)
+        .is_some_and(|r| !rows[index + 1..].iter().any(|l| l.msg.group() == r.msg.group()))
 }
 
 /// `ack_rows`: delete these rows (acking one again is harmless).
 fn ack_rows(s: &mut State, rows: &RowSet) {
+    for row in rows.as_slice() {
+        s.ghost.published &= !(1 << row.seq);
+    }
     s.rows.retain(|r| !rows.as_slice().iter().any(|a| a.seq == r.seq));
 }
 
@@ -188,8 +267,15 @@ fn pending_of(s: &State, seqs: u16) -> RowSet {
     RowSet::new(&rows)
 }
 
-/// The worker's next call.
-fn work(model: &Protocol, s: &mut State, worker: Worker) -> Worker {
+/// `pending_rows_of`: the rows of the execution's last block still pending, but its
+/// status events (the worker and the operator have no status bus: those wait for the
+/// relay, and belong to no group).
+pub(crate) fn last_block(s: &State, exe: usize) -> RowSet {
+    pending_of(s, s.items[exe].last_rows).notices(false)
+}
+
+/// The worker's next call (`refused`: its publish has that entry refused).
+fn work(model: &Protocol, s: &mut State, worker: Worker, refused: Option<usize>) -> Worker {
     match worker {
         Worker::Idle => Worker::Idle,
         Worker::Received(rec) => load(model, s, rec),
@@ -211,25 +297,42 @@ fn work(model: &Protocol, s: &mut State, worker: Worker) -> Worker {
                 st: claiming.st,
                 ..s.items[TIMED]
             };
-            let step = machines::prepare(item, claiming.applies, s.now, model.bounds.children, claim);
+            let b = model.bounds;
+            let step = machines::prepare(item, claiming.applies, s.now, b.children, b.emits, claim);
             Worker::Commit(
                 rec,
                 Prepared {
                     releases: claiming.releases,
+                    held: claiming.held,
                     ..step
                 },
             )
         }
-        // the commit (CAS) that keeps the event on the suspended item, its mark left for
-        // when it steps
-        Worker::Park(rec, expect) => {
+        // before a release (or the recheck) commits anything: publish the rows of the
+        // execution's last block, which a redelivery would otherwise be the only one to
+        // republish (and a release's commit repoints it)
+        Worker::Flush(rec, item) => {
+            let rows = last_block(s, rec.msg.group());
+            if rows.len == 0 {
+                release(model, s, rec, item)
+            } else {
+                Worker::Publish(rec, rows, Then::Release(item))
+            }
+        }
+        // the commit (CAS) that keeps the event on the item, its mark left for when it
+        // steps: while suspended, or last among those a release steps
+        Worker::Park(rec, expect, releasing) => {
             let item = &mut s.items[rec.msg.group()];
             if !cas_holds(model, item, expect) {
                 return Worker::Release(rec);
             }
             item.parked.push(rec.msg);
             item.version += 1;
-            Worker::Done(rec, true)
+            if releasing {
+                release(model, s, rec, s.items[rec.msg.group()])
+            } else {
+                Worker::Done(rec, true)
+            }
         }
         Worker::Commit(rec, step) => commit(model, s, rec, step),
         Worker::Mark(rec, rows) => {
@@ -237,19 +340,23 @@ fn work(model: &Protocol, s: &mut State, worker: Worker) -> Worker {
             s.items[target].processed |= rec.msg.mark();
             flush_or_done(rec, rows)
         }
-        // `pending_rows_of`: the rows of the target's last commit still pending (a notice
-        // among them is left for the relay: the worker has no status bus)
+        // `pending_rows_of`: the rows of the target's last commit still pending
         Worker::Pending(rec) => {
-            let rows = pending_of(s, s.items[rec.msg.group()].last_rows);
-            flush_or_done(rec, rows.notices(false))
+            let rows = last_block(s, rec.msg.group());
+            flush_or_done(rec, rows)
         }
-        Worker::Publish(rec, rows) => {
-            publish_rows(s, &rows);
-            Worker::Ack(rec, rows)
+        Worker::Publish(rec, rows, then) => {
+            let sent = publish_rows(s, &rows, refused);
+            let then = if refused.is_some() { Then::Fail } else { then };
+            if sent.len == 0 {
+                after_ack(model, s, rec, then)
+            } else {
+                Worker::Ack(rec, sent, then)
+            }
         }
-        Worker::Ack(rec, rows) => {
+        Worker::Ack(rec, rows, then) => {
             ack_rows(s, &rows);
-            Worker::Done(rec, true)
+            after_ack(model, s, rec, then)
         }
         // `change_visibility(receipt, 0)`: a stale receipt changes nothing
         Worker::Release(rec) => {
@@ -274,11 +381,22 @@ fn work(model: &Protocol, s: &mut State, worker: Worker) -> Worker {
     }
 }
 
+/// What the worker does once its published rows are acked.
+fn after_ack(model: &Protocol, s: &State, rec: Rec, then: Then) -> Worker {
+    match then {
+        Then::Done => Worker::Done(rec, true),
+        // a refused entry fails the record: it comes back, and its redelivery publishes
+        // the last block before the group moves on
+        Then::Fail => Worker::Release(rec),
+        Then::Release(item) => release(model, s, rec, item),
+    }
+}
+
 fn flush_or_done(rec: Rec, rows: RowSet) -> Worker {
     if rows.len == 0 {
         Worker::Done(rec, true)
     } else {
-        Worker::Publish(rec, rows)
+        Worker::Publish(rec, rows, Then::Done)
     }
 }
 
@@ -290,11 +408,15 @@ fn find(s: &mut State, rec: Rec) -> Option<&mut Queued> {
 }
 
 /// `load_for_event` (an event) or the child's `load` (a spawn intent), and what the
-/// worker decides from it: a no-op, a duplicate's flush, a claim, or a prepared step.
+/// worker decides from it: a no-op, a duplicate's flush, a park, a release, or a step.
 fn load(model: &Protocol, s: &State, rec: Rec) -> Worker {
     let target = rec.msg.group();
+    if target == OBSERVER {
+        // never queued: the observer is outside the model
+        return Worker::Done(rec, true);
+    }
     let item = s.items[target];
-    let children = model.bounds.children;
+    let b = model.bounds;
     if let Msg::Spawn(_) = rec.msg {
         if item.st != St::Absent {
             // applied already: publish what its creation left pending
@@ -302,7 +424,7 @@ fn load(model: &Protocol, s: &State, rec: Rec) -> Worker {
         }
         return Worker::Commit(
             rec,
-            machines::prepare(item, rec.msg, s.now, children, Claim::None),
+            machines::prepare(item, rec.msg, s.now, b.children, b.emits, Claim::None),
         );
     }
     if item.st == St::Absent {
@@ -318,7 +440,7 @@ fn load(model: &Protocol, s: &State, rec: Rec) -> Worker {
             && !item.parked.contains(rec.msg)
             && model.mutant != Some(Mutant::DrainWhileSuspended);
         return if keep {
-            Worker::Park(rec, item.version)
+            Worker::Park(rec, item.version, false)
         } else {
             Worker::Done(rec, true)
         };
@@ -327,21 +449,59 @@ fn load(model: &Protocol, s: &State, rec: Rec) -> Worker {
         // the lifecycle gate drains it (a PENDING execution takes only its Start)
         return Worker::Done(rec, true);
     }
-    next_step(model, s, rec, item)
+    if model.releases_at_end() {
+        return release_at_end(model, s, rec, item, 0);
+    }
+    if item.parked.len > 0 || matches!(rec.msg, Msg::Recheck(_)) {
+        // the parking gate: the last block first, then the event parked last, then each
+        // parked event committed and published on its own
+        return Worker::Flush(rec, item);
+    }
+    step(model, s, rec, item, rec.msg, false, 0)
 }
 
-/// The driver's parking gate, then the step: the item's parked events first, oldest
-/// first, each claimed (a `Timeout` of a running execution) and committed on its own;
-/// then the record's event, unless it is the recheck or was among those released.
-/// `item` is the execution as the worker holds it (loaded, or as its last commit wrote it).
-fn next_step(model: &Protocol, s: &State, rec: Rec, item: Item) -> Worker {
-    let (applies, releases) = match item.parked.first() {
-        Some(oldest) => (oldest, true),
+/// The release, on `item` as the worker holds it (loaded, or as its last commit wrote
+/// it): the record's event parked last (in a commit of its own, no rows) unless it is the
+/// recheck or parked already; then the oldest parked event, claimed (a `Timeout` of a
+/// running execution) and committed; done when none is left.
+fn release(model: &Protocol, s: &State, rec: Rec, item: Item) -> Worker {
+    let parks = !matches!(rec.msg, Msg::Recheck(_))
+        && !item.parked.contains(rec.msg)
+        && item.processed & rec.msg.mark() == 0;
+    if parks {
+        return Worker::Park(rec, item.version, true);
+    }
+    match item.parked.first() {
+        Some(oldest) => step(model, s, rec, item, oldest, true, 0),
+        None => Worker::Done(rec, true),
+    }
+}
+
+/// The release as the old code did it (mutant `release-last-block-only`): the parked
+/// events oldest first, each committed on its own, their rows `held` in memory; then the
+/// record's event, unless it is the recheck or was among those released; everything held
+/// published at the end.
+fn release_at_end(model: &Protocol, s: &State, rec: Rec, item: Item, held: u16) -> Worker {
+    match item.parked.first() {
+        Some(oldest) => step(model, s, rec, item, oldest, true, held),
         None if matches!(rec.msg, Msg::Recheck(_)) || item.processed & rec.msg.mark() != 0 => {
-            return Worker::Done(rec, true);
+            flush_or_done(rec, pending_of(s, held))
         }
-        None => (rec.msg, false),
-    };
+        None => step(model, s, rec, item, rec.msg, false, held),
+    }
+}
+
+/// The step of `applies` on `item`: its timer claimed first if it is a `Timeout` of a
+/// running execution, then its commit.
+fn step(
+    model: &Protocol,
+    s: &State,
+    rec: Rec,
+    item: Item,
+    applies: Msg,
+    releases: bool,
+    held: u16,
+) -> Worker {
     if matches!(applies, Msg::Timeout(_)) && machines::running(&item) {
         return Worker::Claim(
             rec,
@@ -350,11 +510,20 @@ fn next_step(model: &Protocol, s: &State, rec: Rec, item: Item) -> Worker {
                 st: item.st,
                 applies,
                 releases,
+                held,
             },
         );
     }
-    let step = machines::prepare(item, applies, s.now, model.bounds.children, Claim::None);
-    Worker::Commit(rec, Prepared { releases, ..step })
+    let b = model.bounds;
+    let step = machines::prepare(item, applies, s.now, b.children, b.emits, Claim::None);
+    Worker::Commit(
+        rec,
+        Prepared {
+            releases,
+            held,
+            ..step
+        },
+    )
 }
 
 /// The commit: the item (CAS on the version loaded), its rows, its mark, its timer op,
@@ -383,6 +552,10 @@ fn commit(model: &Protocol, s: &mut State, rec: Rec, step: Prepared) -> Worker {
         }
     }
     written.extend(step.emit);
+    if step.emit == Some(Msg::Report(1)) {
+        // `Back` writes two rows to the observer in one block
+        written.push(Msg::Report(2));
+    }
     let mut rows = Vec::new();
     for msg in written {
         let row = Row { seq: s.next_seq, msg };
@@ -391,6 +564,7 @@ fn commit(model: &Protocol, s: &mut State, rec: Rec, step: Prepared) -> Worker {
         rows.push(row);
         match msg {
             Msg::Spawn(i) => s.ghost.spawned |= 1 << i,
+            Msg::Report(k) => s.ghost.reports |= 1 << k,
             other => s.ghost.emitted[other.group()] |= other.mark(),
         }
     }
@@ -415,12 +589,21 @@ fn commit(model: &Protocol, s: &mut State, rec: Rec, step: Prepared) -> Worker {
         TimerOp::Cancel => s.timer = None,
     }
     observe(s, &step, before);
+    let committed = s.items[target];
     if step.releases {
-        // the parking gate goes on with what is left (the timed execution emits nothing,
-        // so a release has no rows to flush)
-        return next_step(model, s, rec, s.items[target]);
+        s.ghost.released_rows |= seqs != 0;
+        if model.releases_at_end() {
+            return release_at_end(model, s, rec, committed, step.held | seqs);
+        }
+        // its rows out before the next release commit repoints the last block
+        let rows = RowSet::new(&rows);
+        return if rows.len == 0 {
+            release(model, s, rec, committed)
+        } else {
+            Worker::Publish(rec, rows, Then::Release(committed))
+        };
     }
-    let rows = RowSet::new(&rows);
+    let rows = pending_of(s, step.held | seqs);
     if !marked {
         return Worker::Mark(rec, rows);
     }
@@ -459,52 +642,86 @@ fn observe(s: &mut State, step: &Prepared, before: Item) {
     }
 }
 
-/// The relay's next call: read the pending rows (`oldest_pending_seqs`, `pending_rows`),
-/// publish those with a target, ack them, then ack the notices unsent (the relay has no
-/// status bus). The mutant acks before it publishes.
-fn relay(model: &Protocol, s: &mut State) -> Relay {
+/// The scheduled relay's next call (`refused`: its publish, or its bus put, is refused).
+/// A pass reads the pending seqs (`oldest_pending_seqs`), then one row at a time (the
+/// read is free): a row with a target is published and acked, unless an earlier row of
+/// its group was refused in this pass (held back: it stays pending); a status event is
+/// put on the bus and acked (refused: it stays pending, holding nothing back), or without
+/// a bus acked unsent. The mutants ack before they publish, publish what they should hold
+/// back, or ack a refused status event.
+fn relay(model: &Protocol, s: &mut State, refused: bool) -> Relay {
     let ack_first = model.mutant == Some(Mutant::RelayAckBeforeSend);
-    // the notices' ack, if any, ends the pass
-    let drop = |rows: RowSet| {
-        let notices = rows.notices(true);
-        if notices.len == 0 {
-            Relay::Idle
-        } else {
-            Relay::Drop(notices)
-        }
-    };
     match s.relay {
         Relay::Idle => {
-            let rows = RowSet::new(&s.rows);
-            if rows.notices(false).len == 0 {
-                drop(rows)
-            } else if ack_first {
-                Relay::Ack(rows)
-            } else {
-                Relay::Publish(rows)
-            }
+            let todo = s.rows.iter().fold(0u32, |bits, r| bits | (1 << r.seq));
+            next_row(model, s, todo, 0)
         }
-        Relay::Publish(rows) => {
-            publish_rows(s, &rows.notices(false));
+        Relay::Publish(row, todo, blocked) => {
+            if refused {
+                let blocked = if model.mutant == Some(Mutant::RelayNoGroupHoldback) {
+                    blocked
+                } else {
+                    blocked | (1 << row.msg.group())
+                };
+                return next_row(model, s, todo, blocked);
+            }
+            publish_row(s, row);
             if ack_first {
-                drop(rows)
+                next_row(model, s, todo, blocked)
             } else {
-                Relay::Ack(rows)
+                Relay::Ack(row, todo, blocked)
             }
         }
-        Relay::Ack(rows) => {
-            ack_rows(s, &rows.notices(false));
+        Relay::Ack(row, todo, blocked) => {
+            ack_rows(s, &RowSet::new(&[row]));
             if ack_first {
-                Relay::Publish(rows)
+                Relay::Publish(row, todo, blocked)
             } else {
-                drop(rows)
+                next_row(model, s, todo, blocked)
             }
         }
-        Relay::Drop(notices) => {
-            ack_rows(s, &notices);
-            Relay::Idle
+        Relay::Put(row, todo, blocked) => {
+            if refused && model.mutant != Some(Mutant::AckRefusedStatusEvent) {
+                return next_row(model, s, todo, blocked);
+            }
+            if !refused {
+                s.ghost.announced |= 1 << row.seq;
+            }
+            Relay::Drop(row, todo, blocked)
+        }
+        Relay::Drop(row, todo, blocked) => {
+            ack_rows(s, &RowSet::new(&[row]));
+            next_row(model, s, todo, blocked)
         }
     }
+}
+
+/// The relay's read of the next row of its pass still pending (`pending_rows`, free),
+/// and the call it makes for it; `Idle` when the pass is over.
+fn next_row(model: &Protocol, s: &State, mut todo: u32, blocked: u8) -> Relay {
+    while todo != 0 {
+        let seq = todo.trailing_zeros() as u8;
+        todo &= !(1 << seq);
+        let Some(row) = s.rows.iter().find(|r| r.seq == seq).copied() else {
+            continue;
+        };
+        if row.msg == Msg::Notice {
+            return if model.bounds.bus {
+                Relay::Put(row, todo, blocked)
+            } else {
+                Relay::Drop(row, todo, blocked)
+            };
+        }
+        if blocked & (1 << row.msg.group()) != 0 {
+            continue;
+        }
+        return if model.mutant == Some(Mutant::RelayAckBeforeSend) {
+            Relay::Ack(row, todo, blocked)
+        } else {
+            Relay::Publish(row, todo, blocked)
+        };
+    }
+    Relay::Idle
 }
 
 /// What the due index lists as due now, in its order (`fire_at`, then path).

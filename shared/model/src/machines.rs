@@ -16,9 +16,10 @@ pub enum Claim {
 }
 
 /// The step of `msg` on `item` (loaded at `item.version`), at tick `now`, for a parent of
-/// `children` children. A step the machine takes nothing from still commits (the event's
-/// mark): its state stays.
-pub fn prepare(item: Item, msg: Msg, now: u8, children: u8, claim: Claim) -> Prepared {
+/// `children` children; with `emits`, the timed execution's `Leave` and `Back` each write a
+/// report for the observer. A step the machine takes nothing from still commits (the
+/// event's mark): its state stays.
+pub fn prepare(item: Item, msg: Msg, now: u8, children: u8, emits: bool, claim: Claim) -> Prepared {
     let mut step = Prepared {
         expect: item.version,
         st: item.st,
@@ -29,6 +30,7 @@ pub fn prepare(item: Item, msg: Msg, now: u8, children: u8, claim: Claim) -> Pre
         joins: false,
         applies: msg,
         releases: false,
+        held: 0,
     };
     match (msg, item.st) {
         (Msg::Spawn(i), _) => {
@@ -57,10 +59,12 @@ pub fn prepare(item: Item, msg: Msg, now: u8, children: u8, claim: Claim) -> Pre
         (Msg::Leave, St::Waiting(_)) => {
             step.st = St::Away;
             step.timer = TimerOp::Cancel;
+            step.emit = emits.then_some(Msg::Report(0));
         }
         (Msg::Back, St::Away) => {
             step.st = St::Waiting(now + 1);
             step.timer = TimerOp::Arm(now + 1);
+            step.emit = emits.then_some(Msg::Report(1));
         }
         // a stale Timeout (its state left and re-entered since): ignored, only marked
         (Msg::Timeout(_), St::Waiting(_)) if claim == Claim::Rearmed => {}
@@ -84,7 +88,7 @@ pub fn running(item: &Item) -> bool {
 /// applied first (`None`: nothing is ordered before it but the `Start`).
 pub fn predecessor(msg: Msg) -> Option<Msg> {
     match msg {
-        Msg::Start(_) | Msg::Spawn(_) | Msg::Notice => None,
+        Msg::Start(_) | Msg::Spawn(_) | Msg::Notice | Msg::Report(_) => None,
         Msg::Finished(_) => Some(Msg::Start(PARENT)),
         Msg::Leave | Msg::Timeout(_) | Msg::Recheck(_) => Some(Msg::Start(TIMED)),
         Msg::Back => Some(Msg::Leave),

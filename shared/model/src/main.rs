@@ -14,7 +14,7 @@ use stm_model::trace;
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: stm-model check [BOUNDS] [--mutant NAME] [--threads N]\n       stm-model liveness [BOUNDS]\n       stm-model mutants [BOUNDS]\nBOUNDS: --small (the test suite's), --small-suspension, --suspension, or the full bound,\n        each changed by --children N (0-2), --workers N, --crashes N, --leases N, --windows N, --horizon N, --no-leave-back, --suspend, --no-suspend\nmutants: {}",
+        "usage: stm-model check [BOUNDS] [--mutant NAME] [--threads N]\n       stm-model liveness [BOUNDS]\n       stm-model mutants [BOUNDS]\nBOUNDS: --small, --small-suspension, --small-rows (the test suite's), --suspension, --fanout, or the full bound,\n        each changed by --children N (0-2), --workers N, --crashes N, --leases N, --windows N, --horizon N, --refusals N,\n        --no-leave-back, --suspend, --no-suspend, --emits, --no-emits, --bus, --no-bus\nmutants: {}",
         Mutant::ALL.map(|m| m.name()).join(", ")
     );
     ExitCode::from(2)
@@ -33,6 +33,8 @@ fn main() -> ExitCode {
         match arg.as_str() {
             "--small" => bounds = Bounds::SMALL,
             "--suspension" => bounds = Bounds::SUSPENSION,
+            "--fanout" => bounds = Bounds::FANOUT,
+            "--small-rows" => bounds = Bounds::SMALL_ROWS,
             "--small-suspension" => bounds = Bounds::SMALL_SUSPENSION,
             "--mutant" => match rest.next().and_then(|name| Mutant::by_name(name)) {
                 Some(m) => mutant = Some(m),
@@ -41,7 +43,8 @@ fn main() -> ExitCode {
                     return usage();
                 }
             },
-            "--children" | "--workers" | "--crashes" | "--leases" | "--windows" | "--horizon" => {
+            "--children" | "--workers" | "--crashes" | "--leases" | "--windows" | "--horizon"
+            | "--refusals" => {
                 let Some(n) = rest.next().and_then(|n| n.parse::<u8>().ok()) else {
                     eprintln!("error: {arg} needs a number");
                     return usage();
@@ -52,12 +55,17 @@ fn main() -> ExitCode {
                     "--crashes" => bounds.crashes = n,
                     "--leases" => bounds.leases = n,
                     "--windows" => bounds.windows = n,
+                    "--refusals" => bounds.refusals = n,
                     _ => bounds.horizon = n.min(8),
                 }
             }
             "--no-leave-back" => bounds.leave_back = false,
             "--no-suspend" => bounds.suspend = false,
             "--suspend" => bounds.suspend = true,
+            "--emits" => bounds.emits = true,
+            "--no-emits" => bounds.emits = false,
+            "--bus" => bounds.bus = true,
+            "--no-bus" => bounds.bus = false,
             "--threads" => match rest.next().and_then(|n| n.parse().ok()) {
                 Some(n) => threads = n,
                 None => {

@@ -40,6 +40,15 @@ pub struct Bounds {
     pub windows: u8,
     /// The last clock tick.
     pub horizon: u8,
+    /// The timed execution's `Leave` and `Back` write rows (reports to an observer), so a
+    /// parked event's release commits rows.
+    pub emits: bool,
+    /// The scheduled relay has a status bus: it puts the status events' rows on it
+    /// (without one it deletes them unsent).
+    pub bus: bool,
+    /// Entries a batch publish may refuse (one entry of a `SendMessageBatch` or of the
+    /// bus's `PutEvents`, the rest going through).
+    pub refusals: u8,
 }
 
 impl Bounds {
@@ -54,11 +63,37 @@ impl Bounds {
         leases: 0,
         windows: 0,
         horizon: 1,
+        emits: false,
+        bus: false,
+        refusals: 0,
     };
 
-    /// What `scripts/model-check.sh` checks: every kind of step and fault at once (a
-    /// crash and a lost lease, the timer left and re-entered), tens of millions of states.
+    /// What `check` explores by default and `scripts/model-check.sh` checks: every path
+    /// that commits rows at once. The timed execution left and re-entered, its `Leave` and
+    /// `Back` writing rows (`Back` two to one target), suspended and resumed by the
+    /// operator at any point (its status event's row put on the bus), a crash anywhere and
+    /// an entry of any batch publish refused. The fan-out is left out (its groups and items
+    /// are apart from the timed execution's, and [`Bounds::FANOUT`] checks it); so is a
+    /// lost lease (with it the product passes a hundred million states).
     pub const FULL: Bounds = Bounds {
+        children: 0,
+        timed: true,
+        leave_back: true,
+        suspend: true,
+        workers: 2,
+        crashes: 1,
+        leases: 0,
+        windows: 0,
+        horizon: 1,
+        emits: true,
+        bus: true,
+        refusals: 1,
+    };
+
+    /// The fan-out with the timed execution (what the full bound was before the rows of
+    /// releases and operator commands): every kind of step and fault of those at once (a
+    /// crash and a lost lease, the timer left and re-entered), no suspension.
+    pub const FANOUT: Bounds = Bounds {
         children: 1,
         timed: true,
         leave_back: true,
@@ -68,6 +103,9 @@ impl Bounds {
         leases: 1,
         windows: 0,
         horizon: 1,
+        emits: false,
+        bus: false,
+        refusals: 0,
     };
 
     /// Suspension, in the test suite: the timed execution alone (its events left,
@@ -84,6 +122,19 @@ impl Bounds {
         leases: 0,
         windows: 0,
         horizon: 1,
+        emits: false,
+        bus: false,
+        refusals: 0,
+    };
+
+    /// The rows of releases and operator commands, in the test suite: the full bound's
+    /// timed execution (its `Leave` and `Back` writing rows, suspended and resumed, its
+    /// status event put on the bus, an entry refused) with one worker and no crash (the
+    /// refused entry is the failure between two release commits).
+    pub const SMALL_ROWS: Bounds = Bounds {
+        workers: 1,
+        crashes: 0,
+        ..Bounds::FULL
     };
 
     /// What `scripts/model-check.sh` checks of suspension: a lost lease more (a third
@@ -112,10 +163,21 @@ pub enum Mutant {
     /// The worker's lifecycle gate drops a suspended execution's event, as a CANCELLED
     /// execution's.
     DrainWhileSuspended,
+    /// The release of parked events commits once per released event but publishes at the
+    /// end only (the triggering event stepped after them, not parked last), and no last
+    /// block is published first: a redelivery republishes only the item's last block.
+    ReleaseLastBlockOnly,
+    /// The relay does not hold back a group's later rows after one of its rows was refused.
+    RelayNoGroupHoldback,
+    /// Status events the bus refused are acked as sent.
+    AckRefusedStatusEvent,
+    /// An operator command commits its status row (repointing the item's last-block record)
+    /// without first publishing the rows of the execution's last block.
+    OperatorRowsRepoint,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 7] = [
+    pub const ALL: [Mutant; 11] = [
         Mutant::NoVersionCheck,
         Mutant::RelayAckBeforeSend,
         Mutant::SweeperNoFireAtGuard,
@@ -123,6 +185,10 @@ impl Mutant {
         Mutant::StaleIndexUnchecked,
         Mutant::ApplyWhileSuspended,
         Mutant::DrainWhileSuspended,
+        Mutant::ReleaseLastBlockOnly,
+        Mutant::RelayNoGroupHoldback,
+        Mutant::AckRefusedStatusEvent,
+        Mutant::OperatorRowsRepoint,
     ];
 
     /// Its name on the command line.
@@ -135,6 +201,10 @@ impl Mutant {
             Mutant::StaleIndexUnchecked => "stale-index-unchecked",
             Mutant::ApplyWhileSuspended => "apply-while-suspended",
             Mutant::DrainWhileSuspended => "drain-while-suspended",
+            Mutant::ReleaseLastBlockOnly => "release-last-block-only",
+            Mutant::RelayNoGroupHoldback => "relay-no-group-holdback",
+            Mutant::AckRefusedStatusEvent => "ack-refused-status-event",
+            Mutant::OperatorRowsRepoint => "operator-rows-repoint",
         }
     }
 
@@ -142,13 +212,31 @@ impl Mutant {
         Mutant::ALL.into_iter().find(|m| m.name() == name)
     }
 
-    /// `bounds` with what the hazard needs to show: the operator, for the gate's mutants.
+    /// `bounds` with what the hazard needs to show: the operator, for the gate's mutants;
+    /// rows a release commits, for the release's and the operator's; a refused entry and a
+    /// block of two rows to one target, for the relay's; the bus, for the status events'.
     pub fn bounds(self, bounds: Bounds) -> Bounds {
+        let suspended = Bounds {
+            timed: true,
+            suspend: true,
+            ..bounds
+        };
         match self {
-            Mutant::ApplyWhileSuspended | Mutant::DrainWhileSuspended => Bounds {
+            Mutant::ApplyWhileSuspended | Mutant::DrainWhileSuspended => suspended,
+            Mutant::ReleaseLastBlockOnly | Mutant::OperatorRowsRepoint => Bounds {
+                emits: true,
+                ..suspended
+            },
+            Mutant::RelayNoGroupHoldback => Bounds {
                 timed: true,
-                suspend: true,
+                emits: true,
+                refusals: bounds.refusals.max(1),
                 ..bounds
+            },
+            Mutant::AckRefusedStatusEvent => Bounds {
+                bus: true,
+                refusals: bounds.refusals.max(1),
+                ..suspended
             },
             _ => bounds,
         }
@@ -162,6 +250,12 @@ pub enum Action {
     Receive(usize, usize),
     /// Worker `w` makes its next call.
     Work(usize),
+    /// Worker `w` publishes its rows, and the queue refuses the entry at this index.
+    RefuseWorker(usize, usize),
+    /// The relay publishes its row (or puts its status event), and it is refused.
+    RefuseRelay,
+    /// The operator publishes the last block's rows, and the entry at this index is refused.
+    RefuseOperator(usize),
     /// The scheduled relay makes its next call (its read starts a pass).
     Relay,
     /// The scheduled sweeper makes its next call (its due-index query starts a sweep).
@@ -189,11 +283,37 @@ pub enum Action {
 pub struct Protocol {
     pub bounds: Bounds,
     pub mutant: Option<Mutant>,
+    /// The release and the operator as the code had them before issue 43's fix (what
+    /// `release-last-block-only` and `operator-rows-repoint` plant), for the replay of
+    /// code that does not have the fix yet.
+    pub legacy: bool,
 }
 
 impl Protocol {
     pub fn new(bounds: Bounds, mutant: Option<Mutant>) -> Self {
-        Protocol { bounds, mutant }
+        Protocol {
+            bounds,
+            mutant,
+            legacy: false,
+        }
+    }
+
+    /// The protocol as the code had it before the fix of the release and the operator.
+    pub fn legacy(bounds: Bounds) -> Self {
+        Protocol {
+            legacy: true,
+            ..Protocol::new(bounds, None)
+        }
+    }
+
+    /// The release publishes at its end only, with no last block first (the old code).
+    pub fn releases_at_end(&self) -> bool {
+        self.legacy || self.mutant == Some(Mutant::ReleaseLastBlockOnly)
+    }
+
+    /// The operator publishes the execution's last block before its status commit.
+    pub fn operator_flushes(&self) -> bool {
+        !self.legacy && self.mutant != Some(Mutant::OperatorRowsRepoint)
     }
 
     /// The system right after the operator's creates and sends: the `Start`s published
@@ -257,6 +377,7 @@ impl Protocol {
                 crashes: self.bounds.crashes,
                 leases: self.bounds.leases,
                 windows: self.bounds.windows,
+                refusals: self.bounds.refusals,
             },
             ghost: Ghost {
                 sent_timed,

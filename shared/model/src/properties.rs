@@ -9,7 +9,7 @@ use crate::model::Protocol;
 use crate::state::{Msg, St, State, PARENT, TIMED};
 
 /// The names of the safety properties, in the order they are reported.
-pub const SAFETY: [&str; 10] = [
+pub const SAFETY: [&str; 12] = [
     "each event is applied exactly once",
     "each execution applies its events in order",
     "every committed emit is pending, queued or applied",
@@ -20,6 +20,8 @@ pub const SAFETY: [&str; 10] = [
     "the sweeper fires only timers it read armed",
     "no event is applied while its execution is suspended",
     "every event sent to the suspended execution is applied, queued or parked",
+    "every row reaches its target once, in its execution's commit order",
+    "every status event reaches the bus or is pending",
 ];
 
 pub fn all() -> Vec<Property<Protocol>> {
@@ -34,6 +36,8 @@ pub fn all() -> Vec<Property<Protocol>> {
         Property::always(SAFETY[7], |_, s: &State| !s.ghost.unconfirmed_fire),
         Property::always(SAFETY[8], |_, s: &State| !s.ghost.applied_while_suspended),
         Property::always(SAFETY[9], timed_events_kept),
+        Property::always(SAFETY[10], rows_in_order),
+        Property::always(SAFETY[11], notices_kept),
         // reachable, or the bounds are too small to say anything
         Property::sometimes("the parent's join fires", |m: &Protocol, s: &State| {
             m.bounds.children == 0 || s.items[PARENT].st == St::AllSent
@@ -48,6 +52,16 @@ pub fn all() -> Vec<Property<Protocol>> {
             "a parked event is released after resume",
             |m: &Protocol, s: &State| !(m.bounds.timed && m.bounds.suspend) || s.ghost.released,
         ),
+        Property::sometimes(
+            "a released parked event's rows reach the observer",
+            |m: &Protocol, s: &State| {
+                !(m.bounds.timed && m.bounds.suspend && m.bounds.emits)
+                    || (s.ghost.released_rows && s.ghost.delivered == s.ghost.reports && s.rows.is_empty())
+            },
+        ),
+        Property::sometimes("a status event reaches the bus", |m: &Protocol, s: &State| {
+            !(m.bounds.bus && m.bounds.suspend) || s.ghost.announced != 0
+        }),
     ]
 }
 
@@ -87,6 +101,31 @@ fn timer_kept(_: &Protocol, s: &State) -> bool {
         }
         _ => true,
     }
+}
+
+/// No row entered the queue while an earlier row of its execution to the same target was
+/// pending unpublished; every report committed is pending or delivered, none twice (the
+/// execution's own events and the children's reports to the parent are checked by the
+/// order and exactly-once properties: their targets apply them).
+fn rows_in_order(_: &Protocol, s: &State) -> bool {
+    let pending = s.rows.iter().fold(0u8, |bits, r| match r.msg {
+        Msg::Report(k) => bits | (1 << k),
+        _ => bits,
+    });
+    let g = &s.ghost;
+    !g.rows_reordered && !g.delivered_twice && g.reports & !(g.delivered | pending) == 0
+}
+
+/// With a status bus, every status event committed is pending or was put on the bus (a
+/// relay that dies between the put and the ack puts it again: the bus has no
+/// deduplication, its consumers dedupe by the event's id). Without one the relay deletes
+/// them unsent.
+fn notices_kept(m: &Protocol, s: &State) -> bool {
+    let pending = s.rows.iter().fold(0u32, |bits, r| match r.msg {
+        Msg::Notice => bits | (1 << r.seq),
+        _ => bits,
+    });
+    !m.bounds.bus || s.ghost.notices & !(s.ghost.announced | pending) == 0
 }
 
 /// Each event sent to the timed execution (the client's, each `Timeout` published) is, at

@@ -300,6 +300,9 @@ impl Replay {
             Action::WindowPasses => {
                 anyhow::bail!("MemoryQueue's deduplication window runs on the wall clock: not replayable")
             }
+            Action::RefuseWorker(..) | Action::RefuseRelay | Action::RefuseOperator(_) => {
+                anyhow::bail!("a refused entry is not replayed: MemoryQueue takes every entry")
+            }
             Action::Tick => {
                 self.clock.advance(TICK);
                 Ok(())
@@ -413,7 +416,11 @@ impl Replay {
                         None,
                         None,
                         f64::INFINITY,
-                        relay::RelayBounds::default(),
+                        // one row per read, as the model's relay: each row its own batch
+                        relay::RelayBounds {
+                            read_rows: 1,
+                            ..relay::RelayBounds::default()
+                        },
                     )
                     .await;
                 });
@@ -425,8 +432,9 @@ impl Replay {
         let status = Replay::resume(&self.rt, &mut task)?;
         let next = match after {
             Relay::Idle => None,
-            Relay::Publish(_) => Some("publish_batch"),
-            Relay::Ack(_) | Relay::Drop(_) => Some("ack_rows"),
+            Relay::Publish(..) => Some("publish_batch"),
+            Relay::Ack(..) | Relay::Drop(..) => Some("ack_rows"),
+            Relay::Put(..) => anyhow::bail!("the replay's relay has no status bus"),
         };
         expect(&status, next)?;
         if next.is_some() {
@@ -467,7 +475,10 @@ impl Replay {
     /// loads free) and stops before its commit, or goes on from there.
     fn operate(&mut self, before: Operator, after: Operator) -> anyhow::Result<()> {
         let mut task = match (self.operator.take(), before) {
-            (Some(task), Operator::Commit(..)) => task,
+            (
+                Some(task),
+                Operator::Pending(..) | Operator::Publish(..) | Operator::Ack(..) | Operator::Commit(..),
+            ) => task,
             (None, Operator::Ready(command)) => {
                 let (store, queue, gate, calls) = self.views(vec![real_id(TIMED).to_string()]);
                 let driver = Driver::new(store, self.definitions.clone(), ActionRegistry::with_builtins())
@@ -494,9 +505,16 @@ impl Replay {
         self.operator_stops(task, &status, after)
     }
 
-    /// The operator stopped where the model's `after` says: before its commit, or done.
+    /// The operator stopped where the model's `after` says: before its read of the last
+    /// block, its publish, its ack or its commit, or done.
     fn operator_stops(&mut self, task: Task<()>, status: &Status, after: Operator) -> anyhow::Result<()> {
-        let next = matches!(after, Operator::Commit(..)).then_some("commit");
+        let next = match after {
+            Operator::Ready(_) | Operator::Finished => None,
+            Operator::Pending(..) => Some("pending_rows_of"),
+            Operator::Publish(..) => Some("publish_batch"),
+            Operator::Ack(..) => Some("ack_rows"),
+            Operator::Commit(..) => Some("commit"),
+        };
         expect(status, next)?;
         if next.is_some() {
             self.operator = Some(task);
@@ -516,6 +534,7 @@ fn next_call(phase: Phase) -> Option<&'static str> {
         Phase::Idle | Phase::Done(..) => None,
         Phase::Received(_) => Some("load"),
         Phase::Claim(..) => Some("claim_timer"),
+        Phase::Flush(..) => Some("pending_rows_of"),
         Phase::Park(..) => Some("commit"),
         Phase::Commit(..) => Some("commit"),
         // no such call in the real code: a mutant's
@@ -579,7 +598,15 @@ pub fn random_walk(model: &Protocol, seed: u64, steps: usize) -> Vec<Action> {
     for _ in 0..steps {
         enabled.clear();
         model.actions(&state, &mut enabled);
-        enabled.retain(|a| *a != Action::WindowPasses);
+        enabled.retain(|a| {
+            !matches!(
+                a,
+                Action::WindowPasses
+                    | Action::RefuseWorker(..)
+                    | Action::RefuseRelay
+                    | Action::RefuseOperator(_)
+            )
+        });
         if enabled.is_empty() {
             break;
         }

@@ -10,6 +10,11 @@ pub const PARENT: Exe = 0;
 pub const CHILD: [Exe; 2] = [1, 2];
 pub const TIMED: Exe = 3;
 pub const EXECUTIONS: usize = 4;
+/// The group the timed execution's reports go to (with `Bounds::emits`): an execution
+/// outside the model, whose consumer takes them in queue order. It has no item here, so
+/// its messages are recorded as delivered when they enter the queue (FIFO: the order
+/// they enter is the order it receives them).
+pub const OBSERVER: Exe = 4;
 
 /// A message body, by what it means (the real message's group is its target).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,6 +37,9 @@ pub enum Msg {
     /// they set; the scheduled relay without a status bus deletes it unsent, the inline
     /// flush leaves it. Never a message.
     Notice,
+    /// The row the timed execution's step writes for the observer (with `Bounds::emits`):
+    /// 0 for its `Leave`, 1 for its `Back`, so a released parked event writes rows too.
+    Report(u8),
 }
 
 impl Msg {
@@ -43,6 +51,18 @@ impl Msg {
             Msg::Finished(_) => PARENT,
             // a notice's row is the timed execution's (it has no group: never published)
             Msg::Leave | Msg::Back | Msg::Timeout(_) | Msg::Recheck(_) | Msg::Notice => TIMED,
+            Msg::Report(_) => OBSERVER,
+        }
+    }
+
+    /// The execution whose commit writes it as a row (`None`: the operator's sends):
+    /// rows keep their order per source and target.
+    pub fn source(self) -> Option<Exe> {
+        match self {
+            Msg::Spawn(_) => Some(PARENT),
+            Msg::Finished(i) => Some(CHILD[i as usize]),
+            Msg::Report(_) | Msg::Notice => Some(TIMED),
+            _ => None,
         }
     }
 
@@ -56,7 +76,7 @@ impl Msg {
             Msg::Leave => 1 << 3,
             Msg::Back => 1 << 4,
             Msg::Timeout(f) => 1 << (5 + f),
-            Msg::Recheck(_) | Msg::Notice => 0,
+            Msg::Recheck(_) | Msg::Notice | Msg::Report(_) => 0,
         }
     }
 
@@ -72,6 +92,7 @@ impl Msg {
             Msg::Timeout(f) => 10 + f,
             Msg::Recheck(f) => 20 + f,
             Msg::Notice => 31,
+            Msg::Report(k) => 24 + k,
         }
     }
 }
@@ -128,18 +149,18 @@ impl Item {
     };
 }
 
-/// An item's parked events, oldest first: up to four (the timed execution's `Leave`,
-/// `Back` and two `Timeout`s).
+/// An item's parked events, oldest first: up to six (the timed execution's `Leave`,
+/// `Back` and its `Timeout`s, one per tick).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Parked {
     pub len: u8,
-    pub msgs: [Msg; 4],
+    pub msgs: [Msg; 6],
 }
 
 impl Parked {
     pub const EMPTY: Parked = Parked {
         len: 0,
-        msgs: [Msg::Leave; 4],
+        msgs: [Msg::Leave; 6],
     };
 
     pub fn as_slice(&self) -> &[Msg] {
@@ -217,6 +238,9 @@ pub struct Prepared {
     pub applies: Msg,
     /// The step releases the item's oldest parked event (its commit takes it off).
     pub releases: bool,
+    /// Mutant `release-last-block-only`: the seqs (bits) the record's earlier release
+    /// commits wrote, held in memory to publish at the end (always 0 otherwise).
+    pub held: u16,
 }
 
 /// A `Timeout` about to be claimed (`claim_timer`) on the execution loaded at `version`
@@ -227,6 +251,7 @@ pub struct Claiming {
     pub st: St,
     pub applies: Msg,
     pub releases: bool,
+    pub held: u16,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -245,9 +270,13 @@ pub enum Worker {
     /// A `Timeout` for a running execution (the record's or a parked one); next:
     /// `claim_timer`.
     Claim(Rec, Claiming),
-    /// The execution is suspended: next, the commit (CAS on this version) that keeps the
-    /// event on its item.
-    Park(Rec, u8),
+    /// The release of parked events (or the recheck) on this loaded item; next:
+    /// `pending_rows_of`, to publish the rows of its last block before anything commits.
+    Flush(Rec, Item),
+    /// Next: the commit (CAS on this version) that keeps the event on its item: the
+    /// execution is suspended (`false`), or it is running and the event goes last among
+    /// the parked ones it releases (`true`).
+    Park(Rec, u8, bool),
     /// Next: the commit.
     Commit(Rec, Prepared),
     /// Mutant `mark-outside-commit` only: committed without its mark; next, the mark on
@@ -255,14 +284,26 @@ pub enum Worker {
     Mark(Rec, RowSet),
     /// A duplicate (or a child that exists); next: `pending_rows_of`.
     Pending(Rec),
-    /// Next: publish these rows (seq bits; their messages are in `rows` or were read).
-    Publish(Rec, RowSet),
+    /// Next: publish these rows (seq bits; their messages are in `rows` or were read),
+    /// then ack them, then what `Then` says.
+    Publish(Rec, RowSet, Then),
     /// Next: ack (delete) these rows.
-    Ack(Rec, RowSet),
+    Ack(Rec, RowSet, Then),
     /// A lost CAS; next: release the record (visibility 0).
     Release(Rec),
     /// The batch is answered; next: the event source deletes it (if `ok`).
     Done(Rec, bool),
+}
+
+/// What a worker does once the rows it publishes are acked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Then {
+    /// The record is handled.
+    Done,
+    /// An entry was refused: the record is reported failed (released, redelivered).
+    Fail,
+    /// Go on releasing the parked events of this item (as the worker holds it).
+    Release(Item),
 }
 
 /// Rows an actor holds in memory between its read and its publish: up to six (two spawn
@@ -305,15 +346,20 @@ impl RowSet {
     }
 }
 
+/// The scheduled relay's pass, one row per read (`RelayBounds::read_rows` 1, so each
+/// row is its own `publish_batch` and a refused one holds back its group's later rows):
+/// the row it read, the seqs (bits) of the pass still to read, the groups held back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Relay {
     Idle,
-    /// Read these pending rows; next: publish those with a target (mutant: ack them first).
-    Publish(RowSet),
-    /// Next: ack those with a target.
-    Ack(RowSet),
-    /// Next: ack the notices, unsent (no status bus).
-    Drop(RowSet),
+    /// Next: publish this row (mutant `relay-ack-before-send`: after its ack).
+    Publish(Row, u32, u8),
+    /// Next: ack it.
+    Ack(Row, u32, u8),
+    /// A status event's row; next: put it on the status bus.
+    Put(Row, u32, u8),
+    /// A status event's row; next: ack it, unsent (no status bus) or put on the bus.
+    Drop(Row, u32, u8),
 }
 
 /// `TIMED`'s timer paths, in the order the due index lists timers of one `fire_at`.
@@ -364,11 +410,19 @@ pub enum Command {
 }
 
 /// The operator: `Control::suspend`, later `Control::resume`, each re-run if it fails.
+/// Each attempt of `commit_status` loads the execution at a version, publishes the rows
+/// of its last block, then commits on that version (after this many lost CASes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Operator {
     /// Next: the command's loads (a no-op unless the status is the one it changes).
     Ready(Command),
-    /// Loaded at this version, after this many lost CASes; next: `commit_status`'s commit.
+    /// Loaded; next: `pending_rows_of`, the rows of the execution's last block.
+    Pending(Command, u8, u8),
+    /// Next: publish them (`publish_batch`), then ack them (what was published: after a
+    /// refused entry, with `u8::MAX` lost CASes, the command then fails).
+    Publish(Command, RowSet, u8, u8),
+    Ack(Command, RowSet, u8, u8),
+    /// Next: `commit_status`'s commit.
     Commit(Command, u8, u8),
     Finished,
 }
@@ -381,6 +435,9 @@ pub struct Budget {
     pub leases: u8,
     /// SQS's 5-minute deduplication window passing.
     pub windows: u8,
+    /// Entries refused within a batch publish (`SendMessageBatch`, the bus's
+    /// `PutEvents`): the rest of the batch goes through.
+    pub refusals: u8,
 }
 
 /// Ghost variables: history the properties read, never the protocol.
@@ -409,6 +466,23 @@ pub struct Ghost {
     pub applied_while_suspended: bool,
     /// A parked event was released (a reachability check's witness).
     pub released: bool,
+    /// Rows (seq bits) published since their commit and not acked yet.
+    pub published: u32,
+    /// A row entered the queue while an earlier row of the same execution to the same
+    /// target was still pending unpublished: its target receives them out of commit order.
+    pub rows_reordered: bool,
+    /// Reports committed, and those delivered to the observer (bits of `Report(k)`).
+    pub reports: u8,
+    pub delivered: u8,
+    /// A report reached the observer twice.
+    pub delivered_twice: bool,
+    /// Status events committed, and those the bus took (seq bits).
+    pub notices: u32,
+    pub announced: u32,
+    /// A status event reached the bus twice.
+    pub announced_twice: bool,
+    /// A released parked event's rows reached their target (a reachability witness).
+    pub released_rows: bool,
 }
 
 /// The whole system.

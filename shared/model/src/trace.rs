@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::model::Action;
-use crate::state::{Msg, Operator, St, State, Worker, PARENT, TIMED};
+use crate::state::{Msg, Operator, Relay, St, State, Worker, PARENT, TIMED};
 
 /// The execution's name in a trace (the ids the replay gives them).
 pub fn exe_name(exe: usize) -> &'static str {
@@ -26,6 +26,7 @@ pub fn msg_name(msg: Msg) -> String {
         Msg::Timeout(f) => format!("Timeout@{f}→timed"),
         Msg::Recheck(f) => format!("Timeout(@parked)@{f}→timed"),
         Msg::Notice => "status event of timed".into(),
+        Msg::Report(k) => format!("report {k} of timed→observer"),
     }
 }
 
@@ -51,7 +52,9 @@ pub fn describe(state: &State, action: Action) -> String {
                 Worker::Idle => "nothing",
                 Worker::Received(_) => "loads its target",
                 Worker::Claim(..) => "claims the timer",
-                Worker::Park(..) => "parks the event on the suspended execution's item",
+                Worker::Flush(..) => "reads the last block's pending rows before the release",
+                Worker::Park(_, _, false) => "parks the event on the suspended execution's item",
+                Worker::Park(_, _, true) => "parks the event last among those it releases",
                 Worker::Commit(..) => "commits",
                 Worker::Mark(..) => "writes the processed mark",
                 Worker::Pending(_) => "reads its target's pending rows",
@@ -63,10 +66,26 @@ pub fn describe(state: &State, action: Action) -> String {
             };
             format!("worker {w} {call}")
         }
-        Action::Relay => "relay: next call".into(),
+        Action::RefuseWorker(w, i) => format!("worker {w} publishes rows; SQS REFUSES entry {i}"),
+        Action::RefuseRelay => match state.relay {
+            Relay::Put(row, ..) => format!("relay: puts #{} on the status bus; the bus REFUSES it", row.seq),
+            _ => "relay: publishes its row; SQS REFUSES it".into(),
+        },
+        Action::RefuseOperator(i) => format!("operator publishes the last block; SQS REFUSES entry {i}"),
+        Action::Relay => match state.relay {
+            Relay::Idle => "relay: reads the pending seqs".into(),
+            Relay::Publish(row, ..) => format!("relay: publishes #{}", row.seq),
+            Relay::Ack(row, ..) | Relay::Drop(row, ..) => format!("relay: acks #{}", row.seq),
+            Relay::Put(row, ..) => format!("relay: puts #{} on the status bus", row.seq),
+        },
         Action::Sweep => "sweeper: next call".into(),
         Action::Operate => match state.operator {
             Operator::Ready(command) => format!("operator: {command:?} loads timed"),
+            Operator::Pending(command, ..) => {
+                format!("operator: {command:?} reads the last block's pending rows")
+            }
+            Operator::Publish(command, ..) => format!("operator: {command:?} publishes the last block"),
+            Operator::Ack(command, ..) => format!("operator: {command:?} acks the last block"),
             Operator::Commit(command, ..) => format!("operator: {command:?} commits the status"),
             Operator::Finished => "operator: nothing".into(),
         },
@@ -134,6 +153,9 @@ pub fn summary(state: &State) -> String {
         })
         .collect();
     let _ = write!(out, "; queue: [{}]", queue.join(", "));
+    if state.ghost.delivered != 0 {
+        let _ = write!(out, "; observer got reports {:03b}", state.ghost.delivered);
+    }
     out
 }
 

@@ -16,6 +16,33 @@ fn every_property_holds_at_the_small_suspension_bound() {
     holds_at(Bounds::SMALL_SUSPENSION);
 }
 
+/// The rows of releases and operator commands: each released event's rows published
+/// before the next release commit, the last block published before a release and before
+/// an operator's status commit, a refused entry holding back its group, the status
+/// events put on the bus.
+#[test]
+fn every_property_holds_at_the_small_rows_bound() {
+    holds_at(Bounds::SMALL_ROWS);
+}
+
+/// The code before issue 43's fix (the release publishing at its end, the operator
+/// repointing the last block without publishing it) loses the order of the rows a
+/// release writes: the model finds the reorder at the small rows bound.
+#[test]
+fn the_release_and_operator_before_the_fix_reorder_rows() {
+    use stateright::{Checker, Model};
+    let checker = stm_model::model::Protocol::legacy(Bounds::SMALL_ROWS)
+        .checker()
+        .threads(2)
+        .finish_when(stateright::HasDiscoveries::AnyFailures)
+        .spawn_bfs()
+        .join();
+    let path = checker
+        .discovery("every row reaches its target once, in its execution's commit order")
+        .expect("the old release and operator keep the rows' order");
+    println!("{}", stm_model::trace::render(&path));
+}
+
 fn holds_at(bounds: Bounds) {
     let report = explore(bounds, None, 2);
     for (name, cex) in &report.safety {

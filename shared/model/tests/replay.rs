@@ -1,5 +1,11 @@
 //! The model checks the code: the model's traces replayed against the real worker, relay
 //! and sweeper (over `MemoryStore` and `MemoryQueue`), compared step by step.
+//!
+//! The code does not have issue 43's fix of the release and the operator yet: the walks
+//! are the model's `Protocol::legacy` (the release publishing at its end, the operator
+//! publishing nothing before its commit), which the model's mutants
+//! `release-last-block-only` and `operator-rows-repoint` show unsafe once the released
+//! events write rows.
 
 use stateright::Model as _;
 use stm_model::model::{Action, Bounds, Mutant, Protocol};
@@ -17,6 +23,12 @@ const REPLAYED: Bounds = Bounds {
     leases: 1,
     windows: 0,
     horizon: 2,
+    // the real `Timed` machine writes no rows (the DSL emits only a child's report, a
+    // `Cancel` and spawn intents), the replay's relay has no status bus, and
+    // `MemoryQueue` refuses no entry
+    emits: false,
+    bus: false,
+    refusals: 0,
 };
 
 /// Where the mutants are caught in under a second each.
@@ -49,7 +61,7 @@ fn replay_walks(
     usize,
     std::collections::HashSet<std::mem::Discriminant<Action>>,
 ) {
-    let model = Protocol::new(bounds, None);
+    let model = Protocol::legacy(bounds);
     let mut steps = 0;
     let mut released = 0;
     let mut seen = std::collections::HashSet::new();
@@ -95,7 +107,7 @@ fn suspension_traces_of_the_model_are_what_the_code_does() {
 /// fail: the test above can fail.
 #[test]
 fn a_code_change_that_departs_from_the_model_fails_the_replay() {
-    let model = Protocol::new(REPLAYED, None);
+    let model = Protocol::legacy(REPLAYED);
     let diverged = (0..200u64).find_map(|seed| {
         let walk = random_walk(&model, seed, 120);
         replay(&model, &walk, Plant::DropMarks).err()
@@ -105,10 +117,16 @@ fn a_code_change_that_departs_from_the_model_fails_the_replay() {
 }
 
 /// Each mutant's counterexample, replayed against the real code, departs from it: the
-/// code does not have the hazard, and the replay tells the mutant from the code.
+/// code does not have the hazard, and the replay tells the mutant from the code. (The
+/// mutants that need rows from the timed execution, a status bus or a refused entry are
+/// not replayable: see `REPLAYED`.)
 #[test]
 fn no_mutants_counterexample_is_what_the_code_does() {
-    for mutant in Mutant::ALL {
+    let replayable = |m: &Mutant| {
+        let b = m.bounds(MUTANTS);
+        !b.emits && !b.bus && b.refusals == 0
+    };
+    for mutant in Mutant::ALL.into_iter().filter(replayable) {
         let report = stm_model::check::explore(MUTANTS, Some(mutant), 2);
         let (_, path) = report
             .counterexample()

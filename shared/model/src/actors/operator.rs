@@ -1,12 +1,16 @@
 //! The operator: `Control::suspend`, then `Control::resume`, of the timed execution
 //! (`shared/runtime/src/control.rs`). Each is its loads (the status check, then
 //! `commit_status`'s load: one step, since only this operator changes the status), then
-//! `commit_status`'s commit (the status, and for `SUSPENDED` a status event's row): CAS on the version
-//! loaded, re-loaded and retried on a lost CAS up to `RETRIES` times, a finished execution
-//! left alone. `resume`'s commit arms the
-//! `@parked` recheck, due now, when events wait on the item. A command that fails (a
-//! crash before its commit, or the retries spent) is run again.
+//! the rows of the execution's last block published and acked (`pending_rows_of`,
+//! `publish_batch`, `ack_rows`: the commit repoints the item's last-block record, and a
+//! redelivery republishes only that), then `commit_status`'s commit (the status, and for
+//! `SUSPENDED` a status event's row): CAS on the version loaded, the whole attempt run
+//! again on a lost CAS up to `RETRIES` times, a finished execution left alone. A refused
+//! entry fails the command before it commits. `resume`'s commit arms the `@parked`
+//! recheck, due now, when events wait on the item. A command that fails (a crash before
+//! its commit, a refused entry, or the retries spent) is run again.
 
+use super::{ack_rows, last_block, publish_rows};
 use crate::machines;
 use crate::model::{cas_holds, Protocol};
 use crate::state::{Command, Msg, Operator, Row, St, State, TIMED};
@@ -23,17 +27,21 @@ fn after(command: Command) -> Operator {
 }
 
 /// `commit_status`'s load: the version to commit on, or the command is over.
-fn load(s: &State, command: Command, lost: u8) -> Operator {
+fn load(model: &Protocol, s: &State, command: Command, lost: u8) -> Operator {
     let item = s.items[TIMED];
     if item.st == St::Expired {
         // a finished execution is left alone
         return after(command);
     }
-    Operator::Commit(command, item.version, lost)
+    if model.operator_flushes() {
+        Operator::Pending(command, item.version, lost)
+    } else {
+        Operator::Commit(command, item.version, lost)
+    }
 }
 
-/// The operator's next call.
-pub(super) fn operate(model: &Protocol, s: &mut State) -> Operator {
+/// The operator's next call (`refused`: its publish has that entry refused).
+pub(super) fn operate(model: &Protocol, s: &mut State, refused: Option<usize>) -> Operator {
     match s.operator {
         Operator::Finished => Operator::Finished,
         Operator::Ready(command) => {
@@ -45,9 +53,34 @@ pub(super) fn operate(model: &Protocol, s: &mut State) -> Operator {
                 Command::Resume => item.suspended,
             };
             if applies {
-                load(s, command, 0)
+                load(model, s, command, 0)
             } else {
                 after(command)
+            }
+        }
+        Operator::Pending(command, expect, lost) => {
+            let rows = last_block(s, TIMED);
+            if rows.len == 0 {
+                Operator::Commit(command, expect, lost)
+            } else {
+                Operator::Publish(command, rows, expect, lost)
+            }
+        }
+        Operator::Publish(command, rows, expect, lost) => {
+            let sent = publish_rows(s, &rows, refused);
+            match (refused, sent.len) {
+                // the command fails (to be run again); what was published is acked first
+                (Some(_), 0) => Operator::Ready(command),
+                (Some(_), _) => Operator::Ack(command, sent, expect, u8::MAX),
+                (None, _) => Operator::Ack(command, sent, expect, lost),
+            }
+        }
+        Operator::Ack(command, rows, expect, lost) => {
+            ack_rows(s, &rows);
+            if lost == u8::MAX {
+                Operator::Ready(command)
+            } else {
+                Operator::Commit(command, expect, lost)
             }
         }
         Operator::Commit(command, expect, lost) => {
@@ -55,7 +88,7 @@ pub(super) fn operate(model: &Protocol, s: &mut State) -> Operator {
             let item = &mut s.items[TIMED];
             if !cas_holds(model, item, expect) {
                 return if lost + 1 < RETRIES {
-                    load(s, command, lost + 1)
+                    load(model, s, command, lost + 1)
                 } else {
                     // still conflicting: the command fails, and is run again
                     Operator::Ready(command)
@@ -72,6 +105,7 @@ pub(super) fn operate(model: &Protocol, s: &mut State) -> Operator {
                         seq: s.next_seq,
                         msg: Msg::Notice,
                     });
+                    s.ghost.notices |= 1 << s.next_seq;
                     s.next_seq += 1;
                 }
                 Command::Resume if item.parked.len > 0 => s.recheck = Some(now),
@@ -85,7 +119,10 @@ pub(super) fn operate(model: &Protocol, s: &mut State) -> Operator {
 /// What a crash leaves: the command, to be run again.
 pub(super) fn crashed(operator: Operator) -> Operator {
     match operator {
-        Operator::Commit(command, ..) => Operator::Ready(command),
+        Operator::Pending(command, ..)
+        | Operator::Publish(command, ..)
+        | Operator::Ack(command, ..)
+        | Operator::Commit(command, ..) => Operator::Ready(command),
         other => other,
     }
 }
