@@ -433,6 +433,10 @@ fn load(model: &Protocol, s: &State, rec: Rec) -> Worker {
     if item.processed & rec.msg.mark() != 0 {
         return Worker::Pending(rec);
     }
+    if item.cancelled {
+        // the lifecycle gate drains it (a CANCELLED execution takes no more events)
+        return Worker::Done(rec, true);
+    }
     if item.suspended && model.mutant != Some(Mutant::ApplyWhileSuspended) {
         // the lifecycle gate: kept on the item until `resume` (a recheck, or an event kept
         // already, changes nothing)

@@ -81,7 +81,7 @@ pub fn prepare(item: Item, msg: Msg, now: u8, children: u8, emits: bool, claim: 
 /// Whether the execution is `RUNNING` (the worker claims a `Timeout`'s timer only then,
 /// and the operator suspends only then).
 pub fn running(item: &Item) -> bool {
-    !item.suspended && matches!(item.st, St::Notifying(_) | St::Waiting(_) | St::Away)
+    !item.suspended && !item.cancelled && matches!(item.st, St::Notifying(_) | St::Waiting(_) | St::Away)
 }
 
 /// The event its producer sent just before `msg` to the same execution, which must be

@@ -14,7 +14,7 @@ use stm_model::trace;
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: stm-model check [BOUNDS] [--mutant NAME] [--threads N]\n       stm-model liveness [BOUNDS]\n       stm-model mutants [BOUNDS]\nBOUNDS: --small, --small-suspension, --small-rows (the test suite's), --suspension, --fanout, or the full bound,\n        each changed by --children N (0-2), --workers N, --crashes N, --leases N, --windows N, --horizon N, --refusals N,\n        --no-leave-back, --suspend, --no-suspend, --emits, --no-emits, --bus, --no-bus\nmutants: {}",
+        "usage: stm-model check [BOUNDS] [--mutant NAME] [--threads N]\n       stm-model liveness [BOUNDS]\n       stm-model mutants [BOUNDS]\nBOUNDS: --small, --small-suspension, --small-rows (the test suite's), --suspension, --fanout, or the full bound,\n        each changed by --children N (0-2), --workers N, --crashes N, --leases N, --windows N, --horizon N, --refusals N,\n        --no-leave-back, --suspend, --no-suspend, --emits, --no-emits, --bus, --no-bus, --cancel, --no-cancel\nmutants: {}",
         Mutant::ALL.map(|m| m.name()).join(", ")
     );
     ExitCode::from(2)
@@ -64,6 +64,8 @@ fn main() -> ExitCode {
             "--suspend" => bounds.suspend = true,
             "--emits" => bounds.emits = true,
             "--no-emits" => bounds.emits = false,
+            "--cancel" => bounds.cancel = true,
+            "--no-cancel" => bounds.cancel = false,
             "--bus" => bounds.bus = true,
             "--no-bus" => bounds.bus = false,
             "--threads" => match rest.next().and_then(|n| n.parse().ok()) {

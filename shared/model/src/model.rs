@@ -46,6 +46,9 @@ pub struct Bounds {
     /// The scheduled relay has a status bus: it puts the status events' rows on it
     /// (without one it deletes them unsent).
     pub bus: bool,
+    /// After its resume, the operator cancels the timed execution (its status event's row
+    /// committed after the last block is published, its later events drained).
+    pub cancel: bool,
     /// Entries a batch publish may refuse (one entry of a `SendMessageBatch` or of the
     /// bus's `PutEvents`, the rest going through).
     pub refusals: u8,
@@ -65,6 +68,7 @@ impl Bounds {
         horizon: 1,
         emits: false,
         bus: false,
+        cancel: false,
         refusals: 0,
     };
 
@@ -87,6 +91,7 @@ impl Bounds {
         horizon: 1,
         emits: true,
         bus: true,
+        cancel: false,
         refusals: 1,
     };
 
@@ -105,6 +110,7 @@ impl Bounds {
         horizon: 1,
         emits: false,
         bus: false,
+        cancel: false,
         refusals: 0,
     };
 
@@ -124,6 +130,7 @@ impl Bounds {
         horizon: 1,
         emits: false,
         bus: false,
+        cancel: false,
         refusals: 0,
     };
 
@@ -337,6 +344,7 @@ impl Protocol {
             processed: 0,
             last_rows: 0,
             suspended: false,
+            cancelled: false,
             parked: Parked::EMPTY,
         };
         let mut sent_timed = 0;

@@ -95,6 +95,8 @@ fn children_kept(model: &Protocol, s: &State) -> bool {
 /// While the timed state waits, its timer is armed, or its `Timeout` is queued or parked.
 fn timer_kept(_: &Protocol, s: &State) -> bool {
     match s.items[TIMED].st {
+        // a cancelled execution's Timeout is drained, its timer left to fire
+        St::Waiting(_) if s.items[TIMED].cancelled => true,
         St::Waiting(f) => {
             let timeout = Msg::Timeout(f);
             s.timer == Some(f) || in_flight(s, timeout) || s.items[TIMED].parked.contains(timeout)
@@ -133,6 +135,10 @@ fn notices_kept(m: &Protocol, s: &State) -> bool {
 /// item: none is lost, suspended or not.
 fn timed_events_kept(_: &Protocol, s: &State) -> bool {
     let item = &s.items[TIMED];
+    if item.cancelled {
+        // cancelled: its events are drained, by design
+        return true;
+    }
     let mut kept = s.ghost.applied[TIMED] | item.parked.as_slice().iter().fold(0, |b, m| b | m.mark());
     for msg in s.rows.iter().map(|r| r.msg).chain(s.queue.iter().map(|q| q.msg)) {
         if msg.group() == TIMED {

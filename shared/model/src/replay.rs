@@ -490,6 +490,7 @@ impl Replay {
                     let _ = match command {
                         Command::Suspend => control.suspend(real_id(TIMED)).await,
                         Command::Resume => control.resume(real_id(TIMED)).await,
+                        Command::Cancel => control.cancel(real_id(TIMED), None).await,
                     };
                 });
                 let mut task = Task::new(handle, calls, gate);

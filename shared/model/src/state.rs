@@ -134,6 +134,8 @@ pub struct Item {
     pub last_rows: u16,
     /// Its status is `SUSPENDED` (its state, `st`, is where it was suspended).
     pub suspended: bool,
+    /// Its status is `CANCELLED` (the operator's forceful cancel): it takes no more events.
+    pub cancelled: bool,
     /// The events kept on the item while it is suspended (`parked_events`), oldest first.
     pub parked: Parked,
 }
@@ -145,6 +147,7 @@ impl Item {
         processed: 0,
         last_rows: 0,
         suspended: false,
+        cancelled: false,
         parked: Parked::EMPTY,
     };
 }
@@ -407,6 +410,8 @@ pub enum Sweeper {
 pub enum Command {
     Suspend,
     Resume,
+    /// `Control::cancel`: forceful, as `Timed` models no `on Cancel` (`terminate`).
+    Cancel,
 }
 
 /// The operator: `Control::suspend`, later `Control::resume`, each re-run if it fails.
@@ -517,7 +522,8 @@ impl State {
     pub fn quiescent(&self, horizon: u8) -> bool {
         self.queue.is_empty()
             && self.rows.is_empty()
-            && self.items.iter().all(|i| i.parked.len == 0 && !i.suspended)
+            // a cancelled execution's parked events are never applied
+            && self.items.iter().all(|i| (i.parked.len == 0 || i.cancelled) && !i.suspended)
             && self.workers.iter().all(|w| *w == Worker::Idle)
             && self.relay == Relay::Idle
             && self.sweeper == Sweeper::Idle

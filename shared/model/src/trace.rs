@@ -113,6 +113,9 @@ pub fn summary(state: &State) -> String {
             if item.suspended {
                 text.push_str(" SUSPENDED");
             }
+            if item.cancelled {
+                text.push_str(" CANCELLED");
+            }
             if item.parked.len > 0 {
                 let parked: Vec<String> = item.parked.as_slice().iter().map(|m| msg_name(*m)).collect();
                 let _ = write!(text, " parked [{}]", parked.join(", "));

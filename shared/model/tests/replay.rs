@@ -12,7 +12,7 @@ use stm_model::model::{Action, Bounds, Mutant, Protocol};
 use stm_model::replay::{random_walk, replay, Plant};
 
 /// Everything the model has, at a size a walk covers: two children, the re-entered timer,
-/// the operator's suspend and resume, a crash and a lost lease, three ticks.
+/// the operator's suspend, resume and cancel, a crash and a lost lease, three ticks.
 const REPLAYED: Bounds = Bounds {
     children: 2,
     timed: true,
@@ -28,6 +28,7 @@ const REPLAYED: Bounds = Bounds {
     // `MemoryQueue` refuses no entry
     emits: false,
     bus: false,
+    cancel: true,
     refusals: 0,
 };
 

@@ -1,4 +1,5 @@
-//! The operator: `Control::suspend`, then `Control::resume`, of the timed execution
+//! The operator: `Control::suspend`, then `Control::resume`, then (with `Bounds::cancel`)
+//! `Control::cancel`, forceful as `Timed` models no `on Cancel`, of the timed execution
 //! (`shared/runtime/src/control.rs`). Each is its loads (the status check, then
 //! `commit_status`'s load: one step, since only this operator changes the status), then
 //! the rows of the execution's last block published and acked (`pending_rows_of`,
@@ -19,19 +20,20 @@ use crate::state::{Command, Msg, Operator, Row, St, State, TIMED};
 const RETRIES: u8 = 5;
 
 /// The command after `command`.
-fn after(command: Command) -> Operator {
+fn after(model: &Protocol, command: Command) -> Operator {
     match command {
         Command::Suspend => Operator::Ready(Command::Resume),
-        Command::Resume => Operator::Finished,
+        Command::Resume if model.bounds.cancel => Operator::Ready(Command::Cancel),
+        Command::Resume | Command::Cancel => Operator::Finished,
     }
 }
 
 /// `commit_status`'s load: the version to commit on, or the command is over.
 fn load(model: &Protocol, s: &State, command: Command, lost: u8) -> Operator {
     let item = s.items[TIMED];
-    if item.st == St::Expired {
+    if item.st == St::Expired || item.cancelled {
         // a finished execution is left alone
-        return after(command);
+        return after(model, command);
     }
     if model.operator_flushes() {
         Operator::Pending(command, item.version, lost)
@@ -51,11 +53,13 @@ pub(super) fn operate(model: &Protocol, s: &mut State, refused: Option<usize>) -
             let applies = match command {
                 Command::Suspend => machines::running(&item),
                 Command::Resume => item.suspended,
+                // `cancel` leaves only a finished execution alone (`load` checks that)
+                Command::Cancel => true,
             };
             if applies {
                 load(model, s, command, 0)
             } else {
-                after(command)
+                after(model, command)
             }
         }
         Operator::Pending(command, expect, lost) => {
@@ -96,10 +100,11 @@ pub(super) fn operate(model: &Protocol, s: &mut State, refused: Option<usize>) -
             }
             item.version += 1;
             item.suspended = command == Command::Suspend;
+            item.cancelled = command == Command::Cancel;
             match command {
                 // its status event's row, for the relay (the operator writes one for each
-                // status the widest level announces: SUSPENDED, not RUNNING)
-                Command::Suspend => {
+                // status the widest level announces: SUSPENDED and CANCELLED, not RUNNING)
+                Command::Suspend | Command::Cancel => {
                     item.last_rows = 1 << s.next_seq;
                     s.rows.push(Row {
                         seq: s.next_seq,
@@ -111,7 +116,7 @@ pub(super) fn operate(model: &Protocol, s: &mut State, refused: Option<usize>) -
                 Command::Resume if item.parked.len > 0 => s.recheck = Some(now),
                 Command::Resume => {}
             }
-            after(command)
+            after(model, command)
         }
     }
 }

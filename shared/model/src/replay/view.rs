@@ -85,6 +85,7 @@ pub struct ItemView {
     /// The processed marks.
     pub marks: u16,
     pub suspended: bool,
+    pub cancelled: bool,
     pub parked: Vec<Msg>,
 }
 
@@ -110,6 +111,7 @@ impl View {
                     st: item.st,
                     marks: item.processed,
                     suspended: item.suspended,
+                    cancelled: item.cancelled,
                     parked: item.parked.as_slice().to_vec(),
                 })
                 .collect(),
@@ -179,6 +181,7 @@ fn item_view(exe: usize, loaded: Option<&Execution>, trace: &[stm_core::Map]) ->
             st: St::Absent,
             marks: 0,
             suspended: false,
+            cancelled: false,
             parked: Vec::new(),
         };
     };
@@ -214,10 +217,12 @@ fn item_view(exe: usize, loaded: Option<&Execution>, trace: &[stm_core::Map]) ->
         (Status::Done, PARENT) => St::AllSent,
         (Status::Done, TIMED) => St::Expired,
         (Status::Done, _) => St::ChildDone,
-        (Status::Running | Status::Suspended, TIMED) if path == TIMER_PATH => {
+        (Status::Running | Status::Suspended | Status::Cancelled, TIMED) if path == TIMER_PATH => {
             St::Waiting(entered_waiting.map_or(255, tick) + 1)
         }
-        (Status::Running | Status::Suspended, TIMED) if path == "Away" => St::Away,
+        (Status::Running | Status::Suspended | Status::Cancelled, TIMED) if path == "Away" => St::Away,
+        // cancelled before its Start ran: no state entered
+        (Status::Cancelled, TIMED) if path.is_empty() => St::Pending,
         _ => St::Absent,
     };
     ItemView {
@@ -225,6 +230,7 @@ fn item_view(exe: usize, loaded: Option<&Execution>, trace: &[stm_core::Map]) ->
         st,
         marks,
         suspended: loaded.status == Status::Suspended,
+        cancelled: loaded.status == Status::Cancelled,
         parked: loaded
             .parked_events
             .iter()
