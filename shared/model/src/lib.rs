@@ -5,10 +5,13 @@
 //! suspended and resumed by an operator: its events parked on its item, its timer kept
 //! armed, the `@parked` recheck), workers, the relay and the sweeper running concurrently
 //! over a FIFO queue (visibility timeouts, redelivery, the deduplication window) and a
-//! store (transactions, conditions, a lagging due index), with crashes at every step. [`check`] explores it exhaustively and reports each
-//! property; [`liveness`] proves that no reachable state is a trap; [`replay`] runs the
-//! model's traces against the real worker, relay and sweeper over `MemoryStore` and
-//! `MemoryQueue`, comparing states step by step.
+//! store (transactions, conditions, a lagging due index), with crashes at every step;
+//! with the rows every path commits (the timed execution's rows released after a
+//! suspension, the operator's status rows after the last block is published, status
+//! events put on a bus, an entry of any batch publish refused). [`check`] explores it
+//! exhaustively and reports each property; [`liveness`] proves that no reachable state
+//! is a trap; [`replay`] runs the model's traces against the real worker, relay and
+//! sweeper over `MemoryStore` and `MemoryQueue`, comparing states step by step.
 
 pub mod actors;
 pub mod check;
