@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde_json::json;
 use stm_runtime::eventsource::{self, EventSourceSettings};
 use stm_runtime::{relay, sweeper, Clock, MemoryQueue};
-use stm_store::{ExecutionStore, MemoryStore, StoreError, Written};
+use stm_store::{MemoryStore, StoreError, Written};
 
 use common::hooked_store::{Call, HookedStore, StoreHook};
 use common::scenarios::Rng;
@@ -83,9 +83,7 @@ impl StoreHook for Faults {
                 self.queue.fail_next_publishes(1);
                 Ok(())
             }
-            Fault::Crash => Err(StoreError::retryable(
-                "the process died after its commit landed",
-            )),
+            Fault::Crash => Err(StoreError::retryable("the process died after its commit landed")),
             Fault::Throttle => Ok(()),
         }
     }
@@ -232,8 +230,16 @@ impl Run {
     async fn assert_in_order(&self, ticks: i64, what: &str) {
         self.worker_alone().await;
         let expected: Vec<i64> = (1..=ticks).collect();
-        assert_eq!(self.region_ticks().await, expected, "{what}: with the worker alone");
-        assert_eq!(self.left_for_relay().await, Vec::<String>::new(), "{what}: left for the relay");
+        assert_eq!(
+            self.region_ticks().await,
+            expected,
+            "{what}: with the worker alone"
+        );
+        assert_eq!(
+            self.left_for_relay().await,
+            Vec::<String>::new(),
+            "{what}: left for the relay"
+        );
         relay::relay_pending(self.stack.store.as_ref(), self.queue.as_ref())
             .await
             .expect("relay");
@@ -274,7 +280,10 @@ async fn release_commits(tick_after_resume: bool) -> usize {
 async fn a_release_keeps_order_whatever_fails_at_any_of_its_commits() {
     for tick_after_resume in [true, false] {
         let commits = release_commits(tick_after_resume).await;
-        assert!(commits >= 5, "the release commits once per parked event: {commits}");
+        assert!(
+            commits >= 5,
+            "the release commits once per parked event: {commits}"
+        );
         let ticks = if tick_after_resume { 6 } else { 5 };
         for fault in [Fault::PublishRefused, Fault::Crash, Fault::Throttle] {
             for at in 1..=commits {
@@ -317,12 +326,19 @@ async fn an_operator_status_change_does_not_leave_a_failed_publish_behind() {
     run.tick(1).await;
     run.queue.fail_next_publishes(1);
     run.one_poll().await;
-    assert_eq!(run.region_ticks().await, Vec::<i64>::new(), "Tick 1's publish was refused");
+    assert_eq!(
+        run.region_ticks().await,
+        Vec::<i64>::new(),
+        "Tick 1's publish was refused"
+    );
     run.stack.control.suspend(PARENT).await.expect("suspend");
     run.stack.control.resume(PARENT).await.expect("resume");
     run.tick(2).await;
-    run.assert_in_order(2, "suspend and resume between a refused publish and its redelivery")
-        .await;
+    run.assert_in_order(
+        2,
+        "suspend and resume between a refused publish and its redelivery",
+    )
+    .await;
 }
 
 /// The same with a cooperative cancel, whose `Cancel` is a row of the operator's commit:
@@ -335,6 +351,14 @@ async fn a_cooperative_cancel_does_not_leave_a_failed_publish_behind() {
     run.one_poll().await;
     run.stack.control.cancel(PARENT, None).await.expect("cancel");
     run.worker_alone().await;
-    assert_eq!(run.left_for_relay().await, Vec::<String>::new(), "left for the relay");
-    assert_ne!(run.stack.load(PARENT).await.status.as_str(), "CANCELLING", "the Cancel arrived");
+    assert_eq!(
+        run.left_for_relay().await,
+        Vec::<String>::new(),
+        "left for the relay"
+    );
+    assert_ne!(
+        run.stack.load(PARENT).await.status.as_str(),
+        "CANCELLING",
+        "the Cancel arrived"
+    );
 }
