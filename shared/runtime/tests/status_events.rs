@@ -69,7 +69,8 @@ fn actions() -> ActionRegistry {
     actions
 }
 
-/// The bus `{prefix}-status` (the template's `StatusBus` name), the example rule to a
+/// The bus `{prefix}-status` (the template's `StatusBus` name, `{stem}-status`, with the
+/// test's prefix for the stem, as the strict layer maps it), the example rule to a
 /// queue and a catch-all rule to another, made as CloudFormation would (the admin port).
 async fn bus_and_rules(prefix: &str, sqs: &aws_sdk_sqs::Client, endpoint: &str) -> (String, String, String) {
     let events = EventBridgeBus::client(Some(endpoint), stm_testkit::REGION).await;
