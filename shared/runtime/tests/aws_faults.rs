@@ -75,6 +75,8 @@ mod moto;
 mod pending_start;
 #[path = "aws_faults/randomized.rs"]
 mod randomized;
+#[path = "aws_faults/refused_entries.rs"]
+mod refused_entries;
 #[path = "aws_faults/sdk_retries.rs"]
 mod sdk_retries;
 #[path = "aws_faults/settings.rs"]

@@ -76,6 +76,8 @@ pub(crate) struct Moto {
     pub(crate) sides: Vec<Side>,
     pub(crate) main: SqsQueue,
     pub(crate) dlq: SqsQueue,
+    /// The scenarios' table and queue prefix (the strict layer's faults per entry).
+    pub(crate) prefix: String,
 }
 
 impl Moto {
@@ -111,11 +113,21 @@ impl Moto {
             sides,
             main: SqsQueue::new(direct.clone(), urls.queue_url),
             dlq: SqsQueue::new(direct, urls.dead_letter_url),
+            prefix,
         }
     }
 
-    /// Arm the random faults: `percent` of the requests of every operation under test.
-    pub(crate) fn arm(&self, percent: f64, seed: u64) {
+    /// Arm the random faults: `percent` of the requests of every operation under test fail
+    /// whole (the proxy), and `entry_percent` of the batch requests on the scenarios'
+    /// tables and queue succeed in part (the strict layer's faults per entry: failed
+    /// `SendMessageBatch` entries, `UnprocessedKeys`, `UnprocessedItems`, a transaction
+    /// cancelled with a `ThrottlingError` reason).
+    pub(crate) fn arm(&self, percent: f64, entry_percent: f64, seed: u64) {
+        let strict = stm_testkit::moto_blocking().strict();
+        strict.fault_entries(&self.prefix, entry_percent, seed);
+        // few BatchWriteItems have two deletes or more (one commit's rows, acked by the
+        // relay together), the only ones answerable in part: fault more of them
+        strict.fault_entries_of(&self.prefix, "BatchWriteItem", (entry_percent * 4.0).min(100.0));
         let server_error = |error_type: &str| Fault::Error {
             status: 500,
             error_type: error_type.into(),
