@@ -210,7 +210,7 @@ async fn refused_status_events_stay_pending_until_the_bus_takes_them() {
     // five executions' FAILED notices, committed together
     let mut emits = Vec::new();
     for i in 0..5 {
-        let mut exe = Execution::new(&format!("e{i}"), "Order");
+        let mut exe = Execution::new(format!("e{i}"), "Order");
         exe.status = Status::Failed;
         emits.push((
             None,

@@ -141,7 +141,7 @@ pub(super) async fn serve(
         if !entry_plan.sqs_failed.is_empty() {
             partial_failures
                 .get_or_insert_with(Vec::new)
-                .extend(entry_plan.sqs_failed.drain(..));
+                .append(&mut entry_plan.sqs_failed);
             if forwarded["Entries"].as_array().is_none_or(Vec::is_empty) {
                 let failed = partial_failures.take().unwrap_or_default();
                 let answer = json!({"Successful": [], "Failed": failed});
