@@ -1,8 +1,11 @@
 //! The randomized run: every scenario fault-free in memory, then on moto with faults, each
 //! ending as its reference; the summary line, and the coverage it must prove.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use stm_runtime::status::MemoryBus;
 
 use stm_testkit::strict::EntryFaultCounts;
 use stm_testkit::FaultProxy;
@@ -11,7 +14,7 @@ use crate::common::scenarios::{
     compare, definitions_with_examples as definitions, env_u64, scenario, scenario_count, Rng, Tally,
 };
 use crate::harness::Harness;
-use crate::moto::Moto;
+use crate::moto::{announcement, Moto};
 use crate::settings::{
     env_f64, knobs, CALL_FAULT_KINDS, DYNAMODB_OPERATIONS, ENTRY_FAULT_KINDS, MAX_ROUNDS, SQS_OPERATIONS,
 };
@@ -28,6 +31,8 @@ struct Totals {
     sent: usize,
     stats: RunStats,
     reference_deliveries: usize,
+    /// Status events the bus delivered (repeats included).
+    announced: usize,
     tally: Tally,
 }
 
@@ -66,7 +71,7 @@ fn summarize(
          dropped as duplicates {}; harness receive / delete failures {} / {}; relay passes failed {} \
          (entries left for the next pass {}), sweeps failed {} (timers left {}; due timers met with a \
          faulted sweeper {}); first sends followed by faulted publishes {}; client retries {}; \
-         events processed {} in {} commits; longest drain {} rounds (bound {MAX_ROUNDS}), waited \
+         events processed {} in {} commits; status events delivered {}; longest drain {} rounds (bound {MAX_ROUNDS}), waited \
          {:.1} s for messages in flight; events lost {}, duplicates applied {}; {:.1} s",
         totals.scenarios,
         totals.by_machine,
@@ -97,6 +102,7 @@ fn summarize(
         s.client_retries,
         totals.tally.processed,
         totals.tally.commits,
+        totals.announced,
         s.longest_drain,
         s.in_flight_wait.as_secs_f64(),
         totals.tally.lost,
@@ -134,7 +140,8 @@ async fn aws_faults_change_nothing() {
         let run_rng = Rng::new(master.next());
         let id = format!("s{n}-{}", sc.definition.to_lowercase());
 
-        let mut clean = Harness::memory(&defs, knobs, run_rng.clone());
+        let clean_bus = Arc::new(MemoryBus::new());
+        let mut clean = Harness::memory(&defs, knobs, run_rng.clone(), clean_bus.clone());
         let expected = clean.run(&sc, &id, &format!("{id} (fault-free)"), None).await;
         assert_eq!(
             clean.stats.failed_items(),
@@ -155,6 +162,18 @@ async fn aws_faults_change_nothing() {
             ("fault-free", "faulty"),
             &what,
         );
+        // every status change announced, each at least once (a put repeated after a lost
+        // ack repeats one)
+        let want: BTreeSet<String> = clean_bus
+            .events()
+            .iter()
+            .filter_map(|e| serde_json::from_str::<serde_json::Value>(&e.detail).ok())
+            .map(|d| announcement(&d))
+            .collect();
+        let announced = moto.announced().await;
+        totals.announced += announced.len();
+        let have: BTreeSet<String> = announced.into_iter().collect();
+        assert_eq!(have, want, "{what}: the status events on the bus");
 
         totals.scenarios += 1;
         *totals.by_machine.entry(sc.definition).or_default() += 1;

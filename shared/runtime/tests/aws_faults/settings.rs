@@ -39,10 +39,10 @@ pub(crate) const SQS_OPERATIONS: [&str; 4] = [
     "ChangeMessageVisibility",
 ];
 
-/// The kinds of fault per entry the strict layer draws for this suite (no status bus in
-/// its stack: `PutEvents` entries are `status_events.rs`'s).
-pub(crate) const ENTRY_FAULT_KINDS: [&str; 4] = [
+/// The kinds of fault per entry the strict layer draws for this suite.
+pub(crate) const ENTRY_FAULT_KINDS: [&str; 5] = [
     stm_testkit::strict::entry_faults::SQS_FAILED_ENTRY,
+    stm_testkit::strict::entry_faults::EVENTS_FAILED_ENTRY,
     stm_testkit::strict::entry_faults::UNPROCESSED_KEYS,
     stm_testkit::strict::entry_faults::UNPROCESSED_ITEMS,
     stm_testkit::strict::entry_faults::TRANSACTION_THROTTLED,
