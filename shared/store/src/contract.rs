@@ -21,6 +21,7 @@ mod limits;
 mod listing;
 mod purge;
 mod rows;
+mod seeded;
 mod states;
 mod timers;
 mod trace;
@@ -49,6 +50,7 @@ pub use rows::{
     outbox_and_spawns_round_trip_and_ack, pending_rows_of_the_last_commit,
     seq_blocks_monotonic_across_concurrent_committers,
 };
+pub use seeded::{env_u64, Rng, SeedOnFailure};
 pub use states::{in_states_finds_every_match_in_order, in_states_follow_each_commit};
 pub use timers::{
     due_timers_earliest_first, guarded_delete_survives_reschedule, timer_cancel_and_collapse_in_one_commit,

@@ -12,47 +12,10 @@ use stm_store::{DueTimer, ExecutionStore};
 
 use super::{event, observable};
 
-/// xorshift64* (no dependencies; deterministic for a seed).
-#[derive(Clone)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
-    }
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
-/// A number from the environment (decimal or `0x` hex), else `default`. A value that is set
-/// but is not a number fails: a typo must not quietly run the default.
-pub fn env_u64(name: &str, default: u64) -> u64 {
-    let Ok(text) = std::env::var(name) else {
-        return default;
-    };
-    let v = text.trim();
-    let parsed = match v.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-        None => v.parse().ok(),
-    };
-    parsed.unwrap_or_else(|| panic!("{name}={text:?} is not a number (decimal or 0x hex)"))
-}
+/// The seeded generator, the environment's numbers and the seed a failure prints: the
+/// store's contract suite draws its shapes with the same.
+#[allow(unused_imports)] // a test binary without a randomized suite leaves some unused
+pub use stm_store::contract::{env_u64, Rng, SeedOnFailure};
 
 /// How many scenarios a randomized suite runs: `name` from the environment, else
 /// `default`. Zero fails, since a suite that ran nothing would pass with nothing checked.
