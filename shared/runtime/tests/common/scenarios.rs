@@ -1,6 +1,6 @@
 //! What the randomized suites share (`crash_injection.rs`, `aws_faults.rs`,
-//! `duplicates_and_order.rs`): a seeded random source and the scenario machines with their
-//! event scripts.
+//! `duplicates_and_order.rs`, `relay_sweeper.rs`): a seeded random source, the relay's
+//! drawn bounds and the scenario machines with their event scripts.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,6 +16,17 @@ use super::{event, observable};
 /// store's contract suite draws its shapes with the same.
 #[allow(unused_imports)] // a test binary without a randomized suite leaves some unused
 pub use stm_store::contract::{env_u64, Rng, SeedOnFailure};
+
+/// The relay's bounds drawn: reads of 1 to 100 rows, passes of 1 to 300, small as often as
+/// large ([`Rng::spread`]). The production relay's are 100 and 100,000, under which a
+/// suite's few rows share one read: a reorder across reads would never show, and with
+/// reads of 2 (the crash suite's) a reorder inside one would rarely.
+pub fn relay_bounds(rng: &mut Rng) -> stm_runtime::relay::RelayBounds {
+    stm_runtime::relay::RelayBounds {
+        read_rows: rng.spread(100) as usize,
+        pass_rows: rng.spread(300) as usize,
+    }
+}
 
 /// How many scenarios a randomized suite runs: `name` from the environment, else
 /// `default`. Zero fails, since a suite that ran nothing would pass with nothing checked.
