@@ -13,7 +13,8 @@ use common::{event, object, Stack};
 use serde_json::{json, Value};
 use stm_core::{Event, Execution, Status};
 use stm_runtime::{relay, sweeper, MemoryQueue, Queue};
-use stm_store::{Commit, ExecutionStore, MemoryStore, SpawnIntent};
+use stm_store::contract::{wide_fan_out, WIDE_MIN_BYTES};
+use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, MemoryStore, SpawnIntent};
 
 #[tokio::test]
 async fn failed_publishes_stay_pending_and_the_next_run_delivers_them() {
@@ -218,7 +219,33 @@ struct ShapeTotals {
     largest_group_in_a_commit: usize,
     /// Relay runs that ended with rows pending (the next run took them).
     early_ends: usize,
+    /// Spawn intents that shared a row with an earlier one (DynamoDB's packed rows).
+    packed_intents: usize,
 }
+
+/// How large a shape's commits may be: a MemoryStore takes any; DynamoDB's transaction
+/// takes 100 items and 4 MB, and a wide fan-out is drawn to fill most of one.
+#[derive(Clone, Copy)]
+struct Room {
+    /// Outbox rows a commit writes at most.
+    rows: usize,
+    /// The largest pad of an emitted event.
+    pad: u64,
+    /// A wide fan-out (past 100 intents, contexts filling several packed rows) in one
+    /// commit of the shape.
+    wide: bool,
+}
+
+const IN_MEMORY: Room = Room {
+    rows: usize::MAX,
+    pad: 250_000,
+    wide: false,
+};
+const IN_DYNAMODB: Room = Room {
+    rows: 60,
+    pad: 50_000,
+    wide: true,
+};
 
 /// The largest message a drawn row becomes (a 250 KB pad and its envelope).
 const LARGEST_ROW_MESSAGE: usize = 260_000;
@@ -232,7 +259,7 @@ fn drawn_bytes(rng: &mut Rng, max: u64) -> usize {
 /// A run may end before the backlog does (a pass that forwarded nothing, only rows without
 /// a target, ends it): the next one, a minute later in a deployment, goes on.
 async fn relay_run(
-    store: &MemoryStore,
+    store: &dyn ExecutionStore,
     queue: &MemoryQueue,
     rng: &mut Rng,
     totals: &mut ShapeTotals,
@@ -254,6 +281,8 @@ async fn relay_run(
             .or_default() += 1;
     }
     totals.relay_runs += 1;
+    let rows_of_spawns: std::collections::BTreeSet<i64> = spawns.iter().map(|s| s.seq).collect();
+    totals.packed_intents += spawns.len() - rows_of_spawns.len();
     totals.multi_page_runs += usize::from(spawns.len() + outbox.len() > bounds.read_rows);
     totals.shared_group_runs += usize::from(per_group.values().any(|n| *n >= 2));
     let rows = spawns.len() + outbox.len();
@@ -284,9 +313,16 @@ async fn relay_run(
 /// spawned earlier), interleaved, of 0 to 250 KB each (so byte limits cut SQS batches
 /// before their 10 entries), and 0–3 spawn intents. A commit is flushed inline (its rows
 /// alone, as the worker does) unless its execution already has rows waiting for the
-/// scheduled relay, which runs now and then with drawn bounds, and at the end.
-async fn relay_shape(rng: &mut Rng, n: u64, totals: &mut ShapeTotals) {
-    let store = MemoryStore::new();
+/// scheduled relay, which runs now and then with drawn bounds, and at the end. Within
+/// `room`; with `room.wide`, one commit is a wide fan-out
+/// ([`stm_store::contract::wide_fan_out`]) whose intents DynamoDB packs into several rows.
+async fn relay_shape(
+    store: &dyn ExecutionStore,
+    room: Room,
+    rng: &mut Rng,
+    n: u64,
+    totals: &mut ShapeTotals,
+) {
     let queue = MemoryQueue::new(5);
     let executions = rng.between(1, 3) as usize;
     let shared: Vec<String> = (0..rng.between(1, 4)).map(|g| format!("s{n}-g{g}")).collect();
@@ -304,7 +340,9 @@ async fn relay_shape(rng: &mut Rng, n: u64, totals: &mut ShapeTotals) {
     let mut expected: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     let what = format!("shape {n}");
     let commits = rng.between(2, 8);
+    let wide_at = room.wide.then(|| rng.below(commits));
     for k in 0..commits {
+        let wide = wide_at == Some(k);
         let e = rng.below(executions as u64) as usize;
         let id = exes[e].id.clone();
         let mut targets: Vec<Option<String>> = shared
@@ -328,13 +366,15 @@ async fn relay_shape(rng: &mut Rng, n: u64, totals: &mut ShapeTotals) {
         for i in (1..slots.len()).rev() {
             slots.swap(i, rng.below(i as u64 + 1) as usize);
         }
+        slots.truncate(if wide { 5 } else { room.rows });
         // the commit's largest row, tiny to 250 KB: its rows drawn evenly below it, so a
         // commit of large rows fills SQS batches by bytes before their 10 entries
         let largest = if rng.chance(25) {
             250_000
         } else {
             drawn_bytes(rng, 250_000) as u64
-        };
+        }
+        .min(if wide { 4_000 } else { room.pad });
         let emits: Vec<(Option<String>, Event)> = slots
             .into_iter()
             .enumerate()
@@ -344,13 +384,17 @@ async fn relay_shape(rng: &mut Rng, n: u64, totals: &mut ShapeTotals) {
                 (target, event("Shaped", json!({ "pad": pad })).with_id(row))
             })
             .collect();
-        let spawns: Vec<SpawnIntent> = (0..rng.below(4))
-            .map(|j| SpawnIntent {
-                child_id: format!("{id}:c{k}:{j}"),
-                root_path: "root".into(),
-                context: object(json!({ "pad": "c".repeat(drawn_bytes(rng, 100_000)) })),
-            })
-            .collect();
+        let spawns: Vec<SpawnIntent> = if wide {
+            wide_fan_out(rng, &id, &format!("c{k}"), WIDE_MIN_BYTES)
+        } else {
+            (0..rng.below(4))
+                .map(|j| SpawnIntent {
+                    child_id: format!("{id}:c{k}:{j}"),
+                    root_path: "root".into(),
+                    context: object(json!({ "pad": "c".repeat(drawn_bytes(rng, 100_000)) })),
+                })
+                .collect()
+        };
         for sp in &spawns {
             expected
                 .entry((id.clone(), sp.child_id.clone()))
@@ -376,7 +420,7 @@ async fn relay_shape(rng: &mut Rng, n: u64, totals: &mut ShapeTotals) {
         if !waiting[e] && rng.chance(60) {
             // the inline flush: this commit's rows alone
             let rows = store.pending_rows_of(&id).await.expect("rows of the commit");
-            let summary = relay::deliver(&store, &queue, None, &rows.spawns, &rows.outbox).await;
+            let summary = relay::deliver(store, &queue, None, &rows.spawns, &rows.outbox).await;
             assert_eq!(
                 (summary.failed, summary.remaining),
                 (0, 0),
@@ -387,11 +431,11 @@ async fn relay_shape(rng: &mut Rng, n: u64, totals: &mut ShapeTotals) {
             waiting[e] = true;
         }
         if rng.chance(30) {
-            relay_run(&store, &queue, rng, totals, &format!("{what}, after commit {k}")).await;
+            relay_run(store, &queue, rng, totals, &format!("{what}, after commit {k}")).await;
             waiting.fill(false);
         }
     }
-    relay_run(&store, &queue, rng, totals, &format!("{what}, the last run")).await;
+    relay_run(store, &queue, rng, totals, &format!("{what}, the last run")).await;
     assert!(
         store.pending_spawns().await.expect("spawns").is_empty(),
         "{what}: spawns left"
@@ -462,7 +506,7 @@ async fn drawn_shapes_reach_each_group_once_in_commit_order() {
     let mut totals = ShapeTotals::default();
     for n in 0..shapes {
         let mut rng = Rng::new(master.next());
-        relay_shape(&mut rng, n, &mut totals).await;
+        relay_shape(&MemoryStore::new(), IN_MEMORY, &mut rng, n, &mut totals).await;
     }
     eprintln!(
         "relay shapes: seed {seed:#x}, {shapes} shapes, {} rows; {} inline flushes, {} relay runs ({} over \
@@ -481,4 +525,48 @@ async fn drawn_shapes_reach_each_group_once_in_commit_order() {
         // the shapes this suite is for were drawn
         assert!(totals.multi_page_runs > 0 && totals.shared_group_runs > 0 && totals.byte_cut_chunks > 0);
     }
+}
+
+/// The same over DynamoDB on moto (`STM_RELAY_MOTO_SHAPES` shapes, default 3, each on its
+/// own tables; the queue in memory): commits within a transaction's limits, one of them a
+/// wide fan-out whose intents the store packs into several rows, published 10 (or fewer,
+/// by bytes) a batch by the inline flush or the relay, a row acked once all its intents
+/// are out. Every intent reaches its child's group once; every row its group once, in its
+/// execution's commit order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drawn_shapes_over_dynamodb_reach_each_group_once_in_commit_order() {
+    let seed = env_u64("STM_RELAY_SHAPES_SEED", 0x5A9E_0F0A_D3E5);
+    let shapes = scenario_count("STM_RELAY_MOTO_SHAPES", 3);
+    let _report = SeedOnFailure::new(
+        "drawn_shapes_over_dynamodb_reach_each_group_once_in_commit_order",
+        "STM_RELAY_SHAPES_SEED",
+        seed,
+    );
+    let moto = stm_testkit::moto().await;
+    // not the in-memory test's shapes: these must fit DynamoDB's limits
+    let mut master = Rng::new(seed ^ 0xD7A_A0DB);
+    let mut totals = ShapeTotals::default();
+    for n in 0..shapes {
+        let options = CreateOptions {
+            prefix: stm_testkit::unique_prefix("relay-shapes"),
+            ..CreateOptions::default()
+        };
+        let store = DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
+            .await
+            .expect("tables");
+        let mut rng = Rng::new(master.next());
+        relay_shape(&store, IN_DYNAMODB, &mut rng, n, &mut totals).await;
+    }
+    eprintln!(
+        "relay shapes on DynamoDB: seed {seed:#x}, {shapes} shapes, {} rows ({} spawn intents in a row \
+         after another); {} inline flushes, {} relay runs ({} over several reads); {} publishes cut by bytes",
+        totals.rows,
+        totals.packed_intents,
+        totals.inline_flushes,
+        totals.relay_runs,
+        totals.multi_page_runs,
+        totals.byte_cut_chunks,
+    );
+    assert!(totals.packed_intents > 0, "no spawn row was packed");
+    stm_testkit::assert_no_access_denied();
 }

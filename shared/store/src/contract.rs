@@ -52,7 +52,9 @@ pub use rows::{
     seq_blocks_monotonic_across_concurrent_committers,
 };
 pub use seeded::{env_u64, Rng, SeedOnFailure};
-pub use shapes::{drawn_shapes_come_back_whole_and_in_order, SHAPES_SEED_VAR, SHAPES_VAR};
+pub use shapes::{
+    drawn_shapes_come_back_whole_and_in_order, wide_fan_out, SHAPES_SEED_VAR, SHAPES_VAR, WIDE_MIN_BYTES,
+};
 pub use states::{in_states_finds_every_match_in_order, in_states_follow_each_commit};
 pub use timers::{
     due_timers_earliest_first, guarded_delete_survives_reschedule, timer_cancel_and_collapse_in_one_commit,

@@ -34,7 +34,7 @@ const DEFAULT_SHAPES: u64 = 2;
 /// before, after and around intents of every size.
 const ROW_CUT_PAD: u64 = 180_000;
 /// A wide fan-out's contexts at least: several packed rows, whatever the draw.
-const WIDE_MIN_BYTES: u64 = 700_000;
+pub const WIDE_MIN_BYTES: u64 = 700_000;
 /// A wide fan-out's contexts at most: with its other rows, under a transaction's 4 MB.
 const WIDE_MAX_BYTES: u64 = 2_200_000;
 /// The execution ids rows are sent to (and `None`, no target): few, so a commit writes
@@ -78,6 +78,39 @@ fn emit(rng: &mut Rng, id: String, groups: u64, max_bytes: u64) -> (Option<Strin
     (target, event("Shaped", &id, json!({ "pad": pad(&id, bytes) })))
 }
 
+/// The spawn intents of a wide fan-out of `parent` (101–180 children: past a
+/// transaction's 100 items, so DynamoDB's store packs them), their contexts tiny to
+/// nearly a packed row each, `least_bytes` of them at least (several packed rows: 700 KB
+/// fill four or more) and at most 2.2 MB (a transaction's 4 MB with room to spare). The
+/// runtime's relay suite commits the same over DynamoDB.
+pub fn wide_fan_out(rng: &mut Rng, parent: &str, tag: &str, least_bytes: u64) -> Vec<SpawnIntent> {
+    let least = least_bytes.min(WIDE_MAX_BYTES);
+    let width = rng.between(101, 180) as usize;
+    let mut sizes: Vec<u64> = (0..width).map(|_| size(rng, ROW_CUT_PAD)).collect();
+    // within the transaction's bytes: the last intents drawn large come out tiny
+    let mut total = 0;
+    for s in &mut sizes {
+        *s = (*s).min(WIDE_MAX_BYTES.saturating_sub(total));
+        total += *s;
+    }
+    // enough to fill several packed rows: top up intents picked at random
+    while total < least {
+        let i = rng.below(width as u64) as usize;
+        let more = (ROW_CUT_PAD - sizes[i]).min(least - total);
+        sizes[i] += more;
+        total += more;
+    }
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &bytes)| intent(parent, i, bytes))
+        .map(|mut sp| {
+            sp.child_id = format!("{}:{tag}", sp.child_id);
+            sp
+        })
+        .collect()
+}
+
 /// One drawn commit of execution `exe`.
 struct Drawn {
     exe: usize,
@@ -90,30 +123,7 @@ fn draw_commit(rng: &mut Rng, parent: &str, tag: &str, wide_bytes: Option<u64>) 
     let mut commit = Commit::default();
     match wide_bytes {
         Some(least) => {
-            let width = rng.between(101, 180) as usize;
-            let mut sizes: Vec<u64> = (0..width).map(|_| size(rng, ROW_CUT_PAD)).collect();
-            // within the transaction's bytes: the last intents drawn large come out tiny
-            let mut total = 0;
-            for s in &mut sizes {
-                *s = (*s).min(WIDE_MAX_BYTES.saturating_sub(total));
-                total += *s;
-            }
-            // enough to fill several packed rows: top up intents picked at random
-            while total < least {
-                let i = rng.below(width as u64) as usize;
-                let more = (ROW_CUT_PAD - sizes[i]).min(least - total);
-                sizes[i] += more;
-                total += more;
-            }
-            commit.spawns = sizes
-                .iter()
-                .enumerate()
-                .map(|(i, &bytes)| intent(parent, i, bytes))
-                .map(|mut sp| {
-                    sp.child_id = format!("{}:{tag}", sp.child_id);
-                    sp
-                })
-                .collect();
+            commit.spawns = wide_fan_out(rng, parent, tag, least);
             let groups = rng.between(1, TARGETS.len() as u64);
             commit.emits = (0..rng.below(6))
                 .map(|k| emit(rng, format!("{tag}-e{k}"), groups, 4_000))
