@@ -149,7 +149,7 @@ fn draw_commit(rng: &mut Rng, parent: &str, tag: &str, wide_bytes: Option<u64>) 
     commit
 }
 
-/// A shape: 1–3 executions, 1–4 commits each (some without rows), interleaved; one of them
+/// A shape: 1–3 executions, 1–5 commits each (some without rows), interleaved; one of them
 /// a wide fan-out of large contexts, sometimes a second of tiny ones (one packed row).
 fn draw_shape(rng: &mut Rng, n: u64) -> (Vec<String>, Vec<Drawn>) {
     let executions = rng.between(1, 3) as usize;
