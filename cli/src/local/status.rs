@@ -1,5 +1,6 @@
 //! `stm local --status-events`: the status events of a deployment with `StatusEvents`, on
-//! this machine. The bus is the template's name for it, `{prefix}-status`, and a rule
+//! this machine. The bus is named as the template's `StatusBus` is, `{stem}-status`, with
+//! the prefix for the stem (a stack's adds its id, which a local run has none of), and a rule
 //! copies every event on it to a standard queue beside the event queue, where a user (or
 //! a test) reads them with any SQS client: moto's EventBridge delivers to SQS targets.
 

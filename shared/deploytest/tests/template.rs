@@ -7,7 +7,9 @@
 //! property), `tables.rs` (the store's tables and their capacity), `queues.rs` (the event
 //! queue, the worker's batches, the queue names), `functions.rs` (schedules, build,
 //! environment, layer, roles and log groups, timeouts), `alarms_and_outputs.rs`,
-//! `existing_tables.rs` (a stack over tables already there) and `remote_actions.rs`.
+//! `existing_tables.rs` (a stack over tables already there), `side_by_side.rs` (two
+//! stacks over one Prefix share no name but the tables'; the queues kept when replaced)
+//! and `remote_actions.rs`.
 
 // a crate root looks for its modules beside it: name the directory
 #[path = "template/alarms_and_outputs.rs"]
@@ -20,6 +22,8 @@ mod functions;
 mod queues;
 #[path = "template/remote_actions.rs"]
 mod remote_actions;
+#[path = "template/side_by_side.rs"]
+mod side_by_side;
 #[path = "template/support.rs"]
 mod support;
 #[path = "template/tables.rs"]

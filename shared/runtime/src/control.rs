@@ -6,7 +6,7 @@
 //!   caller. A failed publish is not an error: the entry stays for the relay.
 //! - `send` checks the event against the machine's declaration, then publishes it (after
 //!   the `Start` of a `PENDING` execution, if that is still in the outbox: see
-//!   `deliver_pending`).
+//!   `deliver_last_block`).
 //! - `cancel`, `terminate`, `suspend`, `resume` change the status by CAS (retried on a
 //!   concurrent writer), propagate to the children, and take effect at the next event
 //!   boundary. `cancel` is cooperative when the active state models `on Cancel`: the
@@ -53,6 +53,15 @@ pub(crate) fn control_step(
     step.insert("context_out".into(), Value::Object(exe.context.clone()));
     step.insert("timestamp".into(), stm_core::pyvalue::float(now));
     step
+}
+
+/// Why [`Control::deliver_last_block`] runs: it words its failure.
+#[derive(Debug, Clone, Copy)]
+enum Before {
+    /// An event sent to a `PENDING` execution.
+    EventToPending,
+    /// A command's commit that writes rows.
+    RowsCommit,
 }
 
 /// How many times a status change is retried against concurrent writers (harel's).
@@ -144,7 +153,8 @@ impl Control {
                     Driver::check_event(&defn, event)?;
                 }
                 if exe.status == Status::Pending {
-                    self.deliver_pending(execution_id).await?;
+                    self.deliver_last_block(execution_id, Before::EventToPending)
+                        .await?;
                 }
             }
             let message = OutgoingMessage::event(execution_id, event);
@@ -189,6 +199,8 @@ impl Control {
                 // a reason too large for SQS: refused before the CANCELLING commit, which
                 // would otherwise wait for a Cancel that can never arrive
                 check_event_size(execution_id, &cancel)?;
+                // the Cancel is a row: its commit repoints the item's last block
+                self.deliver_last_block(execution_id, Before::RowsCommit).await?;
                 exe.status = Status::Cancelling;
                 exe.stamp(self.driver.clock.now());
                 let commit = Commit {
@@ -283,6 +295,9 @@ impl Control {
                     fire_at: now,
                 });
             }
+            if !commit.emits.is_empty() {
+                self.deliver_last_block(execution_id, Before::RowsCommit).await?;
+            }
             match self.driver.store.commit(&mut exe, commit).await {
                 Ok(_) => return Ok(()),
                 Err(e) if e.is_conflict() => continue,
@@ -313,48 +328,55 @@ impl Control {
         Ok(())
     }
 
-    /// Before an event goes to a `PENDING` execution: publish what is still pending in the
-    /// outbox for it, its `Start` above all. `create` leaves the `Start` to the relay when
-    /// the queue refuses its publish; an event published before it would reach the group
-    /// first, and the worker drops every event for a `PENDING` execution (the event would be
-    /// lost although `send` succeeded). A `Start` queued already is published again under
-    /// the same deduplication id (SQS drops it within 5 minutes, the worker's processed mark
-    /// after). If it still cannot be published, the send fails: the client retries it.
-    /// Costs one outbox `Scan` per send to a not yet started execution.
-    async fn deliver_pending(&self, execution_id: &str) -> Result<(), DriverError> {
-        let mut pending: Vec<OutboxEntry> = self
-            .driver
-            .store
-            .pending_outbox()
-            .await?
-            .into_iter()
-            .filter(|entry| entry.target_id.as_deref() == Some(execution_id))
-            .collect();
+    /// Publish the rows of `execution_id`'s last commit that wrote any, those still
+    /// pending (read by key: the execution item records their block), and fail if some
+    /// cannot be published. Two callers need them out first:
+    ///
+    /// - an event for a `PENDING` execution ([`Before::EventToPending`]): `create` leaves
+    ///   the `Start` to the relay when the queue refuses its publish, and an event
+    ///   published before it would reach the group first, where the worker drops every
+    ///   event for a `PENDING` execution (lost although `send` succeeded);
+    /// - a command whose commit writes rows ([`Before::RowsCommit`]: a status event, a
+    ///   cooperative cancel's `Cancel`): that commit repoints the item's record of its last
+    ///   block, so a redelivery of the worker record whose publish failed would republish
+    ///   the command's rows instead, leaving the earlier ones to the scheduled relay,
+    ///   behind the group's later events.
+    ///
+    /// A row queued already is published again under the same deduplication id (SQS drops
+    /// it within 5 minutes, the worker's processed mark after). Status events stay pending
+    /// for the scheduled relay (the operator has no bus): they belong to no message group.
+    async fn deliver_last_block(&self, execution_id: &str, before: Before) -> Result<(), DriverError> {
+        let pending = self.driver.store.pending_rows_of(execution_id).await?;
         if pending.is_empty() {
             return Ok(());
         }
-        pending.sort_by_key(|entry| entry.seq);
         let summary = relay::deliver(
             self.driver.store.as_ref(),
             self.queue.as_ref(),
             None,
-            &[],
-            &pending,
+            &pending.spawns,
+            &pending.outbox,
         )
         .await;
-        if summary.failed > 0 {
-            return Err(crate::queue::QueueError::failed(
-                "SendMessageBatch",
-                format!(
-                    "execution {execution_id} is not started and its Start could not be published \
-                     ({} {}); the event was not sent",
-                    summary.failed,
-                    if summary.failed == 1 { "entry" } else { "entries" }
-                ),
-            )
-            .into());
+        if summary.failed == 0 {
+            return Ok(());
         }
-        Ok(())
+        let entries = format!(
+            "{} {}",
+            summary.failed,
+            if summary.failed == 1 { "entry" } else { "entries" }
+        );
+        let message = match before {
+            Before::EventToPending => format!(
+                "execution {execution_id} is not started and its Start could not be published \
+                 ({entries}); the event was not sent"
+            ),
+            Before::RowsCommit => format!(
+                "the rows of execution {execution_id}'s last step could not be published \
+                 ({entries}); nothing was changed: try again"
+            ),
+        };
+        Err(crate::queue::QueueError::failed("SendMessageBatch", message).into())
     }
 
     /// Publish what a control commit emitted; a failure leaves it to the relay.

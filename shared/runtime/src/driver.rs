@@ -32,7 +32,7 @@ pub use burst::{Burst, BurstStepError, BurstWritten};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use embedded::Held;
 pub use error::{check_event_size, check_execution_id, DriverError};
-pub(crate) use parking::PARKED_PATH;
+pub(crate) use parking::{is_recheck, log_release, PARKED_PATH};
 pub use spawn::SpawnParents;
 pub use step::StepReport;
 pub(crate) use step::{armed, outbox_entries, spawn_entries};

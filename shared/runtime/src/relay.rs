@@ -104,6 +104,10 @@ pub async fn deliver(
 struct Delivery<'b> {
     blocked: HashSet<String>,
     summary: RelaySummary,
+    /// Rows acked (deleted) so far: forwarded ones, and those acked unsent (an emit
+    /// without a target, a status event the bus's level leaves out). A pass that acked
+    /// none found only rows that stay.
+    acked_rows: usize,
     bus: Option<&'b dyn StatusBus>,
     without_bus: WithoutBus,
 }
@@ -128,6 +132,7 @@ impl<'b> Delivery<'b> {
         Delivery {
             blocked: HashSet::new(),
             summary: RelaySummary::default(),
+            acked_rows: 0,
             bus,
             without_bus,
         }
@@ -307,7 +312,10 @@ impl<'b> Delivery<'b> {
             }
         }
         match store.ack_rows(&spawns, &outbox).await {
-            Ok(()) => self.summary.forwarded += published,
+            Ok(()) => {
+                self.summary.forwarded += published;
+                self.acked_rows += rows.len();
+            }
             Err(err) => {
                 tracing::warn!(error = %err, rows = rows.len(), "ack failed; the entries stay pending (a re-publish is deduplicated)");
                 // a row without a target was never published, but stays pending all the same
@@ -359,7 +367,7 @@ pub async fn relay_pending_until(
                 break;
             }
             let seqs = store.oldest_pending_seqs(pass_rows, settled_before).await?;
-            let forwarded_before = delivery.summary.forwarded;
+            let acked_before = delivery.acked_rows;
             for read in seqs.chunks(bounds.read_rows.max(1)) {
                 if out_of_time(longest_page) {
                     break 'passes;
@@ -371,9 +379,10 @@ pub async fn relay_pending_until(
                 delivery.deliver(store, queue, &rows.spawns, &rows.outbox).await;
                 longest_page = longest_page.max(page_started.elapsed());
             }
-            // a short pass saw everything settled; a pass that forwarded nothing would only
-            // find the same rows again
-            if seqs.len() < pass_rows || delivery.summary.forwarded == forwarded_before {
+            // a short pass saw everything settled; a pass that acked nothing would only find
+            // the same rows again (one that acked only rows it did not send, a status event
+            // left out or an emit without a target, did move on: the next pass finds others)
+            if seqs.len() < pass_rows || delivery.acked_rows == acked_before {
                 break;
             }
         }

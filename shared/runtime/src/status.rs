@@ -214,10 +214,13 @@ pub trait StatusBus: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// A bus in memory, for `stm run` and the tests: it keeps what it was given.
+/// A bus in memory, for `stm run` and the tests: it keeps what it was given, except the
+/// entries a test told it to refuse ([`refuse_next`](MemoryBus::refuse_next)).
 #[derive(Debug, Default)]
 pub struct MemoryBus {
     events: Mutex<Vec<BusEvent>>,
+    /// Entries still to refuse, and entries refused so far.
+    refusing: Mutex<(usize, usize)>,
 }
 
 impl MemoryBus {
@@ -229,16 +232,47 @@ impl MemoryBus {
     pub fn events(&self) -> Vec<BusEvent> {
         self.events.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// Refuse the next `n` entries put, whatever request they come in, each as
+    /// EventBridge answers an entry it did not take: a failed result at its index
+    /// (`ThrottlingException`), the request's other entries taken. For tests of what a
+    /// refused status event leaves pending.
+    pub fn refuse_next(&self, n: usize) {
+        self.refusing.lock().unwrap_or_else(|e| e.into_inner()).0 = n;
+    }
+
+    /// How many entries were refused so far.
+    pub fn refused(&self) -> usize {
+        self.refusing.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
 }
 
 #[async_trait]
 impl StatusBus for MemoryBus {
     async fn put(&self, events: &[BusEvent]) -> Vec<PublishFailure> {
+        let mut failures = Vec::new();
+        let mut taken = Vec::with_capacity(events.len());
+        {
+            let mut refusing = self.refusing.lock().unwrap_or_else(|e| e.into_inner());
+            for (index, event) in events.iter().enumerate() {
+                if refusing.0 > 0 {
+                    refusing.0 -= 1;
+                    refusing.1 += 1;
+                    failures.push(PublishFailure {
+                        index,
+                        code: "ThrottlingException".into(),
+                        message: "Rate exceeded. (refused by the memory bus)".into(),
+                    });
+                } else {
+                    taken.push(event.clone());
+                }
+            }
+        }
         self.events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(events);
-        Vec::new()
+            .extend(taken);
+        failures
     }
 }
 

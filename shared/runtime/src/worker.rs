@@ -430,6 +430,12 @@ impl Worker {
         event: &Event,
         flushed: &mut RelaySummary,
     ) -> Result<Handled, Failed> {
+        if self.release_parked(exe, event, flushed).await? == Release::TookTheEvent {
+            return Ok(Handled::Processed {
+                execution_id: exe.id.clone(),
+                status: exe.status,
+            });
+        }
         let regions = Driver::region_ids(exe);
         let broadcast = Driver::is_broadcast(event, regions.len());
         let started = std::time::Instant::now();
@@ -470,6 +476,72 @@ impl Worker {
                 execution_id: exe.id.clone(),
                 status: exe.status,
             }
+        })
+    }
+
+    /// Before `event` steps on `exe`: the events parked on it (a resumed execution's, or
+    /// those of a version deployed again), released in order, each in its own commit, each
+    /// commit's rows published before the next commit. The promise's invariant is that a
+    /// group's next event is handled only after every earlier commit's rows are published,
+    /// or are the rows the execution item records (its last block), which a redelivery
+    /// publishes first. A release makes several commits for one record, so:
+    ///
+    /// - the last block is published before the first release commit repoints the item
+    ///   (a release that stopped half-way, its record redelivered, left it there);
+    /// - `event` itself is first appended to the parked events (a commit without rows) and
+    ///   released last: every redelivery of it then finds it parked (the release resumes,
+    ///   last block first) or processed (a duplicate, which publishes the last block),
+    ///   never neither, as it would after a crash between the last release commit and its
+    ///   own step;
+    /// - each release commit's rows go out before the next commit, and the first that
+    ///   cannot fails the record, with every earlier commit's rows already published;
+    /// - the `@parked` recheck publishes the last block even with nothing left to release,
+    ///   so that its redelivery after the release's last commit does.
+    ///
+    /// An execution pinned to a version this deploy does not have releases nothing: the
+    /// driver's gate parks the event instead.
+    async fn release_parked(
+        &self,
+        exe: &mut Execution,
+        event: &Event,
+        flushed: &mut RelaySummary,
+    ) -> Result<Release, Failed> {
+        let recheck = crate::driver::is_recheck(event);
+        if exe.parked_events.is_empty() && !recheck {
+            return Ok(Release::Nothing);
+        }
+        let Some(defn) = self.driver.definition_if_deployed(exe).map_err(classify)? else {
+            return Ok(Release::Nothing);
+        };
+        self.flush_pending(&exe.id, flushed).await?;
+        if exe.parked_events.is_empty() {
+            return Ok(Release::Nothing);
+        }
+        let mut takes_event = exe.parked_events.iter().any(|p| p.id == event.id);
+        if !recheck && !takes_event {
+            match self.driver.append_parked(exe, event).await {
+                Ok(()) => takes_event = true,
+                // no room on the item for one more: it steps after the release, as it did
+                // before (a crash between the two then leaves the last release commit's
+                // rows to the scheduled relay)
+                Err(DriverError::Store(stm_store::StoreError::TooLarge(why))) => tracing::warn!(
+                    execution_id = %exe.id,
+                    event_id = %event.id,
+                    reason = %why,
+                    "the event steps after the released ones without being parked first: the item has no room for it"
+                ),
+                Err(err) => return Err(classify(err)),
+            }
+        }
+        crate::driver::log_release(exe);
+        while let Some(report) = self.driver.release_next(&defn, exe).await.map_err(classify)? {
+            self.ring(&exe.id, &report).await;
+            self.flush(&exe.id, &report, flushed).await?;
+        }
+        Ok(if takes_event {
+            Release::TookTheEvent
+        } else {
+            Release::Released
         })
     }
 
@@ -594,6 +666,17 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// What [`Worker::release_parked`] did before an event's own step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Release {
+    /// Nothing was parked (or the version is not deployed: the gate parks the event).
+    Nothing,
+    /// The parked events stepped; the event steps next, on its own.
+    Released,
+    /// The event was parked behind them and stepped among them: its step is done.
+    TookTheEvent,
 }
 
 /// The lifecycle rules; `Ok(Some)`: handled without running the engine.

@@ -24,8 +24,9 @@
 //! Each scenario runs one machine's event script (the orthogonal `Fork` and `Checkout`, the
 //! fan-outs `FanOut` and `Shipment`, the sweeper's `Timed`, the deferring `Deferring` and
 //! `Webhook`) twice on fresh stacks with the same knobs (batch size, inline flush on or
-//! off, relay passes between polls, and whether the client sends its events back to back
-//! or waits for quiescence after each): crash-free (which also counts how often each
+//! off, relay passes between polls, the relay's reads of 1 to 100 rows and passes of 1 to
+//! 300, and whether the client sends its events back to back or waits for quiescence after
+//! each): crash-free (which also counts how often each
 //! boundary is reached), then with 1–3 random crash points, each run driven to quiescence
 //! (poll until nothing is received; relay and sweeper passes between polls; a manual clock
 //! moved by the script so timers come due; a bound on the rounds). The crashed run
@@ -39,7 +40,7 @@
 //! over MemoryStore + MemoryQueue; `crashes_change_nothing_over_dynamodb_and_sqs` runs
 //! `STM_CRASH_MOTO_SCENARIOS` (default 50) over DynamoDbStore + SqsQueue on moto (the
 //! crash-free reference there runs in memory), and beside them `STM_CRASH_MOTO_WIDE`
-//! (default 3) wide fan-outs. `STM_CRASH_SEED` sets the seed of both.
+//! (default 3) wide fan-outs. `STM_CRASH_SEED` sets the seed of both (printed on a failure).
 //! `a_commit_whose_flush_died_is_delivered_before_the_next_event` pins the ordering bug
 //! the randomized run found (see there).
 //!

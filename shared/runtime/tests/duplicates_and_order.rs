@@ -8,7 +8,9 @@
 //!
 //! * (a) re-publishes messages a second time under a fresh deduplication id (a redelivery
 //!   SQS's 5-minute window does not catch), right away or held back and released later,
-//!   and optionally turns off the worker's inline flush so the relay delivers;
+//!   and optionally turns off the worker's inline flush so the relay delivers, in reads
+//!   of 1 to 100 rows and passes of 1 to 300, drawn (a reorder inside one read and one
+//!   across reads both change what a group receives);
 //! * (b) runs the relay as two interleaved passes over one snapshot of the pending
 //!   entries (both publish, both ack);
 //! * (c) runs the sweeper twice over the same due timers (a second sweeper that read the
@@ -18,7 +20,7 @@
 //! copies and held-back messages can land between events of one group. The two runs are
 //! held to `common::scenarios::compare`: the same final records, each event applied once
 //! and in its sender's order, no empty commit. `STM_DUP_SCENARIOS` / `STM_DUP_SEED`
-//! override the count and the seed.
+//! override the count and the seed (printed on a failure).
 
 mod common;
 
@@ -27,13 +29,14 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use common::scenarios::{
-    compare, definitions_with_examples, env_u64, scenario, scenario_count, settled_outcome, Outcome, Rng,
-    Scenario, Step, Tally,
+    compare, definitions_with_examples, env_u64, relay_bounds, scenario, scenario_count, settled_outcome,
+    Outcome, Rng, Scenario, SeedOnFailure, Step, Tally,
 };
 use common::{object, START};
 use stm_runtime::eventsource::{self, EventSourceSettings};
 use stm_runtime::queue::QueueError;
 use stm_runtime::queue::{PublishFailure, ReceivedMessage};
+use stm_runtime::relay::RelayBounds;
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Driver, ManualClock, MemoryQueue, OutgoingMessage, Queue,
     Worker, WorkerSettings,
@@ -183,12 +186,22 @@ struct Harness {
     control: Control,
     clock: Arc<ManualClock>,
     settings: EventSourceSettings,
+    /// How the scheduled relay reads (drawn for the duplicated run: its reorders inside a
+    /// read and across reads both show).
+    bounds: RelayBounds,
     chaos: Option<Chaos>,
     counts: Counts,
 }
 
 impl Harness {
-    fn new(chaos: Option<Chaos>, copy_pct: u64, bypass_pct: u64, inline_flush: bool, batch: usize) -> Self {
+    fn new(
+        chaos: Option<Chaos>,
+        copy_pct: u64,
+        bypass_pct: u64,
+        inline_flush: bool,
+        batch: usize,
+        bounds: RelayBounds,
+    ) -> Self {
         let store = Arc::new(MemoryStore::new());
         let clock = Arc::new(ManualClock::new(START));
         let queue_rng = chaos.as_ref().map(|c| Rng::new(c.rng.0 ^ 0x9E37_79B9_7F4A_7C15));
@@ -231,6 +244,7 @@ impl Harness {
             control,
             clock,
             settings,
+            bounds,
             chaos,
             counts: Counts::default(),
         }
@@ -252,7 +266,10 @@ impl Harness {
         let (store, queue) = (self.store.clone(), self.queue.clone());
         let (store, queue): (&dyn ExecutionStore, &dyn Queue) = (store.as_ref(), queue.as_ref());
         if !self.roll(|c| c.double_relay_pct) {
-            return relay::relay_pending(store, queue).await.expect("relay").forwarded;
+            return relay::relay_pending_until(store, queue, None, None, f64::INFINITY, self.bounds)
+                .await
+                .expect("relay")
+                .forwarded;
         }
         self.counts.double_relays += 1;
         let mut spawns = store.pending_spawns().await.expect("pending spawns");
@@ -382,6 +399,7 @@ async fn run(h: &mut Harness, sc: &Scenario, id: &str, burst: bool, what: &str) 
 async fn duplicates_and_races_change_nothing() {
     let scenarios = scenario_count("STM_DUP_SCENARIOS", 240);
     let seed = env_u64("STM_DUP_SEED", 0xD0_0B1E_5EED);
+    let _report = SeedOnFailure::new("duplicates_and_races_change_nothing", "STM_DUP_SEED", seed);
     let mut master = Rng::new(seed);
     let mut copies = 0usize;
     let mut extra_deliveries = 0i64;
@@ -398,7 +416,7 @@ async fn duplicates_and_races_change_nothing() {
         let burst = sc.burst_ok && master.chance(50);
         bursts += usize::from(burst);
 
-        let mut base = Harness::new(None, 0, 0, true, 10);
+        let mut base = Harness::new(None, 0, 0, true, 10, RelayBounds::default());
         let expected = run(&mut base, &sc, &id, burst, &format!("{id} (duplicate-free)")).await;
 
         let chaos = Chaos {
@@ -410,12 +428,13 @@ async fn duplicates_and_races_change_nothing() {
         let bypass_pct = master.below(101);
         let inline_flush = master.chance(50);
         let batch = 1 + master.below(10) as usize;
+        let bounds = relay_bounds(&mut master);
         let what = format!(
             "scenario {n} ({}, burst {burst}, copy {copy_pct}%, bypass {bypass_pct}%, inline_flush \
-             {inline_flush}, batch {batch})",
+             {inline_flush}, batch {batch}, relay {bounds:?})",
             sc.definition
         );
-        let mut dup = Harness::new(Some(chaos), copy_pct, bypass_pct, inline_flush, batch);
+        let mut dup = Harness::new(Some(chaos), copy_pct, bypass_pct, inline_flush, batch, bounds);
         let got = run(&mut dup, &sc, &id, burst, &what).await;
         copies += dup.queue.copies();
         // messages the worker received beyond the duplicate-free run's

@@ -1,16 +1,20 @@
 //! The relay and the sweeper over MemoryStore + MemoryQueue: failed publishes stay pending
-//! (nothing is dropped) and keep their group's order; a double sweep sends one Timeout.
+//! (nothing is dropped) and keep their group's order; a double sweep sends one Timeout; in
+//! shapes drawn from a seed, every row reaches its group once, in commit order.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::faulty::Faulty;
-use common::{event, Stack};
-use serde_json::json;
-use stm_core::Status;
+use common::scenarios::{env_u64, relay_bounds, scenario_count, Rng, SeedOnFailure};
+use common::{event, object, Stack};
+use serde_json::{json, Value};
+use stm_core::{Event, Execution, Status};
 use stm_runtime::{relay, sweeper, MemoryQueue, Queue};
-use stm_store::{Commit, ExecutionStore, MemoryStore, SpawnIntent};
+use stm_store::contract::{wide_fan_out, WIDE_MIN_BYTES};
+use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, MemoryStore, SpawnIntent};
 
 #[tokio::test]
 async fn failed_publishes_stay_pending_and_the_next_run_delivers_them() {
@@ -198,4 +202,364 @@ async fn an_event_committed_between_the_relays_reads_never_overtakes_its_regions
         .await
         .expect("relay");
     assert_eq!(region_messages(), ["spawn", "event"]);
+}
+
+/// What the drawn shapes covered, summed over a run.
+#[derive(Default)]
+struct ShapeTotals {
+    rows: usize,
+    inline_flushes: usize,
+    relay_runs: usize,
+    /// Relay runs whose pending rows took more than one read (pages fall between rows).
+    multi_page_runs: usize,
+    /// Relay runs with 2 or more pending rows of one execution to one group.
+    shared_group_runs: usize,
+    /// Publishes cut by bytes before SQS's 10 entries.
+    byte_cut_chunks: usize,
+    largest_group_in_a_commit: usize,
+    /// Relay runs that ended with rows pending (the next run took them).
+    /// Spawn intents that shared a row with an earlier one (DynamoDB's packed rows).
+    packed_intents: usize,
+}
+
+/// How large a shape's commits may be: a MemoryStore takes any; DynamoDB's transaction
+/// takes 100 items and 4 MB, and a wide fan-out is drawn to fill most of one.
+#[derive(Clone, Copy)]
+struct Room {
+    /// Outbox rows a commit writes at most.
+    rows: usize,
+    /// The largest pad of an emitted event.
+    pad: u64,
+    /// A wide fan-out (past 100 intents, contexts filling several packed rows) in one
+    /// commit of the shape.
+    wide: bool,
+}
+
+const IN_MEMORY: Room = Room {
+    rows: usize::MAX,
+    pad: 250_000,
+    wide: false,
+};
+const IN_DYNAMODB: Room = Room {
+    rows: 60,
+    pad: 50_000,
+    wide: true,
+};
+
+/// The largest message a drawn row becomes (a 250 KB pad and its envelope).
+const LARGEST_ROW_MESSAGE: usize = 260_000;
+
+/// A size in `0..=max`, as often tiny as large ([`Rng::spread`]).
+fn drawn_bytes(rng: &mut Rng, max: u64) -> usize {
+    (rng.spread(max + 1) - 1) as usize
+}
+
+/// Scheduled relay runs with drawn bounds until nothing is pending (no publish fails here).
+/// A run may end before the backlog does (a pass that forwarded nothing, only rows without
+/// a target, ends it): the next one, a minute later in a deployment, goes on.
+async fn relay_run(
+    store: &dyn ExecutionStore,
+    queue: &MemoryQueue,
+    rng: &mut Rng,
+    totals: &mut ShapeTotals,
+    what: &str,
+) {
+    let bounds = relay_bounds(rng);
+    let spawns = store.pending_spawns().await.expect("spawns");
+    let outbox = store.pending_outbox().await.expect("outbox");
+    let mut per_group: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for s in &spawns {
+        *per_group
+            .entry((s.parent_id.clone(), s.child_id.clone()))
+            .or_default() += 1;
+    }
+    for o in &outbox {
+        let source = o.event.id.split("/c").next().unwrap_or_default().to_string();
+        *per_group
+            .entry((source, o.target_id.clone().unwrap_or_default()))
+            .or_default() += 1;
+    }
+    totals.relay_runs += 1;
+    let rows_of_spawns: std::collections::BTreeSet<i64> = spawns.iter().map(|s| s.seq).collect();
+    totals.packed_intents += spawns.len() - rows_of_spawns.len();
+    totals.multi_page_runs += usize::from(spawns.len() + outbox.len() > bounds.read_rows);
+    totals.shared_group_runs += usize::from(per_group.values().any(|n| *n >= 2));
+    let rows = spawns.len() + outbox.len();
+    let summary = relay::relay_pending_until(store, queue, None, None, f64::INFINITY, bounds)
+        .await
+        .expect("relay");
+    assert_eq!(
+        (summary.failed, summary.remaining),
+        (0, 0),
+        "{what}: relay with {bounds:?}: {summary:?}"
+    );
+    // one run drains the whole backlog, pass after pass, also when a pass acks only rows
+    // it does not send (a run that stopped there left the rest for the next minute's)
+    let left = store.pending_spawns().await.expect("spawns").len()
+        + store.pending_outbox().await.expect("outbox").len();
+    assert_eq!(
+        left, 0,
+        "{what}: {rows} rows, one relay run with {bounds:?} left some"
+    );
+}
+
+/// One drawn shape: 1–3 executions commit 2–8 times in a random interleaving; a commit
+/// writes 1–30 rows to each of a few groups (shared targets, and children its execution
+/// spawned earlier), interleaved, of 0 to 250 KB each (so byte limits cut SQS batches
+/// before their 10 entries), and 0–3 spawn intents. A commit is flushed inline (its rows
+/// alone, as the worker does) unless its execution already has rows waiting for the
+/// scheduled relay, which runs now and then with drawn bounds, and at the end. Within
+/// `room`; with `room.wide`, one commit is a wide fan-out
+/// ([`stm_store::contract::wide_fan_out`]) whose intents DynamoDB packs into several rows.
+async fn relay_shape(
+    store: &dyn ExecutionStore,
+    room: Room,
+    rng: &mut Rng,
+    n: u64,
+    totals: &mut ShapeTotals,
+) {
+    let queue = MemoryQueue::new(5);
+    let executions = rng.between(1, 3) as usize;
+    let shared: Vec<String> = (0..rng.between(1, 4)).map(|g| format!("s{n}-g{g}")).collect();
+    let mut exes: Vec<Execution> = (0..executions)
+        .map(|e| Execution::new(format!("s{n}-x{e}"), "Flat"))
+        .collect();
+    for exe in &mut exes {
+        store.save(exe).await.expect("create");
+    }
+    let mut children: Vec<Vec<String>> = vec![Vec::new(); executions];
+    // rows of an execution wait for the relay: its later commits wait too (the worker
+    // never flushes a commit before its execution's earlier rows are out)
+    let mut waiting = vec![false; executions];
+    // per (source execution, group): the rows it sent, in its commit order
+    let mut expected: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let what = format!("shape {n}");
+    let commits = rng.between(2, 8);
+    let wide_at = room.wide.then(|| rng.below(commits));
+    for k in 0..commits {
+        let wide = wide_at == Some(k);
+        let e = rng.below(executions as u64) as usize;
+        let id = exes[e].id.clone();
+        let mut targets: Vec<Option<String>> = shared
+            .iter()
+            .filter(|_| rng.chance(60))
+            .cloned()
+            .map(Some)
+            .collect();
+        targets.extend(children[e].iter().filter(|_| rng.chance(30)).cloned().map(Some));
+        if rng.chance(20) {
+            // an emit without a target: acked, never sent
+            targets.push(None);
+        }
+        let mut slots: Vec<Option<String>> = Vec::new();
+        for target in targets {
+            let rows = rng.between(1, 30) as usize;
+            totals.largest_group_in_a_commit = totals.largest_group_in_a_commit.max(rows);
+            slots.extend(std::iter::repeat_n(target, rows));
+        }
+        // the groups' rows interleaved in the commit
+        for i in (1..slots.len()).rev() {
+            slots.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        slots.truncate(if wide { 5 } else { room.rows });
+        // the commit's largest row, tiny to 250 KB: its rows drawn evenly below it, so a
+        // commit of large rows fills SQS batches by bytes before their 10 entries
+        let largest = if rng.chance(25) {
+            250_000
+        } else {
+            drawn_bytes(rng, 250_000) as u64
+        }
+        .min(if wide { 4_000 } else { room.pad });
+        let emits: Vec<(Option<String>, Event)> = slots
+            .into_iter()
+            .enumerate()
+            .map(|(r, target)| {
+                let row = format!("{id}/c{k}-r{r}");
+                let pad = "p".repeat(rng.below(largest + 1) as usize);
+                (target, event("Shaped", json!({ "pad": pad })).with_id(row))
+            })
+            .collect();
+        let spawns: Vec<SpawnIntent> = if wide {
+            wide_fan_out(rng, &id, &format!("c{k}"), WIDE_MIN_BYTES)
+        } else {
+            (0..rng.below(4))
+                .map(|j| SpawnIntent {
+                    child_id: format!("{id}:c{k}:{j}"),
+                    root_path: "root".into(),
+                    context: object(json!({ "pad": "c".repeat(drawn_bytes(rng, 100_000)) })),
+                })
+                .collect()
+        };
+        for sp in &spawns {
+            expected
+                .entry((id.clone(), sp.child_id.clone()))
+                .or_default()
+                .push(sp.child_id.clone());
+            children[e].push(sp.child_id.clone());
+        }
+        for (target, ev) in &emits {
+            if let Some(target) = target {
+                expected
+                    .entry((id.clone(), target.clone()))
+                    .or_default()
+                    .push(ev.id.clone());
+            }
+        }
+        totals.rows += spawns.len() + emits.len();
+        let commit = Commit {
+            emits,
+            spawns,
+            ..Commit::default()
+        };
+        store.commit(&mut exes[e], commit).await.expect("commit");
+        if !waiting[e] && rng.chance(60) {
+            // the inline flush: this commit's rows alone
+            let rows = store.pending_rows_of(&id).await.expect("rows of the commit");
+            let summary = relay::deliver(store, &queue, None, &rows.spawns, &rows.outbox).await;
+            assert_eq!(
+                (summary.failed, summary.remaining),
+                (0, 0),
+                "{what}: inline flush of commit {k}: {summary:?}"
+            );
+            totals.inline_flushes += 1;
+        } else {
+            waiting[e] = true;
+        }
+        if rng.chance(30) {
+            relay_run(store, &queue, rng, totals, &format!("{what}, after commit {k}")).await;
+            waiting.fill(false);
+        }
+    }
+    relay_run(store, &queue, rng, totals, &format!("{what}, the last run")).await;
+    assert!(
+        store.pending_spawns().await.expect("spawns").is_empty(),
+        "{what}: spawns left"
+    );
+    assert!(
+        store.pending_outbox().await.expect("outbox").is_empty(),
+        "{what}: outbox left"
+    );
+
+    totals.byte_cut_chunks += queue
+        .publish_calls()
+        .iter()
+        .filter(|call| {
+            // under 10 entries and within a largest row of the byte limit: cut by bytes
+            call.entries < stm_runtime::queue::MAX_BATCH
+                && call.bytes + LARGEST_ROW_MESSAGE > stm_runtime::queue::MAX_BATCH_BYTES
+        })
+        .count();
+    let mut arrived: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for message in queue.snapshot() {
+        let body: Value = serde_json::from_str(&message.body).expect("a message body is JSON");
+        let (source, row) = if message.spawn {
+            let parent = body["parent_id"].as_str().expect("parent").to_string();
+            (parent, body["child_id"].as_str().expect("child").to_string())
+        } else {
+            let row = body["id"].as_str().expect("event id").to_string();
+            (row.split("/c").next().unwrap_or_default().to_string(), row)
+        };
+        arrived
+            .entry((source, message.group_id.clone()))
+            .or_default()
+            .push(row);
+    }
+    for (key, rows) in &expected {
+        let got = arrived.get(key).map(Vec::as_slice).unwrap_or_default();
+        assert_eq!(
+            got,
+            rows.as_slice(),
+            "{what}: the rows {} sent to group {} arrived out of its commit order, or not once",
+            key.0,
+            key.1
+        );
+    }
+    assert_eq!(
+        arrived.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>(),
+        "{what}: messages to groups nobody sent to"
+    );
+}
+
+/// The relay's order in shapes drawn from a seed (`STM_RELAY_SHAPES_SEED`, printed on a
+/// failure; `STM_RELAY_SHAPES` shapes, default 30; see `relay_shape`): its reads of 1 to
+/// 100 rows and passes of 1 to 300, the byte cuts of its `SendMessageBatch` chunks and a
+/// group's 1 to 30 rows in one commit fall on each other at random, so a reorder inside
+/// one read, across reads or across chunks changes what a group receives. Each row must
+/// reach its group once, and the rows one execution sends to one group arrive in its
+/// commit order.
+#[tokio::test]
+async fn drawn_shapes_reach_each_group_once_in_commit_order() {
+    let seed = env_u64("STM_RELAY_SHAPES_SEED", 0x5A9E_0F0A_D3E5);
+    let shapes = scenario_count("STM_RELAY_SHAPES", 30);
+    let _report = SeedOnFailure::new(
+        "drawn_shapes_reach_each_group_once_in_commit_order",
+        "STM_RELAY_SHAPES_SEED",
+        seed,
+    );
+    let mut master = Rng::new(seed);
+    let mut totals = ShapeTotals::default();
+    for n in 0..shapes {
+        let mut rng = Rng::new(master.next());
+        relay_shape(&MemoryStore::new(), IN_MEMORY, &mut rng, n, &mut totals).await;
+    }
+    eprintln!(
+        "relay shapes: seed {seed:#x}, {shapes} shapes, {} rows; {} inline flushes, {} relay runs ({} over \
+         several reads, {} with 2+ rows of one group); {} publishes cut by bytes; up to {} rows of one group in a commit",
+        totals.rows,
+        totals.inline_flushes,
+        totals.relay_runs,
+        totals.multi_page_runs,
+        totals.shared_group_runs,
+        totals.byte_cut_chunks,
+        totals.largest_group_in_a_commit,
+    );
+    if shapes >= 20 {
+        // the shapes this suite is for were drawn
+        assert!(totals.multi_page_runs > 0 && totals.shared_group_runs > 0 && totals.byte_cut_chunks > 0);
+    }
+}
+
+/// The same over DynamoDB on moto (`STM_RELAY_MOTO_SHAPES` shapes, default 3, each on its
+/// own tables; the queue in memory): commits within a transaction's limits, one of them a
+/// wide fan-out whose intents the store packs into several rows, published 10 (or fewer,
+/// by bytes) a batch by the inline flush or the relay, a row acked once all its intents
+/// are out. Every intent reaches its child's group once; every row its group once, in its
+/// execution's commit order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drawn_shapes_over_dynamodb_reach_each_group_once_in_commit_order() {
+    let seed = env_u64("STM_RELAY_SHAPES_SEED", 0x5A9E_0F0A_D3E5);
+    let shapes = scenario_count("STM_RELAY_MOTO_SHAPES", 3);
+    let _report = SeedOnFailure::new(
+        "drawn_shapes_over_dynamodb_reach_each_group_once_in_commit_order",
+        "STM_RELAY_SHAPES_SEED",
+        seed,
+    );
+    let moto = stm_testkit::moto().await;
+    // not the in-memory test's shapes: these must fit DynamoDB's limits
+    let mut master = Rng::new(seed ^ 0xD7A_A0DB);
+    let mut totals = ShapeTotals::default();
+    for n in 0..shapes {
+        let options = CreateOptions {
+            prefix: stm_testkit::unique_prefix("relay-shapes"),
+            ..CreateOptions::default()
+        };
+        let store = DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
+            .await
+            .expect("tables");
+        let mut rng = Rng::new(master.next());
+        relay_shape(&store, IN_DYNAMODB, &mut rng, n, &mut totals).await;
+    }
+    eprintln!(
+        "relay shapes on DynamoDB: seed {seed:#x}, {shapes} shapes, {} rows ({} spawn intents in a row \
+         after another); {} inline flushes, {} relay runs ({} over several reads); {} publishes cut by bytes",
+        totals.rows,
+        totals.packed_intents,
+        totals.inline_flushes,
+        totals.relay_runs,
+        totals.multi_page_runs,
+        totals.byte_cut_chunks,
+    );
+    assert!(totals.packed_intents > 0, "no spawn row was packed");
+    stm_testkit::assert_no_access_denied();
 }

@@ -59,6 +59,8 @@ struct Rig {
     failed_url: String,
     /// A catch-all rule's queue: every status event.
     all_url: String,
+    /// The bus's name (the strict layer's faults per entry are keyed by it).
+    bus_name: String,
 }
 
 fn actions() -> ActionRegistry {
@@ -69,7 +71,8 @@ fn actions() -> ActionRegistry {
     actions
 }
 
-/// The bus `{prefix}-status` (the template's `StatusBus` name), the example rule to a
+/// The bus `{prefix}-status` (the template's `StatusBus` name, `{stem}-status`, with the
+/// test's prefix for the stem, as the strict layer maps it), the example rule to a
 /// queue and a catch-all rule to another, made as CloudFormation would (the admin port).
 async fn bus_and_rules(prefix: &str, sqs: &aws_sdk_sqs::Client, endpoint: &str) -> (String, String, String) {
     let events = EventBridgeBus::client(Some(endpoint), stm_testkit::REGION).await;
@@ -110,7 +113,7 @@ impl Rig {
         let bus = Arc::new(
             EventBridgeBus::new(
                 EventBridgeBus::client(Some(&parts.endpoint), stm_testkit::REGION).await,
-                bus_name,
+                bus_name.clone(),
             )
             .with_level(level),
         );
@@ -145,6 +148,7 @@ impl Rig {
             sqs: parts.client,
             failed_url,
             all_url,
+            bus_name,
         }
     }
 
@@ -341,6 +345,74 @@ async fn every_status_change_is_announced_and_a_lost_delete_repeats_its_id() {
     let failed = rig.delivered(&rig.failed_url).await;
     assert_eq!(failed.len(), 2);
     assert!(failed.iter().all(|d| d["status"] == "FAILED"));
+    stm_testkit::assert_no_access_denied();
+}
+
+/// Status events the bus refused stay pending and go out with a later run, each once:
+/// none is acknowledged as sent. The strict layer's faults per entry answer every
+/// `PutEvents` on the bus with 200, `FailedEntryCount` and `ThrottlingException` results
+/// for drawn entries (the rest put), first under the worker's inline flushes, then under
+/// a relay run; then the bus takes everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_events_the_bus_refused_stay_pending_until_it_takes_them() {
+    use stm_testkit::strict::entry_faults::EVENTS_FAILED_ENTRY;
+    let rig = Rig::new("status_refused", StatusEvents::All, true).await;
+    let ids: Vec<String> = (0..6).map(|i| format!("r{i}")).collect();
+    for id in &ids {
+        rig.control
+            .create("Charge", None, Some(id))
+            .await
+            .expect("create");
+    }
+    rig.drain().await;
+    let strict = stm_testkit::moto().await.strict();
+    strict.fault_entries(&rig.bus_name, 100.0, 43);
+    for id in &ids {
+        rig.control.send(id, &Event::new("Pay")).await.expect("pay");
+    }
+    // each inline flush puts its record's notice, which the bus refuses: the record is
+    // still done (a bus that is down must not hold back the execution's group)
+    rig.drain().await;
+    for id in &ids {
+        assert_eq!(rig.status(id).await, Status::Failed);
+    }
+    let refused = rig.relay().await;
+    let counts = strict.entry_faults(&rig.bus_name);
+    assert!(counts.injected(EVENTS_FAILED_ENTRY) > 0, "{counts:?}");
+    let left = rig.store.pending_outbox().await.expect("outbox").len();
+    assert!(
+        left > 0 && refused.remaining == left,
+        "the refused status events must stay pending: {left} rows left, {refused:?}, {counts:?}"
+    );
+    strict.fault_entries(&rig.bus_name, 0.0, 43);
+    let relayed = rig.relay().await;
+    assert_eq!(relayed.remaining, 0, "{relayed:?}");
+    assert!(rig.store.pending_outbox().await.expect("outbox").is_empty());
+
+    let mut announced: Vec<String> = rig
+        .delivered(&rig.all_url)
+        .await
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {}",
+                d["executionId"].as_str().unwrap_or("?"),
+                d["status"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    announced.sort();
+    let expected: Vec<String> = ids.iter().map(|id| format!("{id} FAILED")).collect();
+    assert_eq!(
+        announced, expected,
+        "each FAILED on the bus once, the refused ones included ({counts:?})"
+    );
+    let counts = strict.entry_faults(&rig.bus_name);
+    assert_eq!(
+        counts.outstanding.get(EVENTS_FAILED_ENTRY).copied().unwrap_or(0),
+        0,
+        "{counts:?}"
+    );
     stm_testkit::assert_no_access_denied();
 }
 

@@ -21,6 +21,8 @@ mod limits;
 mod listing;
 mod purge;
 mod rows;
+mod seeded;
+mod shapes;
 mod states;
 mod timers;
 mod trace;
@@ -49,6 +51,10 @@ pub use rows::{
     outbox_and_spawns_round_trip_and_ack, pending_rows_of_the_last_commit,
     seq_blocks_monotonic_across_concurrent_committers,
 };
+pub use seeded::{env_u64, Rng, SeedOnFailure};
+pub use shapes::{
+    drawn_shapes_come_back_whole_and_in_order, wide_fan_out, SHAPES_SEED_VAR, SHAPES_VAR, WIDE_MIN_BYTES,
+};
 pub use states::{in_states_finds_every_match_in_order, in_states_follow_each_commit};
 pub use timers::{
     due_timers_earliest_first, guarded_delete_survives_reschedule, timer_cancel_and_collapse_in_one_commit,
@@ -69,6 +75,7 @@ macro_rules! store_contract_tests {
             pending_rows_of_the_last_commit,
             oldest_pending_seqs_bounded_and_in_order,
             a_wide_fan_out_commits_whole,
+            drawn_shapes_come_back_whole_and_in_order,
             outbox_and_spawns_round_trip_and_ack,
             trace_ring_keeps_last_n,
             append_trace_and_read_back,

@@ -530,3 +530,86 @@ async fn no_retry_starts_past_the_invocations_deadline() {
     proxy.clear();
     assert_stored(&store, &before, &[], &["ev-1"]).await;
 }
+
+/// Faults per entry (the strict layer's fault mode, issue 43): a `TransactWriteItems`
+/// cancelled with a `ThrottlingError` reason is retried, then `Retryable` with nothing
+/// written; a `BatchGetItem` answered with `UnprocessedKeys` and a `BatchWriteItem`
+/// answered with `UnprocessedItems` (each 200, part of the batch done) are re-sent until
+/// every key is read and every row deleted.
+#[tokio::test]
+async fn batches_answered_in_part_are_resent_and_a_throttled_transaction_retried() {
+    use stm_testkit::strict::entry_faults::{TRANSACTION_THROTTLED, UNPROCESSED_ITEMS, UNPROCESSED_KEYS};
+    let moto = stm_testkit::moto().await;
+    let prefix = stm_testkit::unique_prefix("entries");
+    let options = CreateOptions {
+        prefix: prefix.clone(),
+        sdk_retry: Some(RetryConfig::standard().with_max_attempts(1)),
+        retry: RetryPolicy {
+            max_attempts: 4,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(40),
+        },
+        ..CreateOptions::default()
+    };
+    let store = DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
+        .await
+        .expect("store");
+    let strict = moto.strict();
+    let mut e = stored(&store, "f-entries").await;
+    let before = e.clone();
+
+    // every transaction on these tables cancelled for throttling
+    strict.fault_entries(&prefix, 0.0, 43);
+    strict.fault_entries_of(&prefix, TWI, 100.0);
+    let c = step(&mut e, "ev-0");
+    match store.commit(&mut e, c).await {
+        Err(StoreError::Retryable { message, .. }) => {
+            assert!(message.contains("ThrottlingError"), "{message}")
+        }
+        other => panic!("expected Retryable, got {other:?}"),
+    }
+    assert_eq!(e.version, 1, "the version is restored");
+    assert_eq!(
+        strict.entry_faults(&prefix).injected(TRANSACTION_THROTTLED),
+        4,
+        "4 attempts"
+    );
+    strict.fault_entries(&prefix, 0.0, 43);
+    assert_stored(&store, &before, &[], &["ev-0"]).await;
+    let mut seqs = Vec::new();
+    for id in ["ev-1", "ev-2", "ev-3"] {
+        let c = step(&mut e, id);
+        seqs.extend(store.commit(&mut e, c).await.expect("commit").outbox);
+    }
+
+    // every batch read and delete on these tables done in part
+    strict.fault_entries_of(&prefix, "BatchGetItem", 100.0);
+    strict.fault_entries_of(&prefix, "BatchWriteItem", 100.0);
+    let (loaded, processed) = store
+        .load_for_event("f-entries", "processed-ev-2")
+        .await
+        .expect("load for an event");
+    assert_eq!((loaded.as_ref(), processed), (Some(&e), true));
+    let rows = store.pending_rows(&[], &seqs).await.expect("pending rows");
+    let ids: Vec<String> = rows.outbox.iter().map(|o| o.event.id.clone()).collect();
+    assert_eq!(ids, ["ev-1", "ev-2", "ev-3"], "every row read, once, in order");
+    store.ack_rows(&[], &seqs).await.expect("ack");
+    strict.fault_entries(&prefix, 0.0, 43);
+    assert!(
+        store.pending_outbox().await.expect("outbox").is_empty(),
+        "every row deleted"
+    );
+
+    let counts = strict.entry_faults(&prefix);
+    for kind in [TRANSACTION_THROTTLED, UNPROCESSED_KEYS, UNPROCESSED_ITEMS] {
+        assert!(
+            counts.injected(kind) > 0 && counts.recovered(kind) > 0,
+            "{kind} injected and recovered from: {counts:?}"
+        );
+        assert_eq!(
+            counts.outstanding.get(kind).copied().unwrap_or(0),
+            0,
+            "{counts:?}"
+        );
+    }
+}

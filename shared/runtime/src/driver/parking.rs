@@ -43,8 +43,18 @@ pub(super) enum Gate {
 }
 
 /// The sweeper's `Timeout` for the `@parked` timer: never a step of the machine.
-pub(super) fn is_recheck(event: &Event) -> bool {
+pub(crate) fn is_recheck(event: &Event) -> bool {
     event.kind == "Timeout" && event.data.get("path").and_then(|p| p.as_str()) == Some(PARKED_PATH)
+}
+
+/// The line a release starts with (the embedded runner's and the worker's).
+pub(crate) fn log_release(exe: &Execution) {
+    tracing::info!(
+        execution_id = %exe.id,
+        version = %exe.definition_version.map_or("-".to_string(), |v| v.to_string()),
+        parked = exe.parked_events.len(),
+        "releasing parked events in order: the execution runs on a deployed version again"
+    );
 }
 
 impl Driver {
@@ -88,12 +98,7 @@ impl Driver {
         if exe.parked_events.iter().any(|p| p.id == event.id) {
             return Ok(true);
         }
-        exe.parked_events.push(event.clone());
-        exe.stamp(self.clock.now());
-        if let Err(err) = self.store.commit(exe, Commit::default()).await {
-            exe.parked_events.pop();
-            return Err(err.into());
-        }
+        self.append_parked(exe, event).await?;
         tracing::info!(
             execution_id = %exe.id,
             event_id = %event.id,
@@ -103,6 +108,18 @@ impl Driver {
             exe.id
         );
         Ok(true)
+    }
+
+    /// Append `event` to `exe`'s parked events in a commit of its own (CAS, no rows, its
+    /// processed mark left for when it steps); on failure `exe` is left as it was.
+    pub(crate) async fn append_parked(&self, exe: &mut Execution, event: &Event) -> Result<(), DriverError> {
+        exe.parked_events.push(event.clone());
+        exe.stamp(self.clock.now());
+        if let Err(err) = self.store.commit(exe, Commit::default()).await {
+            exe.parked_events.pop();
+            return Err(err.into());
+        }
+        Ok(())
     }
 
     async fn park(
@@ -193,23 +210,36 @@ impl Driver {
         if exe.parked_events.is_empty() {
             return Ok(report);
         }
-        tracing::info!(
-            execution_id = %exe.id,
-            version = %exe.definition_version.map_or("-".to_string(), |v| v.to_string()),
-            parked = exe.parked_events.len(),
-            "releasing parked events: the execution's version is deployed again"
-        );
-        while !exe.parked_events.is_empty() {
-            let event = exe.parked_events.remove(0);
-            let regions = Driver::region_ids(exe);
-            let step = if Driver::is_broadcast(&event, regions.len()) {
-                self.broadcast_on(defn, exe, &event, &regions).await?
-            } else {
-                self.step_on(defn, exe, Some(&event)).await?
-            };
+        log_release(exe);
+        while let Some(step) = self.release_next(defn, exe).await? {
             report.absorb(step);
-            report.released.push(event.id);
         }
         Ok(report)
+    }
+
+    /// Step the oldest parked event of `exe` in its own commit, which also takes it off
+    /// the list (`None`: nothing is parked). One commit a call, so that a caller that
+    /// delivers by queue publishes each commit's rows before the next commit
+    /// (`Worker::release_parked`); the embedded runner delivers after the whole release.
+    pub(crate) async fn release_next(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+    ) -> Result<Option<StepReport>, DriverError> {
+        if exe.parked_events.is_empty() {
+            return Ok(None);
+        }
+        let event = exe.parked_events.remove(0);
+        let regions = Driver::region_ids(exe);
+        let step = if Driver::is_broadcast(&event, regions.len()) {
+            self.broadcast_on(defn, exe, &event, &regions).await
+        } else {
+            self.step_on(defn, exe, Some(&event)).await
+        };
+        // on an error the caller drops `exe` and reloads: the stored item says what is
+        // still parked
+        let mut step = step?;
+        step.released.push(event.id);
+        Ok(Some(step))
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stm_core::Event;
+use stm_runtime::status::{StatusBus, StatusEvents};
 use stm_runtime::worker::{Failed, Handled};
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, DriverError, ManualClock,
@@ -28,9 +29,10 @@ enum Polled {
 }
 
 pub(crate) struct Harness {
-    /// The functions' store and queue.
+    /// The functions' store and queue, and the status bus (every status change announced).
     store: Arc<dyn ExecutionStore>,
     queue: Arc<dyn Queue>,
+    bus: Arc<dyn StatusBus>,
     /// The test's view of the store and of the queue.
     view_store: Arc<dyn ExecutionStore>,
     view: QueueView,
@@ -46,8 +48,7 @@ pub(crate) struct Harness {
 impl Harness {
     #[allow(clippy::too_many_arguments)] // the two sides of the stack and the knobs
     fn new(
-        store: Arc<dyn ExecutionStore>,
-        queue: Arc<dyn Queue>,
+        (store, queue, bus): (Arc<dyn ExecutionStore>, Arc<dyn Queue>, Arc<dyn StatusBus>),
         client_store: Arc<dyn ExecutionStore>,
         client_queue: Arc<dyn Queue>,
         view_store: Arc<dyn ExecutionStore>,
@@ -59,7 +60,8 @@ impl Harness {
         let clock = Arc::new(ManualClock::new(START));
         let driver = Driver::new(store.clone(), defs.clone(), ActionRegistry::with_builtins())
             .with_clock(clock.clone())
-            .with_trace(true);
+            .with_trace(true)
+            .with_status_events(StatusEvents::All);
         let worker = Worker::new(
             driver,
             queue.clone(),
@@ -74,14 +76,17 @@ impl Harness {
                 retry_max_seconds: 0,
                 ..WorkerSettings::default()
             },
-        );
+        )
+        .with_status_bus(bus.clone());
         let control_driver = Driver::new(client_store, defs.clone(), ActionRegistry::with_builtins())
             .with_clock(clock.clone())
-            .with_trace(true);
+            .with_trace(true)
+            .with_status_events(StatusEvents::All);
         let control = Control::new(control_driver, client_queue);
         Harness {
             store,
             queue,
+            bus,
             view_store,
             view,
             worker,
@@ -94,12 +99,11 @@ impl Harness {
     }
 
     /// The fault-free reference: MemoryStore + MemoryQueue.
-    pub(crate) fn memory(defs: &Definitions, knobs: Knobs, rng: Rng) -> Self {
+    pub(crate) fn memory(defs: &Definitions, knobs: Knobs, rng: Rng, bus: Arc<dyn StatusBus>) -> Self {
         let store: Arc<dyn ExecutionStore> = Arc::new(MemoryStore::new());
         let queue = Arc::new(MemoryQueue::new(1_000));
         Harness::new(
-            store.clone(),
-            queue.clone(),
+            (store.clone(), queue.clone(), bus),
             store.clone(),
             queue.clone(),
             store,
@@ -112,8 +116,7 @@ impl Harness {
 
     pub(crate) fn on_moto(moto: &Moto, side: &Side, defs: &Definitions, knobs: Knobs, rng: Rng) -> Self {
         Harness::new(
-            side.store.clone(),
-            side.queue.clone(),
+            (side.store.clone(), side.queue.clone(), moto.bus.clone()),
             side.client_store.clone(),
             side.client_queue.clone(),
             side.view_store.clone(),
@@ -193,7 +196,15 @@ impl Harness {
     /// next round retries).
     async fn relay(&mut self) -> usize {
         self.stats.relay_passes += 1;
-        match relay::relay_pending(self.store.as_ref(), self.queue.as_ref()).await {
+        let pass = relay::relay_pending_until(
+            self.store.as_ref(),
+            self.queue.as_ref(),
+            Some(self.bus.as_ref()),
+            None,
+            f64::INFINITY,
+            relay::RelayBounds::default(),
+        );
+        match pass.await {
             Ok(summary) => {
                 self.stats.relay_left += summary.remaining;
                 summary.forwarded + summary.remaining

@@ -1,17 +1,23 @@
 //! The randomized run: every scenario fault-free in memory, then on moto with faults, each
 //! ending as its reference; the summary line, and the coverage it must prove.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use stm_runtime::status::MemoryBus;
+
+use stm_testkit::strict::EntryFaultCounts;
 use stm_testkit::FaultProxy;
 
 use crate::common::scenarios::{
     compare, definitions_with_examples as definitions, env_u64, scenario, scenario_count, Rng, Tally,
 };
 use crate::harness::Harness;
-use crate::moto::Moto;
-use crate::settings::{env_f64, knobs, DYNAMODB_OPERATIONS, MAX_ROUNDS, SQS_OPERATIONS};
+use crate::moto::{announcement, Moto};
+use crate::settings::{
+    env_f64, knobs, CALL_FAULT_KINDS, DYNAMODB_OPERATIONS, ENTRY_FAULT_KINDS, MAX_ROUNDS, SQS_OPERATIONS,
+};
 use crate::stats::RunStats;
 
 #[derive(Default)]
@@ -25,10 +31,19 @@ struct Totals {
     sent: usize,
     stats: RunStats,
     reference_deliveries: usize,
+    /// Status events the bus delivered (repeats included).
+    announced: usize,
     tally: Tally,
 }
 
-fn summarize(seed: u64, percent: f64, totals: &Totals, proxy: &FaultProxy, elapsed: Duration) {
+fn summarize(
+    seed: u64,
+    (percent, entry_percent): (f64, f64),
+    totals: &Totals,
+    proxy: &FaultProxy,
+    entries: &EntryFaultCounts,
+    elapsed: Duration,
+) {
     let requests = proxy.requests_by_operation();
     let injected = proxy.injected_by_operation();
     // (faults injected, requests, "Op faults/requests, ...") over `ops`
@@ -50,12 +65,13 @@ fn summarize(seed: u64, percent: f64, totals: &Totals, proxy: &FaultProxy, elaps
     eprintln!(
         "aws_faults: seed {seed:#x}, rate {percent}%, {} scenarios {:?} (by SDK attempts per call {:?}, by layout {:?}); {} creates + {} events sent; \
          faults injected / requests: DynamoDB {ddb_faults}/{ddb_requests} ({ddb_each}), SQS \
-         {sqs_faults}/{sqs_requests} ({sqs_each}); faults by kind {:?}; worker deliveries {} ({} fault-free), \
+         {sqs_faults}/{sqs_requests} ({sqs_each}); faults by kind {:?}; faults per entry at {entry_percent}% of batch requests: \
+         injected {:?}, recovered {:?}, outstanding {:?}; worker deliveries {} ({} fault-free), \
          batch items reported failed {} (retryable {} of which {} after a failed inline flush, conflict {}, skipped behind one {}), redeliveries \
          dropped as duplicates {}; harness receive / delete failures {} / {}; relay passes failed {} \
          (entries left for the next pass {}), sweeps failed {} (timers left {}; due timers met with a \
          faulted sweeper {}); first sends followed by faulted publishes {}; client retries {}; \
-         events processed {} in {} commits; longest drain {} rounds (bound {MAX_ROUNDS}), waited \
+         events processed {} in {} commits; status events delivered {}; longest drain {} rounds (bound {MAX_ROUNDS}), waited \
          {:.1} s for messages in flight; events lost {}, duplicates applied {}; {:.1} s",
         totals.scenarios,
         totals.by_machine,
@@ -64,6 +80,9 @@ fn summarize(seed: u64, percent: f64, totals: &Totals, proxy: &FaultProxy, elaps
         totals.creates,
         totals.sent,
         proxy.injected_by_fault(),
+        entries.injected,
+        entries.recovered,
+        entries.outstanding,
         s.deliveries,
         totals.reference_deliveries,
         s.failed_items(),
@@ -83,6 +102,7 @@ fn summarize(seed: u64, percent: f64, totals: &Totals, proxy: &FaultProxy, elaps
         s.client_retries,
         totals.tally.processed,
         totals.tally.commits,
+        totals.announced,
         s.longest_drain,
         s.in_flight_wait.as_secs_f64(),
         totals.tally.lost,
@@ -95,6 +115,8 @@ fn summarize(seed: u64, percent: f64, totals: &Totals, proxy: &FaultProxy, elaps
 async fn aws_faults_change_nothing() {
     let scenarios = scenario_count("STM_FAULT_SCENARIOS", 32);
     let percent = env_f64("STM_FAULT_RATE", 10.0);
+    // the share of batch requests answered in part (the strict layer's faults per entry)
+    let entry_percent = env_f64("STM_FAULT_ENTRY_RATE", percent);
     let seed = env_u64("STM_FAULT_SEED", 0xFA01_7ED5_EED5);
     let sdk_attempts: Vec<u32> = std::env::var("STM_FAULT_SDK_ATTEMPTS")
         .unwrap_or_else(|_| "1,3".into())
@@ -107,7 +129,7 @@ async fn aws_faults_change_nothing() {
     );
     let defs = definitions();
     let moto = Moto::start("faults", &sdk_attempts).await;
-    moto.arm(percent, seed);
+    moto.arm(percent, entry_percent, seed);
     let started = Instant::now();
     let mut master = Rng::new(seed);
     let mut totals = Totals::default();
@@ -118,7 +140,8 @@ async fn aws_faults_change_nothing() {
         let run_rng = Rng::new(master.next());
         let id = format!("s{n}-{}", sc.definition.to_lowercase());
 
-        let mut clean = Harness::memory(&defs, knobs, run_rng.clone());
+        let clean_bus = Arc::new(MemoryBus::new());
+        let mut clean = Harness::memory(&defs, knobs, run_rng.clone(), clean_bus.clone());
         let expected = clean.run(&sc, &id, &format!("{id} (fault-free)"), None).await;
         assert_eq!(
             clean.stats.failed_items(),
@@ -139,6 +162,18 @@ async fn aws_faults_change_nothing() {
             ("fault-free", "faulty"),
             &what,
         );
+        // every status change announced, each at least once (a put repeated after a lost
+        // ack repeats one)
+        let want: BTreeSet<String> = clean_bus
+            .events()
+            .iter()
+            .filter_map(|e| serde_json::from_str::<serde_json::Value>(&e.detail).ok())
+            .map(|d| announcement(&d))
+            .collect();
+        let announced = moto.announced().await;
+        totals.announced += announced.len();
+        let have: BTreeSet<String> = announced.into_iter().collect();
+        assert_eq!(have, want, "{what}: the status events on the bus");
 
         totals.scenarios += 1;
         *totals.by_machine.entry(sc.definition).or_default() += 1;
@@ -154,11 +189,24 @@ async fn aws_faults_change_nothing() {
     }
     let elapsed = started.elapsed();
     moto.proxy.clear();
-    summarize(seed, percent, &totals, &moto.proxy, elapsed);
+    let strict = stm_testkit::moto().await.strict();
+    strict.fault_entries(&moto.prefix, 0.0, seed);
+    let entries = strict.entry_faults(&moto.prefix);
+    summarize(
+        seed,
+        (percent, entry_percent),
+        &totals,
+        &moto.proxy,
+        &entries,
+        elapsed,
+    );
     assert_eq!(totals.tally.lost, 0, "events lost");
     assert_eq!(totals.tally.duplicates, 0, "events applied twice");
     if percent > 0.0 && scenarios >= 10 {
         assert_coverage(&totals.stats, &moto.proxy);
+    }
+    if entry_percent > 0.0 && scenarios >= 10 {
+        assert_entry_coverage(&entries);
     }
     // every path the faults drove the functions into ran under their roles
     stm_testkit::assert_no_access_denied();
@@ -177,6 +225,16 @@ fn assert_coverage(s: &RunStats, proxy: &FaultProxy) {
         assert!(proxy.requests(op) > 0, "no {op} request went through the proxy");
         assert!(proxy.injected(op) > 0, "no fault was injected into {op}");
     }
+    let kinds = proxy.injected_by_fault();
+    let never: Vec<&str> = CALL_FAULT_KINDS
+        .iter()
+        .copied()
+        .filter(|k| kinds.get(*k).copied().unwrap_or(0) == 0)
+        .collect();
+    assert!(
+        never.is_empty(),
+        "fault kinds this suite names but never injected: {never:?} (injected: {kinds:?})"
+    );
     let paths = [
         (
             "a record reported failed as retryable and redelivered",
@@ -212,5 +270,31 @@ fn assert_coverage(s: &RunStats, proxy: &FaultProxy) {
     assert!(
         dead.is_empty(),
         "recovery paths no fault reached (the run proves nothing of them): {dead:?}"
+    );
+}
+
+/// The faults per entry prove only what they reached: every kind this suite names was
+/// injected, and entries of each kind went through later (the same message, key or item
+/// sent again and taken, or the same execution's commit taken), so the runtime's recovery
+/// from each (the relay's pending row and held-back group, the store's re-sent
+/// unprocessed keys and deletes, the commit's retry) ran.
+fn assert_entry_coverage(entries: &EntryFaultCounts) {
+    let never: Vec<&str> = ENTRY_FAULT_KINDS
+        .iter()
+        .copied()
+        .filter(|k| entries.injected(k) == 0)
+        .collect();
+    assert!(
+        never.is_empty(),
+        "faults per entry this suite names but never injected: {never:?} ({entries:?})"
+    );
+    let unrecovered: Vec<&str> = ENTRY_FAULT_KINDS
+        .iter()
+        .copied()
+        .filter(|k| entries.recovered(k) == 0)
+        .collect();
+    assert!(
+        unrecovered.is_empty(),
+        "faults per entry never recovered from (no refused entry of the kind went through later): {unrecovered:?} ({entries:?})"
     );
 }

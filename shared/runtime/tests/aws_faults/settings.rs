@@ -39,6 +39,25 @@ pub(crate) const SQS_OPERATIONS: [&str; 4] = [
     "ChangeMessageVisibility",
 ];
 
+/// The kinds of fault per entry the strict layer draws for this suite.
+pub(crate) const ENTRY_FAULT_KINDS: [&str; 5] = [
+    stm_testkit::strict::entry_faults::SQS_FAILED_ENTRY,
+    stm_testkit::strict::entry_faults::EVENTS_FAILED_ENTRY,
+    stm_testkit::strict::entry_faults::UNPROCESSED_KEYS,
+    stm_testkit::strict::entry_faults::UNPROCESSED_ITEMS,
+    stm_testkit::strict::entry_faults::TRANSACTION_THROTTLED,
+];
+
+/// The faults per call the proxy draws from ([`Fault::label`](stm_testkit::Fault::label)).
+pub(crate) const CALL_FAULT_KINDS: [&str; 6] = [
+    "Throttling",
+    "ProvisionedThroughputExceeded",
+    "500 InternalServerError",
+    "500 InternalError",
+    "DropResponse",
+    "TransactionConflict",
+];
+
 pub(crate) fn env_f64(name: &str, default: f64) -> f64 {
     std::env::var(name)
         .ok()

@@ -1,6 +1,6 @@
 //! What the randomized suites share (`crash_injection.rs`, `aws_faults.rs`,
-//! `duplicates_and_order.rs`): a seeded random source and the scenario machines with their
-//! event scripts.
+//! `duplicates_and_order.rs`, `relay_sweeper.rs`): a seeded random source, the relay's
+//! drawn bounds and the scenario machines with their event scripts.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,46 +12,20 @@ use stm_store::{DueTimer, ExecutionStore};
 
 use super::{event, observable};
 
-/// xorshift64* (no dependencies; deterministic for a seed).
-#[derive(Clone)]
-pub struct Rng(pub u64);
+/// The seeded generator, the environment's numbers and the seed a failure prints: the
+/// store's contract suite draws its shapes with the same.
+#[allow(unused_imports)] // a test binary without a randomized suite leaves some unused
+pub use stm_store::contract::{env_u64, Rng, SeedOnFailure};
 
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
+/// The relay's bounds drawn: reads of 1 to 100 rows, passes of 1 to 300, small as often as
+/// large ([`Rng::spread`]). The production relay's are 100 and 100,000, under which a
+/// suite's few rows share one read: a reorder across reads would never show, and with
+/// reads of 2 (the crash suite's) a reorder inside one would rarely.
+pub fn relay_bounds(rng: &mut Rng) -> stm_runtime::relay::RelayBounds {
+    stm_runtime::relay::RelayBounds {
+        read_rows: rng.spread(100) as usize,
+        pass_rows: rng.spread(300) as usize,
     }
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
-/// A number from the environment (decimal or `0x` hex), else `default`. A value that is set
-/// but is not a number fails: a typo must not quietly run the default.
-pub fn env_u64(name: &str, default: u64) -> u64 {
-    let Ok(text) = std::env::var(name) else {
-        return default;
-    };
-    let v = text.trim();
-    let parsed = match v.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-        None => v.parse().ok(),
-    };
-    parsed.unwrap_or_else(|| panic!("{name}={text:?} is not a number (decimal or 0x hex)"))
 }
 
 /// How many scenarios a randomized suite runs: `name` from the environment, else

@@ -44,6 +44,10 @@ async fn a_commit_whose_flush_died_is_delivered_before_the_next_event() {
         inline_flush: true,
         relay_between_polls: 0,
         burst: true,
+        relay: stm_runtime::relay::RelayBounds {
+            pass_rows: 3,
+            read_rows: 2,
+        },
     };
     let mut totals = Totals::default();
     for occurrence in [2, 3] {

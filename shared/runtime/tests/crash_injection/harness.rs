@@ -31,6 +31,10 @@ pub(crate) struct Knobs {
     pub(crate) relay_between_polls: u64,
     /// The script's consecutive sends go out back to back, without waiting for quiescence.
     pub(crate) burst: bool,
+    /// How the scheduled relay reads: small, so crashes land between its reads and passes,
+    /// and drawn, so a run's rows fall across reads or share one (an order broken inside
+    /// a read or across reads shows either way).
+    pub(crate) relay: relay::RelayBounds,
 }
 
 // --- the harness -----------------------------------------------------------------
@@ -180,18 +184,13 @@ impl Harness {
     /// One scheduled relay run; a crash counts as movement (the next round retries).
     pub(crate) async fn relay(&mut self) -> usize {
         self.plan.set_actor(Actor::Relay);
-        // small passes and reads, so that crashes land between them
-        let bounds = relay::RelayBounds {
-            pass_rows: 3,
-            read_rows: 2,
-        };
         let result = relay::relay_pending_until(
             self.crashing_store.as_ref(),
             self.crashing_queue.as_ref(),
             None,
             None,
             f64::INFINITY,
-            bounds,
+            self.knobs.relay,
         )
         .await;
         if self.plan.is_dead() {

@@ -10,7 +10,7 @@ use stm_store::ExecutionStore;
 use crate::common;
 use crate::common::queue_view::QueueView;
 use crate::common::scenarios::{
-    compare, definitions_with_examples as definitions, env_u64, scenario, scenario_count, Rng,
+    compare, definitions_with_examples as definitions, env_u64, scenario, scenario_count, Rng, SeedOnFailure,
 };
 use crate::harness::Harness;
 use crate::plan::CrashPlan;
@@ -21,6 +21,7 @@ use crate::wide::random_wide_runs;
 async fn crashes_change_nothing_in_memory() {
     let scenarios = scenario_count("STM_CRASH_SCENARIOS", 5_000);
     let seed = env_u64("STM_CRASH_SEED", 0xC2A5_4ED0_0D1E);
+    let _report = SeedOnFailure::new("crashes_change_nothing_in_memory", "STM_CRASH_SEED", seed);
     let defs = definitions();
     let started = Instant::now();
     let mut master = Rng::new(seed);
@@ -56,7 +57,13 @@ async fn crashes_change_nothing_in_memory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashes_change_nothing_over_dynamodb_and_sqs() {
     let scenarios = scenario_count("STM_CRASH_MOTO_SCENARIOS", 50);
-    let seed = env_u64("STM_CRASH_SEED", 0xC2A5_4ED0_0D1E) ^ 0x5EED_0FD1_5C00;
+    let base_seed = env_u64("STM_CRASH_SEED", 0xC2A5_4ED0_0D1E);
+    let _report = SeedOnFailure::new(
+        "crashes_change_nothing_over_dynamodb_and_sqs",
+        "STM_CRASH_SEED",
+        base_seed,
+    );
+    let seed = base_seed ^ 0x5EED_0FD1_5C00;
     let defs = definitions();
     // visibility 0: a batch a dead instance held comes back at once, as after its timeout
     let parts = common::moto_parts("crash", 0, 1_000).await;

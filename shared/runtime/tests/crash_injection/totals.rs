@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use stm_runtime::Definitions;
 
-use crate::common::scenarios::{Outcome, Rng, Scenario, Tally};
+use crate::common::scenarios::{relay_bounds, Outcome, Rng, Scenario, Tally};
 use crate::harness::{Harness, Knobs, RunStats, MAX_ROUNDS};
 use crate::plan::{Actor, Boundary, CrashPlan, CrashPoint, BOUNDARIES};
 
@@ -83,6 +83,7 @@ pub(crate) fn knobs(rng: &mut Rng, sc: &Scenario) -> Knobs {
         inline_flush: rng.chance(75),
         relay_between_polls: [0, 10, 30][rng.below(3) as usize],
         burst: rng.chance(50) && sc.burst_ok,
+        relay: relay_bounds(rng),
     }
 }
 

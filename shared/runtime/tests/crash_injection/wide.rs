@@ -31,6 +31,13 @@ const WIDE_PAD: usize = 6_000;
 /// byte limit), so the Nth publish of a flush ends at intent `10 * N`.
 const PUBLISH_BATCH: usize = 10;
 
+/// The relay's reads of 2 rows and passes of 3: the packed rows' crash points (between
+/// reads, between passes) are named by these.
+const WIDE_RELAY: stm_runtime::relay::RelayBounds = stm_runtime::relay::RelayBounds {
+    pass_rows: 3,
+    read_rows: 2,
+};
+
 /// The scenario machines, the examples and the wide fan-out.
 fn wide_definitions() -> Definitions {
     let mut defs = definitions();
@@ -60,6 +67,7 @@ fn wide_knobs(inline_flush: bool) -> Knobs {
         inline_flush,
         relay_between_polls: 0,
         burst: false,
+        relay: WIDE_RELAY,
     }
 }
 
@@ -358,6 +366,7 @@ pub(crate) async fn random_wide_runs(seed: u64, count: u64) -> Totals {
             // the relay's first run reads the parent's few packed rows (2 a read, 3 a pass)
             1 => {
                 knobs.inline_flush = false;
+                knobs.relay = WIDE_RELAY;
                 CrashPoint {
                     boundary: Boundary::BetweenRelayReads,
                     occurrence: 1 + rng.below(3),

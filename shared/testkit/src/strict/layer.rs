@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 
 use super::dynamodb::Metering;
+use super::entry_faults::{EntryFaultCounts, EntryFaults};
 use super::index_lag::{IndexLag, IndexView};
 use super::policies::Policies;
 use super::principal::Principal;
@@ -58,6 +59,7 @@ impl StrictLayer {
             queue_clocks: QueueClocks::default(),
             expired: Mutex::default(),
             slow: Mutex::default(),
+            entry_faults: EntryFaults::default(),
         });
         let mut listeners = Vec::new();
         let mut endpoints = BTreeMap::new();
@@ -202,5 +204,31 @@ impl StrictLayer {
     /// (moto's own behaviour).
     pub fn live_indexes(&self, table_prefix: &str) {
         self.shared.index_lag.clear(table_prefix);
+    }
+
+    /// The fault mode per entry (see [`entry_faults`]): from now on, each batch request on
+    /// a table, queue or bus whose name starts with `prefix` (`SendMessageBatch`,
+    /// `PutEvents`, `BatchGetItem`, `BatchWriteItem`, `TransactWriteItems`) is, with
+    /// probability `percent`, answered as AWS answers a batch it did only in part: failed
+    /// entries, unprocessed keys or items, a transaction cancelled for throttling. Drawn
+    /// from `seed`; `percent` 0 stops it (the counts stay).
+    ///
+    /// [`entry_faults`]: super::entry_faults
+    pub fn fault_entries(&self, prefix: &str, percent: f64, seed: u64) {
+        self.shared.entry_faults.set(prefix, percent, seed);
+    }
+
+    /// Under `prefix`, the requests of `operation` (e.g. `BatchWriteItem`) are answered in
+    /// part with probability `percent` instead of [`fault_entries`](Self::fault_entries)'
+    /// (which must come first; calling it again resets this): for an operation whose
+    /// requests are rarely large enough to be answered in part.
+    pub fn fault_entries_of(&self, prefix: &str, operation: &str, percent: f64) {
+        self.shared.entry_faults.set_operation(prefix, operation, percent);
+    }
+
+    /// What the fault mode per entry did under `prefix`: entries failed and let through
+    /// later, by kind ([`super::entry_faults::KINDS`]).
+    pub fn entry_faults(&self, prefix: &str) -> EntryFaultCounts {
+        self.shared.entry_faults.counts(prefix)
     }
 }

@@ -40,6 +40,12 @@
 //!   ([`StrictLayer::advance_queues`]): a message as old as its queue's retention period
 //!   is deleted, not received; moto keeps the wall clock.
 //!
+//! - **Faults per entry** ([`entry_faults`]), opt-in per name prefix
+//!   ([`StrictLayer::fault_entries`]): a batch answered as AWS answers one it did in part
+//!   (failed `SendMessageBatch` and `PutEvents` entries, `UnprocessedKeys`,
+//!   `UnprocessedItems`, a transaction cancelled with a `ThrottlingError` reason), with
+//!   counts of what was failed and later let through.
+//!
 //! - **A slow AWS**, opt-in per name prefix ([`StrictLayer::slow_requests`]): requests on
 //!   those tables and queues are held before they go on, for tests of deadlines.
 //!
@@ -55,6 +61,7 @@
 //! `rules.rs` is the registry of rule names ([`RULES`]).
 
 pub mod dynamodb;
+pub mod entry_faults;
 pub mod events;
 pub mod index_lag;
 pub mod retention;
@@ -69,6 +76,7 @@ mod serve;
 mod shared;
 mod wire;
 
+pub use self::entry_faults::EntryFaultCounts;
 pub use self::layer::StrictLayer;
 pub use self::principal::Principal;
 pub use self::refusal::Refusal;

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
-use super::dynamodb::{self, Metering};
+use super::dynamodb::{self, Metering, TableSchema};
+use super::entry_faults;
 use super::events;
 use super::principal::Principal;
 use super::refusal::{Refusal, Service};
@@ -123,6 +124,57 @@ pub(super) async fn serve(
         }
         shared.invalidate(operation, &body);
     }
+    // the fault mode per entry (opt-in per prefix), drawn on what would go to moto
+    let key_of = |table: &str, item: &Value| key_of(&schemas, table, item);
+    let mut entry_plan = entry_faults::Plan::default();
+    let mut forwarded = Value::Null;
+    if checked {
+        forwarded = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        entry_plan = shared.entry_faults.plan(operation, &forwarded, &key_of);
+        if let Some(cancelled) = &entry_plan.refuse {
+            return answer_json(&mut conn, 400, "TransactionCanceledException", cancelled).await;
+        }
+        if let Some(cut) = entry_plan.body.take() {
+            forwarded = cut;
+            request.body = forwarded.to_string().into_bytes();
+        }
+        if !entry_plan.sqs_failed.is_empty() {
+            partial_failures
+                .get_or_insert_with(Vec::new)
+                .append(&mut entry_plan.sqs_failed);
+            if forwarded["Entries"].as_array().is_none_or(Vec::is_empty) {
+                let failed = partial_failures.take().unwrap_or_default();
+                let answer = json!({"Successful": [], "Failed": failed});
+                return answer_json(&mut conn, 200, "", &answer).await;
+            }
+        }
+        if !entry_plan.events_failed.is_empty() {
+            // the plan's indexes are into the entries forwarded so far
+            let (keep, mut failed) = partial_events.take().unwrap_or_else(|| {
+                let n = body["Entries"].as_array().map_or(0, Vec::len);
+                ((0..n).collect(), Vec::new())
+            });
+            let refused: BTreeMap<usize, Value> = entry_plan.events_failed.drain(..).collect();
+            let mut still = Vec::new();
+            for (j, at) in keep.into_iter().enumerate() {
+                match refused.get(&j) {
+                    Some(result) => failed.push((at, result.clone())),
+                    None => still.push(at),
+                }
+            }
+            if still.is_empty() {
+                let answer = events::merge(None, &still, failed);
+                return answer_json(&mut conn, 200, "", &answer).await;
+            }
+            partial_events = Some((still, failed));
+        }
+    }
+    // DynamoDB: what is charged and indexed is what moto is asked to do
+    let body = if service == DYNAMODB_TARGET && entry_plan.unprocessed.is_some() {
+        forwarded.clone()
+    } else {
+        body
+    };
     // the items a write changes on tables whose indexes lag: their state before the first
     // write the layer sees, so the index can go on showing it
     let lagged_writes = if service == DYNAMODB_TARGET {
@@ -193,6 +245,15 @@ pub(super) async fn serve(
             answer = replace_body(&answer, &lagged);
         }
     }
+    if let (Some(prefix), Some((200, bytes))) = (&entry_plan.prefix, split_response(&answer)) {
+        let moto: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+        shared
+            .entry_faults
+            .went_through(prefix, operation, &forwarded, &moto, &key_of);
+        if let Some((field, unprocessed)) = &entry_plan.unprocessed {
+            answer = replace_body(&answer, &entry_faults::add_unprocessed(&moto, field, unprocessed));
+        }
+    }
     if let Some((keep, failed)) = partial_events {
         if let Some((200, bytes)) = split_response(&answer) {
             let moto: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
@@ -210,5 +271,42 @@ pub(super) async fn serve(
         None => answer,
     };
     conn.stream().write_all(&answer).await?;
+    conn.stream().shutdown().await
+}
+
+/// An item cut down to its table's key (the whole item when the schema is unknown).
+fn key_of(schemas: &BTreeMap<String, TableSchema>, table: &str, item: &Value) -> Value {
+    let Some(schema) = schemas.get(table) else {
+        return item.clone();
+    };
+    let mut key = serde_json::Map::new();
+    for name in std::iter::once(&schema.partition_key).chain(schema.sort_key.as_ref()) {
+        if let Some(v) = item.get(name) {
+            key.insert(name.clone(), v.clone());
+        }
+    }
+    Value::Object(key)
+}
+
+/// Answer the request with `body` ourselves (`error_type` set for an error answer).
+async fn answer_json(
+    conn: &mut Conn<tokio::net::TcpStream>,
+    status: u16,
+    error_type: &str,
+    body: &Value,
+) -> std::io::Result<()> {
+    let text = body.to_string();
+    let reason = if status == 200 { "OK" } else { "Bad Request" };
+    let error_header = if error_type.is_empty() {
+        String::new()
+    } else {
+        format!("x-amzn-ErrorType: {error_type}\r\n")
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/x-amz-json-1.0\r\n{error_header}x-amzn-RequestId: stm-strict-layer\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        text.len()
+    );
+    conn.stream().write_all(head.as_bytes()).await?;
+    conn.stream().write_all(text.as_bytes()).await?;
     conn.stream().shutdown().await
 }

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use serde_json::{json, Value};
 
 use super::dynamodb::{self, Metering, TableSchema};
+use super::entry_faults::EntryFaults;
 use super::index_lag::IndexLag;
 use super::policies::Policies;
 use super::retention::QueueClocks;
@@ -33,6 +34,8 @@ pub(super) struct Shared {
     ///
     /// [`StrictLayer::slow_requests`]: super::StrictLayer::slow_requests
     pub(super) slow: Mutex<BTreeMap<String, std::time::Duration>>,
+    /// The fault mode per entry: its prefixes and counts.
+    pub(super) entry_faults: EntryFaults,
 }
 
 impl Shared {
