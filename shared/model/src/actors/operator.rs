@@ -1,9 +1,10 @@
 //! The operator: `Control::suspend`, then `Control::resume`, then (with `Bounds::cancel`)
 //! `Control::cancel`, forceful as `Timed` models no `on Cancel`, of the timed execution
 //! (`shared/runtime/src/control.rs`). Each is its loads (the status check, then
-//! `commit_status`'s load: one step, since only this operator changes the status), then
-//! the rows of the execution's last block published and acked (`pending_rows_of`,
-//! `publish_batch`, `ack_rows`: the commit repoints the item's last-block record, and a
+//! `commit_status`'s load: one step, since only this operator changes the status), then,
+//! if its commit writes a row (`suspend`'s and `cancel`'s status events), the rows of the
+//! execution's last block published and acked (`deliver_last_block`: `pending_rows_of`,
+//! `publish_batch`, `ack_rows`; the commit repoints the item's last-block record, and a
 //! redelivery republishes only that), then `commit_status`'s commit (the status, and for
 //! `SUSPENDED` a status event's row): CAS on the version loaded, the whole attempt run
 //! again on a lost CAS up to `RETRIES` times, a finished execution left alone. A refused
@@ -35,7 +36,9 @@ fn load(model: &Protocol, s: &State, command: Command, lost: u8) -> Operator {
         // a finished execution is left alone
         return after(model, command);
     }
-    if model.operator_flushes() {
+    // only a commit that writes rows repoints the last block: `resume` writes none (the
+    // widest level announces no RUNNING), so it publishes nothing first
+    if model.operator_flushes() && command != Command::Resume {
         Operator::Pending(command, item.version, lost)
     } else {
         Operator::Commit(command, item.version, lost)
