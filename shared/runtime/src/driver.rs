@@ -6,7 +6,8 @@
 //! step in one atomic, version-checked write. The embedded runner (`stm run`), the
 //! local stack and the Lambda worker all go through it; they differ only in the
 //! store and in how committed outbox entries are delivered (inline here, by queue in
-//! the worker).
+//! the worker). What to do with an event at all (drain, park, release, broadcast or
+//! step) is decided once, by [`plan`], for every runner.
 //!
 //! The flows follow harel 0.9.0's `engine/driving.py` and `engine/hosting.py`.
 
@@ -25,6 +26,7 @@ mod embedded;
 mod error;
 mod explain;
 mod parking;
+mod plan;
 mod spawn;
 mod step;
 
@@ -33,6 +35,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use embedded::Held;
 pub use error::{check_event_size, check_execution_id, DriverError};
 pub(crate) use parking::{is_recheck, log_release, PARKED_PATH};
+pub use plan::{plan, region_ids, route, Arrival, Plan};
 pub use spawn::SpawnParents;
 pub use step::StepReport;
 pub(crate) use step::{armed, outbox_entries, spawn_entries};
@@ -146,6 +149,13 @@ impl Driver {
             Err(DriverError::VersionMissing { .. }) => Ok(None),
             Err(other) => Err(other),
         }
+    }
+
+    /// Whether this deploy has the version `exe` is pinned to ([`plan`]'s `deployed`): an
+    /// execution whose machine is missing altogether counts as deployed, so that its step
+    /// fails as it would have.
+    pub fn is_deployed(&self, exe: &Execution) -> bool {
+        !matches!(self.definition_for(exe), Err(DriverError::VersionMissing { .. }))
     }
 
     /// The machine an invoke of `fqn` starts: the one the parent's own version carries

@@ -1,17 +1,21 @@
 //! The worker: one SQS FIFO batch -> statechart steps, under the FIFO batch rules below.
 //!
-//! Per record, in order: parse; `load_for_event` (one store call); then
-//! - unknown execution or already processed: acknowledged as a no-op;
-//! - a spawn intent: the child is created (and started) idempotently;
+//! Per record, in order: parse; a spawn intent creates (and starts) the child
+//! idempotently; an event is loaded with its processed mark (`load_for_event`, one store
+//! call) and its [`plan`] carried out, delivering by queue:
+//! - unknown execution or already processed: acknowledged as a no-op (a duplicate first
+//!   publishes the execution's last block of rows again);
 //! - lifecycle: `SUSPENDED` parks the event on the execution's item until `resume` (only
 //!   an event the item has no room for waits in SQS, hidden and reported failed),
 //!   `CANCELLED` drains, `CANCELLING` drains everything but `Cancel`, `PENDING` drains
 //!   everything but `Start` (as harel's worker does);
+//! - a version not deployed parks it; parked events are released first, each commit's
+//!   rows published before the next commit;
 //! - a domain event for a parent with live regions is broadcast: one outbox entry per
 //!   region, committed with the parent's processed mark;
-//! - otherwise [`Driver::run_step`] runs the engine and the actions and commits once
-//!   with the CAS. An action error nothing in the model handles fails the execution
-//!   (`FAILED` + `error`), which is a committed step, not a failed record.
+//! - otherwise the driver runs the engine and the actions and commits once with the
+//!   CAS. An action error nothing in the model handles fails the execution (`FAILED` +
+//!   `error`), which is a committed step, not a failed record.
 //!
 //! Every dropped event gets an info line with a `reason` field: `event dropped: …` for the
 //! lifecycle drains above, and `ID did not take KIND` for what the engine took no
@@ -75,7 +79,7 @@ use stm_core::{Event, Execution, Status};
 use stm_store::{OutboxEntry, SpawnEntry};
 
 use crate::doorbell::Doorbell;
-use crate::driver::{Driver, DriverError, SpawnParents, StepReport};
+use crate::driver::{plan, Arrival, Driver, DriverError, Plan, SpawnParents, StepReport};
 use crate::queue::{Incoming, Queue};
 use crate::relay::{self, RelaySummary};
 
@@ -385,16 +389,108 @@ impl Worker {
             log_unknown(target_id, event);
             return Ok(Handled::UnknownExecution);
         };
-        if processed {
-            self.flush_pending(target_id, flushed).await?;
-            return Ok(Handled::Duplicate);
+        let plan = self.plan(&exe, event, processed);
+        self.carry_out(plan, &mut exe, event, flushed).await
+    }
+
+    /// The plan of `event`, from the queue, for the loaded `exe`.
+    fn plan(&self, exe: &Execution, event: &Event, processed: bool) -> Plan {
+        plan(
+            Arrival::Queue,
+            Some(exe),
+            event,
+            processed,
+            self.driver.is_deployed(exe),
+        )
+    }
+
+    /// Carry out `plan` for `event` on the loaded `exe`, delivering by queue: each commit's
+    /// rows are published (the inline flush) before the record is done.
+    async fn carry_out(
+        &self,
+        plan: Plan,
+        exe: &mut Execution,
+        event: &Event,
+        flushed: &mut RelaySummary,
+    ) -> Result<Handled, Failed> {
+        let started = std::time::Instant::now();
+        let from = exe.active_path.clone();
+        let (report, regions) = match plan {
+            Plan::Unknown => {
+                log_unknown(&exe.id, event);
+                return Ok(Handled::UnknownExecution);
+            }
+            Plan::Duplicate => {
+                self.flush_pending(&exe.id, flushed).await?;
+                return Ok(Handled::Duplicate);
+            }
+            Plan::Drain { reason } => {
+                log_drained(exe, event, reason);
+                return Ok(Handled::Drained { status: exe.status });
+            }
+            Plan::ParkWhileSuspended => return self.park_suspended(exe, event).await,
+            Plan::ParkForVersion => {
+                let report = self.driver.park_for_version(exe, event).await.map_err(classify)?;
+                // the driver logged it; the recheck timer may be near enough for a doorbell
+                self.ring(&exe.id, &report).await;
+                return Ok(Handled::ParkedForVersion {
+                    execution_id: exe.id.clone(),
+                    version: exe.definition_version,
+                });
+            }
+            Plan::Release => {
+                if self.release_parked(exe, event, flushed).await? == Release::TookTheEvent {
+                    return Ok(Handled::Processed {
+                        execution_id: exe.id.clone(),
+                        status: exe.status,
+                    });
+                }
+                // what was released may have finished regions, or moved the execution
+                let next = self.plan(exe, event, false);
+                return Box::pin(self.carry_out(next, exe, event, flushed)).await;
+            }
+            Plan::Recheck => {
+                // its redelivery after a release's last commit publishes the last block
+                self.flush_pending(&exe.id, flushed).await?;
+                let defn = self.driver.definition_for(exe).map_err(classify)?;
+                (self.driver.recheck(&defn, exe).await.map_err(classify)?, 0)
+            }
+            Plan::Broadcast { regions } => {
+                let defn = self.driver.definition_for(exe).map_err(classify)?;
+                let report = self
+                    .driver
+                    .commit_broadcast(&defn, exe, event, &regions)
+                    .await
+                    .map_err(classify)?;
+                (report, regions.len())
+            }
+            Plan::Step => {
+                let defn = self.driver.definition_for(exe).map_err(classify)?;
+                let report = self
+                    .driver
+                    .step_on(&defn, exe, Some(event))
+                    .await
+                    .map_err(classify)?;
+                (report, 0)
+            }
+        };
+        StepLog::after(from, exe).log(exe, event, regions, started.elapsed());
+        if let Some(reason) = &report.dropped {
+            self.log_dropped(exe, event, reason);
         }
-        match lifecycle_gate(&exe, event) {
-            Err(Failed::Parked) => self.park_suspended(&mut exe, event).await,
-            Err(other) => Err(other),
-            Ok(Some(handled)) => Ok(handled),
-            Ok(None) => self.step_loaded(&mut exe, event, flushed).await,
-        }
+        self.ring(&exe.id, &report).await;
+        self.flush(&exe.id, &report, flushed).await?;
+        Ok(if regions > 0 {
+            Handled::Broadcast {
+                execution_id: exe.id.clone(),
+                regions,
+            }
+        } else {
+            Handled::Processed {
+                execution_id: exe.id.clone(),
+                status: exe.status,
+            }
+        })
     }
 
     /// An event for a `SUSPENDED` execution: kept on its item until `resume` (the driver's
@@ -419,64 +515,6 @@ impl Worker {
             }
             Err(err) => Err(classify(err)),
         }
-    }
-
-    /// Step `event` on the loaded `exe` (new to it, past the lifecycle gate) in its own
-    /// commit: a broadcast to its live regions, or the engine's step; then the doorbells
-    /// and the inline flush.
-    async fn step_loaded(
-        &self,
-        exe: &mut Execution,
-        event: &Event,
-        flushed: &mut RelaySummary,
-    ) -> Result<Handled, Failed> {
-        if self.release_parked(exe, event, flushed).await? == Release::TookTheEvent {
-            return Ok(Handled::Processed {
-                execution_id: exe.id.clone(),
-                status: exe.status,
-            });
-        }
-        let regions = Driver::region_ids(exe);
-        let broadcast = Driver::is_broadcast(event, regions.len());
-        let started = std::time::Instant::now();
-        let from = exe.active_path.clone();
-        let report = if broadcast {
-            self.driver.commit_broadcast(exe, event, &regions).await
-        } else {
-            self.driver.run_step(exe, Some(event)).await
-        }
-        .map_err(classify)?;
-        if report.parked {
-            // the driver logged it; the recheck timer may be near enough for a doorbell
-            self.ring(&exe.id, &report).await;
-            return Ok(Handled::ParkedForVersion {
-                execution_id: exe.id.clone(),
-                version: exe.definition_version,
-            });
-        }
-        let step = StepLog::after(from, exe);
-        step.log(
-            exe,
-            event,
-            regions.len() * usize::from(broadcast),
-            started.elapsed(),
-        );
-        if let Some(reason) = &report.dropped {
-            self.log_dropped(exe, event, reason);
-        }
-        self.ring(&exe.id, &report).await;
-        self.flush(&exe.id, &report, flushed).await?;
-        Ok(if broadcast {
-            Handled::Broadcast {
-                execution_id: exe.id.clone(),
-                regions: regions.len(),
-            }
-        } else {
-            Handled::Processed {
-                execution_id: exe.id.clone(),
-                status: exe.status,
-            }
-        })
     }
 
     /// Before `event` steps on `exe`: the events parked on it (a resumed execution's, or
@@ -506,19 +544,10 @@ impl Worker {
         event: &Event,
         flushed: &mut RelaySummary,
     ) -> Result<Release, Failed> {
-        let recheck = crate::driver::is_recheck(event);
-        if exe.parked_events.is_empty() && !recheck {
-            return Ok(Release::Nothing);
-        }
-        let Some(defn) = self.driver.definition_if_deployed(exe).map_err(classify)? else {
-            return Ok(Release::Nothing);
-        };
+        let defn = self.driver.definition_for(exe).map_err(classify)?;
         self.flush_pending(&exe.id, flushed).await?;
-        if exe.parked_events.is_empty() {
-            return Ok(Release::Nothing);
-        }
         let mut takes_event = exe.parked_events.iter().any(|p| p.id == event.id);
-        if !recheck && !takes_event {
+        if !crate::driver::is_recheck(event) && !takes_event {
             match self.driver.append_parked(exe, event).await {
                 Ok(()) => takes_event = true,
                 // no room on the item for one more: it steps after the release, as it did
@@ -671,45 +700,34 @@ impl Worker {
 /// What [`Worker::release_parked`] did before an event's own step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Release {
-    /// Nothing was parked (or the version is not deployed: the gate parks the event).
-    Nothing,
-    /// The parked events stepped; the event steps next, on its own.
+    /// The parked events stepped; the event is planned again, on its own.
     Released,
     /// The event was parked behind them and stepped among them: its step is done.
     TookTheEvent,
 }
 
-/// The lifecycle rules; `Ok(Some)`: handled without running the engine.
-fn lifecycle_gate(exe: &Execution, event: &Event) -> Result<Option<Handled>, Failed> {
-    let drained = Ok(Some(Handled::Drained { status: exe.status }));
-    let reason = match exe.status {
-        Status::Suspended => return Err(Failed::Parked),
-        Status::Cancelled => "a CANCELLED execution takes no more events",
-        Status::Cancelling if event.kind != "Cancel" => "a CANCELLING execution takes only its Cancel",
-        Status::Pending if event.kind != "Start" => {
-            // harel drops it too: parking would hold the group's lock and block the Start
-            tracing::warn!(
+/// The line for an event the lifecycle drains ([`Plan::Drain`]): a warning for a
+/// `PENDING` execution's (its Start may be lost), else information.
+fn log_drained(exe: &Execution, event: &Event, reason: &'static str) {
+    // tracing's level is part of the call site, so one line is written at two levels
+    macro_rules! dropped {
+        ($level:ident) => {
+            tracing::$level!(
                 execution_id = %exe.id,
                 event_id = %event.id,
                 kind = %event.kind,
-                reason = "not started yet: a PENDING execution takes only its Start",
-                "event dropped: execution {} is PENDING",
-                exe.id
-            );
-            return drained;
-        }
-        _ => return Ok(None),
-    };
-    tracing::info!(
-        execution_id = %exe.id,
-        event_id = %event.id,
-        kind = %event.kind,
-        reason,
-        "event dropped: execution {} is {}",
-        exe.id,
-        exe.status
-    );
-    drained
+                reason,
+                "event dropped: execution {} is {}",
+                exe.id,
+                exe.status
+            )
+        };
+    }
+    if exe.status == Status::Pending {
+        dropped!(warn);
+    } else {
+        dropped!(info);
+    }
 }
 
 #[cfg(test)]

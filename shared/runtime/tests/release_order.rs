@@ -62,7 +62,7 @@ struct Faults {
 #[async_trait]
 impl StoreHook for Faults {
     async fn before(&self, call: &Call<'_>) -> Result<(), StoreError> {
-        let Call::Commit { exe } = call else {
+        let Call::Commit { exe, .. } = call else {
             return Ok(());
         };
         if exe.id != PARENT || !self.armed.load(Ordering::SeqCst) {

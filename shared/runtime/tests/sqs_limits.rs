@@ -607,11 +607,12 @@ async fn messages_sqs_could_never_take_are_refused_before_anything_is_written() 
     );
     // the broadcast commit (the worker's): refused before the commit
     let mut exe = mini.load("carrier").await;
-    let regions = Driver::region_ids(&exe);
+    let regions = stm_runtime::driver::region_ids(&exe);
+    let defn = mini.control.driver.definition_for(&exe).expect("deployed");
     too_large(
         mini.control
             .driver
-            .commit_broadcast(&mut exe, &huge, &regions)
+            .commit_broadcast(&defn, &mut exe, &huge, &regions)
             .await
             .expect_err("broadcast refused"),
     );

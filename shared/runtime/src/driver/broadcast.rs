@@ -1,45 +1,25 @@
-//! A domain event for a parent with live regions goes to the regions, not the parent:
-//! which regions, the queue-delivered broadcast commit (the worker's), and the parent's
-//! `ttl` re-armed, since a broadcast is activity.
+//! A domain event for a parent with live regions goes to the regions, not the parent
+//! ([`Plan::Broadcast`](super::Plan::Broadcast)): the queue-delivered broadcast commit (the worker's), the
+//! regions loaded for the inline one, and the parent's `ttl` re-armed, since a broadcast
+//! is activity.
 
-use stm_core::definition::CONTROL_EVENTS;
 use stm_core::engine;
 use stm_core::{Definition, Event, Execution};
 use stm_store::{Commit, TimerOp};
 
 use super::error::check_event_size;
+use super::plan::region_ids;
 use super::step::{armed, outbox_entries};
-use super::{parking, Driver, DriverError, StepReport};
+use super::{Driver, DriverError, StepReport};
 
 impl Driver {
-    /// The queue-delivered broadcast (the worker's): a domain event for a parent whose
+    /// The queue-delivered broadcast ([`Plan::Broadcast`](super::Plan::Broadcast) carried out by the worker,
+    /// and for an event released from the parked list): a domain event for a parent whose
     /// regions are live becomes one outbox entry per region, committed atomically with the
     /// parent's processed mark (and, for a machine with `ttl`, the re-armed budget: the
-    /// broadcast is activity). Nothing runs on the parent itself.
+    /// broadcast is activity). Nothing runs on the parent itself. `defn` is `exe`'s
+    /// version.
     pub async fn commit_broadcast(
-        &self,
-        exe: &mut Execution,
-        event: &Event,
-        region_ids: &[String],
-    ) -> Result<StepReport, DriverError> {
-        match self.parking_gate(exe, event).await? {
-            parking::Gate::Done(report) => Ok(report),
-            parking::Gate::Go(released, defn) => {
-                // what was released may have finished regions: broadcast to those still live
-                let live = Driver::region_ids(exe);
-                let region_ids = if released.released.is_empty() {
-                    region_ids
-                } else {
-                    &live
-                };
-                let step = self.broadcast_on(&defn, exe, event, region_ids).await?;
-                Ok(released.followed_by(step))
-            }
-        }
-    }
-
-    /// The broadcast commit of `exe` on `defn` (its version).
-    pub(super) async fn broadcast_on(
         &self,
         defn: &Definition,
         exe: &mut Execution,
@@ -77,34 +57,16 @@ impl Driver {
         })
     }
 
-    /// The regions a domain event for `exe` goes to when delivered by queue: every
-    /// unfinished, non-submachine child, whether or not its record exists yet. (A child
-    /// whose spawn intent is still on its way is created first: the intent was published
-    /// to the child's FIFO group before anything the parent sends it later.)
-    pub fn region_ids(exe: &Execution) -> Vec<String> {
-        exe.children
-            .iter()
-            .filter(|(_, cs)| !cs.finished && !cs.submachine)
-            .map(|(id, _)| id.clone())
-            .collect()
-    }
-
-    /// The live (unfinished, not submachine) regions of `exe` that a domain event is
-    /// broadcast to.
+    /// The regions of `exe` that a domain event is broadcast to ([`region_ids`]) that have
+    /// a record: the embedded runner's broadcast, loaded.
     pub(crate) async fn live_regions(&self, exe: &Execution) -> Result<Vec<Execution>, DriverError> {
         let mut live = Vec::new();
-        for id in Driver::region_ids(exe) {
+        for id in region_ids(exe) {
             if let Some(child) = self.store.load(&id).await? {
                 live.push(child);
             }
         }
         Ok(live)
-    }
-
-    /// Whether `event`, for an execution with `regions` live regions, is broadcast to
-    /// them rather than processed by the execution itself: a domain event, and regions.
-    pub(crate) fn is_broadcast(event: &Event, regions: usize) -> bool {
-        !CONTROL_EVENTS.contains(&event.kind.as_str()) && regions > 0
     }
 
     /// A domain event broadcast to regions never runs on the parent, but it is still

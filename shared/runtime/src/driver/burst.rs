@@ -12,12 +12,10 @@
 //!
 //! [`ExecutionStore::check_commit`]: stm_store::ExecutionStore::check_commit
 
-use std::sync::Arc;
-
 use stm_core::{Definition, Event, Execution};
 use stm_store::Commit;
 
-use super::{armed, outbox_entries, parking, spawn_entries, Driver, DriverError, StepReport};
+use super::{armed, outbox_entries, spawn_entries, Driver, DriverError, StepReport};
 
 /// Steps of one execution applied in memory and not yet written.
 #[derive(Debug, Default)]
@@ -98,21 +96,8 @@ fn split_off(c: &mut Commit, at: &Lengths) -> Commit {
 }
 
 impl Driver {
-    /// The machine to step `event` of `exe` on in a burst; `None` when the event needs the
-    /// one-event path: a domain event for live regions (a broadcast), or anything the
-    /// parking gate handles (a version not deployed, events parked on the execution, the
-    /// parked recheck). The caller applies the lifecycle rules and dedupe before.
-    pub fn burstable(&self, exe: &Execution, event: &Event) -> Option<Arc<Definition>> {
-        if !exe.parked_events.is_empty() || parking::is_recheck(event) {
-            return None;
-        }
-        if Driver::is_broadcast(event, Driver::region_ids(exe).len()) {
-            return None;
-        }
-        self.definition_for(exe).ok()
-    }
-
-    /// Step `event` on `exe` (on `defn`, from [`burstable`](Self::burstable)) into
+    /// Step `event` on `exe` (on `defn`, its version; the event's plan a
+    /// [`Plan::Step`](super::Plan::Step)) into
     /// `burst`, written later by [`commit_burst`](Self::commit_burst). Returns what it
     /// had to write first, when this step would have taken the commit over the store's
     /// limits (usually nothing).

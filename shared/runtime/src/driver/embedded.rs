@@ -1,12 +1,14 @@
 //! The embedded runner (harel's `DurableRunner`, what `stm run` drives): a create or an
-//! event stepped, then everything it enqueued delivered inline to quiescence, and due
-//! timers fired inline. The worker is the same steps with delivery by queue.
+//! event stepped as its [`plan`](super::plan) says, then everything it enqueued delivered
+//! inline to quiescence, and due timers fired inline. The worker carries out the same
+//! plans with delivery by queue.
 
 use stm_core::engine;
 use stm_core::{Event, Execution, Map};
 
 use super::error::check_execution_id;
-use super::{parking, Driver, DriverError};
+use super::plan::{plan, Arrival, Plan};
+use super::{Driver, DriverError};
 use crate::sweeper::TimerFate;
 
 /// An execution the embedded runner keeps between its events
@@ -87,31 +89,26 @@ impl Driver {
             .ok_or(DriverError::UnknownExecution(id))
     }
 
-    /// Feed one event to a stored execution and deliver what follows, inline.
+    /// Feed one event to a stored execution and deliver what follows, inline: the event's
+    /// [`plan`](super::plan) for a caller ([`Arrival::Caller`]) carried out, then everything
+    /// it enqueued.
     pub async fn process(&self, execution_id: &str, event: &Event) -> Result<Execution, DriverError> {
-        let mut exe = self
-            .store
-            .load(execution_id)
-            .await?
-            .ok_or_else(|| DriverError::UnknownExecution(execution_id.to_string()))?;
-        let Some(defn) = self.definition_if_deployed(&exe)? else {
-            // its version is not deployed: the event is parked on it (run_step), unchecked
-            self.step_unless_processed(&mut exe, event).await?;
-            return Ok(exe);
-        };
-        Driver::check_event(&defn, event)?;
-        let live = self.live_regions(&exe).await?;
-        let broadcast = Driver::is_broadcast(event, live.len());
-        if broadcast {
-            for mut region in live {
-                self.step_unless_processed(&mut region, event).await?;
-            }
-            self.rearm_ttl_after_broadcast(&mut exe, event).await?;
-        } else {
-            self.step_unless_processed(&mut exe, event).await?;
+        let (exe, processed) = self.store.load_for_event(execution_id, &event.id).await?;
+        let mut exe = exe.ok_or_else(|| DriverError::UnknownExecution(execution_id.to_string()))?;
+        // checked before anything runs, on a deployed version (a parked event is unchecked)
+        if let Some(defn) = self.definition_if_deployed(&exe)? {
+            Driver::check_event(&defn, event)?;
         }
-        // a broadcast wrote the regions and the parent's ttl, not `exe`: reload it
-        self.settle(&mut exe, broadcast).await?;
+        let stepped_alone = matches!(
+            plan(Arrival::Caller, Some(&exe), event, processed, true),
+            Plan::Step | Plan::Duplicate
+        );
+        if !processed {
+            self.step_inline(Arrival::Caller, &mut exe, event).await?;
+        }
+        // a broadcast or a release wrote more than `exe` (the regions, the parent's ttl):
+        // reload it
+        self.settle(&mut exe, !stepped_alone).await?;
         Ok(exe)
     }
 
@@ -153,15 +150,13 @@ impl Driver {
     /// turned out stale at the commit (nothing written then): `process` takes over.
     async fn step_held(&self, held: &mut Held, event: &Event) -> Result<bool, DriverError> {
         let Held { exe, before } = held;
-        // children: the event may be a broadcast to regions (which `process` loads);
-        // parked events: they are released first, each in its own commit; a recheck
-        // steps nothing
-        if !exe.children.is_empty() || !exe.parked_events.is_empty() || parking::is_recheck(event) {
-            return Ok(false);
-        }
         let Some(defn) = self.definition_if_deployed(exe)? else {
             return Ok(false);
         };
+        // a broadcast to regions, a release of parked events, a recheck: `process`
+        if plan(Arrival::Caller, Some(exe), event, false, true) != Plan::Step {
+            return Ok(false);
+        }
         Driver::check_event(&defn, event)?;
         if self.store.is_processed(&exe.id, &event.id).await? {
             return Ok(true);
@@ -175,14 +170,6 @@ impl Driver {
         };
         self.settle(exe, false).await?;
         Ok(true)
-    }
-
-    /// One step of `exe` on `event`, unless it already processed that event (a redelivery).
-    async fn step_unless_processed(&self, exe: &mut Execution, event: &Event) -> Result<(), DriverError> {
-        if !self.store.is_processed(&exe.id, &event.id).await? {
-            self.run_step(exe, Some(event)).await?;
-        }
-        Ok(())
     }
 
     /// After a step of `exe`: deliver inline what it enqueued, and make `exe` what is

@@ -4,6 +4,7 @@
 use stm_core::engine::{self, Explanation};
 use stm_core::{Event, Execution};
 
+use super::plan::{route, Arrival, Plan};
 use super::{Driver, DriverError};
 
 impl Driver {
@@ -19,11 +20,9 @@ impl Driver {
         if self.definition_if_deployed(exe)?.is_none() {
             return Ok(Vec::new());
         }
-        let live = self.live_regions(exe).await?;
-        let targets = if Driver::is_broadcast(event, live.len()) {
-            live
-        } else {
-            vec![exe.clone()]
+        let targets = match route(Arrival::Caller, exe, event) {
+            Plan::Broadcast { .. } => self.live_regions(exe).await?,
+            _ => vec![exe.clone()],
         };
         let mut out = Vec::with_capacity(targets.len());
         for target in targets {

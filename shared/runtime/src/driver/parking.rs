@@ -19,12 +19,10 @@
 //! The list lives in the execution's item, so it counts toward DynamoDB's 400 KB item
 //! size: an event that would not fit fails as a too-large write does.
 
-use std::sync::Arc;
-
-use stm_core::version::Version;
 use stm_core::{Definition, Event, Execution};
 use stm_store::{Commit, TimerOp};
 
+use super::plan::{route, Arrival, Plan};
 use super::{Driver, DriverError, StepReport};
 
 /// The timer path of a parked execution's recheck.
@@ -32,15 +30,6 @@ pub(crate) const PARKED_PATH: &str = "@parked";
 
 /// Seconds from one recheck of a parked execution to the next, when no event comes.
 pub(crate) const PARKED_RECHECK_SECONDS: f64 = 300.0;
-
-/// What the gate in front of a step decided.
-pub(super) enum Gate {
-    /// Step the event on this version; the report holds what was released before it.
-    Go(StepReport, Arc<Definition>),
-    /// The call is over: the event was parked, or was the recheck, or had been parked
-    /// and just stepped among the released ones.
-    Done(StepReport),
-}
 
 /// The sweeper's `Timeout` for the `@parked` timer: never a step of the machine.
 pub(crate) fn is_recheck(event: &Event) -> bool {
@@ -58,31 +47,6 @@ pub(crate) fn log_release(exe: &Execution) {
 }
 
 impl Driver {
-    /// In front of every event step: park `event` if `exe`'s version is not deployed,
-    /// else first step whatever was parked.
-    pub(super) async fn parking_gate(&self, exe: &mut Execution, event: &Event) -> Result<Gate, DriverError> {
-        let recheck = is_recheck(event);
-        match self.definition_for(exe) {
-            Err(DriverError::VersionMissing { version, .. }) => {
-                self.park(exe, event, recheck, version).await.map(Gate::Done)
-            }
-            Err(other) => Err(other),
-            Ok(defn) => {
-                let mut report = self.release_parked(&defn, exe).await?;
-                if recheck {
-                    report
-                        .armed_timers
-                        .extend(self.arm_missing_ttl(&defn, exe).await?);
-                }
-                if recheck || report.released.contains(&event.id) {
-                    Ok(Gate::Done(report))
-                } else {
-                    Ok(Gate::Go(report, defn))
-                }
-            }
-        }
-    }
-
     /// Keep `event` on `exe`, which is `SUSPENDED`, until a resume releases it: appended
     /// to `parked_events` in a commit of its own (CAS, as a step), its processed mark left
     /// for when it steps. `false`: nothing to keep (the recheck timer, which `resume` arms
@@ -122,13 +86,19 @@ impl Driver {
         Ok(())
     }
 
-    async fn park(
+    /// Keep `event` on `exe`, whose version this deploy does not have ([`Plan::ParkForVersion`](super::Plan::ParkForVersion)):
+    /// appended to the parked events with the recheck timer armed, in a commit of its own.
+    /// A redelivery of an event already kept, or a recheck with nothing waiting, changes
+    /// nothing.
+    pub(crate) async fn park_for_version(
         &self,
         exe: &mut Execution,
         event: &Event,
-        recheck: bool,
-        version: Version,
     ) -> Result<StepReport, DriverError> {
+        let recheck = is_recheck(event);
+        let version = exe
+            .definition_version
+            .map_or_else(|| "-".to_string(), |v| v.to_string());
         let parked = StepReport {
             parked: true,
             ..StepReport::default()
@@ -169,9 +139,21 @@ impl Driver {
         })
     }
 
-    /// A running execution whose machine has a `ttl` and that has none armed (a redrive
-    /// leaves it to the worker, whose clock it runs on): arm it from now. Returns the timer
-    /// armed, if any.
+    /// The parked recheck with nothing left to release ([`Plan::Recheck`](super::Plan::Recheck)): no step,
+    /// but a running execution whose machine has a `ttl` and that has none armed (a redrive
+    /// leaves it to the worker, whose clock it runs on) gets it, armed from now.
+    pub(crate) async fn recheck(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+    ) -> Result<StepReport, DriverError> {
+        Ok(StepReport {
+            armed_timers: self.arm_missing_ttl(defn, exe).await?.into_iter().collect(),
+            ..StepReport::default()
+        })
+    }
+
+    /// Arm `exe`'s missing `ttl` from now; the timer armed, if any.
     async fn arm_missing_ttl(
         &self,
         defn: &Definition,
@@ -199,9 +181,10 @@ impl Driver {
         Ok(Some((path, fire_at)))
     }
 
-    /// Step every parked event of `exe`, oldest first, each in its own commit. (The
-    /// recheck timer is left to lapse: firing with nothing parked, it changes nothing.)
-    async fn release_parked(
+    /// Step every parked event of `exe`, oldest first, each in its own commit, and deliver
+    /// after the whole release (the embedded runner's [`Plan::Release`](super::Plan::Release)). (The recheck timer is
+    /// left to lapse: firing with nothing parked, it changes nothing.)
+    pub(crate) async fn release_parked(
         &self,
         defn: &Definition,
         exe: &mut Execution,
@@ -230,11 +213,10 @@ impl Driver {
             return Ok(None);
         }
         let event = exe.parked_events.remove(0);
-        let regions = Driver::region_ids(exe);
-        let step = if Driver::is_broadcast(&event, regions.len()) {
-            self.broadcast_on(defn, exe, &event, &regions).await
-        } else {
-            self.step_on(defn, exe, Some(&event)).await
+        // released events were parked from the queue or by a caller: routed as those are
+        let step = match route(Arrival::Queue, exe, &event) {
+            Plan::Broadcast { regions } => self.commit_broadcast(defn, exe, &event, &regions).await,
+            _ => self.step_on(defn, exe, Some(&event)).await,
         };
         // on an error the caller drops `exe` and reloads: the stored item says what is
         // still parked

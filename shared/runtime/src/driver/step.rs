@@ -7,7 +7,8 @@ use stm_core::{Definition, Event, Execution, Map, Status, Value};
 use stm_store::{Commit, OutboxEntry, SpawnEntry, SpawnIntent, StoreError, TimerClaim, TimerOp};
 
 use super::error::check_step_messages;
-use super::{parking, Driver, DriverError};
+use super::plan::{plan, Arrival, Plan};
+use super::{Driver, DriverError};
 use crate::actions::{ActionInput, ActionRegistry};
 
 /// The idempotency keys of one step's actions: `{execution}:{event id|start}:{i}:{action}`.
@@ -235,7 +236,9 @@ impl Driver {
         Ok(Collected::default())
     }
 
-    /// Drive one step for `exe` (`None`: start it) and commit it atomically.
+    /// Drive one step for `exe` (`None`: start it) and commit it atomically: `event`'s
+    /// plan as an inline delivery carries it out ([`Arrival::Delivered`]), the caller
+    /// having checked that `exe` did not process it yet.
     ///
     /// An execution pinned to a version this deploy does not retain cannot step: the
     /// event is parked on the execution instead ([`StepReport::parked`]), and the events
@@ -250,17 +253,59 @@ impl Driver {
             let defn = self.definition_for(exe)?;
             return self.step_on(&defn, exe, None).await;
         };
-        match self.parking_gate(exe, event).await? {
-            parking::Gate::Done(report) => Ok(report),
-            parking::Gate::Go(released, defn) => {
-                let step = self.step_on(&defn, exe, Some(event)).await?;
-                Ok(released.followed_by(step))
-            }
+        self.step_inline(Arrival::Delivered, exe, event).await
+    }
+
+    /// Carry out `event`'s plan on `exe` the embedded runner's way (everything it
+    /// enqueues is delivered afterwards, inline). `exe` has not processed `event`.
+    pub(crate) async fn step_inline(
+        &self,
+        arrival: Arrival,
+        exe: &mut Execution,
+        event: &Event,
+    ) -> Result<StepReport, DriverError> {
+        let defn = self.definition_if_deployed(exe)?;
+        let mut report = StepReport::default();
+        loop {
+            let step = match (
+                plan(arrival, Some(exe), event, false, defn.is_some()),
+                defn.as_deref(),
+            ) {
+                (Plan::ParkForVersion, _) | (_, None) => self.park_for_version(exe, event).await?,
+                (Plan::Release, Some(defn)) => {
+                    let released = self.release_parked(defn, exe).await?;
+                    let took_it = released.released.contains(&event.id);
+                    report.absorb(released);
+                    if took_it {
+                        return Ok(report);
+                    }
+                    continue;
+                }
+                (Plan::Recheck, Some(defn)) => self.recheck(defn, exe).await?,
+                (Plan::Broadcast { regions }, Some(_)) => {
+                    for id in regions {
+                        let (region, processed) = self.store.load_for_event(&id, &event.id).await?;
+                        if let (Some(mut region), false) = (region, processed) {
+                            Box::pin(self.step_inline(Arrival::Delivered, &mut region, event)).await?;
+                        }
+                    }
+                    self.rearm_ttl_after_broadcast(exe, event).await?;
+                    StepReport::default()
+                }
+                (Plan::Step, Some(defn)) => self.step_on(defn, exe, Some(event)).await?,
+                // the queue's rows, and those of an execution that is not there or applied
+                // the event already, which the caller rules out: nothing steps
+                (
+                    Plan::Unknown | Plan::Duplicate | Plan::Drain { .. } | Plan::ParkWhileSuspended,
+                    Some(_),
+                ) => StepReport::default(),
+            };
+            return Ok(report.followed_by(step));
         }
     }
 
-    /// One step of `exe` on `defn` (its version), and its commit.
-    pub(super) async fn step_on(
+    /// One step of `exe` on `defn` (its version), and its commit ([`Plan::Step`]).
+    pub(crate) async fn step_on(
         &self,
         defn: &Definition,
         exe: &mut Execution,

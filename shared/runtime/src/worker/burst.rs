@@ -3,7 +3,7 @@
 //! record's processed mark, one call) and stepped in memory, in order, into as few
 //! commits as the store's limits allow ([`crate::driver::Burst`]).
 //!
-//! Each record still goes through every rule it would meet alone, in order, on the
+//! Each record still goes through every rule it would meet alone (its plan), in order, on the
 //! execution as the records before it left it: dedupe (a mark, or the same id earlier in
 //! the run), the lifecycle gates (`SUSPENDED` parks it and holds back the rest of its
 //! group, `CANCELLED`/`CANCELLING`/`PENDING` drain it), and the one-event path for a
@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use stm_core::{Event, Execution};
 use stm_store::StoreError;
 
-use super::{classify, lifecycle_gate, log_unknown, Failed, Handled, Record, StepLog, Worker};
-use crate::driver::{Burst, BurstStepError, BurstWritten, DriverError, StepReport};
+use super::{classify, log_unknown, Failed, Handled, Record, StepLog, Worker};
+use crate::driver::{Burst, BurstStepError, BurstWritten, DriverError, Plan, StepReport};
 use crate::queue::Incoming;
 use crate::relay::RelaySummary;
 
@@ -120,13 +120,10 @@ impl Worker {
                 break;
             }
             let duplicate = marks.get(k).copied().unwrap_or(false) || ids[..k].contains(&event.id.as_str());
-            let gate = if duplicate {
-                Ok(None)
-            } else {
-                lifecycle_gate(&exe, event)
-            };
-            let plain = (!duplicate && matches!(gate, Ok(None)))
-                .then(|| self.driver.burstable(&exe, event))
+            let plan = self.plan(&exe, event, duplicate);
+            // a plain step joins the burst; anything else takes the one-event path
+            let plain = (plan == Plan::Step)
+                .then(|| self.driver.definition_for(&exe).ok())
                 .flatten();
             if let Some(defn) = plain {
                 if pending.burst.is_empty() {
@@ -176,18 +173,7 @@ impl Worker {
             {
                 return results;
             }
-            let result = if duplicate {
-                self.flush_pending(&exe.id, flushed)
-                    .await
-                    .map(|()| Handled::Duplicate)
-            } else {
-                match gate {
-                    Ok(Some(handled)) => Ok(handled),
-                    Err(Failed::Parked) => self.park_suspended(&mut exe, event).await,
-                    Err(why) => Err(why),
-                    Ok(None) => self.step_loaded(&mut exe, event, flushed).await,
-                }
-            };
+            let result = self.carry_out(plan, &mut exe, event, flushed).await;
             let failed = result.is_err();
             results.push(result);
             if failed {

@@ -75,7 +75,7 @@ impl StoreHook for Faulty {
             Call::LoadForEvents { id, event_ids } if !event_ids.is_empty() => {
                 self.throttle_or_stall(id).await
             }
-            Call::Commit { exe } if self.on() && self.conflicting.contains(&exe.id.as_str()) => {
+            Call::Commit { exe, .. } if self.on() && self.conflicting.contains(&exe.id.as_str()) => {
                 Err(StoreError::Conflict {
                     id: exe.id.clone(),
                     expected: exe.version,

@@ -31,9 +31,11 @@ pub enum Call<'a> {
         id: &'a str,
         event_ids: &'a [&'a str],
     },
-    /// The execution as it is before the commit (after it, for [`StoreHook::after`]).
+    /// The execution as it is before the commit (after it, for [`StoreHook::after`]), and
+    /// what the commit writes with it.
     Commit {
         exe: &'a Execution,
+        commit: &'a stm_store::Commit,
     },
     IsProcessed,
     ListExecutions,
@@ -121,10 +123,20 @@ pub async fn commit_through<S: Hooked + ?Sized>(
     commit: stm_store::Commit,
 ) -> Result<Written, StoreError> {
     let hook = store.hook();
-    hook.before(&Call::Commit { exe: &*exe }).await?;
+    hook.before(&Call::Commit {
+        exe: &*exe,
+        commit: &commit,
+    })
+    .await?;
+    // the inner store takes the commit; `after` is shown a copy
+    let copy = commit.clone();
     let out = store.inner().commit(exe, commit).await;
     let out = out.and_then(|written| hook.committed(&written).map(|()| written));
-    hook.after(&Call::Commit { exe: &*exe }).await;
+    hook.after(&Call::Commit {
+        exe: &*exe,
+        commit: &copy,
+    })
+    .await;
     out
 }
 

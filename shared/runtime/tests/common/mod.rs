@@ -17,7 +17,7 @@ use stm_runtime::eventsource::{self, EventSourceSettings};
 use stm_runtime::{
     ActionRegistry, Clock, Control, Definitions, Driver, ManualClock, Queue, Worker, WorkerSettings,
 };
-use stm_store::{ExecutionStore, MemoryStore};
+use stm_store::ExecutionStore;
 
 pub const START: f64 = 1_700_000_000.0;
 
@@ -175,23 +175,6 @@ impl Stack {
             }
         }
         out
-    }
-}
-
-/// The embedded runner (`stm run`): `Driver::create`/`process` over a MemoryStore.
-pub struct Embedded {
-    pub store: Arc<MemoryStore>,
-    pub driver: Driver,
-    pub clock: Arc<ManualClock>,
-}
-
-impl Embedded {
-    pub fn new() -> Self {
-        let clock = Arc::new(ManualClock::new(START));
-        let store = Arc::new(MemoryStore::new());
-        let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins())
-            .with_clock(clock.clone());
-        Embedded { store, driver, clock }
     }
 }
 
