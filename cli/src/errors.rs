@@ -13,7 +13,7 @@
 
 use std::process::ExitCode;
 
-use stm_runtime::DriverError;
+use stm_runtime::{ControlError, DriverError};
 
 /// The exit codes and their meaning, as `stm --help` shows them.
 pub const EXIT_CODES: &str = "\
@@ -62,6 +62,18 @@ pub fn driver(err: DriverError) -> anyhow::Error {
     }
 }
 
+/// A control-plane failure in the user's terms, as [`driver`] words the driver's: no such
+/// execution is exit 1, a `send` of a `Start` is usage.
+#[cfg(feature = "aws")]
+pub fn control(err: ControlError) -> anyhow::Error {
+    match err {
+        ControlError::UnknownExecution(id) => no_execution(&id),
+        ControlError::Driver(err) => driver(err),
+        ControlError::StartRefused => usage(err.to_string()),
+        other => anyhow::Error::new(other),
+    }
+}
+
 /// Print `err` as `stm` prints every failure and give its exit code.
 pub fn report(err: &anyhow::Error, verbose: bool) -> ExitCode {
     if let Some(dsl) = err.downcast_ref::<stm_core::dsl::DslError>() {
@@ -88,7 +100,7 @@ fn one_line(err: &anyhow::Error) -> String {
             line.push_str(": ");
         }
         if is_configuration(cause) {
-            // as a function's cold start words it (through `DriverError`)
+            // as a function's failed init words it (stm-lambda's `InitFailed`)
             line.push_str("configuration error: ");
         }
         line.push_str(&cause.to_string());
@@ -102,7 +114,12 @@ fn one_line(err: &anyhow::Error) -> String {
 /// The runtime's configuration errors: the environment, the definitions, the bindings,
 /// and an event queue that cannot serve.
 fn is_configuration(err: &(dyn std::error::Error + 'static)) -> bool {
+    #[cfg(feature = "aws")]
+    if let Some(stm_runtime::config::InitError::Config(_)) = err.downcast_ref() {
+        return true;
+    }
     err.is::<stm_runtime::config::ConfigError>()
+        || err.is::<stm_runtime::remote::RemoteError>()
         || err
             .downcast_ref::<stm_runtime::queue::QueueError>()
             .is_some_and(|e| e.is_deployment())
@@ -113,7 +130,19 @@ fn carries_its_causes(err: &(dyn std::error::Error + 'static)) -> bool {
     if err.is::<crate::ops::MissingTables>() {
         return true;
     }
+    #[cfg(feature = "aws")]
+    if err.is::<stm_runtime::config::InitError>() {
+        return true;
+    }
+    // each of stm's errors: a wrapper of another is transparent, or its words already
+    // name what it wraps
     err.is::<DriverError>()
+        || err.is::<ControlError>()
+        || err.is::<stm_runtime::RelayError>()
+        || err.is::<stm_runtime::SweepError>()
+        || err.is::<stm_runtime::doorbell::DoorbellError>()
+        || err.is::<stm_runtime::eventsource::EventSourceError>()
+        || err.is::<stm_runtime::remote::RemoteError>()
         || err.is::<stm_store::StoreError>()
         || err.is::<stm_runtime::config::ConfigError>()
         || err.is::<stm_runtime::queue::QueueError>()
@@ -149,16 +178,15 @@ mod tests {
 
     #[test]
     fn a_configuration_error_reads_as_in_a_cold_start_however_it_arrives() {
-        let cold_start = DriverError::from(bad_trace_max()).to_string();
-        assert_eq!(
-            cold_start,
-            "configuration error: STM_TRACE_MAX=\"many\": expected a whole number"
-        );
+        let cold_start = "configuration error: STM_TRACE_MAX=\"many\": expected a whole number";
         // straight from the config module, through `?`
         assert_eq!(one_line(&anyhow::Error::new(bad_trace_max())), cold_start);
-        // through DriverError: one prefix, not two
+        // through a function's init error, which relays it as it is: one prefix, not two
+        #[cfg(feature = "aws")]
         assert_eq!(
-            one_line(&anyhow::Error::new(DriverError::from(bad_trace_max()))),
+            one_line(&anyhow::Error::new(stm_runtime::config::InitError::from(
+                bad_trace_max()
+            ))),
             cold_start
         );
         // under a command's context
@@ -166,6 +194,17 @@ mod tests {
             .context("the worker's settings")
             .expect_err("failed");
         assert_eq!(one_line(&err), format!("the worker's settings: {cold_start}"));
+    }
+
+    #[cfg(feature = "aws")]
+    #[test]
+    fn a_control_error_reads_as_the_driver_error_it_relays() {
+        let refused = stm_runtime::ControlError::from(DriverError::AlreadyExists("o-1".into()));
+        let err = control(refused);
+        assert_eq!(one_line(&err), "execution \"o-1\" already exists");
+        assert_eq!(err.chain().count(), 1, "-v lists no cause twice");
+        let err = control(stm_runtime::ControlError::UnknownExecution("o-2".into()));
+        assert!(one_line(&err).starts_with("no execution \"o-2\""), "{err}");
     }
 
     #[test]

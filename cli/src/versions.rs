@@ -241,7 +241,7 @@ async fn migrate_executions(args: MigrateArgs) -> Result<()> {
             let moved = control
                 .migrate(&id, to, map, args.dry_run)
                 .await
-                .map_err(crate::errors::driver)?;
+                .map_err(crate::errors::control)?;
             for m in &moved {
                 let paths: Vec<String> = m.moved.iter().map(|(o, n)| format!("{o} -> {n}")).collect();
                 println!(

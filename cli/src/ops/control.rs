@@ -262,7 +262,7 @@ pub async fn apply_control(
         ControlCommand::Terminate => control.terminate(id).await,
         ControlCommand::Redrive(at) => control.redrive(id, at).await,
     }
-    .map_err(errors::driver)?;
+    .map_err(errors::control)?;
     let after = load(connected.store.as_ref(), id).await?;
     let note = match (&command, after.status) {
         (ControlCommand::Cancel(Some(_)), Status::Cancelled) => {

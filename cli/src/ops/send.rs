@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Args;
 use stm_core::{Event, Map, Status};
-use stm_runtime::DriverError;
+use stm_runtime::{ControlError, DriverError};
 use stm_store::ExecutionStore;
 
 use super::{load, opt, Deployment};
@@ -83,7 +83,7 @@ async fn create_execution(
         .control
         .create(name, seed, id)
         .await
-        .map_err(errors::driver)?;
+        .map_err(errors::control)?;
     println!("{}", exe.id);
     Ok(())
 }
@@ -127,7 +127,7 @@ async fn send_event(
     match connected.control.send(id, &event).await {
         Ok(()) => {}
         // no definitions here to check the event against: send it as it is
-        Err(DriverError::UnknownDefinition(_) | DriverError::Resolve(_)) => {
+        Err(ControlError::Driver(DriverError::UnknownDefinition(_) | DriverError::Resolve(_))) => {
             let message = stm_runtime::OutgoingMessage::event(id, &event);
             if let Some(failure) = connected
                 .control
@@ -143,7 +143,7 @@ async fn send_event(
                 );
             }
         }
-        Err(other) => return Err(errors::driver(other)),
+        Err(other) => return Err(errors::control(other)),
     }
     let Some(wait) = wait else {
         println!(

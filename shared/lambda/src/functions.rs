@@ -10,6 +10,7 @@ use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
 use stm_runtime::config::{DeploymentCheck, Function, FunctionContext};
 use stm_runtime::ActionRegistry;
 
+use crate::error::InitFailed;
 use crate::events::{deadline_from_epoch_millis, handle_doorbell_event, handle_sqs_event};
 use crate::HandlerError;
 
@@ -199,8 +200,9 @@ where
     let (context, check) = match FunctionContext::from_env_checking(function).await {
         Ok(built) => built,
         Err(err) => {
-            tracing::error!(error = %err, "{name} init failed");
-            eprintln!("{name} init failed: {err}");
+            let failed = InitFailed::new(name, err);
+            tracing::error!(error = %failed.reason(), "{name} init failed");
+            eprintln!("{failed}");
             return ExitCode::FAILURE;
         }
     };
@@ -243,13 +245,10 @@ impl InitCheck {
         );
         result.map_err(|err| {
             let name = self.name;
-            tracing::error!(error = %err, "{name} init failed");
-            eprintln!("{name} init failed: {err}");
-            let (error_type, message) = stm_runtime::config::error_parts(&err);
-            Diagnostic {
-                error_type,
-                error_message: format!("{name} init failed: {message}"),
-            }
+            let failed = InitFailed::new(name, err);
+            tracing::error!(error = %failed.reason(), "{name} init failed");
+            eprintln!("{failed}");
+            Diagnostic::from(failed)
         })
     }
 }

@@ -26,7 +26,8 @@
 //! ```
 //!
 //! A handler's failure reaches Lambda as a [`lambda_runtime::Diagnostic`] through
-//! [`HandlerError`]'s `From` impl: `errorType` is `stm.` and the Python exception name
+//! [`HandlerError`]'s `From` impl, and a failed init (a missing table, which the first
+//! invocation finds) through its own: `errorType` is `stm.` and the Python exception name
 //! harel would raise (`stm.StoreError`), `errorMessage` the error's text.
 
 mod error;

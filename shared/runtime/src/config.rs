@@ -13,7 +13,7 @@ use stm_store::ExecutionStore;
 
 use crate::actions::ActionRegistry;
 use crate::definitions::Definitions;
-use crate::driver::{Driver, DriverError};
+use crate::driver::Driver;
 
 // what a function builds from its configuration: the AWS clients (feature `aws`)
 // the configuration's error type
@@ -25,6 +25,7 @@ mod clients;
 #[cfg(feature = "aws")]
 pub use clients::{
     aws_clients, provide_clients, provide_clients_from_env, DeploymentCheck, Function, FunctionContext,
+    InitError,
 };
 
 pub use stm_store::{DEFAULT_PREFIX, DEFAULT_REGION};
@@ -433,16 +434,11 @@ pub fn driver(
     store: Arc<dyn ExecutionStore>,
     definitions: Definitions,
     actions: ActionRegistry,
-) -> Result<Driver, DriverError> {
+) -> Result<Driver, ConfigError> {
     check_actions(&definitions, &actions)?;
     Ok(Driver::new(store, definitions, actions)
         .with_trace(config.trace)
         .with_status_events(config.status_events))
-}
-
-/// A Lambda error's `(errorType, errorMessage)` for a failed invocation.
-pub fn error_parts(err: &DriverError) -> (String, String) {
-    (format!("stm.{}", err.python_type()), err.to_string())
 }
 
 /// JSON log lines on stdout (CloudWatch), level from `RUST_LOG` (default `info`).
@@ -499,9 +495,8 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(
-            DriverError::from(err).to_string(),
-            "configuration error: STM_TRACE_MAX=\"many\": expected a whole number"
-        );
+        // the variable, its value and what it takes (a function's init and the CLI say
+        // `configuration error: ` before it)
+        assert_eq!(err.to_string(), "STM_TRACE_MAX=\"many\": expected a whole number");
     }
 }

@@ -18,13 +18,16 @@ use std::sync::Arc;
 use stm_core::{engine, Event, Execution, Map, Status};
 use stm_store::{Commit, OutboxEntry};
 
-use crate::driver::{check_event_size, Driver, DriverError};
+use crate::driver::{check_event_size, Driver};
 use crate::queue::{OutgoingMessage, Queue};
 use crate::relay;
 
+mod error;
 mod migrate;
 mod redrive;
-pub use migrate::{Migration, PathMap};
+pub use error::ControlError;
+pub use migrate::{Migration, MigrationRefusal, PathMap, UnmappedPath};
+pub use redrive::RedriveRefusal;
 
 /// The trace step of a control-plane command that moves an execution (`migrate`,
 /// `redrive`): in the shape of an event step (what `stm trace` reads), with `cause`
@@ -91,12 +94,12 @@ impl Control {
         Control { driver, queue }
     }
 
-    async fn load(&self, id: &str) -> Result<Execution, DriverError> {
+    async fn load(&self, id: &str) -> Result<Execution, ControlError> {
         self.driver
             .store
             .load(id)
             .await?
-            .ok_or_else(|| DriverError::UnknownExecution(id.to_string()))
+            .ok_or_else(|| ControlError::UnknownExecution(id.to_string()))
     }
 
     /// Create an execution of `definition_id` and queue its `Start`.
@@ -105,7 +108,7 @@ impl Control {
         definition_id: &str,
         context: Option<Map>,
         execution_id: Option<&str>,
-    ) -> Result<Execution, DriverError> {
+    ) -> Result<Execution, ControlError> {
         stm_aws::as_function("operator", async {
             let mut exe = self
                 .driver
@@ -135,13 +138,10 @@ impl Control {
 
     /// Publish `event` to execution `execution_id`, checked against the machine's
     /// declaration when the execution exists.
-    pub async fn send(&self, execution_id: &str, event: &Event) -> Result<(), DriverError> {
+    pub async fn send(&self, execution_id: &str, event: &Event) -> Result<(), ControlError> {
         stm_aws::as_function("operator", async {
             if event.kind == "Start" {
-                return Err(DriverError::Event {
-                    kind: event.kind.clone(),
-                    problems: vec!["send() refuses a Start event: use create()".into()],
-                });
+                return Err(ControlError::StartRefused);
             }
             // before anything else (a pending Start is not published for an event that could
             // never follow it)
@@ -165,11 +165,10 @@ impl Control {
                 .first()
             {
                 None => Ok(()),
-                Some(failure) => Err(crate::queue::QueueError::failed(
-                    failure.code.clone(),
-                    failure.message.clone(),
-                )
-                .into()),
+                Some(failure) => Err(ControlError::Refused {
+                    code: failure.code.clone(),
+                    message: failure.message.clone(),
+                }),
             }
         })
         .await
@@ -177,7 +176,7 @@ impl Control {
 
     /// Cancel respecting the machine: cooperative when the active state models `Cancel`,
     /// forceful otherwise (and always for a FAILED execution). Children are terminated.
-    pub async fn cancel(&self, execution_id: &str, reason: Option<Map>) -> Result<(), DriverError> {
+    pub async fn cancel(&self, execution_id: &str, reason: Option<Map>) -> Result<(), ControlError> {
         stm_aws::as_function("operator", async {
             for _ in 0..RETRIES {
                 let mut exe = self.load(execution_id).await?;
@@ -224,7 +223,7 @@ impl Control {
                 self.flush(&outbox).await;
                 return Ok(());
             }
-            Err(DriverError::Store(stm_store::StoreError::retryable(format!(
+            Err(ControlError::Store(stm_store::StoreError::retryable(format!(
                 "cancel {execution_id}: still conflicting after {RETRIES} attempts"
             ))))
         })
@@ -232,7 +231,7 @@ impl Control {
     }
 
     /// Forceful cancel: CANCELLED now, no hooks; children follow.
-    pub async fn terminate(&self, execution_id: &str) -> Result<(), DriverError> {
+    pub async fn terminate(&self, execution_id: &str) -> Result<(), ControlError> {
         stm_aws::as_function("operator", async {
             self.force(execution_id, Status::Cancelled).await
         })
@@ -241,7 +240,7 @@ impl Control {
 
     /// RUNNING -> SUSPENDED (no-op otherwise); children follow. Nothing is lost: the
     /// worker keeps the events that come meanwhile on the execution's item until `resume`.
-    pub async fn suspend(&self, execution_id: &str) -> Result<(), DriverError> {
+    pub async fn suspend(&self, execution_id: &str) -> Result<(), ControlError> {
         stm_aws::as_function("operator", async {
             if self.load(execution_id).await?.status != Status::Running {
                 return Ok(());
@@ -255,7 +254,7 @@ impl Control {
     /// while it was suspended wait on its item: the same commit arms its recheck timer for
     /// now, whose `Timeout` (the sweeper's next run) steps them in order, unless its next
     /// event comes first and does.
-    pub async fn resume(&self, execution_id: &str) -> Result<(), DriverError> {
+    pub async fn resume(&self, execution_id: &str) -> Result<(), ControlError> {
         stm_aws::as_function("operator", async {
             if self.load(execution_id).await?.status != Status::Suspended {
                 return Ok(());
@@ -265,14 +264,14 @@ impl Control {
         .await
     }
 
-    async fn force(&self, execution_id: &str, status: Status) -> Result<(), DriverError> {
+    async fn force(&self, execution_id: &str, status: Status) -> Result<(), ControlError> {
         self.commit_status(execution_id, status).await?;
         self.propagate(execution_id, status).await
     }
 
     /// CAS `execution_id` to `status`, re-loading on a concurrent write; a finished
     /// execution is left alone.
-    async fn commit_status(&self, execution_id: &str, status: Status) -> Result<(), DriverError> {
+    async fn commit_status(&self, execution_id: &str, status: Status) -> Result<(), ControlError> {
         for _ in 0..RETRIES {
             let mut exe = self.load(execution_id).await?;
             if is_terminal(exe.status) {
@@ -304,13 +303,13 @@ impl Control {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(DriverError::Store(stm_store::StoreError::retryable(format!(
+        Err(ControlError::Store(stm_store::StoreError::retryable(format!(
             "{execution_id}: status change still conflicting after {RETRIES} attempts"
         ))))
     }
 
     /// Apply `status` to every descendant (regions and invokes, recursively).
-    async fn propagate(&self, parent_id: &str, status: Status) -> Result<(), DriverError> {
+    async fn propagate(&self, parent_id: &str, status: Status) -> Result<(), ControlError> {
         let mut frontier = vec![parent_id.to_string()];
         while let Some(id) = frontier.pop() {
             let Some(parent) = self.driver.store.load(&id).await? else {
@@ -320,7 +319,7 @@ impl Control {
                 match self.commit_status(child_id, status).await {
                     Ok(()) => frontier.push(child_id.clone()),
                     // a child whose spawn intent is still on its way has no record yet
-                    Err(DriverError::UnknownExecution(_)) => {}
+                    Err(ControlError::UnknownExecution(_)) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -345,7 +344,7 @@ impl Control {
     /// A row queued already is published again under the same deduplication id (SQS drops
     /// it within 5 minutes, the worker's processed mark after). Status events stay pending
     /// for the scheduled relay (the operator has no bus): they belong to no message group.
-    async fn deliver_last_block(&self, execution_id: &str, before: Before) -> Result<(), DriverError> {
+    async fn deliver_last_block(&self, execution_id: &str, before: Before) -> Result<(), ControlError> {
         let pending = self.driver.store.pending_rows_of(execution_id).await?;
         if pending.is_empty() {
             return Ok(());
@@ -361,22 +360,11 @@ impl Control {
         if summary.failed == 0 {
             return Ok(());
         }
-        let entries = format!(
-            "{} {}",
-            summary.failed,
-            if summary.failed == 1 { "entry" } else { "entries" }
-        );
-        let message = match before {
-            Before::EventToPending => format!(
-                "execution {execution_id} is not started and its Start could not be published \
-                 ({entries}); the event was not sent"
-            ),
-            Before::RowsCommit => format!(
-                "the rows of execution {execution_id}'s last step could not be published \
-                 ({entries}); nothing was changed: try again"
-            ),
-        };
-        Err(crate::queue::QueueError::failed("SendMessageBatch", message).into())
+        let (execution_id, failed) = (execution_id.to_string(), summary.failed);
+        Err(match before {
+            Before::EventToPending => ControlError::StartUnpublished { execution_id, failed },
+            Before::RowsCommit => ControlError::RowsUnpublished { execution_id, failed },
+        })
     }
 
     /// Publish what a control commit emitted; a failure leaves it to the relay.

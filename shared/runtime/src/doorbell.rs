@@ -31,9 +31,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::json;
-use stm_store::{DueTimer, ExecutionStore};
+use stm_store::{DueTimer, ExecutionStore, StoreError};
 
-use crate::driver::DriverError;
 use crate::queue::Queue;
 use crate::sweeper::{fire_loaded, SweepSummary};
 
@@ -66,23 +65,42 @@ pub fn doorbell_body(timer: &DueTimer) -> String {
     json!({"execution_id": timer.execution_id, "path": timer.path, "fire_at": timer.fire_at}).to_string()
 }
 
+/// What can go wrong with a doorbell: a body that is not one (dropped: the sweep fires
+/// its timer), or a store that cannot say whether its timer is still armed (the doorbell
+/// is retried).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DoorbellError {
+    /// The body is not JSON.
+    #[error("a doorbell body is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// `execution_id` or `path` is missing, empty or not a string.
+    #[error("a doorbell needs a non-empty string `{0}`")]
+    MissingText(&'static str),
+    /// `fire_at` is missing or not a finite number.
+    #[error("a doorbell needs a number `fire_at`")]
+    MissingFireAt,
+    /// The armed timer could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// Parse a doorbell body; the error says what is wrong with it.
-pub fn parse_doorbell(body: &str) -> Result<DueTimer, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| format!("a doorbell body is not JSON: {e}"))?;
-    let text = |name: &str| {
+pub fn parse_doorbell(body: &str) -> Result<DueTimer, DoorbellError> {
+    let value: serde_json::Value = serde_json::from_str(body).map_err(DoorbellError::NotJson)?;
+    let text = |name: &'static str| {
         value
             .get(name)
             .and_then(serde_json::Value::as_str)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
-            .ok_or_else(|| format!("a doorbell needs a non-empty string `{name}`"))
+            .ok_or(DoorbellError::MissingText(name))
     };
     let fire_at = value
         .get("fire_at")
         .and_then(serde_json::Value::as_f64)
         .filter(|f| f.is_finite())
-        .ok_or_else(|| "a doorbell needs a number `fire_at`".to_string())?;
+        .ok_or(DoorbellError::MissingFireAt)?;
     Ok(DueTimer {
         execution_id: text("execution_id")?,
         path: text("path")?,
@@ -192,7 +210,7 @@ pub async fn answer(
     timer: &DueTimer,
     now: &(dyn Fn() -> f64 + Send + Sync),
     summary: &mut SweepSummary,
-) -> Result<Answered, DriverError> {
+) -> Result<Answered, DoorbellError> {
     stm_aws::as_function("sweeper", async {
         let Some(wait) = early_wait(timer.fire_at, now()) else {
             return Ok(Answered::NotDue);
@@ -279,7 +297,7 @@ mod tests {
             path: "Payment".into(),
             fire_at: 1_700_000_000.123_456,
         };
-        assert_eq!(parse_doorbell(&doorbell_body(&t)), Ok(t));
+        assert_eq!(parse_doorbell(&doorbell_body(&t)).ok(), Some(t));
         for (body, needle) in [
             ("nope", "not JSON"),
             (r#"{"path": "p", "fire_at": 1}"#, "execution_id"),
@@ -289,7 +307,7 @@ mod tests {
                 "fire_at",
             ),
         ] {
-            let err = parse_doorbell(body).expect_err(body);
+            let err = parse_doorbell(body).expect_err(body).to_string();
             assert!(err.contains(needle), "{body}: {err}");
         }
     }

@@ -16,11 +16,29 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use crate::driver::DriverError;
-use crate::queue::{Queue, ReceivedMessage};
-use crate::relay::{self, RelaySummary};
-use crate::sweeper::{self, SweepSummary};
+use crate::queue::{Queue, QueueError, ReceivedMessage};
+use crate::relay::{self, RelayError, RelaySummary};
+use crate::sweeper::{self, SweepError, SweepSummary};
 use crate::worker::{Record, Worker};
+
+/// Why a poll or a drain stopped: the queue's receive failed, or the relay or the sweep
+/// it ran did. (A handled record the queue cannot delete is no error: it reappears, and
+/// the worker dedupes it.)
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EventSourceError {
+    /// The receive failed; a queue that cannot serve (missing, not FIFO) is the
+    /// deployment's problem, and the words say which, as the local stack's log always has.
+    #[error(
+        "{kind} error: {0}",
+        kind = if .0.is_deployment() { "configuration" } else { "queue" }
+    )]
+    Receive(#[source] QueueError),
+    #[error(transparent)]
+    Relay(#[from] RelayError),
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
+}
 
 /// The event source mapping's knobs.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,14 +75,15 @@ pub async fn poll_once(
     queue: &dyn Queue,
     worker: &Worker,
     settings: &EventSourceSettings,
-) -> Result<PollOutcome, DriverError> {
+) -> Result<PollOutcome, EventSourceError> {
     let messages = queue
         .receive(
             settings.batch_size,
             settings.visibility_seconds,
             settings.wait_seconds,
         )
-        .await?;
+        .await
+        .map_err(EventSourceError::Receive)?;
     if messages.is_empty() {
         return Ok(PollOutcome::default());
     }
@@ -116,7 +135,7 @@ pub async fn drain(
     settings: &EventSourceSettings,
     now: impl Fn() -> f64,
     max_rounds: usize,
-) -> Result<DrainOutcome, DriverError> {
+) -> Result<DrainOutcome, EventSourceError> {
     let mut total = DrainOutcome::default();
     let store = worker.driver.store.as_ref();
     for _ in 0..max_rounds {
@@ -164,8 +183,11 @@ pub async fn poll_doorbells_once(
     queue: &dyn Queue,
     now: &(dyn Fn() -> f64 + Send + Sync),
     wait_seconds: i32,
-) -> Result<PollOutcome, DriverError> {
-    let messages = doorbells.receive(10, 30, wait_seconds).await?;
+) -> Result<PollOutcome, EventSourceError> {
+    let messages = doorbells
+        .receive(10, 30, wait_seconds)
+        .await
+        .map_err(EventSourceError::Receive)?;
     if messages.is_empty() {
         return Ok(PollOutcome::default());
     }
@@ -206,7 +228,7 @@ pub async fn run(
     settings: EventSourceSettings,
     schedules: Schedules,
     stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), DriverError> {
+) -> Result<(), EventSourceError> {
     run_with_doorbells(queue, worker, settings, schedules, None, stop).await
 }
 
@@ -219,7 +241,7 @@ pub async fn run_with_doorbells(
     schedules: Schedules,
     doorbells: Option<std::sync::Arc<dyn Queue>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), DriverError> {
+) -> Result<(), EventSourceError> {
     let store = worker.driver.store.clone();
     let clock = worker.driver.clock.clone();
     let status_bus = worker.status_bus.clone();

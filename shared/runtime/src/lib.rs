@@ -44,7 +44,7 @@ pub mod sweeper;
 pub mod worker;
 
 pub use actions::{ActionFn, ActionInput, ActionRegistry, ActionState, UnboundActions};
-pub use control::Control;
+pub use control::{Control, ControlError};
 pub use definitions::Definitions;
 pub use driver::{
     Burst, BurstStepError, Clock, Driver, DriverError, ManualClock, SpawnParents, StepReport, SystemClock,
@@ -52,6 +52,6 @@ pub use driver::{
 #[cfg(feature = "aws")]
 pub use queue::SqsQueue;
 pub use queue::{MemoryQueue, OutgoingMessage, Queue};
-pub use relay::RelaySummary;
-pub use sweeper::SweepSummary;
+pub use relay::{RelayError, RelaySummary};
+pub use sweeper::{SweepError, SweepSummary};
 pub use worker::{Record, Worker, WorkerSettings};

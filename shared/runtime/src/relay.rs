@@ -20,11 +20,29 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use stm_store::{ExecutionStore, OutboxEntry, SpawnEntry};
+use stm_store::{ExecutionStore, OutboxEntry, SpawnEntry, StoreError};
 
-use crate::driver::DriverError;
 use crate::queue::{message_problem, BatchSize, OutgoingMessage, Queue, MAX_BATCH};
 use crate::status::{is_notice, notice_status, BusEvent, StatusBus};
+
+/// Why a scheduled relay run stopped: the store could not list or read the pending rows.
+/// Whatever it had not delivered stays pending for the next run. A publish or an ack that
+/// fails is no error: it is counted in the [`RelaySummary`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RelayError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl RelayError {
+    /// The Python exception harel raises for the same failure (the function's `errorType`).
+    pub fn python_type(&self) -> &'static str {
+        match self {
+            RelayError::Store(e) => e.python_type(),
+        }
+    }
+}
 
 /// What one delivery did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -331,7 +349,7 @@ impl<'b> Delivery<'b> {
 pub async fn relay_pending(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
-) -> Result<RelaySummary, DriverError> {
+) -> Result<RelaySummary, RelayError> {
     relay_pending_until(store, queue, None, None, f64::INFINITY, RelayBounds::default()).await
 }
 
@@ -348,7 +366,7 @@ pub async fn relay_pending_until(
     deadline: Option<Instant>,
     settled_before: f64,
     bounds: RelayBounds,
-) -> Result<RelaySummary, DriverError> {
+) -> Result<RelaySummary, RelayError> {
     let pass_rows = bounds.pass_rows.max(1);
     let run = stm_aws::as_function("relay", async {
         let mut delivery = Delivery::new(bus, WithoutBus::Drop);
@@ -409,7 +427,7 @@ pub async fn scheduled_pass(
     bus: Option<&dyn StatusBus>,
     now: f64,
     deadline: Option<Instant>,
-) -> Result<RelaySummary, DriverError> {
+) -> Result<RelaySummary, RelayError> {
     let settled_before = now - RELAY_SETTLE_SECONDS;
     let summary = relay_pending_until(
         store,

@@ -73,50 +73,84 @@ impl std::fmt::Display for RemoteTarget {
     }
 }
 
+/// What can keep remote actions from being offered: a binding that does not parse (the
+/// cold start stops, naming the entry), or the client that cannot start. A failed call is
+/// no error of this kind: it is the action's error, routed like any other.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemoteError {
+    /// One `STM_ACTIONS` entry that does not parse, and why.
+    #[error("STM_ACTIONS entry {entry:?}: {problem}")]
+    Binding { entry: String, problem: BindingProblem },
+    /// The client's I/O thread or its runtime could not be started.
+    #[error("cannot start {what}: {source}")]
+    Startup {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why an `STM_ACTIONS` entry does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingProblem {
+    #[error("expected name=lambda:<function> or name=https://<url>")]
+    NotAPair,
+    #[error("the action name is empty or has spaces")]
+    BadName,
+    #[error("no function name after lambda:")]
+    NoFunction,
+    #[error("no host after https://")]
+    NoHost,
+    #[error(
+        "plain http:// is only allowed to a loopback host (the context travels in the request); use https://"
+    )]
+    PlainHttp,
+    #[error("the target must start with lambda:, https:// or http://localhost")]
+    UnknownScheme,
+    #[error("{0} is bound twice")]
+    BoundTwice(String),
+}
+
 /// Parse `STM_ACTIONS`: `name=target` pairs separated by commas or newlines, where a
 /// target is `lambda:<function>` or an `https://` URL (`http://` to a loopback host only).
-pub fn parse_bindings(spec: &str) -> Result<BTreeMap<String, RemoteTarget>, crate::config::ConfigError> {
-    let bad = |entry: &str, why: &str| crate::config::ConfigError::Binding {
+pub fn parse_bindings(spec: &str) -> Result<BTreeMap<String, RemoteTarget>, RemoteError> {
+    let bad = |entry: &str, problem: BindingProblem| RemoteError::Binding {
         entry: entry.to_string(),
-        why: why.to_string(),
+        problem,
     };
     let mut bindings = BTreeMap::new();
     for entry in spec.split([',', '\n']).map(str::trim).filter(|e| !e.is_empty()) {
         let (name, target) = entry
             .split_once('=')
-            .ok_or_else(|| bad(entry, "expected name=lambda:<function> or name=https://<url>"))?;
+            .ok_or_else(|| bad(entry, BindingProblem::NotAPair))?;
         let (name, target) = (name.trim(), target.trim());
         if name.is_empty() || name.chars().any(char::is_whitespace) {
-            return Err(bad(entry, "the action name is empty or has spaces"));
+            return Err(bad(entry, BindingProblem::BadName));
         }
         let target = if let Some(function) = target.strip_prefix("lambda:") {
             if function.is_empty() {
-                return Err(bad(entry, "no function name after lambda:"));
+                return Err(bad(entry, BindingProblem::NoFunction));
             }
             RemoteTarget::Lambda(function.to_string())
         } else if let Some(rest) = target.strip_prefix("https://") {
             if rest.is_empty() {
-                return Err(bad(entry, "no host after https://"));
+                return Err(bad(entry, BindingProblem::NoHost));
             }
             RemoteTarget::Http(target.to_string())
         } else if let Some(rest) = target.strip_prefix("http://") {
             let host = rest.split(['/', '?']).next().unwrap_or("");
             let host = host.rsplit_once(':').map_or(host, |(h, _port)| h);
             if !matches!(host, "localhost" | "127.0.0.1" | "[::1]") {
-                return Err(bad(
-                    entry,
-                    "plain http:// is only allowed to a loopback host (the context travels in the request); use https://",
-                ));
+                return Err(bad(entry, BindingProblem::PlainHttp));
             }
             RemoteTarget::Http(target.to_string())
         } else {
-            return Err(bad(
-                entry,
-                "the target must start with lambda:, https:// or http://localhost",
-            ));
+            return Err(bad(entry, BindingProblem::UnknownScheme));
         };
         if bindings.insert(name.to_string(), target).is_some() {
-            return Err(bad(entry, &format!("{name} is bound twice")));
+            return Err(bad(entry, BindingProblem::BoundTwice(name.to_string())));
         }
     }
     Ok(bindings)

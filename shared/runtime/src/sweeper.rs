@@ -23,9 +23,8 @@ use std::collections::HashMap;
 
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use stm_core::Status;
-use stm_store::{DueTimer, ExecutionStore};
+use stm_store::{DueTimer, ExecutionStore, StoreError};
 
-use crate::driver::DriverError;
 use crate::queue::{OutgoingMessage, Queue};
 
 /// What becomes of a due timer, given its execution as read now: the one rule both the
@@ -47,6 +46,25 @@ impl TimerFate {
             Some(exe) if exe.status == Status::Suspended => TimerFate::KeepArmed,
             Some(_) => TimerFate::Fire,
             None => TimerFate::Orphaned,
+        }
+    }
+}
+
+/// Why a sweep stopped: the store could not list the due timers (one timer that cannot be
+/// confirmed, published or deleted is no error: it is counted in [`SweepSummary::failed`]
+/// and stays for the next sweep).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SweepError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl SweepError {
+    /// The Python exception harel raises for the same failure (the function's `errorType`).
+    pub fn python_type(&self) -> &'static str {
+        match self {
+            SweepError::Store(e) => e.python_type(),
         }
     }
 }
@@ -78,7 +96,7 @@ pub async fn sweep(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
     now: f64,
-) -> Result<SweepSummary, DriverError> {
+) -> Result<SweepSummary, SweepError> {
     stm_aws::as_function("sweeper", async {
         let due = store.due_timers(now).await?;
         let mut summary = SweepSummary {
@@ -184,7 +202,7 @@ pub(crate) async fn fire_loaded(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
     timer: &DueTimer,
-    loaded: Result<Option<stm_core::Execution>, stm_store::StoreError>,
+    loaded: Result<Option<stm_core::Execution>, StoreError>,
     summary: &mut SweepSummary,
 ) {
     let exe = match loaded {
@@ -231,7 +249,7 @@ pub async fn scheduled_sweep(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
     now: f64,
-) -> Result<SweepSummary, DriverError> {
+) -> Result<SweepSummary, SweepError> {
     let summary = sweep(store, queue, now).await?;
     summary.metrics().emit();
     Ok(summary)

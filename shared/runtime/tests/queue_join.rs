@@ -9,7 +9,6 @@ use std::collections::HashMap;
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use stm_runtime::queue::{QueueError, SqsQueue, MAX_MESSAGE_BYTES};
-use stm_runtime::DriverError;
 
 async fn client() -> aws_sdk_sqs::Client {
     let moto = stm_testkit::moto().await;
@@ -217,25 +216,31 @@ async fn a_standard_queue_is_refused_by_name() {
     let name = stm_testkit::unique_prefix("join_std");
     // a standard queue cannot have a .fifo name: it can only come in as a URL
     let url = create(&client, &name, &[]).await;
+    // the deployment's fault: `stm local` words it `configuration error: ...`
     let expected = format!(
-        "configuration error: queue {name} exists but is not a FIFO queue (FifoQueue=false): delete it \
-         or pass another --queue"
+        "queue {name} exists but is not a FIFO queue (FifoQueue=false): delete it or pass another --queue"
     );
     match SqsQueue::join(&client, &url, 30, 5).await {
-        Err(err @ QueueError::NotFifo { .. }) => assert_eq!(DriverError::from(err).to_string(), expected),
+        Err(err @ QueueError::NotFifo { .. }) => {
+            assert!(err.is_deployment());
+            assert_eq!(err.to_string(), expected);
+        }
         other => panic!("expected the FIFO refusal, got {other:?}"),
     }
     match SqsQueue::check_event_queue(&client, &url).await {
-        Err(err) => assert_eq!(DriverError::from(err).to_string(), expected),
+        Err(err) => assert_eq!((err.is_deployment(), err.to_string()), (true, expected)),
         Ok(()) => panic!("check_event_queue accepted a standard queue"),
     }
     let gone = format!("{url}-nope");
     match SqsQueue::join(&client, &gone, 30, 5).await {
         Err(err) => assert_eq!(
-            DriverError::from(err).to_string(),
-            format!(
-                "configuration error: queue {gone} does not exist: create it, or pass a queue name \
-                 (created if missing) or another URL as --queue"
+            (err.is_deployment(), err.to_string()),
+            (
+                true,
+                format!(
+                    "queue {gone} does not exist: create it, or pass a queue name (created if \
+                     missing) or another URL as --queue"
+                )
             )
         ),
         Ok(urls) => panic!("joined a missing queue: {urls:?}"),

@@ -15,8 +15,8 @@ use stm_core::{Event, Execution, Map, Status};
 use stm_runtime::eventsource::{self, EventSourceSettings};
 use stm_runtime::queue::{MAX_BATCH, MAX_BATCH_BYTES, MAX_MESSAGE_BYTES};
 use stm_runtime::{
-    ActionRegistry, Clock, Control, Definitions, Driver, DriverError, ManualClock, MemoryQueue, Queue,
-    Worker, WorkerSettings,
+    ActionRegistry, Clock, Control, ControlError, Definitions, Driver, DriverError, ManualClock, MemoryQueue,
+    Queue, Worker, WorkerSettings,
 };
 use stm_store::{ExecutionStore, MemoryStore};
 
@@ -407,7 +407,14 @@ async fn create_refuses_an_id_sqs_would_refuse_and_writes_nothing() {
         (too_long.as_str(), "it is 129 characters long"),
     ] {
         for result in [
-            mini.control.create("Fork", None, Some(id)).await.map(|_| ()),
+            mini.control
+                .create("Fork", None, Some(id))
+                .await
+                .map(|_| ())
+                .map_err(|e| match e {
+                    ControlError::Driver(e) => e,
+                    other => panic!("not the driver's refusal: {other:?}"),
+                }),
             driver.create("Fork", None, Some(id)).await.map(|_| ()),
         ] {
             let err = result.expect_err("refused");
@@ -599,12 +606,10 @@ async fn messages_sqs_could_never_take_are_refused_before_anything_is_written() 
     };
 
     // send: refused before publishing
-    too_large(
-        mini.control
-            .send("carrier", &huge)
-            .await
-            .expect_err("send refused"),
-    );
+    match mini.control.send("carrier", &huge).await {
+        Err(ControlError::Driver(err)) => too_large(err),
+        other => panic!("send not refused by its size check: {other:?}"),
+    }
     // the broadcast commit (the worker's): refused before the commit
     let mut exe = mini.load("carrier").await;
     let regions = stm_runtime::driver::region_ids(&exe);
@@ -639,7 +644,8 @@ async fn messages_sqs_could_never_take_are_refused_before_anything_is_written() 
         .await
         .expect_err("cooperative cancel refused");
     assert!(
-        matches!(err, DriverError::MessageTooLarge { .. }) && err.to_string().contains("\"Cancel\""),
+        matches!(err, ControlError::Driver(DriverError::MessageTooLarge { .. }))
+            && err.to_string().contains("\"Cancel\""),
         "{err:?}"
     );
     let unchanged = mini.load("ship").await;

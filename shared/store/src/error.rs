@@ -88,6 +88,16 @@ impl StoreError {
     pub fn is_conflict(&self) -> bool {
         matches!(self, StoreError::Conflict { .. })
     }
+
+    /// The Python exception harel's store raises for the same failure: `StoreConflict` for
+    /// a lost CAS, `StoreError` for the rest (what a Lambda function's `errorType` names).
+    pub fn python_type(&self) -> &'static str {
+        if self.is_conflict() {
+            "StoreConflict"
+        } else {
+            "StoreError"
+        }
+    }
 }
 
 impl From<Unstorable> for StoreError {

@@ -6,17 +6,40 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stm_store::{CreateOptions, DynamoDbStore};
+use stm_store::{CreateOptions, DynamoDbStore, StoreError};
 
 use super::{driver, load_definitions_dir, ConfigError, FunctionConfig};
 use crate::actions::ActionRegistry;
 use crate::definitions::Definitions;
-use crate::driver::{Driver, DriverError};
+use crate::driver::Driver;
 use crate::queue::SqsQueue;
+
+/// Why a function cannot serve: its configuration (the environment, the definitions, the
+/// bindings), or its tables, checked at init ([`DeploymentCheck`]). Each is the error as
+/// it came; the function's boundary (stm-lambda) words it for Lambda and the log.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InitError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl InitError {
+    /// The Python exception harel raises for the same failure (the function's `errorType`):
+    /// a configuration problem is harel's `ValueError`.
+    pub fn python_type(&self) -> &'static str {
+        match self {
+            InitError::Config(_) => "ValueError",
+            InitError::Store(e) => e.python_type(),
+        }
+    }
+}
 
 impl super::ActionConfig {
     /// The remote actions these bindings name, started (`None` when there are none).
-    pub fn remote_actions(&self) -> Result<Option<crate::remote::RemoteActions>, DriverError> {
+    pub fn remote_actions(&self) -> Result<Option<crate::remote::RemoteActions>, ConfigError> {
         let Some(spec) = &self.bindings else {
             return Ok(None);
         };
@@ -30,14 +53,14 @@ impl super::ActionConfig {
             lambda_endpoint_url: self.endpoint_url.clone(),
             region: self.region.clone(),
         };
-        crate::remote::RemoteActions::start(bindings, settings).map(Some)
+        Ok(Some(crate::remote::RemoteActions::start(bindings, settings)?))
     }
 }
 
 impl FunctionConfig {
     /// The DynamoDB store, its tables checked. The tables must exist (they come from
     /// `template.yaml`, or `stm local` creates them): a function never creates schema.
-    pub async fn store(&self) -> Result<Arc<DynamoDbStore>, DriverError> {
+    pub async fn store(&self) -> Result<Arc<DynamoDbStore>, StoreError> {
         let options = CreateOptions {
             prefix: self.table_prefix.clone(),
             create_schema: false,
@@ -73,7 +96,7 @@ impl FunctionConfig {
 
     /// The store over `client` with this configuration's prefix, trace ring and
     /// retention, its tables not checked yet ([`check_tables`]).
-    fn store_over(&self, client: aws_sdk_dynamodb::Client) -> Result<DynamoDbStore, DriverError> {
+    fn store_over(&self, client: aws_sdk_dynamodb::Client) -> Result<DynamoDbStore, StoreError> {
         let defaults = CreateOptions::default();
         let store = DynamoDbStore::new(client)
             .with_prefix(&self.table_prefix)?
@@ -84,7 +107,7 @@ impl FunctionConfig {
     }
 
     /// The remote actions `STM_ACTIONS` binds, started (`None` when it is unset).
-    pub fn remote_actions(&self) -> Result<Option<crate::remote::RemoteActions>, DriverError> {
+    pub fn remote_actions(&self) -> Result<Option<crate::remote::RemoteActions>, ConfigError> {
         self.actions.remote_actions()
     }
 
@@ -149,27 +172,26 @@ const CHECK_DELAY: Duration = Duration::from_millis(500);
 /// at once), trying [`CHECK_ATTEMPTS`] times while DynamoDB is unreachable, as
 /// `DynamoDbStore::create_with` does for [`FunctionConfig::store`]. A missing or wrongly
 /// keyed table fails at once, with its name.
-async fn check_tables(store: &DynamoDbStore, endpoint_url: Option<&str>) -> Result<(), DriverError> {
+async fn check_tables(store: &DynamoDbStore, endpoint_url: Option<&str>) -> Result<(), StoreError> {
     let mut last = None;
     for attempt in 1..=CHECK_ATTEMPTS {
         match store.check_tables().await {
             Ok(()) => return Ok(()),
-            Err(stm_store::StoreError::Retryable { message: why, .. }) => {
+            Err(StoreError::Retryable { message: why, .. }) => {
                 tracing::debug!(attempt, %why, "DynamoDB not reachable yet");
                 last = Some(why);
                 if attempt < CHECK_ATTEMPTS {
                     tokio::time::sleep(CHECK_DELAY).await;
                 }
             }
-            Err(other) => return Err(other.into()),
+            Err(other) => return Err(other),
         }
     }
-    Err(stm_store::StoreError::backend(format!(
+    Err(StoreError::backend(format!(
         "DynamoDB at {} not reachable after {CHECK_ATTEMPTS} attempts: {}",
         endpoint_url.unwrap_or("the default AWS endpoint"),
         last.unwrap_or_default()
-    ))
-    .into())
+    )))
 }
 
 /// A function's check of its deployment (the tables), started at init and run while the
@@ -186,7 +208,7 @@ pub struct DeploymentCheck {
 }
 
 enum CheckState {
-    Running(tokio::task::JoinHandle<Result<(), DriverError>>),
+    Running(tokio::task::JoinHandle<Result<(), StoreError>>),
     Passed,
     Failed,
 }
@@ -224,14 +246,17 @@ impl DeploymentCheck {
     }
 
     /// Wait for the check: `Ok` once it passed, else why it failed.
-    pub async fn passed(&self) -> Result<(), DriverError> {
+    pub async fn passed(&self) -> Result<(), InitError> {
         let mut state = self.state.lock().await;
         let result = match std::mem::replace(&mut *state, CheckState::Failed) {
             CheckState::Passed => Ok(()),
-            CheckState::Running(task) => task.await.unwrap_or_else(|e| {
-                Err(ConfigError::deployment(format!("the table check did not finish: {e}")).into())
-            }),
-            CheckState::Failed => check_tables(&self.store, self.endpoint_url.as_deref()).await,
+            CheckState::Running(task) => match task.await {
+                Ok(checked) => checked.map_err(InitError::from),
+                Err(e) => Err(ConfigError::deployment(format!("the table check did not finish: {e}")).into()),
+            },
+            CheckState::Failed => check_tables(&self.store, self.endpoint_url.as_deref())
+                .await
+                .map_err(InitError::from),
         };
         if result.is_ok() {
             *state = CheckState::Passed;
@@ -282,7 +307,7 @@ impl FunctionContext {
     /// machine or table.
     ///
     /// The relay and the sweeper run no machine: they skip the definitions.
-    pub async fn from_env(function: Function) -> Result<Self, DriverError> {
+    pub async fn from_env(function: Function) -> Result<Self, InitError> {
         let (context, check) = FunctionContext::from_env_checking(function).await?;
         check.passed().await?;
         Ok(context)
@@ -294,7 +319,7 @@ impl FunctionContext {
     /// [`DeploymentCheck::passed`] before it touches the store. Everything else (the
     /// environment, the definitions, the actions) is checked before this returns. No
     /// request is sent before the check's.
-    pub async fn from_env_checking(function: Function) -> Result<(Self, DeploymentCheck), DriverError> {
+    pub async fn from_env_checking(function: Function) -> Result<(Self, DeploymentCheck), InitError> {
         let started = std::time::Instant::now();
         let config = FunctionConfig::from_env()?;
         let configured = started.elapsed();

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use crate::actions::UnboundActions;
+use crate::remote::RemoteError;
 
 /// A configuration problem: the cold start (or `stm local`) stops with it.
 #[derive(Debug, thiserror::Error)]
@@ -21,9 +22,10 @@ pub enum ConfigError {
         value: String,
         why: &'static str,
     },
-    /// One `STM_ACTIONS` binding that does not parse.
-    #[error("STM_ACTIONS entry {entry:?}: {why}")]
-    Binding { entry: String, why: String },
+    /// Remote actions that cannot be offered: an `STM_ACTIONS` binding that does not
+    /// parse, or their client that cannot start.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
     /// The definitions directory cannot be read.
     #[error("cannot read the definitions directory {}: {source}", dir.display())]
     DefinitionsDir {
@@ -68,13 +70,6 @@ pub enum ConfigError {
     /// Actions a machine calls that nothing provides.
     #[error(transparent)]
     Unbound(#[from] UnboundActions),
-    /// Something the process starts could not be started (a thread, a runtime).
-    #[error("cannot start {what}: {source}")]
-    Startup {
-        what: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
     /// The deployment does not fit: a doorbell queue that cannot be created, a table check
     /// that did not finish. (The event queue's own misfits are `QueueError`s.)
     #[error("{message}")]

@@ -10,8 +10,7 @@ use stm_core::version::Version;
 use stm_core::{Execution, Map, Value};
 use stm_store::{Commit, TimerOp};
 
-use super::{control_step, Control, RETRIES};
-use crate::driver::DriverError;
+use super::{control_step, Control, ControlError, RETRIES};
 
 /// `OLD.PATH=NEW.PATH` renames between two versions. A composite's entry covers the
 /// states below it (`Payment=Billing` maps `Payment.Card` to `Billing.Card`); the
@@ -76,6 +75,51 @@ pub struct Migration {
     pub moved: Vec<(String, String)>,
 }
 
+/// Why a migration cannot be done as asked: nothing was written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MigrationRefusal {
+    /// The target version is neither this deploy's current one nor a retained one.
+    #[error(
+        "version {version} of {definition_id} is not deployed here: freeze it into versions/ \
+         (`stm versions freeze`) or pick one `stm versions in-use` lists"
+    )]
+    NotDeployed { definition_id: String, version: Version },
+    /// State paths the executions hold that the target version lacks, even through the map.
+    #[error(
+        "cannot migrate {execution_id} to {version}: {}; map each with --map OLD.PATH=NEW.PATH",
+        unmapped.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    Unmapped {
+        execution_id: String,
+        version: Version,
+        unmapped: Vec<UnmappedPath>,
+    },
+}
+
+/// A state path of an execution that is not a state of the target version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnmappedPath {
+    /// The execution (the root or one of its regions) that holds it.
+    pub execution_id: String,
+    /// Where it holds it: the active state, a history entry, a region.
+    pub what: &'static str,
+    pub path: String,
+    /// The path the map made of it, when the map covers it.
+    pub mapped: Option<String>,
+}
+
+impl std::fmt::Display for UnmappedPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} {}", self.execution_id, self.what, self.path)?;
+        if let Some(new) = &self.mapped {
+            write!(f, " (mapped to {new})")?;
+        }
+        f.write_str(" is not a state of it")
+    }
+}
+
 /// One execution's planned move: it as it will be written, and its timer changes.
 struct Planned {
     exe: Execution,
@@ -94,7 +138,7 @@ impl Control {
         to_version: Version,
         map: &PathMap,
         dry_run: bool,
-    ) -> Result<Vec<Migration>, DriverError> {
+    ) -> Result<Vec<Migration>, ControlError> {
         stm_aws::as_function("operator", async {
             for _ in 0..RETRIES {
                 let plans = self.plan_migration(id, to_version, map).await?;
@@ -107,7 +151,7 @@ impl Control {
                     Err(e) => return Err(e),
                 }
             }
-            Err(DriverError::Store(stm_store::StoreError::retryable(format!(
+            Err(ControlError::Store(stm_store::StoreError::retryable(format!(
                 "migrate {id}: still conflicting after {RETRIES} attempts"
             ))))
         })
@@ -119,19 +163,16 @@ impl Control {
         id: &str,
         to_version: Version,
         map: &PathMap,
-    ) -> Result<Vec<Planned>, DriverError> {
+    ) -> Result<Vec<Planned>, ControlError> {
         let root = self.load(id).await?;
         let target = self
             .driver
             .definitions
             .get_version(&root.definition_id, to_version)
             .cloned()
-            .ok_or_else(|| {
-                DriverError::Migration(format!(
-                    "version {to_version} of {} is not deployed here: freeze it into versions/ \
-                     (`stm versions freeze`) or pick one `stm versions in-use` lists",
-                    root.definition_id
-                ))
+            .ok_or_else(|| MigrationRefusal::NotDeployed {
+                definition_id: root.definition_id.clone(),
+                version: to_version,
             })?;
         // the root, then its region children (recursively): they run the same machine
         let mut executions = vec![root];
@@ -142,18 +183,20 @@ impl Control {
             next += 1;
         }
         let mut plans = Vec::new();
-        let mut refusals = Vec::new();
+        let mut unmapped = Vec::new();
         for exe in executions {
             match self.plan_one(exe, &target, to_version, map).await? {
                 Ok(plan) => plans.push(plan),
-                Err(why) => refusals.extend(why),
+                Err(paths) => unmapped.extend(paths),
             }
         }
-        if !refusals.is_empty() {
-            return Err(DriverError::Migration(format!(
-                "cannot migrate {id} to {to_version}: {}; map each with --map OLD.PATH=NEW.PATH",
-                refusals.join("; ")
-            )));
+        if !unmapped.is_empty() {
+            return Err(MigrationRefusal::Unmapped {
+                execution_id: id.to_string(),
+                version: to_version,
+                unmapped,
+            }
+            .into());
         }
         Ok(plans)
     }
@@ -165,19 +208,19 @@ impl Control {
         target: &stm_core::Definition,
         to_version: Version,
         map: &PathMap,
-    ) -> Result<Result<Planned, Vec<String>>, DriverError> {
+    ) -> Result<Result<Planned, Vec<UnmappedPath>>, ControlError> {
         let mut moved = Vec::new();
         let mut missing = Vec::new();
         let exe_id = exe.id.clone();
-        let mut place = |what: &str, path: &str, must_exist: bool| -> String {
+        let mut place = |what: &'static str, path: &str, must_exist: bool| -> String {
             let new = map.apply(path);
             if must_exist && target.get(&new).is_none() {
-                let mapped = if new == path {
-                    String::new()
-                } else {
-                    format!(" (mapped to {new})")
-                };
-                missing.push(format!("{exe_id}: {what} {path}{mapped} is not a state of it"));
+                missing.push(UnmappedPath {
+                    execution_id: exe_id.clone(),
+                    what,
+                    path: path.to_string(),
+                    mapped: (new != path).then(|| new.clone()),
+                });
             }
             if new != path {
                 moved.push((path.to_string(), new.clone()));
@@ -253,7 +296,7 @@ impl Control {
         &self,
         plans: Vec<Planned>,
         map: &PathMap,
-    ) -> Result<Vec<Migration>, DriverError> {
+    ) -> Result<Vec<Migration>, ControlError> {
         let now = self.driver.clock.now();
         let mut done = Vec::new();
         for Planned {

@@ -18,43 +18,76 @@ use stm_core::definition::NodeKind;
 use stm_core::{engine, Definition, Execution, Status};
 use stm_store::{Commit, TimerOp};
 
-use super::{control_step, Control, RETRIES};
-use crate::driver::{DriverError, PARKED_PATH};
+use super::{control_step, Control, ControlError, RETRIES};
+use crate::driver::PARKED_PATH;
 
-/// Why `target` is not a place to redrive `exe` to, in harel's words (`None`: it is).
-pub(crate) fn redrive_refusal(defn: &Definition, exe: &Execution, target: &str) -> Option<String> {
-    let quoted = stm_core::pyvalue::repr(&stm_core::Value::from(target));
+/// Why a target is not a place to redrive an execution to, in harel's words (its
+/// `ValueError`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedriveRefusal {
+    /// The target is not a state, or not a leaf.
+    #[error("redrive target must be a leaf state, got {}", repr(.target))]
+    NotALeaf { target: String },
+    /// The target is outside the execution's own branch (a region runs its own).
+    #[error(
+        "redrive target {} is outside this execution's own branch (rooted at {})",
+        repr(.target),
+        repr(.root)
+    )]
+    OutsideBranch { target: String, root: String },
+    /// The target is inside an orthogonal state, whose regions a single leaf cannot stand for.
+    #[error(
+        "redrive target {} is inside orthogonal state {} — a single leaf can't represent a \
+         fork's parallel regions; target a leaf before it instead, and let the model's own transition \
+         re-fork it normally",
+        repr(.target),
+        repr(.orthogonal)
+    )]
+    InsideOrthogonal { target: String, orthogonal: String },
+    /// A child is still running: moving the parent would orphan it.
+    #[error("redrive refused: execution has unfinished children (cancel/terminate them first)")]
+    UnfinishedChildren,
+}
+
+/// A state path as harel's messages quote it (Python's `repr`).
+fn repr(path: &str) -> String {
+    stm_core::pyvalue::repr(&stm_core::Value::from(path))
+}
+
+/// Why `target` is not a place to redrive `exe` to (`None`: it is).
+pub(crate) fn redrive_refusal(defn: &Definition, exe: &Execution, target: &str) -> Option<RedriveRefusal> {
     let node = match defn.get(target) {
         Some(node) if !defn.node(node).is_composite() => node,
-        _ => return Some(format!("redrive target must be a leaf state, got {quoted}")),
+        _ => {
+            return Some(RedriveRefusal::NotALeaf {
+                target: target.to_string(),
+            })
+        }
     };
-    let root_quoted = stm_core::pyvalue::repr(&stm_core::Value::from(exe.root_path.as_str()));
     let root = match defn.get(&exe.root_path) {
         Some(root) if defn.is_descendant(node, root) => root,
         _ => {
-            return Some(format!(
-                "redrive target {quoted} is outside this execution's own branch (rooted at {root_quoted})"
-            ))
+            return Some(RedriveRefusal::OutsideBranch {
+                target: target.to_string(),
+                root: exe.root_path.clone(),
+            })
         }
     };
     for ancestor in defn.ancestors(node) {
         let n = defn.node(ancestor);
         if n.kind == NodeKind::Orthogonal {
-            let at = stm_core::pyvalue::repr(&stm_core::Value::from(n.full_path.as_str()));
-            return Some(format!(
-                "redrive target {quoted} is inside orthogonal state {at} — a single leaf can't represent a \
-                 fork's parallel regions; target a leaf before it instead, and let the model's own transition \
-                 re-fork it normally"
-            ));
+            return Some(RedriveRefusal::InsideOrthogonal {
+                target: target.to_string(),
+                orthogonal: n.full_path.clone(),
+            });
         }
         if ancestor == root {
             break;
         }
     }
     if exe.children.values().any(|c| !c.finished) {
-        return Some(
-            "redrive refused: execution has unfinished children (cancel/terminate them first)".into(),
-        );
+        return Some(RedriveRefusal::UnfinishedChildren);
     }
     None
 }
@@ -63,7 +96,7 @@ impl Control {
     /// Put FAILED execution `id` back to RUNNING at leaf `target` (`redrive_refusal`
     /// says why it cannot be). An execution in any other status is left as it is, as
     /// harel does. The next event or timer moves it on.
-    pub async fn redrive(&self, id: &str, target: &str) -> Result<(), DriverError> {
+    pub async fn redrive(&self, id: &str, target: &str) -> Result<(), ControlError> {
         stm_aws::as_function("operator", async {
             for _ in 0..RETRIES {
                 let mut exe = self.load(id).await?;
@@ -72,7 +105,7 @@ impl Control {
                 }
                 let defn = self.driver.definition_for(&exe)?;
                 if let Some(why) = redrive_refusal(&defn, &exe, target) {
-                    return Err(DriverError::Redrive(why));
+                    return Err(why.into());
                 }
                 let (from_status, from_path) = (exe.status, exe.active_path.clone());
                 let now = self.driver.clock.now();
@@ -103,7 +136,7 @@ impl Control {
                     Err(e) => return Err(e.into()),
                 }
             }
-            Err(DriverError::Store(stm_store::StoreError::retryable(format!(
+            Err(ControlError::Store(stm_store::StoreError::retryable(format!(
                 "redrive {id}: still conflicting after {RETRIES} attempts"
             ))))
         })

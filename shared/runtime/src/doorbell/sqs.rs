@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use stm_store::DueTimer;
 
 use super::{delay_seconds, doorbell_body, Doorbell};
-use crate::driver::DriverError;
+use crate::config::ConfigError;
 use crate::queue::{sqs_message_bytes, BatchSize, MAX_MESSAGE_BYTES};
 
 /// Doorbells on a standard SQS queue (`DelaySeconds` per message).
@@ -35,8 +35,9 @@ impl SqsDoorbell {
     }
 
     /// Create the standard doorbell queue `name` if missing (the local stack and tests;
-    /// `template.yaml` declares it on AWS). Returns its URL.
-    pub async fn ensure(client: &aws_sdk_sqs::Client, name: &str) -> Result<String, DriverError> {
+    /// `template.yaml` declares it on AWS). Returns its URL; a queue that cannot be created
+    /// is the deployment's problem, a configuration error.
+    pub async fn ensure(client: &aws_sdk_sqs::Client, name: &str) -> Result<String, ConfigError> {
         use aws_sdk_sqs::types::QueueAttributeName;
         let out = client
             .create_queue()
@@ -50,10 +51,10 @@ impl SqsDoorbell {
                     "cannot create the timer doorbell queue {name}: {}",
                     stm_aws::Readable(&e)
                 );
-                DriverError::from(crate::config::ConfigError::Deployment {
+                ConfigError::Deployment {
                     message,
                     source: Some(Box::new(e)),
-                })
+                }
             })?;
         Ok(out.queue_url().unwrap_or_default().to_string())
     }

@@ -54,20 +54,6 @@ pub enum DriverError {
         type_name: &'static str,
         message: String,
     },
-    /// A redrive refused by one of its rules (harel's `ValueError`), with the reason.
-    #[error("{0}")]
-    Redrive(String),
-    /// A migration that cannot be done as asked (a version not deployed, a state the
-    /// target lacks and no map covers): nothing was written.
-    #[error("{0}")]
-    Migration(String),
-    /// The event queue refused a call (publishes report failures per message instead), or
-    /// the deployment's queue cannot serve (missing, not FIFO): a configuration error.
-    #[error("{kind} error: {queue}", kind = if .0.is_deployment() { "configuration" } else { "queue" }, queue = .0)]
-    Queue(#[from] crate::queue::QueueError),
-    /// The process is misconfigured (environment, definitions, bindings).
-    #[error("configuration error: {0}")]
-    Config(#[from] crate::config::ConfigError),
     /// An execution id SQS would refuse as a message group id (the message says which
     /// rule it breaks): such an execution could never receive an event.
     #[error("{0}")]
@@ -95,8 +81,7 @@ impl DriverError {
     /// The Python exception name harel raises for the same failure.
     pub fn python_type(&self) -> &'static str {
         match self {
-            DriverError::Store(e) if e.is_conflict() => "StoreConflict",
-            DriverError::Store(_) => "StoreError",
+            DriverError::Store(e) => e.python_type(),
             DriverError::UnknownExecution(_)
             | DriverError::UnknownDefinition(_)
             | DriverError::VersionMissing { .. } => "KeyError",
@@ -106,10 +91,6 @@ impl DriverError {
             DriverError::Resolve(_) => "ResolveError",
             DriverError::Engine(_) => "AssertionError",
             DriverError::Raised { type_name, .. } => type_name,
-            DriverError::Migration(_) | DriverError::Redrive(_) => "ValueError",
-            DriverError::Queue(e) if e.is_deployment() => "ValueError",
-            DriverError::Queue(_) => "TransportError",
-            DriverError::Config(_) => "ValueError",
             DriverError::InvalidId(_) => "ValueError",
             DriverError::MessageTooLarge { .. } => "MessageTooLarge",
         }

@@ -9,10 +9,8 @@ use std::time::Duration;
 use serde_json::Value;
 use stm_core::engine::ActionError;
 
-use super::{apply_response, request_payload, RemoteSettings, RemoteTarget};
+use super::{apply_response, request_payload, RemoteError, RemoteSettings, RemoteTarget};
 use crate::actions::{ActionInput, ActionRegistry};
-use crate::config::ConfigError;
-use crate::driver::DriverError;
 
 type Reply = std::sync::mpsc::SyncSender<Result<Value, ActionError>>;
 
@@ -45,12 +43,12 @@ impl RemoteActions {
     pub fn start(
         bindings: BTreeMap<String, RemoteTarget>,
         settings: RemoteSettings,
-    ) -> Result<Self, DriverError> {
+    ) -> Result<Self, RemoteError> {
         let (jobs, mut queue) = tokio::sync::mpsc::unbounded_channel::<Job>();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|source| ConfigError::Startup {
+            .map_err(|source| RemoteError::Startup {
                 what: "the remote-action runtime",
                 source,
             })?;
@@ -82,7 +80,7 @@ impl RemoteActions {
                     }
                 });
             })
-            .map_err(|source| ConfigError::Startup {
+            .map_err(|source| RemoteError::Startup {
                 what: "the remote-action thread",
                 source,
             })?;

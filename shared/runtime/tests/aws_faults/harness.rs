@@ -9,8 +9,8 @@ use stm_core::Event;
 use stm_runtime::status::{StatusBus, StatusEvents};
 use stm_runtime::worker::{Failed, Handled};
 use stm_runtime::{
-    relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, DriverError, ManualClock,
-    MemoryQueue, Queue, Record, Worker, WorkerSettings,
+    relay, sweeper, ActionRegistry, Clock, Control, ControlError, Definitions, Driver, DriverError,
+    ManualClock, MemoryQueue, Queue, Record, Worker, WorkerSettings,
 };
 use stm_store::{ExecutionStore, MemoryStore};
 use stm_testkit::{Fault, FaultProxy};
@@ -386,7 +386,7 @@ impl Harness {
             {
                 Ok(_) => return,
                 // an earlier attempt landed; its Start is in the outbox (the relay sends it)
-                Err(DriverError::AlreadyExists(_)) if attempt > 1 => return,
+                Err(ControlError::Driver(DriverError::AlreadyExists(_))) if attempt > 1 => return,
                 Err(err) => {
                     self.stats.client_retries += 1;
                     last = err.to_string();

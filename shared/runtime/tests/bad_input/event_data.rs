@@ -4,7 +4,7 @@
 use serde_json::json;
 use stm_core::Status;
 use stm_runtime::worker::Handled;
-use stm_runtime::DriverError;
+use stm_runtime::{ControlError, DriverError};
 use stm_store::ExecutionStore;
 
 use crate::common::event;
@@ -20,7 +20,10 @@ async fn event_data_that_does_not_fit_its_declaration_is_refused_at_send() {
     let fx = fixture().await;
     let wrong = event("Fill", json!({"blob": 5}));
     let err = fx.control.send("blob", &wrong).await.expect_err("refused");
-    assert!(matches!(err, DriverError::Event { .. }), "{err:?}");
+    assert!(
+        matches!(err, ControlError::Driver(DriverError::Event { .. })),
+        "{err:?}"
+    );
     let text = err.to_string();
     assert!(text.contains("'Fill'") && text.contains("blob"), "{text}");
     assert!(fx.queue.is_empty(), "nothing queued");
