@@ -140,8 +140,8 @@ mod tests {
 
     fn bad_trace_max() -> ConfigError {
         stm_runtime::config::FunctionConfig::from_lookup(|name| match name {
-            "STM_QUEUE_URL" => Some("q".into()),
-            "STM_TRACE_MAX" => Some("many".into()),
+            stm_env::QUEUE_URL => Some("q".into()),
+            stm_env::TRACE_MAX => Some("many".into()),
             _ => None,
         })
         .expect_err("refused")

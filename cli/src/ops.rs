@@ -41,10 +41,10 @@ pub use states::{list_in_state, states, InStateQuery, StatesArgs};
 #[derive(Args, Debug, Clone)]
 pub struct Tables {
     /// A DynamoDB + SQS endpoint (moto, LocalStack); unset: real AWS.
-    #[arg(long, env = "STM_ENDPOINT_URL", value_name = "URL")]
+    #[arg(long, env = stm_env::ENDPOINT_URL, value_name = "URL")]
     pub endpoint: Option<String>,
     /// The table prefix (the tables are PREFIX_executions, PREFIX_timers, ...).
-    #[arg(long, env = "STM_TABLE_PREFIX", default_value = stm_store::DEFAULT_PREFIX)]
+    #[arg(long, env = stm_env::TABLE_PREFIX, default_value = stm_store::DEFAULT_PREFIX)]
     pub prefix: String,
     /// The AWS Region. Unset: `AWS_REGION`, else `AWS_DEFAULT_REGION`, else the profile's
     /// `region` in the shared config file, as the AWS CLI finds it; `us-east-1` only with a
@@ -53,12 +53,12 @@ pub struct Tables {
     pub region: Option<String>,
     /// The profile of the shared config files (`~/.aws/config`, `~/.aws/credentials`) whose
     /// credentials and Region to use.
-    #[arg(long, env = "AWS_PROFILE", value_name = "NAME")]
+    #[arg(long, env = stm_env::AWS_PROFILE, value_name = "NAME")]
     pub profile: Option<String>,
     /// Where the deployment keeps its dedupe marks (the stack's DedupeMarks): `table` or
     /// `item`. It must match the worker's: `send --wait` reads the marks, and a commit on
     /// the item layout carries them.
-    #[arg(long, env = "STM_DEDUPE_MARKS", default_value = "table", value_name = "table|item",
+    #[arg(long, env = stm_env::DEDUPE_MARKS, default_value = "table", value_name = "table|item",
           value_parser = |v: &str| v.parse::<stm_store::DedupeMarks>().map_err(|e| e.to_string()))]
     pub dedupe_marks: stm_store::DedupeMarks,
 }
@@ -72,7 +72,7 @@ pub struct Deployment {
     /// The FIFO event queue: a URL, or a queue name.
     #[arg(
         long,
-        env = "STM_QUEUE_URL",
+        env = stm_env::QUEUE_URL,
         default_value = "harel-events.fifo",
         value_name = "URL|NAME"
     )]
@@ -80,12 +80,12 @@ pub struct Deployment {
     /// The folder of .stm files the deployment runs: `send` checks event kinds and data
     /// against them, `cancel` decides cooperative vs forceful with them (`stm local`
     /// runs them; default there: examples).
-    #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
+    #[arg(long, env = stm_env::DEFINITIONS_DIR, value_name = "DIR")]
     pub definitions: Option<PathBuf>,
     /// Days a finished execution is kept before DynamoDB's TTL deletes it (the stack's
     /// FinishedRetentionDays): stamped on what `cancel` and `terminate` finish, as the
     /// worker stamps what it finishes. Unset: kept until a purge.
-    #[arg(long, env = "STM_FINISHED_TTL_DAYS", value_name = "DAYS",
+    #[arg(long, env = stm_env::FINISHED_TTL_DAYS, value_name = "DAYS",
           value_parser = clap::value_parser!(u64).range(1..=stm_runtime::config::MAX_RETENTION_DAYS))]
     pub finished_ttl_days: Option<u64>,
 }

@@ -232,7 +232,7 @@ mod tests {
         ] {
             let err = parse_bindings(spec).expect_err(spec).to_string();
             assert!(err.contains(needle), "{spec}: {err}");
-            assert!(err.contains("STM_ACTIONS"), "{spec}: {err}");
+            assert!(err.contains(stm_env::ACTIONS), "{spec}: {err}");
         }
     }
 

@@ -22,7 +22,7 @@ pub enum ConfigError {
         why: &'static str,
     },
     /// One `STM_ACTIONS` binding that does not parse.
-    #[error("STM_ACTIONS entry {entry:?}: {why}")]
+    #[error("{} entry {entry:?}: {why}", stm_env::ACTIONS)]
     Binding { entry: String, why: String },
     /// The definitions directory cannot be read.
     #[error("cannot read the definitions directory {}: {source}", dir.display())]
