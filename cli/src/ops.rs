@@ -24,7 +24,7 @@ use stm_runtime::queue::SqsQueue;
 use stm_runtime::{ActionRegistry, Control, Definitions, Driver, Queue};
 use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore};
 
-use crate::errors::{no_execution, usage};
+use crate::errors::{no_execution, usage, MissingTables};
 
 pub use control::{
     apply_control, cancel, redrive, resume, suspend, terminate, CancelArgs, ControlCommand, RedriveArgs,
@@ -161,13 +161,13 @@ impl Tables {
              its Region (`--region`), or deploy it first (`sam deploy`)"
                 .to_string()
         };
-        anyhow::Error::new(MissingTables {
-            message: format!(
+        anyhow::Error::new(MissingTables::new(
+            format!(
                 "no table {table} at {at}: --prefix {} names no deployment there; {fix}",
                 self.prefix
             ),
-            source: err,
-        })
+            err,
+        ))
     }
 }
 
@@ -181,26 +181,6 @@ fn missing_table(err: &stm_store::StoreError) -> Option<String> {
     let rest = message.strip_prefix("table ")?;
     let (name, tail) = rest.split_once(' ')?;
     tail.starts_with("does not exist").then(|| name.to_string())
-}
-
-/// A deployment whose tables are not there: what to do, with the store's own failure
-/// kept as the source (`-v` shows it).
-#[derive(Debug)]
-pub struct MissingTables {
-    message: String,
-    source: stm_store::StoreError,
-}
-
-impl std::fmt::Display for MissingTables {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for MissingTables {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
-    }
 }
 
 impl Tables {
