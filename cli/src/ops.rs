@@ -5,9 +5,12 @@
 //! This file is the deployment they reach: the flags that find its tables and queue, and
 //! the connection. The commands are by concern: `create` and `send` (`ops/send.rs`), the
 //! control plane's `cancel`, `suspend`, `resume`, `redrive` and `terminate`
-//! (`ops/control.rs`), and what reads executions back, `show`, `list` and `trace`
-//! (`ops/show.rs`).
+//! (`ops/control.rs`; over a selection, `ops/bulk.rs`; one command on one execution,
+//! which the consoles share, `ops/apply.rs`), what reads executions back, `show`, `list`
+//! and `trace` (`ops/show.rs`), and the state index's `states` and `list --in`
+//! (`ops/states.rs`).
 
+mod apply;
 mod bulk;
 mod control;
 mod send;
@@ -26,9 +29,10 @@ use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore};
 
 use crate::errors::{no_execution, usage, MissingTables};
 
+pub use apply::{apply_control, ControlCommand};
 pub use control::{
-    apply_control, cancel, redrive, resume, suspend, terminate, CancelArgs, ControlCommand, RedriveArgs,
-    ResumeArgs, SuspendArgs, TerminateArgs,
+    cancel, redrive, resume, suspend, terminate, CancelArgs, RedriveArgs, ResumeArgs, SuspendArgs,
+    TerminateArgs,
 };
 pub use send::{create, send, CreateArgs, SendArgs};
 pub(crate) use show::status_of;
