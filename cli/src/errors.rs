@@ -46,6 +46,37 @@ pub fn no_execution(id: &str) -> anyhow::Error {
     anyhow::anyhow!("no execution {id:?} in this deployment (`stm list` shows them)")
 }
 
+/// A deployment whose tables are not there: what to do, with the store's own failure
+/// kept as the source (`-v` shows it). Its message already says what its source is, so
+/// [`report`] stops there.
+#[cfg(feature = "aws")]
+#[derive(Debug)]
+pub struct MissingTables {
+    message: String,
+    source: stm_store::StoreError,
+}
+
+#[cfg(feature = "aws")]
+impl MissingTables {
+    pub fn new(message: String, source: stm_store::StoreError) -> Self {
+        MissingTables { message, source }
+    }
+}
+
+#[cfg(feature = "aws")]
+impl std::fmt::Display for MissingTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+#[cfg(feature = "aws")]
+impl std::error::Error for MissingTables {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
 /// A driver failure in the user's terms: no Python exception names, the id or the input
 /// named, and usage (exit 2) when what was given is at fault.
 pub fn driver(err: DriverError) -> anyhow::Error {
@@ -127,7 +158,7 @@ fn is_configuration(err: &(dyn std::error::Error + 'static)) -> bool {
 
 fn carries_its_causes(err: &(dyn std::error::Error + 'static)) -> bool {
     #[cfg(feature = "aws")]
-    if err.is::<crate::ops::MissingTables>() {
+    if err.is::<MissingTables>() {
         return true;
     }
     #[cfg(feature = "aws")]
@@ -169,8 +200,8 @@ mod tests {
 
     fn bad_trace_max() -> ConfigError {
         stm_runtime::config::FunctionConfig::from_lookup(|name| match name {
-            "STM_QUEUE_URL" => Some("q".into()),
-            "STM_TRACE_MAX" => Some("many".into()),
+            stm_env::QUEUE_URL => Some("q".into()),
+            stm_env::TRACE_MAX => Some("many".into()),
             _ => None,
         })
         .expect_err("refused")

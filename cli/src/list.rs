@@ -42,7 +42,7 @@ pub struct ListArgs {
     #[arg(long, value_name = "AGE", value_parser = crate::purge::parse_age, requires = "in_state")]
     older_than: Option<f64>,
     /// With --in: the folder of .stm files that declares the machine.
-    #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
+    #[arg(long, env = stm_env::DEFINITIONS_DIR, value_name = "DIR")]
     definitions: Option<PathBuf>,
     #[command(flatten)]
     tables: crate::ops::Tables,

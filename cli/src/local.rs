@@ -30,7 +30,6 @@ use std::time::Duration;
 use crate::shell::shell_word;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use stm_runtime::config::vars;
 use stm_runtime::eventsource::{self, EventSourceSettings, Schedules};
 use stm_runtime::queue::SqsQueue;
 use stm_runtime::{ActionRegistry, Driver, Queue, Worker, WorkerSettings};
@@ -94,7 +93,7 @@ pub struct LocalArgs {
     /// `{prefix}-status`, and a rule copies them to the queue `{queue}-status-events`.
     #[arg(
         long,
-        env = "STM_STATUS_EVENTS",
+        env = stm_env::STATUS_EVENTS,
         default_value = "none",
         value_parser = ["none", "failures", "all"],
         value_name = "LEVEL"
@@ -106,7 +105,7 @@ pub struct LocalArgs {
 pub fn serve(command: LocalCommand) -> Result<ExitCode> {
     // the local stack talks to an emulator: its clients take dummy credentials
     // (set before any thread or client exists)
-    std::env::set_var(stm_aws::EMULATOR_VARIABLE, "1");
+    std::env::set_var(stm_env::EMULATOR, "1");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(run(command.deployment, command.args))?;
     Ok(ExitCode::SUCCESS)
@@ -254,20 +253,20 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
     // Lambda reads it (STM_ACTIONS with STM_ACTION_TIMEOUT_SECONDS and
     // STM_ACTION_MAX_RESPONSE_BYTES), over this stack's endpoint, tables and queue
     let stack = [
-        (vars::QUEUE_URL, urls.queue_url.clone()),
+        (stm_env::QUEUE_URL, urls.queue_url.clone()),
         (
-            vars::ENDPOINT_URL,
+            stm_env::ENDPOINT_URL,
             dep.tables.endpoint.clone().unwrap_or_default(),
         ),
-        (vars::TABLE_PREFIX, dep.tables.prefix.clone()),
-        (vars::AWS_REGION, region(dep).to_string()),
-        (vars::DEFINITIONS_DIR, definitions_dir.display().to_string()),
+        (stm_env::TABLE_PREFIX, dep.tables.prefix.clone()),
+        (stm_env::AWS_REGION, region(dep).to_string()),
+        (stm_env::DEFINITIONS_DIR, definitions_dir.display().to_string()),
         // the local stack keeps the state index (`stm list --in`, `stm states`, the console's
         // heat map) without asking: an item's size costs nothing here
-        (vars::STATE_INDEX, "true".to_string()),
+        (stm_env::STATE_INDEX, "true".to_string()),
         // the flag's (whose default is the variable's) and the local bus's name
-        (vars::STATUS_EVENTS, args.status_events.clone()),
-        (vars::EVENT_BUS, format!("{}-status", dep.tables.prefix)),
+        (stm_env::STATUS_EVENTS, args.status_events.clone()),
+        (stm_env::EVENT_BUS, format!("{}-status", dep.tables.prefix)),
     ];
     let config = stm_runtime::config::FunctionConfig::from_lookup(|name| {
         stack
@@ -401,9 +400,10 @@ async fn print_env(dep: &Deployment, args: &LocalArgs, definitions_dir: &Path) -
 
 /// The line another shell evals to talk to this stack, exactly as it runs.
 fn export_line(dep: &Deployment, endpoint: &str, queue_url: &str, definitions_dir: &Path) -> String {
+    use stm_env::{AWS_REGION, DEFINITIONS_DIR, EMULATOR, ENDPOINT_URL, QUEUE_URL, TABLE_PREFIX};
     format!(
-        "export STM_EMULATOR=1 STM_ENDPOINT_URL={} STM_TABLE_PREFIX={} STM_QUEUE_URL={} \
-         STM_DEFINITIONS_DIR={} AWS_REGION={}",
+        "export {EMULATOR}=1 {ENDPOINT_URL}={} {TABLE_PREFIX}={} {QUEUE_URL}={} \
+         {DEFINITIONS_DIR}={} {AWS_REGION}={}",
         shell_word(endpoint),
         shell_word(&dep.tables.prefix),
         shell_word(queue_url),

@@ -381,7 +381,7 @@ fn parse_run_event(spec: String) -> Result<Event> {
 /// Rust actions served by `worker serve-actions`, say), with the worker's action settings.
 #[cfg(feature = "aws")]
 fn bind_remote_actions(actions: &mut ActionRegistry) -> Result<()> {
-    if std::env::var(stm_runtime::config::vars::ACTIONS).map_or(true, |v| v.trim().is_empty()) {
+    if std::env::var(stm_env::ACTIONS).map_or(true, |v| v.trim().is_empty()) {
         return Ok(());
     }
     // of the worker's configuration only the action settings matter: `stm run` sends
@@ -397,11 +397,12 @@ fn bind_remote_actions(actions: &mut ActionRegistry) -> Result<()> {
 /// without the bindings.
 #[cfg(not(feature = "aws"))]
 fn bind_remote_actions(_: &mut ActionRegistry) -> Result<()> {
-    if std::env::var("STM_ACTIONS").is_ok_and(|v| !v.trim().is_empty()) {
-        bail!(usage(
-            "STM_ACTIONS is set, but this stm was built without the `aws` feature, which remote \
-             actions need: build it with default features"
-        ));
+    if std::env::var(stm_env::ACTIONS).is_ok_and(|v| !v.trim().is_empty()) {
+        bail!(usage(format!(
+            "{} is set, but this stm was built without the `aws` feature, which remote \
+             actions need: build it with default features",
+            stm_env::ACTIONS
+        )));
     }
     Ok(())
 }

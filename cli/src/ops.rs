@@ -5,9 +5,12 @@
 //! This file is the deployment they reach: the flags that find its tables and queue, and
 //! the connection. The commands are by concern: `create` and `send` (`ops/send.rs`), the
 //! control plane's `cancel`, `suspend`, `resume`, `redrive` and `terminate`
-//! (`ops/control.rs`), and what reads executions back, `show`, `list` and `trace`
-//! (`ops/show.rs`).
+//! (`ops/control.rs`; over a selection, `ops/bulk.rs`; one command on one execution,
+//! which the consoles share, `ops/apply.rs`), what reads executions back, `show`, `list`
+//! and `trace` (`ops/show.rs`), and the state index's `states` and `list --in`
+//! (`ops/states.rs`).
 
+mod apply;
 mod bulk;
 mod control;
 mod send;
@@ -24,11 +27,12 @@ use stm_runtime::queue::SqsQueue;
 use stm_runtime::{ActionRegistry, Control, Definitions, Driver, Queue};
 use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore};
 
-use crate::errors::{no_execution, usage};
+use crate::errors::{no_execution, usage, MissingTables};
 
+pub use apply::{apply_control, ControlCommand};
 pub use control::{
-    apply_control, cancel, redrive, resume, suspend, terminate, CancelArgs, ControlCommand, RedriveArgs,
-    ResumeArgs, SuspendArgs, TerminateArgs,
+    cancel, redrive, resume, suspend, terminate, CancelArgs, RedriveArgs, ResumeArgs, SuspendArgs,
+    TerminateArgs,
 };
 pub use send::{create, send, CreateArgs, SendArgs};
 pub(crate) use show::status_of;
@@ -41,10 +45,10 @@ pub use states::{list_in_state, states, InStateQuery, StatesArgs};
 #[derive(Args, Debug, Clone)]
 pub struct Tables {
     /// A DynamoDB + SQS endpoint (moto, LocalStack); unset: real AWS.
-    #[arg(long, env = "STM_ENDPOINT_URL", value_name = "URL")]
+    #[arg(long, env = stm_env::ENDPOINT_URL, value_name = "URL")]
     pub endpoint: Option<String>,
     /// The table prefix (the tables are PREFIX_executions, PREFIX_timers, ...).
-    #[arg(long, env = "STM_TABLE_PREFIX", default_value = stm_store::DEFAULT_PREFIX)]
+    #[arg(long, env = stm_env::TABLE_PREFIX, default_value = stm_store::DEFAULT_PREFIX)]
     pub prefix: String,
     /// The AWS Region. Unset: `AWS_REGION`, else `AWS_DEFAULT_REGION`, else the profile's
     /// `region` in the shared config file, as the AWS CLI finds it; `us-east-1` only with a
@@ -53,12 +57,12 @@ pub struct Tables {
     pub region: Option<String>,
     /// The profile of the shared config files (`~/.aws/config`, `~/.aws/credentials`) whose
     /// credentials and Region to use.
-    #[arg(long, env = "AWS_PROFILE", value_name = "NAME")]
+    #[arg(long, env = stm_env::AWS_PROFILE, value_name = "NAME")]
     pub profile: Option<String>,
     /// Where the deployment keeps its dedupe marks (the stack's DedupeMarks): `table` or
     /// `item`. It must match the worker's: `send --wait` reads the marks, and a commit on
     /// the item layout carries them.
-    #[arg(long, env = "STM_DEDUPE_MARKS", default_value = "table", value_name = "table|item",
+    #[arg(long, env = stm_env::DEDUPE_MARKS, default_value = "table", value_name = "table|item",
           value_parser = |v: &str| v.parse::<stm_store::DedupeMarks>().map_err(|e| e.to_string()))]
     pub dedupe_marks: stm_store::DedupeMarks,
 }
@@ -72,7 +76,7 @@ pub struct Deployment {
     /// The FIFO event queue: a URL, or a queue name.
     #[arg(
         long,
-        env = "STM_QUEUE_URL",
+        env = stm_env::QUEUE_URL,
         default_value = "harel-events.fifo",
         value_name = "URL|NAME"
     )]
@@ -80,12 +84,12 @@ pub struct Deployment {
     /// The folder of .stm files the deployment runs: `send` checks event kinds and data
     /// against them, `cancel` decides cooperative vs forceful with them (`stm local`
     /// runs them; default there: examples).
-    #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
+    #[arg(long, env = stm_env::DEFINITIONS_DIR, value_name = "DIR")]
     pub definitions: Option<PathBuf>,
     /// Days a finished execution is kept before DynamoDB's TTL deletes it (the stack's
     /// FinishedRetentionDays): stamped on what `cancel` and `terminate` finish, as the
     /// worker stamps what it finishes. Unset: kept until a purge.
-    #[arg(long, env = "STM_FINISHED_TTL_DAYS", value_name = "DAYS",
+    #[arg(long, env = stm_env::FINISHED_TTL_DAYS, value_name = "DAYS",
           value_parser = clap::value_parser!(u64).range(1..=stm_runtime::config::MAX_RETENTION_DAYS))]
     pub finished_ttl_days: Option<u64>,
 }
@@ -161,13 +165,13 @@ impl Tables {
              its Region (`--region`), or deploy it first (`sam deploy`)"
                 .to_string()
         };
-        anyhow::Error::new(MissingTables {
-            message: format!(
+        anyhow::Error::new(MissingTables::new(
+            format!(
                 "no table {table} at {at}: --prefix {} names no deployment there; {fix}",
                 self.prefix
             ),
-            source: err,
-        })
+            err,
+        ))
     }
 }
 
@@ -181,26 +185,6 @@ fn missing_table(err: &stm_store::StoreError) -> Option<String> {
     let rest = message.strip_prefix("table ")?;
     let (name, tail) = rest.split_once(' ')?;
     tail.starts_with("does not exist").then(|| name.to_string())
-}
-
-/// A deployment whose tables are not there: what to do, with the store's own failure
-/// kept as the source (`-v` shows it).
-#[derive(Debug)]
-pub struct MissingTables {
-    message: String,
-    source: stm_store::StoreError,
-}
-
-impl std::fmt::Display for MissingTables {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for MissingTables {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
-    }
 }
 
 impl Tables {

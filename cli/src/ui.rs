@@ -11,6 +11,7 @@ mod auth;
 mod diagram;
 mod html;
 mod machine;
+mod markup;
 mod routes;
 
 use std::io::Write;

@@ -53,7 +53,7 @@ enum VersionsCommand {
     #[cfg(feature = "aws")]
     InUse {
         /// The definitions folder the deployment runs (its .stm files and versions/).
-        #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
+        #[arg(long, env = stm_env::DEFINITIONS_DIR, value_name = "DIR")]
         definitions: PathBuf,
         #[command(flatten)]
         tables: crate::ops::Tables,

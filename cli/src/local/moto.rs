@@ -15,7 +15,7 @@ use super::queue_lock::QueueLock;
 
 /// The Python with moto: `$STM_PYTHON`, else `.venv/bin/python` here, else `python3`.
 fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("STM_PYTHON").filter(|p| !p.is_empty()) {
+    if let Some(p) = std::env::var_os(stm_env::PYTHON).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
     let venv = PathBuf::from(".venv/bin/python");

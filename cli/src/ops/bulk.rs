@@ -17,7 +17,7 @@ use anyhow::Result;
 use clap::Args;
 use stm_store::ExecutionStore;
 
-use super::control::{apply_control, ControlCommand};
+use super::apply::{apply_control, ControlCommand, NothingToDo};
 use super::states::{machine, still_in};
 use super::Deployment;
 use crate::errors::usage;
@@ -167,7 +167,7 @@ pub async fn run_bulk(dep: &Deployment, selection: &Selection, command: ControlC
                 tally.done += 1;
                 println!("{id}: {outcome}");
             }
-            Err(err) => match err.downcast_ref::<super::control::NothingToDo>() {
+            Err(err) => match err.downcast_ref::<NothingToDo>() {
                 // changed since it was read (another operator, the worker): skipped
                 Some(nothing) => *tally.skipped.entry(nothing.why.clone()).or_default() += 1,
                 None => {

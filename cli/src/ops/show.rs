@@ -41,7 +41,7 @@ pub struct TraceArgs {
     #[arg(long)]
     explain: bool,
     /// The folder of .stm files the deployment runs (and their versions/), for --explain.
-    #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
+    #[arg(long, env = stm_env::DEFINITIONS_DIR, value_name = "DIR")]
     definitions: Option<PathBuf>,
     #[command(flatten)]
     tables: Tables,

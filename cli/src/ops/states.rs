@@ -23,7 +23,7 @@ pub struct StatesArgs {
     /// The machine.
     machine: String,
     /// The folder of .stm files that declares it.
-    #[arg(long, env = "STM_DEFINITIONS_DIR", value_name = "DIR")]
+    #[arg(long, env = stm_env::DEFINITIONS_DIR, value_name = "DIR")]
     definitions: Option<PathBuf>,
     #[command(flatten)]
     tables: Tables,

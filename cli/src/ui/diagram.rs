@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use crate::inspect::{BoxKind, StateBox};
 
-use super::html::esc;
+use super::markup::esc;
 
 /// How many executions are in each state (by path), and where a count links to.
 pub(crate) struct Heat<'a> {

@@ -10,18 +10,8 @@ use stm_core::{Definition, Execution};
 use stm_store::InState;
 
 use super::diagram::{draw_heat, Heat};
-use super::html::{esc, execution_href, page, url_part};
+use super::markup::{esc, execution_href, in_state_href, machine_href, page};
 use crate::inspect::state_tree;
-
-/// The href of machine `name`'s page.
-pub(crate) fn machine_href(name: &str) -> String {
-    format!("/machines/{}", url_part(name))
-}
-
-/// The href of the list of machine `name`'s executions in state `path`.
-pub(crate) fn in_state_href(name: &str, path: &str) -> String {
-    format!("/machines/{}/in/{}", url_part(name), url_part(path))
-}
 
 /// Machine `defn`: its chart with each state's count in `found`, and its arrows.
 pub(crate) fn machine_page(defn: &Definition, found: &[InState], arrows: &[Arrow]) -> String {

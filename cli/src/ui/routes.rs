@@ -15,6 +15,7 @@ use stm_core::Status;
 use stm_store::{ExecutionStore, ListQuery};
 
 use super::html::{self, Flash, ListFilter};
+use super::markup;
 use super::{auth, Console};
 use crate::ops::ControlCommand;
 
@@ -85,7 +86,7 @@ async fn as_operator(request: Request, next: Next) -> Response {
 
 /// A failure page: its status, one sentence.
 fn failure(status: StatusCode, title: &str, message: &str) -> Response {
-    (status, Html(html::error_page(title, message))).into_response()
+    (status, Html(markup::error_page(title, message))).into_response()
 }
 
 /// The error of a store call, as a 502 page (the console works; the store did not answer).
@@ -274,8 +275,8 @@ fn parse_command(form: &ControlForm) -> Result<ControlCommand, String> {
 fn back(id: &str, key: &str, message: &str) -> Response {
     Redirect::to(&format!(
         "{}?{key}={}",
-        html::execution_href(id),
-        html::url_part(message)
+        markup::execution_href(id),
+        markup::url_part(message)
     ))
     .into_response()
 }

@@ -24,19 +24,11 @@ pub use sdk::{
     timeout_config, Readable,
 };
 
-/// The variable that says the clients talk to an emulator (moto, LocalStack, DynamoDB
-/// Local): `STM_EMULATOR=1`. `stm local` sets it for its functions; the test kit sets it in
-/// every test process that starts moto.
-pub const EMULATOR_VARIABLE: &str = "STM_EMULATOR";
-
-/// Whether [`EMULATOR_VARIABLE`] is on (`1`, `true`, `yes`, `on`).
+/// Whether the clients talk to an emulator (moto, LocalStack, DynamoDB Local):
+/// [`stm_env::EMULATOR`] is set and on (`1`, `true`, `yes`, `on`). `stm local` sets it for
+/// its functions; the test kit sets it in every test process that starts moto.
 pub fn emulator_mode() -> bool {
-    std::env::var(EMULATOR_VARIABLE).is_ok_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "yes" | "on"
-        )
-    })
+    stm_env::is_on(stm_env::EMULATOR)
 }
 
 /// How long a TCP connection may take to open.

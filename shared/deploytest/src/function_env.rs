@@ -111,13 +111,13 @@ impl Deployment {
             .await
             .expect("queue");
         let mut env = vec![
-            ("STM_TABLE_PREFIX".into(), prefix),
-            ("STM_QUEUE_URL".into(), urls.queue_url.clone()),
-            ("STM_ENDPOINT_URL".into(), moto.endpoint().to_string()),
-            ("STM_DEFINITIONS_DIR".into(), definitions.display().to_string()),
+            (stm_env::TABLE_PREFIX.into(), prefix),
+            (stm_env::QUEUE_URL.into(), urls.queue_url.clone()),
+            (stm_env::ENDPOINT_URL.into(), moto.endpoint().to_string()),
+            (stm_env::DEFINITIONS_DIR.into(), definitions.display().to_string()),
             // each function names itself on its requests (`stm_aws::as_function`), and
             // the strict layer checks what it does against its role in the template
-            ("STM_EMULATOR".into(), "1".into()),
+            (stm_env::EMULATOR.into(), "1".into()),
         ];
         env.extend(lambda_variables("test"));
         Deployment {
@@ -220,10 +220,10 @@ pub async fn order_past_its_deadline(driver: &Driver, id: &str) -> Result<f64, D
 /// `AWS_LAMBDA_*` the runtime reads) and the log level.
 pub fn lambda_variables(name: &str) -> Vec<(String, String)> {
     [
-        ("AWS_REGION", "us-east-1".to_string()),
+        (stm_env::AWS_REGION, "us-east-1".to_string()),
         ("AWS_ACCESS_KEY_ID", "test".to_string()),
         ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
-        ("AWS_LAMBDA_FUNCTION_NAME", name.to_string()),
+        (stm_env::LAMBDA_FUNCTION_NAME, name.to_string()),
         ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256".to_string()),
         ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_string()),
         ("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{name}")),

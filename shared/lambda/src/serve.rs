@@ -43,7 +43,8 @@ pub const MAX_REQUEST_BYTES: usize = 6 * 1024 * 1024;
 /// ```
 pub async fn serve_actions(actions: ActionRegistry, addr: SocketAddr) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    println!("STM_ACTIONS={}", bindings(&actions, listener.local_addr()?));
+    let bound = bindings(&actions, listener.local_addr()?);
+    println!("{}={bound}", stm_env::ACTIONS);
     serve_actions_on(actions, listener).await
 }
 

@@ -30,33 +30,10 @@ pub use clients::{
 
 pub use stm_store::{DEFAULT_PREFIX, DEFAULT_REGION};
 
-/// The environment variables the functions read, named once: a writer of one (`stm local`,
-/// the template's tests) and its reader cannot spell it two ways.
-pub mod vars {
-    pub const TABLE_PREFIX: &str = "STM_TABLE_PREFIX";
-    pub const QUEUE_URL: &str = "STM_QUEUE_URL";
-    pub const TIMER_QUEUE_URL: &str = "STM_TIMER_QUEUE_URL";
-    pub const ENDPOINT_URL: &str = "STM_ENDPOINT_URL";
-    /// The SDK's own endpoint variable, read when [`ENDPOINT_URL`] is unset.
-    pub const AWS_ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
-    pub const DEFINITIONS_DIR: &str = "STM_DEFINITIONS_DIR";
-    /// Lambda's: where the function's code is (the definitions default to a folder in it).
-    pub const LAMBDA_TASK_ROOT: &str = "LAMBDA_TASK_ROOT";
-    pub const TRACE: &str = "STM_TRACE";
-    pub const TRACE_MAX: &str = "STM_TRACE_MAX";
-    pub const PROCESSED_TTL_DAYS: &str = "STM_PROCESSED_TTL_DAYS";
-    pub const FINISHED_TTL_DAYS: &str = "STM_FINISHED_TTL_DAYS";
-    pub const DEDUPE_MARKS: &str = "STM_DEDUPE_MARKS";
-    pub const COALESCE: &str = "STM_COALESCE";
-    pub const STATE_INDEX: &str = "STM_STATE_INDEX";
-    pub const STATUS_EVENTS: &str = "STM_STATUS_EVENTS";
-    pub const EVENT_BUS: &str = "STM_EVENT_BUS";
-    pub const ACTIONS: &str = "STM_ACTIONS";
-    pub const ACTION_TIMEOUT_SECONDS: &str = "STM_ACTION_TIMEOUT_SECONDS";
-    pub const ACTION_MAX_RESPONSE_BYTES: &str = "STM_ACTION_MAX_RESPONSE_BYTES";
-    pub const AWS_REGION: &str = "AWS_REGION";
-    pub const AWS_DEFAULT_REGION: &str = "AWS_DEFAULT_REGION";
-}
+// The variables' names, each spelled once in stm-env, where the CLI's flags, `stm local` and
+// the test kit take them from too: a writer and this reader cannot spell one two ways.
+use stm_env as vars;
+use stm_env::switch;
 
 /// A retention of whole `days`, as the store takes it.
 pub fn days(days: u64) -> Duration {
@@ -179,14 +156,6 @@ fn invalid(name: &'static str, value: &str, why: &'static str) -> ConfigError {
     }
 }
 
-fn flag(value: &str) -> Option<bool> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "on" | "yes" => Some(true),
-        "0" | "false" | "off" | "no" | "" => Some(false),
-        _ => None,
-    }
-}
-
 impl FunctionConfig {
     /// From the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -209,15 +178,15 @@ impl FunctionConfig {
         };
         let trace = match get(vars::TRACE) {
             None => false,
-            Some(v) => flag(&v).ok_or_else(|| bad(vars::TRACE, &v, "expected true or false"))?,
+            Some(v) => switch(&v).ok_or_else(|| bad(vars::TRACE, &v, "expected true or false"))?,
         };
         let coalesce = match get(vars::COALESCE) {
             None => true,
-            Some(v) => flag(&v).ok_or_else(|| bad(vars::COALESCE, &v, "expected on or off"))?,
+            Some(v) => switch(&v).ok_or_else(|| bad(vars::COALESCE, &v, "expected on or off"))?,
         };
         let state_index = match get(vars::STATE_INDEX) {
             None => false,
-            Some(v) => flag(&v).ok_or_else(|| bad(vars::STATE_INDEX, &v, "expected true or false"))?,
+            Some(v) => switch(&v).ok_or_else(|| bad(vars::STATE_INDEX, &v, "expected true or false"))?,
         };
         let status_events = match get(vars::STATUS_EVENTS) {
             None => crate::status::StatusEvents::None,
@@ -483,15 +452,15 @@ mod tests {
     #[test]
     fn a_bad_variable_names_itself() {
         let err = FunctionConfig::from_lookup(|name| match name {
-            "STM_QUEUE_URL" => Some("q".into()),
-            "STM_TRACE_MAX" => Some("many".into()),
+            vars::QUEUE_URL => Some("q".into()),
+            vars::TRACE_MAX => Some("many".into()),
             _ => None,
         })
         .expect_err("refused");
         assert!(matches!(
             err,
             ConfigError::Invalid {
-                name: "STM_TRACE_MAX",
+                name: vars::TRACE_MAX,
                 ..
             }
         ));

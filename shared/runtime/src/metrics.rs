@@ -219,9 +219,9 @@ impl MetricSet {
 /// stays readable: a test log was mostly metric JSON).
 pub fn enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| match std::env::var("STM_METRICS") {
-        Ok(v) => matches!(v.trim(), "1" | "true" | "on" | "yes"),
-        Err(_) => std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some(),
+    *ENABLED.get_or_init(|| match std::env::var(stm_env::METRICS) {
+        Ok(v) => stm_env::switch(&v) == Some(true),
+        Err(_) => std::env::var_os(stm_env::LAMBDA_FUNCTION_NAME).is_some(),
     })
 }
 

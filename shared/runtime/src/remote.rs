@@ -80,7 +80,7 @@ impl std::fmt::Display for RemoteTarget {
 #[non_exhaustive]
 pub enum RemoteError {
     /// One `STM_ACTIONS` entry that does not parse, and why.
-    #[error("STM_ACTIONS entry {entry:?}: {problem}")]
+    #[error("{} entry {entry:?}: {problem}", stm_env::ACTIONS)]
     Binding { entry: String, problem: BindingProblem },
     /// The client's I/O thread or its runtime could not be started.
     #[error("cannot start {what}: {source}")]
@@ -266,7 +266,7 @@ mod tests {
         ] {
             let err = parse_bindings(spec).expect_err(spec).to_string();
             assert!(err.contains(needle), "{spec}: {err}");
-            assert!(err.contains("STM_ACTIONS"), "{spec}: {err}");
+            assert!(err.contains(stm_env::ACTIONS), "{spec}: {err}");
         }
     }
 

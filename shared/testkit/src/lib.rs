@@ -152,7 +152,7 @@ pub fn repo_root() -> PathBuf {
 /// # Panics
 /// When it does not exist.
 pub fn python() -> PathBuf {
-    let path = match std::env::var_os("STM_PYTHON") {
+    let path = match std::env::var_os(stm_env::PYTHON) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => repo_root().join(".venv/bin/python"),
     };
@@ -216,7 +216,7 @@ devnull = os.open(os.devnull, os.O_WRONLY)
 os.dup2(devnull, 1)
 sys.stdin.buffer.read()  # EOF: the test process is gone
 try:
-    os.remove(os.environ["STM_MOTO_LOG"])  # a clean stop leaves no log behind
+    os.remove(sys.argv[1])  # the server's log: a clean stop leaves none behind
 except OSError:
     pass
 os._exit(0)
@@ -231,7 +231,7 @@ fn start_moto() -> Moto {
     let mut child = Command::new(&py)
         .arg("-c")
         .arg(LAUNCHER)
-        .env("STM_MOTO_LOG", &log)
+        .arg(&log)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log_file))
@@ -309,8 +309,8 @@ pub fn assert_no_access_denied() {
 pub fn emulator() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        if std::env::var_os("STM_EMULATOR").is_none() {
-            std::env::set_var("STM_EMULATOR", "1");
+        if std::env::var_os(stm_env::EMULATOR).is_none() {
+            std::env::set_var(stm_env::EMULATOR, "1");
         }
     });
 }
@@ -408,12 +408,12 @@ fn parse_count(name: &str, value: Option<&str>, default: usize) -> Result<usize,
 mod tests {
     #[test]
     fn a_count_from_the_environment_is_at_least_one_and_parses() {
-        let parse = |v| super::parse_count("STM_N", v, 7);
+        let parse = |v| super::parse_count("CHECKS", v, 7);
         assert_eq!(parse(None), Ok(7));
         assert_eq!(parse(Some("12")), Ok(12));
         assert_eq!(parse(Some(" 3 ")), Ok(3));
         let zero = parse(Some("0")).expect_err("zero");
-        assert!(zero.contains("STM_N=0: a run of zero checks nothing"), "{zero}");
+        assert!(zero.contains("CHECKS=0: a run of zero checks nothing"), "{zero}");
         for bad in ["", "ten", "-1", "1e3", "2.5"] {
             let err = parse(Some(bad)).expect_err(bad);
             assert!(err.contains("is not a count"), "{err}");

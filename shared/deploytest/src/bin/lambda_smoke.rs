@@ -376,23 +376,23 @@ async fn run() -> Result<()> {
             );
         }
         let mut env = resolver.environment(function)?;
-        if env.get("STM_DEFINITIONS_DIR").map(String::as_str) == Some("/opt") {
-            env.insert("STM_DEFINITIONS_DIR".into(), definitions.display().to_string());
+        if env.get(stm_env::DEFINITIONS_DIR).map(String::as_str) == Some("/opt") {
+            env.insert(stm_env::DEFINITIONS_DIR.into(), definitions.display().to_string());
         }
         let memory = resolver.string(template.function_property(function, "MemorySize")?)?;
         for (k, v) in [
-            ("STM_ENDPOINT_URL", recorder.endpoint().to_string()),
+            (stm_env::ENDPOINT_URL, recorder.endpoint().to_string()),
             // moto: the emulator's dummy credentials (an endpoint alone keeps the real chain)
-            ("STM_EMULATOR", "1".to_string()),
-            ("AWS_REGION", REGION.to_string()),
-            ("AWS_DEFAULT_REGION", REGION.to_string()),
-            ("AWS_LAMBDA_FUNCTION_NAME", format!("stm-{binary}")),
+            (stm_env::EMULATOR, "1".to_string()),
+            (stm_env::AWS_REGION, REGION.to_string()),
+            (stm_env::AWS_DEFAULT_REGION, REGION.to_string()),
+            (stm_env::LAMBDA_FUNCTION_NAME, format!("stm-{binary}")),
             ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory),
             ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_string()),
             ("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/stm-{binary}")),
             ("AWS_LAMBDA_LOG_STREAM_NAME", "smoke".to_string()),
             (
-                "LAMBDA_TASK_ROOT",
+                stm_env::LAMBDA_TASK_ROOT,
                 bootstrap.parent().unwrap_or(Path::new(".")).display().to_string(),
             ),
             ("_HANDLER", "bootstrap".to_string()),

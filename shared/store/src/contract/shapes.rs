@@ -21,9 +21,9 @@ use super::{event, exe};
 use crate::{Commit, ExecutionStore, OutboxEntry, SpawnEntry, SpawnIntent, DEFAULT_TRACE_MAX};
 
 /// The seed of a run's shapes.
-pub const SHAPES_SEED_VAR: &str = "STM_SHAPES_SEED";
+pub const SHAPES_SEED_VAR: &str = stm_env::SHAPES_SEED;
 /// How many shapes a run draws.
-pub const SHAPES_VAR: &str = "STM_SHAPES";
+pub const SHAPES_VAR: &str = stm_env::SHAPES;
 const DEFAULT_SEED: u64 = 0x5_4A9E_5EED;
 /// Two shapes a run: every store suite runs the check, some over moto, where a shape's few
 /// MB of rows take seconds; another seed is one environment variable away.
