@@ -116,6 +116,70 @@ const ITEM_WORDS: [&str; 17] = [
 ];
 const DECL_WORDS: [&str; 6] = ["import", "bind", "guard", "event", "machine", "fragment"];
 
+/// Every fixed word of the language, each once: the words of harel's `grammar.lark`
+/// (its keywords, types, parameter kinds and booleans). The parser's word lists above
+/// are parts of it; an editor offers these where no name is expected, so a word the
+/// grammar gains belongs here (the harel parity test compares this with the grammar).
+pub const KEYWORDS: &[&str] = &[
+    // declarations
+    "import",
+    "as",
+    "bind",
+    "guard",
+    "event",
+    "machine",
+    "fragment",
+    // items
+    "initial",
+    "on",
+    "enter",
+    "exit",
+    "activity",
+    "timeout",
+    "ttl",
+    "context",
+    "outcome",
+    "carry",
+    "defer",
+    "no",
+    "history",
+    "cancel_on_failure",
+    "invoke",
+    "for",
+    "in",
+    "with",
+    "use",
+    "state",
+    "orthogonal",
+    "final",
+    // transitions
+    "from",
+    "to",
+    "choose",
+    "when",
+    "else",
+    "select",
+    "returns",
+    "join",
+    "all",
+    "any",
+    "where",
+    "set",
+    // conditions and values
+    "and",
+    "or",
+    "not",
+    "true",
+    "false",
+    // field types and fragment parameter kinds (`any`, `state`, `guard`, `event` above)
+    "string",
+    "int",
+    "float",
+    "bool",
+    "action",
+    "value",
+];
+
 /// Parse a whole program into its statements.
 pub(crate) fn parse_program(src: &str) -> Result<Vec<Stmt>, DslError> {
     match try_parse(src) {
