@@ -132,7 +132,7 @@ fn emit_edge(source: &Node, edge: &Edge, pad: &str, out: &mut Vec<String>) {
                 ));
             }
         }
-        // harel draws neither the `else` branch nor the transition's `set`
+        // no `else` branch, as harel draws it (see the module's doc)
         Edge::Select {
             filter,
             function,

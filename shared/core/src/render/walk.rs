@@ -46,7 +46,8 @@ pub(super) enum Edge<'d> {
         default: Option<(&'d Node, &'d [Assign])>,
     },
     /// To a choice point named after the selector's function, then one branch per
-    /// result value whose target resolves, and the `else` if it resolves.
+    /// result value whose target resolves, and the `else` if it resolves. Neither
+    /// diagram draws its transition's `set`, as harel's do not.
     Select {
         filter: Option<&'d EventFilter>,
         /// The selector's function as bound (a dotted path or a bare name).
