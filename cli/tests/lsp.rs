@@ -250,6 +250,34 @@ fn labels(completion: &Value) -> Vec<String> {
 }
 
 #[test]
+fn completion_offers_every_keyword_of_the_parser() {
+    // the parser's list, not a copy that drifts from it (`no`, `cancel_on_failure`)
+    let dir = project("keywords");
+    let order = uri_of(&dir.join("order.stm"));
+    let mut server = Server::start();
+    server.initialize(&dir);
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": order, "languageId": "stm", "version": 1, "text": MACHINE}}),
+    );
+    // the start of an item: no name is expected there, so every keyword is offered
+    let (line, _) = position_of(MACHINE, "  final Done success", 0);
+    let offered = labels(&server.at("textDocument/completion", &order, (line, 0), json!({})));
+    let missing: Vec<&str> = stm_core::dsl::KEYWORDS
+        .iter()
+        .copied()
+        .filter(|k| !offered.iter().any(|o| o == k))
+        .collect();
+    assert!(missing.is_empty(), "never offered: {missing:?}");
+    let unknown: Vec<&String> = offered
+        .iter()
+        .filter(|o| !stm_core::dsl::KEYWORDS.contains(&o.as_str()))
+        .collect();
+    assert!(unknown.is_empty(), "offered but no keyword: {unknown:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn the_language_server_answers_every_feature_over_stdio() {
     let dir = project("features");
     let order = uri_of(&dir.join("order.stm"));

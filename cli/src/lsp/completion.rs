@@ -1,57 +1,17 @@
 //! Completion by context, read from the tokens before the cursor: state paths after
 //! `from`/`to`/`initial`, events after `on` (and `|`), the trigger's event fields and
 //! the guards inside `where`/`when`, bound handlers after `on enter`/`exit`/`activity`,
-//! fragments after `use`; the keywords anywhere else.
+//! fragments after `use`; the parser's keywords anywhere else.
 
 use lsp_types::{CompletionItem, CompletionItemKind, Position, Url};
 use stm_core::definition::RESERVED_EVENTS;
+// the parser's own list: a copy here drifted from it
+use stm_core::dsl::KEYWORDS;
 
 use super::documents::Documents;
 use super::index::{FileIndex, HOOKS};
 use super::lexer::{offset_of, Token, TokenKind};
 use super::symbols::visible_events;
-
-/// The language's keywords, offered where no name is expected.
-const KEYWORDS: [&str; 38] = [
-    "machine",
-    "fragment",
-    "state",
-    "orthogonal",
-    "final",
-    "initial",
-    "from",
-    "to",
-    "on",
-    "enter",
-    "exit",
-    "activity",
-    "where",
-    "select",
-    "returns",
-    "join",
-    "all",
-    "any",
-    "else",
-    "invoke",
-    "for",
-    "in",
-    "with",
-    "use",
-    "as",
-    "import",
-    "event",
-    "guard",
-    "bind",
-    "timeout",
-    "ttl",
-    "set",
-    "choose",
-    "when",
-    "context",
-    "outcome",
-    "carry",
-    "defer",
-];
 
 /// What the cursor's position asks for.
 #[derive(Debug, PartialEq, Eq)]

@@ -11,6 +11,8 @@ use std::collections::BTreeSet;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+// the operators belong to Python's values, which evaluate them
+pub use crate::pyvalue::ArithOp;
 use crate::{Map, Value};
 
 /// Index of a node in [`Definition::nodes`].
@@ -118,25 +120,6 @@ pub struct Selector {
     pub default: Option<String>,
     /// Declared result values (validation only).
     pub enum_values: Option<Vec<Value>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ArithOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-}
-
-impl ArithOp {
-    pub fn symbol(self) -> &'static str {
-        match self {
-            ArithOp::Add => "+",
-            ArithOp::Sub => "-",
-            ArithOp::Mul => "*",
-            ArithOp::Div => "/",
-        }
-    }
 }
 
 /// The right-hand side of a `set`.

@@ -57,7 +57,7 @@ pub struct NumError {
 }
 
 impl NumError {
-    fn new(type_name: &'static str, message: impl Into<String>) -> NumError {
+    pub(crate) fn new(type_name: &'static str, message: impl Into<String>) -> NumError {
         NumError {
             type_name,
             message: message.into(),
@@ -365,32 +365,6 @@ pub fn python_digits(text: &str, float: bool) -> Option<String> {
         return None;
     }
     Some(out)
-}
-
-/// Python's `float(v)` for a JSON value, as harel reads a number of seconds: a number or
-/// a bool as it is, a string as Python parses one; otherwise Python's `ValueError` or
-/// `TypeError`.
-pub fn py_float(v: &Value) -> Result<f64, NumError> {
-    match v {
-        Value::String(text) => python_digits(text.trim(), true)
-            .and_then(|t| t.parse::<f64>().ok())
-            .ok_or_else(|| {
-                NumError::new(
-                    "ValueError",
-                    format!("could not convert string to float: {}", crate::pyvalue::repr(v)),
-                )
-            }),
-        other => match Num::from_value(other) {
-            Some(n) => n.to_f64(),
-            None => Err(NumError::new(
-                "TypeError",
-                format!(
-                    "float() argument must be a string or a real number, not '{}'",
-                    crate::pyvalue::type_name(other)
-                ),
-            )),
-        },
-    }
 }
 
 /// A float as a JSON value, a non-finite one included (see the module documentation).

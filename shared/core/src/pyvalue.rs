@@ -8,6 +8,8 @@
 
 use std::cmp::Ordering;
 
+use serde::{Deserialize, Serialize};
+
 use crate::pynum::{self, Num, NumError};
 use crate::{Map, Value};
 
@@ -251,10 +253,30 @@ pub enum ArithError {
     Raised(NumError),
 }
 
+/// An arithmetic operator of a `set` expression: Python's `+`, `-`, `*` and `/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl ArithOp {
+    /// The `.stm` spelling, Python's.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            ArithOp::Add => "+",
+            ArithOp::Sub => "-",
+            ArithOp::Mul => "*",
+            ArithOp::Div => "/",
+        }
+    }
+}
+
 /// Python arithmetic `left op right` on numbers (bools excluded, as harel does): ints of
 /// any size, exact mixed arithmetic, `int / int` correctly rounded.
-pub fn arith(op: crate::definition::ArithOp, left: &Value, right: &Value) -> Result<Value, ArithError> {
-    use crate::definition::ArithOp;
+pub fn arith(op: ArithOp, left: &Value, right: &Value) -> Result<Value, ArithError> {
     let num = |v: &Value| -> Result<Num, ArithError> {
         match v {
             Value::Number(_) => as_num(v).ok_or_else(|| ArithError::Expression("bad number".to_string())),
@@ -281,6 +303,32 @@ pub fn arith(op: crate::definition::ArithOp, left: &Value, right: &Value) -> Res
 /// them).
 pub fn float(f: f64) -> Value {
     pynum::float_value(f)
+}
+
+/// Python's `float(v)` for a JSON value, as harel reads a number of seconds: a number or
+/// a bool as it is, a string as Python parses one; otherwise Python's `ValueError` or
+/// `TypeError`.
+pub fn py_float(v: &Value) -> Result<f64, NumError> {
+    match v {
+        Value::String(text) => pynum::python_digits(text.trim(), true)
+            .and_then(|t| t.parse::<f64>().ok())
+            .ok_or_else(|| {
+                NumError::new(
+                    "ValueError",
+                    format!("could not convert string to float: {}", repr(v)),
+                )
+            }),
+        other => match Num::from_value(other) {
+            Some(n) => n.to_f64(),
+            None => Err(NumError::new(
+                "TypeError",
+                format!(
+                    "float() argument must be a string or a real number, not '{}'",
+                    type_name(other)
+                ),
+            )),
+        },
+    }
 }
 
 /// Read a number as seconds (ints and floats; bools count as Python would).
@@ -342,7 +390,6 @@ mod tests {
 
     #[test]
     fn arithmetic_follows_python() {
-        use crate::definition::ArithOp;
         assert_eq!(arith(ArithOp::Add, &json!(1), &json!(2)), Ok(json!(3)));
         let max = json!(i64::MAX);
         assert_eq!(

@@ -1,7 +1,8 @@
 //! Definition parity with harel 0.9.0: every `tests/data/dsl/ok/*.stm` builds into the
 //! Definition harel builds, as dumped by `tests/data/dsl/dump_harel.py` into the golden
 //! `ok/<name>.json` (regenerate with
-//! `"$STM_PYTHON" shared/core/tests/data/dsl/dump_harel.py`).
+//! `"$STM_PYTHON" shared/core/tests/data/dsl/dump_harel.py`); and the language's
+//! keywords are the fixed words of harel's grammar, read from the installed harel.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +12,8 @@ use stm_core::definition::{
     Transition,
 };
 use stm_core::dsl;
+
+mod common;
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/dsl")
@@ -259,6 +262,36 @@ fn definitions_match_harel() {
         failures.len(),
         files.len(),
         failures.join("\n\n")
+    );
+}
+
+/// The words harel's `grammar.lark` spells out in quotes, its comments left out.
+const GRAMMAR_WORDS: &str = r#"
+import json, pathlib, re
+import harel.dsl
+grammar = (pathlib.Path(harel.dsl.__file__).parent / "grammar.lark").read_text()
+words = set()
+for line in grammar.splitlines():
+    words.update(re.findall(r'"([A-Za-z_]+)"', line.split("//")[0]))
+print(json.dumps(sorted(words)))
+"#;
+
+#[test]
+fn keywords_are_the_words_of_harels_grammar() {
+    // `stm lsp` completes these: a word missing here is a word the editor never offers
+    let grammar = common::run_python(GRAMMAR_WORDS, "");
+    let grammar: Vec<&str> = grammar
+        .as_array()
+        .expect("a list of words")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(grammar.len() >= 50, "{grammar:?}");
+    let mut ours = dsl::KEYWORDS.to_vec();
+    ours.sort_unstable();
+    assert_eq!(
+        ours, grammar,
+        "dsl::KEYWORDS (left) against harel's grammar (right)"
     );
 }
 

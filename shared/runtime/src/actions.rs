@@ -381,7 +381,7 @@ fn beyond_64_bits(v: &Value) -> ActionError {
 
 /// Python's `float(v)` for the JSON values.
 fn py_float(v: &Value) -> Result<f64, ActionError> {
-    pynum::py_float(v).map_err(|e| ActionError::new(e.type_name, e.message))
+    pyvalue::py_float(v).map_err(|e| ActionError::new(e.type_name, e.message))
 }
 
 /// `min(delay, float(cap))` when a cap is given: Python's `min` keeps `delay` (and

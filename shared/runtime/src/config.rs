@@ -466,6 +466,9 @@ mod tests {
         ));
         // the variable, its value and what it takes (a function's init and the CLI say
         // `configuration error: ` before it)
-        assert_eq!(err.to_string(), "STM_TRACE_MAX=\"many\": expected a whole number");
+        assert_eq!(
+            err.to_string(),
+            format!("{}=\"many\": expected a whole number", vars::TRACE_MAX)
+        );
     }
 }

@@ -12,10 +12,10 @@
 
 use indexmap::IndexMap;
 
-use super::program::{ActionCfg, AssignCfg, InputCfg, PredCfg, SrcPos, StateCfg, TimeoutCfg, TransCfg};
+use super::program::{ActionCfg, InputCfg, PredCfg, SrcPos, StateCfg, TimeoutCfg, TransCfg};
 use crate::definition::{
-    ActionRef, Assign, Choice, Definition, EventFilter, Node, NodeId, NodeKind, Pos, Predicate, Selector,
-    Timeout, Transition,
+    ActionRef, Choice, Definition, EventFilter, Node, NodeId, NodeKind, Pos, Predicate, Selector, Timeout,
+    Transition,
 };
 use crate::{pyvalue, Map, Value};
 
@@ -199,7 +199,7 @@ impl<'c> Builder<'c> {
                 let mut branch_assignments = Vec::with_capacity(c.branches.len());
                 for (n, (pred, to, set)) in c.branches.iter().enumerate() {
                     branches.push((predicate(pred), resolve(to, n)?));
-                    branch_assignments.push(assigns(set));
+                    branch_assignments.push(set.clone());
                 }
                 let default = match &c.default {
                     Some(d) => Some(resolve(d, c.branches.len())?),
@@ -209,7 +209,7 @@ impl<'c> Builder<'c> {
                     branches,
                     default,
                     branch_assignments,
-                    default_assignments: assigns(&c.default_set),
+                    default_assignments: c.default_set.clone(),
                 })
             }
         };
@@ -219,7 +219,7 @@ impl<'c> Builder<'c> {
             event_filter,
             selector,
             choice,
-            assignments: assigns(&raw.set),
+            assignments: raw.set.clone(),
             pos: Some(Pos {
                 line: raw.pos.line,
                 column: raw.pos.col,
@@ -333,13 +333,4 @@ fn predicate(p: &PredCfg) -> Predicate {
         // unbound guards are reported before building
         PredCfg::Guard(_) => Predicate::All(Vec::new()),
     }
-}
-
-fn assigns(set: &[AssignCfg]) -> Vec<Assign> {
-    set.iter()
-        .map(|a| Assign {
-            field: a.field.clone(),
-            expr: a.expr.clone(),
-        })
-        .collect()
 }

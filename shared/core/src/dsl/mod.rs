@@ -11,7 +11,8 @@
 //! ```
 //!
 //! * [`tokens`] is the lexer's reading of a text, for tools (an editor's) that need
-//!   the grammar's tokens without a parse;
+//!   the grammar's tokens without a parse, and [`KEYWORDS`] its fixed words (what an
+//!   editor completes);
 //! * [`parse`] reads one file without resolving imports (what `stm list` prints);
 //! * [`load_definition_file`] / [`load_definition_str`] run the whole pipeline for one
 //!   machine, [`load_all_file`] for every machine of a file.
@@ -53,6 +54,7 @@ use std::path::Path;
 
 pub use error::DslError;
 pub use lexer::{TokKind, Token};
+pub use parser::KEYWORDS;
 pub use program::{Import, Program};
 
 use crate::Definition;

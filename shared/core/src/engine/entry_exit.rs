@@ -58,7 +58,7 @@ impl Step<'_> {
     fn context_seconds(&self, key: &str) -> StepResult<f64> {
         match self.exe.context.get(key) {
             None => Ok(0.0),
-            Some(v) => crate::pynum::py_float(v).map_err(|e| StepError::Raised {
+            Some(v) => crate::pyvalue::py_float(v).map_err(|e| StepError::Raised {
                 type_name: e.type_name,
                 message: e.message,
             }),

@@ -2,7 +2,8 @@
 //! use: what the web console draws beside a machine's states.
 
 use super::label::{guard_text, kind_text, predicate_label};
-use crate::Definition;
+use super::walk::{Edge, Scope};
+use crate::definition::{Definition, NodeId};
 
 /// One transition, or one branch of a `choose`, as the console draws it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,40 +47,43 @@ pub struct Arrow {
 /// ```
 pub fn arrows(defn: &Definition) -> Vec<Arrow> {
     let mut out = Vec::new();
-    for node in &defn.nodes {
-        for t in &node.transitions {
-            let from = defn.path(t.source).to_string();
-            let event = t.event_filter.as_ref().map(kind_text);
-            let event_guard = t.event_filter.as_ref().and_then(guard_text);
-            if let Some(target) = t.target {
-                out.push(Arrow {
+    for id in (0..defn.nodes.len()).map(NodeId) {
+        for (source, edge) in Scope::at(defn, id).edges() {
+            let from = source.full_path.clone();
+            match edge {
+                Edge::To { target, filter, .. } => out.push(Arrow {
                     from,
-                    to: defn.path(target).to_string(),
-                    event,
-                    guard: event_guard,
-                });
-                continue;
-            }
-            let Some(choice) = &t.choice else { continue };
-            let both = |branch: String| match &event_guard {
-                Some(g) => format!("{g} and {branch}"),
-                None => branch,
-            };
-            for (guard, target) in &choice.branches {
-                out.push(Arrow {
-                    from: from.clone(),
-                    to: defn.path(*target).to_string(),
-                    event: event.clone(),
-                    guard: Some(both(predicate_label(guard))),
-                });
-            }
-            if let Some(target) = choice.default {
-                out.push(Arrow {
-                    from: from.clone(),
-                    to: defn.path(target).to_string(),
-                    event: event.clone(),
-                    guard: Some(both("else".to_string())),
-                });
+                    to: target.full_path.clone(),
+                    event: filter.map(kind_text),
+                    guard: filter.and_then(guard_text),
+                }),
+                Edge::Choose {
+                    filter,
+                    branches,
+                    default,
+                    ..
+                } => {
+                    let event = filter.map(kind_text);
+                    let event_guard = filter.and_then(guard_text);
+                    let both = |branch: String| match &event_guard {
+                        Some(g) => format!("{g} and {branch}"),
+                        None => branch,
+                    };
+                    let guarded = branches
+                        .iter()
+                        .map(|b| (b.target, predicate_label(b.guard)))
+                        .chain(default.map(|(target, _)| (target, "else".to_string())));
+                    for (target, guard) in guarded {
+                        out.push(Arrow {
+                            from: from.clone(),
+                            to: target.full_path.clone(),
+                            event: event.clone(),
+                            guard: Some(both(guard)),
+                        });
+                    }
+                }
+                // decided at run time: no arrow to draw
+                Edge::Select { .. } => {}
             }
         }
     }

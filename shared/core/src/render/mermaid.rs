@@ -15,9 +15,8 @@
 //! line is left out instead.
 
 use super::label::{effect_text, guard_text, kind_text, predicate_label, short_name};
-use crate::definition::{
-    ActionRef, Assign, Definition, EventFilter, Node, NodeId, NodeKind, Timeout, Transition,
-};
+use super::walk::{Edge, Scope};
+use crate::definition::{ActionRef, Assign, Definition, EventFilter, Node, NodeKind, Timeout};
 use crate::pyvalue;
 
 const INDENT: &str = "  ";
@@ -25,7 +24,7 @@ const INDENT: &str = "  ";
 /// `defn` as a Mermaid `stateDiagram-v2` (no trailing newline).
 pub fn mermaid(defn: &Definition) -> String {
     let mut out = vec!["stateDiagram-v2".to_string()];
-    emit_body(defn, defn.root, 0, &mut out);
+    emit_body(Scope::root(defn), 0, &mut out);
     out.join("\n")
 }
 
@@ -115,83 +114,71 @@ fn branch_effect(assignments: &[Assign]) -> String {
         .unwrap_or_default()
 }
 
-fn emit_choice(defn: &Definition, source: &Node, t: &Transition, pad: &str, out: &mut Vec<String>) {
-    let Some(choice) = &t.choice else { return };
+/// The lines `edge` draws from `source`.
+fn emit_edge(source: &Node, edge: &Edge, pad: &str, out: &mut Vec<String>) {
     let src = nid(source);
-    let node = format!("{src}__choose");
-    out.push(format!("{pad}state {node} <<choice>>"));
-    out.push(format!(
-        "{pad}{src} --> {node}{}",
-        edge_suffix(t.event_filter.as_ref(), &t.assignments)
-    ));
-    for (i, (guard, target)) in choice.branches.iter().enumerate() {
-        let assigns = choice.branch_assignments.get(i).map(Vec::as_slice).unwrap_or(&[]);
-        out.push(format!(
-            "{pad}{node} --> {} : [{}]{}",
-            nid(defn.node(*target)),
-            text(&predicate_label(guard)),
-            branch_effect(assigns)
-        ));
-    }
-    if let Some(default) = choice.default {
-        out.push(format!(
-            "{pad}{node} --> {} : else{}",
-            nid(defn.node(default)),
-            branch_effect(&choice.default_assignments)
-        ));
-    }
-}
-
-fn emit_selector(
-    defn: &Definition,
-    comp: NodeId,
-    source: &Node,
-    t: &Transition,
-    pad: &str,
-    out: &mut Vec<String>,
-) {
-    let Some(selector) = &t.selector else { return };
-    let f = short_name(&selector.action.function);
-    let src = nid(source);
-    let choice = format!("{src}__{f}");
-    out.push(format!("{pad}state {choice} <<choice>>"));
-    out.push(format!(
-        "{pad}{src} --> {choice}{}",
-        edge_suffix(t.event_filter.as_ref(), &[])
-    ));
-    for (value, target_name) in &selector.mapper {
-        if let Some(target) = defn.resolve_relative(comp, target_name) {
+    match edge {
+        Edge::To {
+            target,
+            filter,
+            assignments,
+        } => out.push(format!(
+            "{pad}{src} --> {}{}",
+            nid(target),
+            edge_suffix(*filter, assignments)
+        )),
+        Edge::Choose {
+            filter,
+            assignments,
+            branches,
+            default,
+        } => {
+            let node = format!("{src}__choose");
+            out.push(format!("{pad}state {node} <<choice>>"));
             out.push(format!(
-                "{pad}{choice} --> {} : {f}={}",
-                nid(defn.node(target)),
-                text(value)
+                "{pad}{src} --> {node}{}",
+                edge_suffix(*filter, assignments)
             ));
+            for branch in branches {
+                out.push(format!(
+                    "{pad}{node} --> {} : [{}]{}",
+                    nid(branch.target),
+                    text(&predicate_label(branch.guard)),
+                    branch_effect(branch.assignments)
+                ));
+            }
+            if let Some((target, assigns)) = default {
+                out.push(format!(
+                    "{pad}{node} --> {} : else{}",
+                    nid(target),
+                    branch_effect(assigns)
+                ));
+            }
         }
-    }
-    if let Some(default) = &selector.default {
-        if let Some(target) = defn.resolve_relative(comp, default) {
-            out.push(format!("{pad}{choice} --> {} : else", nid(defn.node(target))));
+        Edge::Select {
+            filter,
+            function,
+            values,
+            default,
+        } => {
+            let f = short_name(function);
+            let choice = format!("{src}__{f}");
+            out.push(format!("{pad}state {choice} <<choice>>"));
+            out.push(format!("{pad}{src} --> {choice}{}", edge_suffix(*filter, &[])));
+            for (value, target) in values {
+                out.push(format!("{pad}{choice} --> {} : {f}={}", nid(target), text(value)));
+            }
+            if let Some(target) = default {
+                out.push(format!("{pad}{choice} --> {} : else", nid(target)));
+            }
         }
     }
 }
 
-fn emit_transitions(defn: &Definition, comp: NodeId, pad: &str, out: &mut Vec<String>) {
-    let scope = defn.node(comp);
-    for &child in &scope.children {
-        let child_node = defn.node(child);
-        for t in scope.transitions.iter().filter(|t| t.source == child) {
-            if let Some(target) = t.target {
-                out.push(format!(
-                    "{pad}{} --> {}{}",
-                    nid(child_node),
-                    nid(defn.node(target)),
-                    edge_suffix(t.event_filter.as_ref(), &t.assignments)
-                ));
-            } else if t.selector.is_some() {
-                emit_selector(defn, comp, child_node, t, pad, out);
-            } else if t.choice.is_some() {
-                emit_choice(defn, child_node, t, pad, out);
-            }
+fn emit_transitions(scope: Scope, pad: &str, out: &mut Vec<String>) {
+    for child in scope.children() {
+        for edge in child.edges() {
+            emit_edge(child.node, &edge, pad, out);
         }
     }
 }
@@ -215,8 +202,8 @@ fn composite_title(node: &Node) -> String {
     }
 }
 
-fn emit_composite(defn: &Definition, id: NodeId, indent: usize, out: &mut Vec<String>) {
-    let node = defn.node(id);
+fn emit_composite(scope: Scope, indent: usize, out: &mut Vec<String>) {
+    let node = scope.node;
     let pad = INDENT.repeat(indent);
     let node_id = nid(node);
     let title = composite_title(node);
@@ -226,38 +213,35 @@ fn emit_composite(defn: &Definition, id: NodeId, indent: usize, out: &mut Vec<St
         out.push(format!("{pad}state \"{title}\" as {node_id} {{"));
     }
     if node.kind == NodeKind::Orthogonal {
-        for (i, &region) in node.children.iter().enumerate() {
+        for (i, region) in scope.children().enumerate() {
             if i > 0 {
                 out.push(format!("{}--", INDENT.repeat(indent + 1)));
             }
-            emit_composite(defn, region, indent + 1, out);
+            emit_composite(region.scope(), indent + 1, out);
         }
     } else {
-        emit_body(defn, id, indent + 1, out);
+        emit_body(scope, indent + 1, out);
     }
     out.push(format!("{pad}}}"));
 }
 
-fn emit_body(defn: &Definition, comp: NodeId, indent: usize, out: &mut Vec<String>) {
+fn emit_body(scope: Scope, indent: usize, out: &mut Vec<String>) {
     let pad = INDENT.repeat(indent);
-    let scope = defn.node(comp);
-    if let Some(start) = scope.start_state.as_deref().and_then(|s| defn.child(comp, s)) {
-        out.push(format!("{pad}[*] --> {}", nid(defn.node(start))));
+    if let Some(start) = scope.initial() {
+        out.push(format!("{pad}[*] --> {}", nid(start)));
     }
-    for &child in &scope.children {
-        let node = defn.node(child);
-        if node.is_composite() {
-            emit_composite(defn, child, indent, out);
+    for child in scope.children() {
+        if child.node.is_composite() {
+            emit_composite(child.scope(), indent, out);
         } else {
-            emit_leaf(node, &pad, out);
+            emit_leaf(child.node, &pad, out);
         }
     }
-    emit_transitions(defn, comp, &pad, out);
+    emit_transitions(scope, &pad, out);
     // a leaf with no outgoing transition in this scope is a sink: the final pseudostate
-    for &child in &scope.children {
-        let node = defn.node(child);
-        if !node.is_composite() && !scope.transitions.iter().any(|t| t.source == child) {
-            let line = format!("{pad}{} --> [*]", nid(node));
+    for child in scope.children() {
+        if !child.node.is_composite() && child.is_sink() {
+            let line = format!("{pad}{} --> [*]", nid(child.node));
             if !out.contains(&line) {
                 out.push(line);
             }

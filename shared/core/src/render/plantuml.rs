@@ -35,14 +35,15 @@
 //! line is left out instead.
 
 use super::label::{effect_text, guard_text, kind_text, predicate_label, short_name};
-use crate::definition::{ActionRef, Assign, Definition, EventFilter, Node, NodeId, NodeKind, Transition};
+use super::walk::{Edge, Scope};
+use crate::definition::{ActionRef, Assign, Definition, EventFilter, Node, NodeKind};
 
 const INDENT: &str = "  ";
 
 /// `defn` as PlantUML state-diagram lines (no `@startuml` and no trailing newline,
 /// as harel writes it).
 pub fn plantuml(defn: &Definition) -> String {
-    emit(defn, defn.root, 0, "").join("\n")
+    emit(Scope::root(defn), 0, "").join("\n")
 }
 
 /// A node's address: its `full_path` without spaces.
@@ -92,98 +93,85 @@ fn branch_effect(assignments: &[Assign]) -> String {
         .unwrap_or_default()
 }
 
-fn emit_choice(defn: &Definition, source: &Node, t: &Transition, pad: &str, out: &mut Vec<String>) {
-    let Some(choice) = &t.choice else { return };
+/// The lines `edge` draws from `source`.
+fn emit_edge(source: &Node, edge: &Edge, pad: &str, out: &mut Vec<String>) {
     let src = address(source);
-    // without the name's spaces, unlike harel: see the module's doc
-    let node = sibling(source, &format!("{}_choose", source.name.replace(' ', "")));
-    out.push(format!("{pad}state {node}<<choice>>"));
-    out.push(format!(
-        "{pad}{src} --> {node}{}",
-        label(t.event_filter.as_ref(), &t.assignments)
-    ));
-    for (i, (guard, target)) in choice.branches.iter().enumerate() {
-        let assigns = choice.branch_assignments.get(i).map(Vec::as_slice).unwrap_or(&[]);
-        out.push(format!(
-            "{pad}{node} --> {}: [{}]{}",
-            address(defn.node(*target)),
-            predicate_label(guard),
-            branch_effect(assigns)
-        ));
-    }
-    if let Some(default) = choice.default {
-        out.push(format!(
-            "{pad}{node} --> {}: else{}",
-            address(defn.node(default)),
-            branch_effect(&choice.default_assignments)
-        ));
-    }
-}
-
-fn emit_selector(
-    defn: &Definition,
-    comp: NodeId,
-    source: &Node,
-    t: &Transition,
-    pad: &str,
-    out: &mut Vec<String>,
-) {
-    let Some(selector) = &t.selector else { return };
-    let f = short_name(&selector.action.function);
-    let choice = sibling(source, f);
-    out.push(format!("{pad}state {choice}<<choice>>"));
-    out.push(format!(
-        "{pad}{} --> {choice}{}",
-        address(source),
-        label(t.event_filter.as_ref(), &[])
-    ));
-    for (value, target_name) in &selector.mapper {
-        if let Some(target) = defn.resolve_relative(comp, target_name) {
-            out.push(format!(
-                "{pad}{choice} --> {}: {f}={value}",
-                address(defn.node(target))
-            ));
+    match edge {
+        Edge::To {
+            target,
+            filter,
+            assignments,
+        } => out.push(format!(
+            "{pad}{src} --> {}{}",
+            address(target),
+            label(*filter, assignments)
+        )),
+        Edge::Choose {
+            filter,
+            assignments,
+            branches,
+            default,
+        } => {
+            // without the name's spaces, unlike harel: see the module's doc
+            let node = sibling(source, &format!("{}_choose", source.name.replace(' ', "")));
+            out.push(format!("{pad}state {node}<<choice>>"));
+            out.push(format!("{pad}{src} --> {node}{}", label(*filter, assignments)));
+            for branch in branches {
+                out.push(format!(
+                    "{pad}{node} --> {}: [{}]{}",
+                    address(branch.target),
+                    predicate_label(branch.guard),
+                    branch_effect(branch.assignments)
+                ));
+            }
+            if let Some((target, assigns)) = default {
+                out.push(format!(
+                    "{pad}{node} --> {}: else{}",
+                    address(target),
+                    branch_effect(assigns)
+                ));
+            }
+        }
+        // no `else` branch, as harel draws it (see the module's doc)
+        Edge::Select {
+            filter,
+            function,
+            values,
+            default: _,
+        } => {
+            let f = short_name(function);
+            let choice = sibling(source, f);
+            out.push(format!("{pad}state {choice}<<choice>>"));
+            out.push(format!("{pad}{src} --> {choice}{}", label(*filter, &[])));
+            for (value, target) in values {
+                out.push(format!("{pad}{choice} --> {}: {f}={value}", address(target)));
+            }
         }
     }
 }
 
-fn emit_transitions(defn: &Definition, comp: NodeId, pad: &str, out: &mut Vec<String>) {
-    let scope = defn.node(comp);
-    for &child in &scope.children {
-        let child_node = defn.node(child);
-        let mut outgoing = scope.transitions.iter().filter(|t| t.source == child).peekable();
-        if outgoing.peek().is_none() {
+fn emit_transitions(scope: Scope, pad: &str, out: &mut Vec<String>) {
+    for child in scope.children() {
+        if child.is_sink() {
             // no way out of this child in its scope: a sink, drawn once
-            let line = format!("{pad}{} --> [*]", address(child_node));
+            let line = format!("{pad}{} --> [*]", address(child.node));
             if !out.contains(&line) {
                 out.push(line);
             }
             continue;
         }
-        for t in outgoing {
-            if let Some(target) = t.target {
-                out.push(format!(
-                    "{pad}{} --> {}{}",
-                    address(child_node),
-                    address(defn.node(target)),
-                    label(t.event_filter.as_ref(), &t.assignments)
-                ));
-            } else if t.selector.is_some() {
-                emit_selector(defn, comp, child_node, t, pad, out);
-            } else if t.choice.is_some() {
-                emit_choice(defn, child_node, t, pad, out);
-            }
+        for edge in child.edges() {
+            emit_edge(child.node, &edge, pad, out);
         }
     }
 }
 
-/// The lines of scope `comp`'s body; `end_line` follows each composite child's block.
-fn emit(defn: &Definition, comp: NodeId, indent: usize, end_line: &str) -> Vec<String> {
+/// The lines of `scope`'s body; `end_line` follows each composite child's block.
+fn emit(scope: Scope, indent: usize, end_line: &str) -> Vec<String> {
     let pad = INDENT.repeat(indent);
-    let scope = defn.node(comp);
     let mut out = Vec::new();
-    for &child in &scope.children {
-        let node = defn.node(child);
+    for child in scope.children() {
+        let node = child.node;
         let hooks: [(&Option<ActionRef>, &str); 3] = [
             (&node.on_enter, "on_enter"),
             (&node.on_activity, "on_activity"),
@@ -199,26 +187,26 @@ fn emit(defn: &Definition, comp: NodeId, indent: usize, end_line: &str) -> Vec<S
             }
         }
     }
-    for &child in &scope.children {
-        let node = defn.node(child);
+    for child in scope.children() {
+        let node = child.node;
         if node.is_composite() {
             let child_end = if node.kind == NodeKind::Orthogonal {
                 "||"
             } else {
                 ""
             };
-            let body = emit(defn, child, indent + 1, child_end);
+            let body = emit(child.scope(), indent + 1, child_end);
             out.push(format!("{pad}{} {{", declare(node)));
             out.extend(body);
             out.push(format!("{pad}}}"));
             out.push(format!("{pad}{end_line}"));
         }
     }
-    if let Some(start) = scope.start_state.as_deref().and_then(|s| defn.child(comp, s)) {
-        out.push(format!("{pad}[*] --> {}", address(defn.node(start))));
+    if let Some(start) = scope.initial() {
+        out.push(format!("{pad}[*] --> {}", address(start)));
     }
-    if !scope.transitions.is_empty() {
-        emit_transitions(defn, comp, &pad, &mut out);
+    if scope.has_transitions() {
+        emit_transitions(scope, &pad, &mut out);
     } else {
         // meant to drop the separator after the last region; harel drops whatever is last
         out.pop();

@@ -116,6 +116,43 @@ const ITEM_WORDS: [&str; 17] = [
 ];
 const DECL_WORDS: [&str; 6] = ["import", "bind", "guard", "event", "machine", "fragment"];
 
+/// The fixed words in none of the lists above: the rest of the items', the transitions',
+/// the conditions' and the values'.
+const OTHER_WORDS: [&str; 29] = [
+    "as", "enter", "exit", "activity", "history", "for", "in", "to", "choose", "when", "else", "select",
+    "returns", "join", "all", "any", "where", "set", "and", "or", "not", "true", "false", "string", "int",
+    "float", "bool", "action", "value",
+];
+
+/// Every fixed word of the language, each once: the words of harel's `grammar.lark`
+/// (its keywords, types, parameter kinds and booleans). An editor offers these where
+/// no name is expected, so a word the grammar gains belongs in one of the lists it is
+/// made of (the harel parity test compares it with the grammar).
+pub const KEYWORDS: &[&str] = &concat::<{ DECL_WORDS.len() + ITEM_WORDS.len() + OTHER_WORDS.len() }>(&[
+    &DECL_WORDS,
+    &ITEM_WORDS,
+    &OTHER_WORDS,
+]);
+
+/// `parts` one after the other, as an array of `N` words (evaluated at compile time,
+/// where an `N` that is not their total length fails the build).
+const fn concat<const N: usize>(parts: &[&[&'static str]]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut n = 0;
+    let mut p = 0;
+    while p < parts.len() {
+        let mut i = 0;
+        while i < parts[p].len() {
+            out[n] = parts[p][i];
+            n += 1;
+            i += 1;
+        }
+        p += 1;
+    }
+    assert!(n == N, "KEYWORDS: N is not the total length of its parts");
+    out
+}
+
 /// Parse a whole program into its statements.
 pub(crate) fn parse_program(src: &str) -> Result<Vec<Stmt>, DslError> {
     match try_parse(src) {

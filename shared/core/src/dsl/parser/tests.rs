@@ -141,3 +141,19 @@ fn ambiguous_prefixes_read_like_harel() {
         "{it:?}"
     );
 }
+
+#[test]
+fn every_word_the_parser_matches_is_a_keyword() {
+    // the lists the parser branches on are parts of the one exported list
+    for word in ITEM_WORDS
+        .iter()
+        .chain(&DECL_WORDS)
+        .chain(&TYPES)
+        .chain(&PARAM_KINDS)
+    {
+        assert!(KEYWORDS.contains(word), "`{word}` is missing from KEYWORDS");
+    }
+    for (i, word) in KEYWORDS.iter().enumerate() {
+        assert!(!KEYWORDS[..i].contains(word), "`{word}` is twice in KEYWORDS");
+    }
+}

@@ -14,7 +14,7 @@ use indexmap::IndexMap;
 
 use super::ast::At;
 use super::error::DslError;
-use crate::definition::{CmpOp, EventType, Expr, FieldSpec, Source};
+use crate::definition::{Assign, CmpOp, EventType, FieldSpec, Source};
 use crate::pyvalue;
 use crate::Value;
 
@@ -78,12 +78,6 @@ pub(crate) enum PredCfg {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct AssignCfg {
-    pub field: String,
-    pub expr: Expr,
-}
-
-#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct OnEventCfg {
     /// The kinds joined with `|` (harel's `type`).
     pub kind: String,
@@ -102,9 +96,9 @@ pub(crate) struct SelectorCfg {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ChoiceCfg {
-    pub branches: Vec<(PredCfg, String, Vec<AssignCfg>)>,
+    pub branches: Vec<(PredCfg, String, Vec<Assign>)>,
     pub default: Option<String>,
-    pub default_set: Vec<AssignCfg>,
+    pub default_set: Vec<Assign>,
     /// Where each target is written: the branches', then the default's.
     pub targets_pos: Vec<SrcPos>,
 }
@@ -119,7 +113,7 @@ pub(crate) struct TransCfg {
     /// Where the target name is written.
     pub to_pos: Option<SrcPos>,
     pub on_event: Option<OnEventCfg>,
-    pub set: Vec<AssignCfg>,
+    pub set: Vec<Assign>,
     pub selector: Option<SelectorCfg>,
     pub choice: Option<ChoiceCfg>,
 }

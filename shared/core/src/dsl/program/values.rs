@@ -3,8 +3,8 @@
 
 use indexmap::IndexMap;
 
-use super::{py_repr, ActionCfg, AssignCfg, InputCfg, OnEventCfg, PredCfg, TResult, Transform};
-use crate::definition::{ArithOp, CmpOp, Expr, Source};
+use super::{py_repr, ActionCfg, InputCfg, OnEventCfg, PredCfg, TResult, Transform};
+use crate::definition::{ArithOp, Assign, CmpOp, Expr, Source};
 use crate::dsl::ast::{self, At, Lit, Operand, Pred};
 use crate::pyvalue;
 use crate::Value;
@@ -39,7 +39,7 @@ impl Transform<'_> {
         }))
     }
 
-    pub(super) fn assigns(&self, set: Option<Vec<ast::Assignment>>) -> TResult<Vec<AssignCfg>> {
+    pub(super) fn assigns(&self, set: Option<Vec<ast::Assignment>>) -> TResult<Vec<Assign>> {
         let mut out = Vec::new();
         for a in set.unwrap_or_default() {
             // the operands are transformed before the assignment itself
@@ -71,7 +71,7 @@ impl Transform<'_> {
                     a.at,
                 ));
             }
-            out.push(AssignCfg { field, expr });
+            out.push(Assign { field, expr });
         }
         Ok(out)
     }
