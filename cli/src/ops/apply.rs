@@ -115,7 +115,9 @@ pub async fn apply_control(
         .into());
     }
     let control = &connected.control;
-    match &command {
+    // the status the command committed: a reload could find the worker's next step (a
+    // cooperative cancel's Cancel, taken at once by `stm local`)
+    let after = match &command {
         ControlCommand::Cancel(reason) => control.cancel(id, reason.clone()).await,
         ControlCommand::Suspend => control.suspend(id).await,
         ControlCommand::Resume => control.resume(id).await,
@@ -123,8 +125,7 @@ pub async fn apply_control(
         ControlCommand::Redrive(at) => control.redrive(id, at).await,
     }
     .map_err(errors::control)?;
-    let after = load(connected.store.as_ref(), id).await?;
-    let note = match (&command, after.status) {
+    let note = match (&command, after) {
         (ControlCommand::Cancel(Some(_)), Status::Cancelled) => {
             "forceful: nothing active models `on Cancel`, so no Cancel event carried the reason; as in harel, it is not kept"
         }
@@ -138,7 +139,7 @@ pub async fn apply_control(
     };
     Ok(ControlOutcome {
         before: before.status,
-        after: after.status,
+        after,
         note,
     })
 }

@@ -176,12 +176,16 @@ impl Control {
 
     /// Cancel respecting the machine: cooperative when the active state models `Cancel`,
     /// forceful otherwise (and always for a FAILED execution). Children are terminated.
-    pub async fn cancel(&self, execution_id: &str, reason: Option<Map>) -> Result<(), ControlError> {
+    ///
+    /// Each control command returns the status it left the execution in, as it committed
+    /// it (its status as found when there was nothing to do): a worker may have moved it
+    /// on since, as a cooperative cancel's `Cancel` does, so a reload would not tell.
+    pub async fn cancel(&self, execution_id: &str, reason: Option<Map>) -> Result<Status, ControlError> {
         stm_aws::as_function("operator", async {
             for _ in 0..RETRIES {
                 let mut exe = self.load(execution_id).await?;
                 if is_terminal(exe.status) {
-                    return Ok(());
+                    return Ok(exe.status);
                 }
                 let cancel = Event::with_data("Cancel", reason.clone().unwrap_or_default());
                 // a machine version this deploy does not have cannot say whether the state
@@ -221,7 +225,7 @@ impl Control {
                     })
                     .collect();
                 self.flush(&outbox).await;
-                return Ok(());
+                return Ok(Status::Cancelling);
             }
             Err(ControlError::Store(stm_store::StoreError::retryable(format!(
                 "cancel {execution_id}: still conflicting after {RETRIES} attempts"
@@ -231,7 +235,7 @@ impl Control {
     }
 
     /// Forceful cancel: CANCELLED now, no hooks; children follow.
-    pub async fn terminate(&self, execution_id: &str) -> Result<(), ControlError> {
+    pub async fn terminate(&self, execution_id: &str) -> Result<Status, ControlError> {
         stm_aws::as_function("operator", async {
             self.force(execution_id, Status::Cancelled).await
         })
@@ -240,10 +244,11 @@ impl Control {
 
     /// RUNNING -> SUSPENDED (no-op otherwise); children follow. Nothing is lost: the
     /// worker keeps the events that come meanwhile on the execution's item until `resume`.
-    pub async fn suspend(&self, execution_id: &str) -> Result<(), ControlError> {
+    pub async fn suspend(&self, execution_id: &str) -> Result<Status, ControlError> {
         stm_aws::as_function("operator", async {
-            if self.load(execution_id).await?.status != Status::Running {
-                return Ok(());
+            let found = self.load(execution_id).await?.status;
+            if found != Status::Running {
+                return Ok(found);
             }
             self.force(execution_id, Status::Suspended).await
         })
@@ -254,28 +259,30 @@ impl Control {
     /// while it was suspended wait on its item: the same commit arms its recheck timer for
     /// now, whose `Timeout` (the sweeper's next run) steps them in order, unless its next
     /// event comes first and does.
-    pub async fn resume(&self, execution_id: &str) -> Result<(), ControlError> {
+    pub async fn resume(&self, execution_id: &str) -> Result<Status, ControlError> {
         stm_aws::as_function("operator", async {
-            if self.load(execution_id).await?.status != Status::Suspended {
-                return Ok(());
+            let found = self.load(execution_id).await?.status;
+            if found != Status::Suspended {
+                return Ok(found);
             }
             self.force(execution_id, Status::Running).await
         })
         .await
     }
 
-    async fn force(&self, execution_id: &str, status: Status) -> Result<(), ControlError> {
-        self.commit_status(execution_id, status).await?;
-        self.propagate(execution_id, status).await
+    async fn force(&self, execution_id: &str, status: Status) -> Result<Status, ControlError> {
+        let committed = self.commit_status(execution_id, status).await?;
+        self.propagate(execution_id, status).await?;
+        Ok(committed)
     }
 
     /// CAS `execution_id` to `status`, re-loading on a concurrent write; a finished
-    /// execution is left alone.
-    async fn commit_status(&self, execution_id: &str, status: Status) -> Result<(), ControlError> {
+    /// execution is left alone. The status it is left in.
+    async fn commit_status(&self, execution_id: &str, status: Status) -> Result<Status, ControlError> {
         for _ in 0..RETRIES {
             let mut exe = self.load(execution_id).await?;
             if is_terminal(exe.status) {
-                return Ok(());
+                return Ok(exe.status);
             }
             let before = exe.status;
             exe.status = status;
@@ -298,7 +305,7 @@ impl Control {
                 self.deliver_last_block(execution_id, Before::RowsCommit).await?;
             }
             match self.driver.store.commit(&mut exe, commit).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(status),
                 Err(e) if e.is_conflict() => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -317,7 +324,7 @@ impl Control {
             };
             for child_id in parent.children.keys() {
                 match self.commit_status(child_id, status).await {
-                    Ok(()) => frontier.push(child_id.clone()),
+                    Ok(_) => frontier.push(child_id.clone()),
                     // a child whose spawn intent is still on its way has no record yet
                     Err(ControlError::UnknownExecution(_)) => {}
                     Err(e) => return Err(e),

@@ -380,11 +380,13 @@ async fn lifecycle(stack: &Stack, tag: &str, advance_queue: impl Fn(f64)) {
         .await
         .expect("create");
     stack.drain().await;
-    stack
+    let committed = stack
         .control
         .cancel(&recalled, Some(object(json!({"reason": "customer"}))))
         .await
         .expect("cancel");
+    // what the command committed, whatever a worker did since
+    assert_eq!(committed, Status::Cancelling);
     let cancelling = stack.load(&recalled).await;
     assert_eq!(cancelling.status, Status::Cancelling);
     // the backlog behind the cancel drains as no-ops
@@ -405,7 +407,10 @@ async fn lifecycle(stack: &Stack, tag: &str, advance_queue: impl Fn(f64)) {
         .await
         .expect("create");
     stack.drain().await;
-    stack.control.cancel(&forced, None).await.expect("cancel");
+    assert_eq!(
+        stack.control.cancel(&forced, None).await.expect("cancel"),
+        Status::Cancelled
+    );
     assert_eq!(stack.load(&forced).await.status, Status::Cancelled);
     stack
         .control

@@ -249,7 +249,7 @@ async fn harel_and_we_leave_the_same_item() {
         let id = exe.id.clone();
         stored(store.as_ref(), exe).await;
         let ours = match control.redrive(&id, target).await {
-            Ok(()) => {
+            Ok(_) => {
                 Ok(serde_json::to_value(store.load(&id).await.expect("load").expect("exe")).expect("json"))
             }
             Err(e) => Err(e.to_string()),

@@ -96,12 +96,12 @@ impl Control {
     /// Put FAILED execution `id` back to RUNNING at leaf `target` (`redrive_refusal`
     /// says why it cannot be). An execution in any other status is left as it is, as
     /// harel does. The next event or timer moves it on.
-    pub async fn redrive(&self, id: &str, target: &str) -> Result<(), ControlError> {
+    pub async fn redrive(&self, id: &str, target: &str) -> Result<Status, ControlError> {
         stm_aws::as_function("operator", async {
             for _ in 0..RETRIES {
                 let mut exe = self.load(id).await?;
                 if exe.status != Status::Failed {
-                    return Ok(());
+                    return Ok(exe.status);
                 }
                 let defn = self.driver.definition_for(&exe)?;
                 if let Some(why) = redrive_refusal(&defn, &exe, target) {
@@ -131,7 +131,7 @@ impl Control {
                     ..Commit::default()
                 };
                 match self.driver.store.commit(&mut exe, commit).await {
-                    Ok(_) => return Ok(()),
+                    Ok(_) => return Ok(Status::Running),
                     Err(e) if e.is_conflict() => continue,
                     Err(e) => return Err(e.into()),
                 }
