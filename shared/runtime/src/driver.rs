@@ -151,13 +151,6 @@ impl Driver {
         }
     }
 
-    /// Whether this deploy has the version `exe` is pinned to ([`plan`]'s `deployed`): an
-    /// execution whose machine is missing altogether counts as deployed, so that its step
-    /// fails as it would have.
-    pub fn is_deployed(&self, exe: &Execution) -> bool {
-        !matches!(self.definition_for(exe), Err(DriverError::VersionMissing { .. }))
-    }
-
     /// The machine an invoke of `fqn` starts: the one the parent's own version carries
     /// (a parent pinned to an earlier version invokes that version's submachine), else
     /// the current one.

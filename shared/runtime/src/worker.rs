@@ -75,7 +75,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stm_core::{Event, Execution, Status};
+use stm_core::{Definition, Event, Execution, Status};
 use stm_store::{OutboxEntry, SpawnEntry};
 
 use crate::doorbell::Doorbell;
@@ -389,18 +389,19 @@ impl Worker {
             log_unknown(target_id, event);
             return Ok(Handled::UnknownExecution);
         };
-        let plan = self.plan(&exe, event, processed);
-        self.carry_out(plan, &mut exe, event, flushed).await
+        let (plan, machine) = self.plan(&exe, event, processed);
+        self.carry_out(plan, machine, &mut exe, event, flushed).await
     }
 
-    /// The plan of `event`, from the queue, for the loaded `exe`.
-    fn plan(&self, exe: &Execution, event: &Event, processed: bool) -> Plan {
-        plan(
-            Arrival::Queue,
-            Some(exe),
-            event,
-            processed,
-            self.driver.is_deployed(exe),
+    /// The plan of `event`, from the queue, for the loaded `exe`, and the machine it steps
+    /// on, looked up once for both (an error is `carry_out`'s to report, where a step needs
+    /// the machine: a drained or duplicate event does not).
+    fn plan(&self, exe: &Execution, event: &Event, processed: bool) -> (Plan, Machine) {
+        let machine = self.driver.definition_for(exe);
+        let deployed = !matches!(machine, Err(DriverError::VersionMissing { .. }));
+        (
+            plan(Arrival::Queue, Some(exe), event, processed, deployed),
+            machine,
         )
     }
 
@@ -409,6 +410,7 @@ impl Worker {
     async fn carry_out(
         &self,
         plan: Plan,
+        machine: Machine,
         exe: &mut Execution,
         event: &Event,
         flushed: &mut RelaySummary,
@@ -439,24 +441,26 @@ impl Worker {
                 });
             }
             Plan::Release => {
-                if self.release_parked(exe, event, flushed).await? == Release::TookTheEvent {
+                let defn = machine.map_err(classify)?;
+                if self.release_parked(&defn, exe, event, flushed).await? == Release::TookTheEvent {
                     return Ok(Handled::Processed {
                         execution_id: exe.id.clone(),
                         status: exe.status,
                     });
                 }
-                // what was released may have finished regions, or moved the execution
-                let next = self.plan(exe, event, false);
-                return Box::pin(self.carry_out(next, exe, event, flushed)).await;
+                // what was released may have finished regions, or moved the execution; its
+                // machine is the same (a release is only planned on a deployed version)
+                let next = crate::driver::plan(Arrival::Queue, Some(exe), event, false, true);
+                return Box::pin(self.carry_out(next, Ok(defn), exe, event, flushed)).await;
             }
             Plan::Recheck => {
                 // its redelivery after a release's last commit publishes the last block
                 self.flush_pending(&exe.id, flushed).await?;
-                let defn = self.driver.definition_for(exe).map_err(classify)?;
+                let defn = machine.map_err(classify)?;
                 (self.driver.recheck(&defn, exe).await.map_err(classify)?, 0)
             }
             Plan::Broadcast { regions } => {
-                let defn = self.driver.definition_for(exe).map_err(classify)?;
+                let defn = machine.map_err(classify)?;
                 let report = self
                     .driver
                     .commit_broadcast(&defn, exe, event, &regions)
@@ -465,7 +469,7 @@ impl Worker {
                 (report, regions.len())
             }
             Plan::Step => {
-                let defn = self.driver.definition_for(exe).map_err(classify)?;
+                let defn = machine.map_err(classify)?;
                 let report = self
                     .driver
                     .step_on(&defn, exe, Some(event))
@@ -540,11 +544,11 @@ impl Worker {
     /// driver's gate parks the event instead.
     async fn release_parked(
         &self,
+        defn: &Definition,
         exe: &mut Execution,
         event: &Event,
         flushed: &mut RelaySummary,
     ) -> Result<Release, Failed> {
-        let defn = self.driver.definition_for(exe).map_err(classify)?;
         self.flush_pending(&exe.id, flushed).await?;
         let mut takes_event = exe.parked_events.iter().any(|p| p.id == event.id);
         if !crate::driver::is_recheck(event) && !takes_event {
@@ -563,7 +567,7 @@ impl Worker {
             }
         }
         crate::driver::log_release(exe);
-        while let Some(report) = self.driver.release_next(&defn, exe).await.map_err(classify)? {
+        while let Some(report) = self.driver.release_next(defn, exe).await.map_err(classify)? {
             self.ring(&exe.id, &report).await;
             self.flush(&exe.id, &report, flushed).await?;
         }
@@ -696,6 +700,9 @@ impl Worker {
         Ok(())
     }
 }
+
+/// The machine an execution steps on, as `Driver::definition_for` found it.
+type Machine = Result<Arc<Definition>, DriverError>;
 
 /// What [`Worker::release_parked`] did before an event's own step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

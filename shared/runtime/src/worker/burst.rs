@@ -120,11 +120,12 @@ impl Worker {
                 break;
             }
             let duplicate = marks.get(k).copied().unwrap_or(false) || ids[..k].contains(&event.id.as_str());
-            let plan = self.plan(&exe, event, duplicate);
+            let (plan, machine) = self.plan(&exe, event, duplicate);
             // a plain step joins the burst; anything else takes the one-event path
-            let plain = (plan == Plan::Step)
-                .then(|| self.driver.definition_for(&exe).ok())
-                .flatten();
+            let plain = match (&plan, &machine) {
+                (Plan::Step, Ok(defn)) => Some(defn.clone()),
+                _ => None,
+            };
             if let Some(defn) = plain {
                 if pending.burst.is_empty() {
                     pending.first = k;
@@ -173,7 +174,7 @@ impl Worker {
             {
                 return results;
             }
-            let result = self.carry_out(plan, &mut exe, event, flushed).await;
+            let result = self.carry_out(plan, machine, &mut exe, event, flushed).await;
             let failed = result.is_err();
             results.push(result);
             if failed {
