@@ -145,10 +145,6 @@ fn one_line(err: &anyhow::Error) -> String {
 /// The runtime's configuration errors: the environment, the definitions, the bindings,
 /// and an event queue that cannot serve.
 fn is_configuration(err: &(dyn std::error::Error + 'static)) -> bool {
-    #[cfg(feature = "aws")]
-    if let Some(stm_runtime::config::InitError::Config(_)) = err.downcast_ref() {
-        return true;
-    }
     err.is::<stm_runtime::config::ConfigError>()
         || err.is::<stm_runtime::remote::RemoteError>()
         || err
@@ -159,10 +155,6 @@ fn is_configuration(err: &(dyn std::error::Error + 'static)) -> bool {
 fn carries_its_causes(err: &(dyn std::error::Error + 'static)) -> bool {
     #[cfg(feature = "aws")]
     if err.is::<MissingTables>() {
-        return true;
-    }
-    #[cfg(feature = "aws")]
-    if err.is::<stm_runtime::config::InitError>() {
         return true;
     }
     // each of stm's errors: a wrapper of another is transparent, or its words already
@@ -212,14 +204,6 @@ mod tests {
         let cold_start = "configuration error: STM_TRACE_MAX=\"many\": expected a whole number";
         // straight from the config module, through `?`
         assert_eq!(one_line(&anyhow::Error::new(bad_trace_max())), cold_start);
-        // through a function's init error, which relays it as it is: one prefix, not two
-        #[cfg(feature = "aws")]
-        assert_eq!(
-            one_line(&anyhow::Error::new(stm_runtime::config::InitError::from(
-                bad_trace_max()
-            ))),
-            cold_start
-        );
         // under a command's context
         let err = Err::<(), _>(bad_trace_max())
             .context("the worker's settings")

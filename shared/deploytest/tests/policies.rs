@@ -31,7 +31,7 @@ use stm_core::{Event, Execution, Map, Value};
 use stm_deploytest::iam::{self, Physical};
 use stm_deploytest::recorder::Recorder;
 use stm_deploytest::template::{Resolver, Template};
-use stm_runtime::config::{Function, FunctionContext};
+use stm_lambda::{Function, FunctionContext};
 use stm_runtime::queue::QueueUrls;
 use stm_runtime::{ActionRegistry, Control, Driver, Queue, SqsQueue};
 use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, SpawnIntent, TimerOp};

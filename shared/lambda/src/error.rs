@@ -3,8 +3,9 @@
 //! failure (each runtime error's `python_type`), its `errorMessage` the error's words.
 
 use lambda_runtime::Diagnostic;
-use stm_runtime::config::InitError;
 use stm_runtime::{RelayError, SweepError};
+
+use crate::context::InitError;
 
 /// A handler's failure. Lambda receives it as a [`Diagnostic`]: the invocation fails and
 /// the trigger retries it as its rules say (a schedule: the next tick).
@@ -93,7 +94,7 @@ mod tests {
         assert_eq!(diagnostic.error_type, "stm.StoreConflict");
         assert_eq!(
             diagnostic.error_message,
-            "stale write to e1: expected version 3, found Some(4)"
+            "stale write to e1: expected version 3, found 4"
         );
         let diagnostic = Diagnostic::from(HandlerError::from(RelayError::from(
             stm_store::StoreError::backend("throttled"),

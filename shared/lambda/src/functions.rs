@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
-use stm_runtime::config::{DeploymentCheck, Function, FunctionContext};
 use stm_runtime::ActionRegistry;
 
+use crate::context::{DeploymentCheck, Function, FunctionContext};
 use crate::error::InitFailed;
 use crate::events::{deadline_from_epoch_millis, handle_doorbell_event, handle_sqs_event};
 use crate::HandlerError;
@@ -196,7 +196,7 @@ where
     F: Future<Output = Result<(), lambda_runtime::Error>>,
 {
     let entered = std::time::SystemTime::now();
-    stm_runtime::config::init_json_logs();
+    crate::logs::init();
     let (context, check) = match FunctionContext::from_env_checking(function).await {
         Ok(built) => built,
         Err(err) => {

@@ -2,7 +2,8 @@
 //! its own Rust actions without editing this repository: its `main.rs` is a few lines
 //! over [`run_worker`], [`run_relay`] or [`run_sweeper`].
 //!
-//! Each one does what a function's cold start must: JSON logs, the configuration from
+//! Each one does what a function's cold start must: JSON logs (each line of a record in
+//! its span: the message, group and execution ids), the configuration from
 //! the environment (`STM_*`, see ARCHITECTURE.md), the DynamoDB and SQS clients built
 //! once, and, for the worker, every `.stm` machine of `STM_DEFINITIONS_DIR` loaded and
 //! validated with its actions bound. A broken definition or a missing variable fails the
@@ -30,11 +31,14 @@
 //! invocation finds) through its own: `errorType` is `stm.` and the Python exception name
 //! harel would raise (`stm.StoreError`), `errorMessage` the error's text.
 
+mod context;
 mod error;
 pub mod events;
 mod functions;
+mod logs;
 mod serve;
 
+pub use context::{DeploymentCheck, Function, FunctionContext, InitError};
 pub use error::HandlerError;
 pub use events::{deadline_from_epoch_millis, handle_doorbell_event, handle_sqs_event, sqs_event};
 pub use functions::{

@@ -3,7 +3,7 @@
 //!
 //! Reading the configuration and loading definitions are plain Rust (the embedded runner
 //! loads its machines here too); building the clients from it (the DynamoDB store, the
-//! SQS queue, remote actions, `FunctionContext`) is `config/clients.rs`, feature `aws`.
+//! SQS client, remote actions) is `config/clients.rs`, feature `aws`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,10 +23,7 @@ pub use error::ConfigError;
 #[cfg(feature = "aws")]
 mod clients;
 #[cfg(feature = "aws")]
-pub use clients::{
-    aws_clients, provide_clients, provide_clients_from_env, DeploymentCheck, Function, FunctionContext,
-    InitError,
-};
+pub use clients::{aws_clients, provide_clients, provide_clients_from_env};
 
 pub use stm_store::{DEFAULT_PREFIX, DEFAULT_REGION};
 
@@ -408,18 +405,6 @@ pub fn driver(
     Ok(Driver::new(store, definitions, actions)
         .with_trace(config.trace)
         .with_status_events(config.status_events))
-}
-
-/// JSON log lines on stdout (CloudWatch), level from `RUST_LOG` (default `info`).
-pub fn init_json_logs() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_current_span(false)
-        .try_init();
 }
 
 #[cfg(test)]

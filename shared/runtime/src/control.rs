@@ -352,18 +352,13 @@ impl Control {
     /// it within 5 minutes, the worker's processed mark after). Status events stay pending
     /// for the scheduled relay (the operator has no bus): they belong to no message group.
     async fn deliver_last_block(&self, execution_id: &str, before: Before) -> Result<(), ControlError> {
-        let pending = self.driver.store.pending_rows_of(execution_id).await?;
-        if pending.is_empty() {
-            return Ok(());
-        }
-        let summary = relay::deliver(
+        let summary = relay::deliver_last_block(
             self.driver.store.as_ref(),
             self.queue.as_ref(),
             None,
-            &pending.spawns,
-            &pending.outbox,
+            execution_id,
         )
-        .await;
+        .await?;
         if summary.failed == 0 {
             return Ok(());
         }

@@ -214,15 +214,27 @@ impl MetricSet {
     }
 }
 
-/// Whether metric lines are written: `STM_METRICS=1` or `0` decides; unset, only on Lambda
-/// (`AWS_LAMBDA_FUNCTION_NAME` is set), so tests and local runs print none (their output
-/// stays readable: a test log was mostly metric JSON).
+/// Whether metric lines are written: `STM_METRICS=1` or `0` decides; unset, only where the
+/// process said it runs as a Lambda function ([`emit_by_default`]), so tests and local runs
+/// print none (their output stays readable: a test log was mostly metric JSON).
 pub fn enabled() -> bool {
-    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| match std::env::var(stm_env::METRICS) {
-        Ok(v) => stm_env::switch(&v) == Some(true),
-        Err(_) => std::env::var_os(stm_env::LAMBDA_FUNCTION_NAME).is_some(),
-    })
+    static SETTING: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let setting = *SETTING.get_or_init(|| {
+        std::env::var(stm_env::METRICS)
+            .ok()
+            .map(|v| stm_env::switch(&v) == Some(true))
+    });
+    setting.unwrap_or_else(|| ON_LAMBDA.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Set by a Lambda function at its init (stm-lambda does): CloudWatch turns these lines
+/// into metrics there, and nowhere else reads them.
+static ON_LAMBDA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Write metric lines unless `STM_METRICS` says otherwise: what a Lambda function's init
+/// calls.
+pub fn emit_by_default() {
+    ON_LAMBDA.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 #[cfg(test)]

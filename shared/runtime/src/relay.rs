@@ -117,6 +117,25 @@ pub async fn deliver(
     delivery.summary
 }
 
+/// Publish the rows of `execution_id`'s last commit that wrote any, those still pending
+/// (read by key: the execution item records their block; every earlier commit's rows were
+/// published before its group moved on), then ack them as [`deliver`] does. The worker
+/// runs it before a redelivered event's group moves on, and the control plane before a
+/// command that must not overtake them: both read and publish the block here, so they
+/// cannot differ in what they publish or in its order.
+pub async fn deliver_last_block(
+    store: &dyn ExecutionStore,
+    queue: &dyn Queue,
+    bus: Option<&dyn StatusBus>,
+    execution_id: &str,
+) -> Result<RelaySummary, StoreError> {
+    let pending = store.pending_rows_of(execution_id).await?;
+    if pending.is_empty() {
+        return Ok(RelaySummary::default());
+    }
+    Ok(deliver(store, queue, bus, &pending.spawns, &pending.outbox).await)
+}
+
 /// Deliveries that keep each message group's order across them: once an entry of a group
 /// fails, the group's later entries wait (they stay pending) for the next run.
 struct Delivery<'b> {

@@ -75,8 +75,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use stm_core::{Definition, Event, Execution, Status};
-use stm_store::{OutboxEntry, SpawnEntry};
 
 use crate::doorbell::Doorbell;
 use crate::driver::{plan, Arrival, Driver, DriverError, Plan, SpawnParents, StepReport};
@@ -247,9 +248,10 @@ impl Worker {
                     continue;
                 }
                 let group = record.group_id.as_deref().unwrap_or("");
+                let span = record_span(record);
                 if let Some(&seconds) = failed_groups.get(group) {
-                    tracing::debug!(message_id = %record.message_id, group_id = %group, "an earlier record of its group failed; skipped");
-                    self.release(record, seconds).await;
+                    span.in_scope(|| tracing::debug!("an earlier record of its group failed; skipped"));
+                    self.release(record, seconds).instrument(span).await;
                     outcome
                         .records
                         .push((record.message_id.clone(), Err(Failed::Skipped)));
@@ -267,7 +269,7 @@ impl Worker {
                             "the invocation deadline is near: the records not started yet are released for redelivery"
                         );
                     }
-                    self.release(record, 0).await;
+                    self.release(record, 0).instrument(span).await;
                     outcome
                         .records
                         .push((record.message_id.clone(), Err(Failed::OutOfTime)));
@@ -278,24 +280,34 @@ impl Worker {
                 // round at their turn, and are skipped (or reported out of time)
                 let (indices, results) = match self.burst_at(records, index) {
                     Some(run) => {
-                        let results = self.handle_burst(&run, deadline, &mut outcome.flushed).await;
+                        let span = tracing::info_span!(
+                            "burst",
+                            group_id = group,
+                            execution_id = %run.target_id,
+                            records = run.indices.len(),
+                        );
+                        let results = self
+                            .handle_burst(&run, deadline, &mut outcome.flushed)
+                            .instrument(span)
+                            .await;
                         (run.indices, results)
                     }
-                    None => (
-                        vec![index],
-                        vec![
-                            self.handle_record(record, &mut parents, &mut outcome.flushed)
-                                .await,
-                        ],
-                    ),
+                    None => {
+                        let result = self
+                            .handle_record(record, &mut parents, &mut outcome.flushed)
+                            .instrument(span)
+                            .await;
+                        (vec![index], vec![result])
+                    }
                 };
                 for (at, result) in indices.into_iter().zip(results) {
                     let record = &records[at];
                     if let Err(why) = &result {
-                        log_failure(record, why);
+                        let span = record_span(record);
+                        span.in_scope(|| log_failure(why));
                         let seconds = release_seconds(&self.settings, why, record.receive_count);
                         failed_groups.insert(record.group_id.as_deref().unwrap_or(""), seconds);
-                        self.release(record, seconds).await;
+                        self.release(record, seconds).instrument(span).await;
                     }
                     decided[at] = Some(result);
                 }
@@ -323,7 +335,7 @@ impl Worker {
             return;
         };
         if let Err(err) = self.queue.change_visibility(receipt, seconds).await {
-            tracing::debug!(message_id = %record.message_id, error = %err, "could not change the visibility");
+            tracing::debug!(error = %err, "could not change the visibility");
         }
     }
 
@@ -340,6 +352,11 @@ impl Worker {
             &record.message_id,
         )
         .map_err(|p| Failed::Poison(Cause::new(RecordError::Unreadable(p))))?;
+        let execution_id = match &incoming {
+            Incoming::Spawn(entry) => entry.child_id.as_str(),
+            Incoming::Event { target_id, .. } => target_id.as_str(),
+        };
+        tracing::Span::current().record("execution_id", execution_id);
         self.handle_incoming(incoming, parents, flushed).await
     }
 
@@ -625,50 +642,27 @@ impl Worker {
         if !self.settings.inline_flush {
             return Ok(());
         }
-        let pending = self
-            .driver
-            .store
-            .pending_rows_of(execution_id)
-            .await
-            .map_err(|source| {
-                Failed::Retryable(Cause::new(RecordError::PendingUnreadable {
-                    execution_id: execution_id.to_string(),
-                    source,
-                }))
-            })?;
-        if pending.is_empty() {
-            return Ok(());
-        }
-        self.publish(&pending.spawns, &pending.outbox, flushed, |entries| {
-            RecordError::PendingUnpublished { entries }
-        })
-        .await
-        .map(|_| ())
-    }
-
-    /// Publish these rows in order and ack them; `Failed::Retryable` (worded by
-    /// `failure`) when some could not be published, so the record comes back and they go
-    /// out before its group's next event.
-    async fn publish(
-        &self,
-        spawns: &[SpawnEntry],
-        outbox: &[OutboxEntry],
-        flushed: &mut RelaySummary,
-        failure: impl FnOnce(usize) -> RecordError,
-    ) -> Result<RelaySummary, Failed> {
-        let summary = relay::deliver(
+        let summary = relay::deliver_last_block(
             self.driver.store.as_ref(),
             self.queue.as_ref(),
             self.status_bus.as_deref(),
-            spawns,
-            outbox,
+            execution_id,
         )
-        .await;
+        .await
+        .map_err(|source| {
+            Failed::Retryable(Cause::new(RecordError::PendingUnreadable {
+                execution_id: execution_id.to_string(),
+                source,
+            }))
+        })?;
         flushed.add(&summary);
         if summary.failed > 0 {
-            return Err(Failed::Retryable(Cause::new(failure(summary.failed))));
+            let entries = summary.failed;
+            return Err(Failed::Retryable(Cause::new(RecordError::PendingUnpublished {
+                entries,
+            })));
         }
-        Ok(summary)
+        Ok(())
     }
 
     /// The inline flush: publish what this commit enqueued and ack it.
@@ -687,11 +681,21 @@ impl Worker {
         if !self.settings.inline_flush || !report.enqueued() {
             return Ok(());
         }
-        let summary = self
-            .publish(&report.spawns, &report.outbox, flushed, |entries| {
-                RecordError::Unpublished { entries }
-            })
-            .await?;
+        let summary = relay::deliver(
+            self.driver.store.as_ref(),
+            self.queue.as_ref(),
+            self.status_bus.as_deref(),
+            &report.spawns,
+            &report.outbox,
+        )
+        .await;
+        flushed.add(&summary);
+        if summary.failed > 0 {
+            let entries = summary.failed;
+            return Err(Failed::Retryable(Cause::new(RecordError::Unpublished {
+                entries,
+            })));
+        }
         if summary.unacked > 0 {
             // published, in order: only the ack is missing, and the relay's re-publish of
             // them is deduplicated by SQS or by the processed marks
@@ -699,6 +703,18 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// The span of one record's handling: every line logged meanwhile (the worker's, the
+/// driver's, an action's) carries its message and group ids, and its execution's id once
+/// the body is read, so a log query finds one message's lines by a field.
+fn record_span(record: &Record) -> tracing::Span {
+    tracing::info_span!(
+        "record",
+        message_id = %record.message_id,
+        group_id = record.group_id.as_deref().unwrap_or("-"),
+        execution_id = tracing::field::Empty,
+    )
 }
 
 /// The machine an execution steps on, as `Driver::definition_for` found it.

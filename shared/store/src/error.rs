@@ -14,7 +14,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[non_exhaustive]
 pub enum StoreError {
     /// The stored execution moved past the version this writer loaded.
-    #[error("stale write to {id}: expected version {expected}, found {found:?}")]
+    #[error("stale write to {id}: expected version {expected}, found {}", found_version(*.found))]
     Conflict {
         id: String,
         expected: i64,
@@ -381,6 +381,12 @@ pub enum Malformation {
 }
 
 /// The message of [`Corruption::Malformed`].
+/// A conflict's found version as harel words it: the number, or `None` when no execution
+/// is stored under the id any more.
+fn found_version(found: Option<i64>) -> String {
+    found.map_or_else(|| "None".to_string(), |v| v.to_string())
+}
+
 fn malformed(attribute: &str, problem: &Malformation) -> String {
     match problem {
         Malformation::NotBinary => format!("attribute `{attribute}`: not a binary"),

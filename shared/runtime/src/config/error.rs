@@ -70,23 +70,12 @@ pub enum ConfigError {
     /// Actions a machine calls that nothing provides.
     #[error(transparent)]
     Unbound(#[from] UnboundActions),
-    /// The deployment does not fit: a doorbell queue that cannot be created, a table check
-    /// that did not finish. (The event queue's own misfits are `QueueError`s.)
+    /// The deployment does not fit: a doorbell queue that cannot be created. (The event
+    /// queue's own misfits are `QueueError`s.)
     #[error("{message}")]
     Deployment {
         message: String,
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
-}
-
-impl ConfigError {
-    /// A deployment problem with no error beneath it.
-    #[cfg(feature = "aws")]
-    pub(crate) fn deployment(message: impl Into<String>) -> Self {
-        ConfigError::Deployment {
-            message: message.into(),
-            source: None,
-        }
-    }
 }

@@ -30,7 +30,7 @@ use crate::relay::RelaySummary;
 /// A run of records that may be coalesced: their events, all for `target_id`, and where
 /// the records are in the batch.
 pub(super) struct Run {
-    target_id: String,
+    pub(super) target_id: String,
     events: Vec<Event>,
     pub(super) indices: Vec<usize>,
 }

@@ -224,25 +224,16 @@ pub(super) fn classify(err: DriverError) -> Failed {
     }
 }
 
-pub(super) fn log_failure(record: &Record, why: &Failed) {
-    let id = record.message_id.as_str();
-    let group = record.group_id.as_deref().unwrap_or("-");
+/// The line of a failed record, in the record's span (its message and group ids).
+pub(super) fn log_failure(why: &Failed) {
     match why {
         Failed::Poison(reason) => {
-            tracing::error!(message_id = %id, group_id = %group, %reason, "poison message: reported failed until SQS dead-letters it")
+            tracing::error!(%reason, "poison message: reported failed until SQS dead-letters it")
         }
-        Failed::Conflict(reason) => {
-            tracing::warn!(message_id = %id, group_id = %group, %reason, "lost the CAS; redelivered")
-        }
-        Failed::Retryable(reason) => {
-            tracing::warn!(message_id = %id, group_id = %group, %reason, "transient store failure; redelivered")
-        }
-        Failed::Parked => {
-            tracing::info!(message_id = %id, group_id = %group, "execution suspended; message parked")
-        }
-        Failed::Error(reason) => {
-            tracing::error!(message_id = %id, group_id = %group, %reason, "record failed; redelivered")
-        }
+        Failed::Conflict(reason) => tracing::warn!(%reason, "lost the CAS; redelivered"),
+        Failed::Retryable(reason) => tracing::warn!(%reason, "transient store failure; redelivered"),
+        Failed::Parked => tracing::info!("execution suspended; message parked"),
+        Failed::Error(reason) => tracing::error!(%reason, "record failed; redelivered"),
         Failed::Skipped | Failed::OutOfTime => {}
     }
 }

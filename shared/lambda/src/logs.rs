@@ -1,0 +1,128 @@
+//! What a function writes besides its answers: JSON log lines for CloudWatch, and the
+//! Embedded Metric Format lines the runtime writes on Lambda.
+
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::EnvFilter;
+
+/// JSON log lines on stdout (CloudWatch), level from `RUST_LOG` (default `info`), and the
+/// metric lines on unless `STM_METRICS` says otherwise.
+pub(crate) fn init() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing::subscriber::set_global_default(json_lines(filter, std::io::stdout));
+    stm_runtime::metrics::emit_by_default();
+}
+
+/// One JSON object a line. A line written while the worker handles a record carries the
+/// record's span, so that a CloudWatch Logs Insights query finds every line of one message
+/// or execution by a field (`span.message_id`, `span.group_id`, `span.execution_id`)
+/// instead of each call repeating them:
+///
+/// ```text
+/// {"timestamp":"…","level":"WARN","fields":{"message":"lost the CAS; redelivered","reason":"…"},
+///  "span":{"message_id":"…","group_id":"o-1","execution_id":"o-1","name":"record"}}
+/// ```
+fn json_lines<W>(filter: EnvFilter, writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_current_span(true)
+        .with_span_list(false)
+        .with_writer(writer)
+        .finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    use stm_runtime::{ActionRegistry, Definitions, Driver, MemoryQueue, Worker, WorkerSettings};
+
+    /// The lines written, shared with the test.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'w> MakeWriter<'w> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'w self) -> Captured {
+            self.clone()
+        }
+    }
+
+    /// The worker's lines for the repository's two sample records, a poison message and
+    /// an event for an execution the store does not hold, as the function writes them.
+    fn lines_for(samples: &[&str]) -> Vec<serde_json::Value> {
+        let captured = Captured::default();
+        let subscriber = json_lines(EnvFilter::new("info"), captured.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            let store = Arc::new(stm_store::MemoryStore::new());
+            let driver = Driver::new(store, Definitions::new(), ActionRegistry::new());
+            let worker = Worker::new(driver, Arc::new(MemoryQueue::new(3)), WorkerSettings::default());
+            for sample in samples {
+                let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../events")
+                    .join(sample);
+                let text = std::fs::read_to_string(&path).expect("the sample is in events/");
+                let event: crate::events::SqsEvent = serde_json::from_str(&text).expect("a Lambda SQS event");
+                runtime.block_on(crate::handle_sqs_event(&worker, event, None));
+            }
+        });
+        let text = String::from_utf8(captured.0.lock().expect("lines").clone()).expect("UTF-8");
+        text.lines()
+            .map(|line| serde_json::from_str(line).expect("each line is one JSON object"))
+            .collect()
+    }
+
+    #[test]
+    fn a_records_lines_carry_its_message_group_and_execution_ids() {
+        let lines = lines_for(&["worker-poison.json", "worker-domain-event.json"]);
+        let line = |words: &str| {
+            lines
+                .iter()
+                .find(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains(words)))
+                .unwrap_or_else(|| panic!("no line says {words:?}: {lines:#?}"))
+        };
+        // the poison message's body names no execution: its line has the ids SQS gave
+        let poison = line("poison message");
+        assert_eq!(poison["level"], "ERROR");
+        assert_eq!(poison["span"]["name"], "record");
+        assert_eq!(
+            poison["span"]["message_id"],
+            "0e8f1a52-0000-4000-8000-000000000003"
+        );
+        assert_eq!(poison["span"]["group_id"], "order-1");
+        assert!(poison["span"].get("execution_id").is_none(), "{poison}");
+        assert!(
+            poison["fields"].get("message_id").is_none(),
+            "said once: {poison}"
+        );
+        // the event's line gains its execution's id once the body is read
+        let unknown = line("no such execution");
+        assert_eq!(
+            unknown["span"]["message_id"],
+            "0e8f1a52-0000-4000-8000-000000000001"
+        );
+        assert_eq!(unknown["span"]["execution_id"], "order-1");
+    }
+}
