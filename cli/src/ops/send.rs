@@ -127,7 +127,7 @@ async fn send_event(
     match connected.control.send(id, &event).await {
         Ok(()) => {}
         // no definitions here to check the event against: send it as it is
-        Err(ControlError::Driver(DriverError::UnknownDefinition(_) | DriverError::Resolve(_))) => {
+        Err(ControlError::Driver(DriverError::UnknownDefinition(_) | DriverError::Resolve { .. })) => {
             let message = stm_runtime::OutgoingMessage::event(id, &event);
             if let Some(failure) = connected
                 .control

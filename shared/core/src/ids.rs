@@ -42,34 +42,75 @@ pub fn valid_group_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= MAX_GROUP_ID_LEN && id.chars().all(is_group_id_char)
 }
 
-/// What is wrong with `id` as an SQS message group id, in a few words (`None`: nothing).
-pub fn group_id_problem(id: &str) -> Option<String> {
-    if id.is_empty() {
-        return Some("it is empty".into());
+/// What is wrong with an id as an SQS message group id, in a few words when shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GroupIdProblem {
+    Empty,
+    /// The 1-based position of the first character SQS refuses, and that character.
+    Character {
+        position: usize,
+        found: char,
+    },
+    /// All ASCII, but longer than SQS takes.
+    TooLong {
+        chars: usize,
+    },
+}
+
+impl std::fmt::Display for GroupIdProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            GroupIdProblem::Empty => f.write_str("it is empty"),
+            GroupIdProblem::Character { position, found: ' ' } => {
+                write!(f, "character {position} is a space")
+            }
+            GroupIdProblem::Character { position, found } if found.is_control() => {
+                write!(f, "character {position} is the control character {found:?}")
+            }
+            GroupIdProblem::Character { position, found } => write!(f, "character {position} is {found:?}"),
+            GroupIdProblem::TooLong { chars } => write!(f, "it is {chars} characters long"),
+        }
     }
-    if let Some((at, c)) = id.chars().enumerate().find(|(_, c)| !is_group_id_char(*c)) {
-        let what = match c {
-            ' ' => "a space".to_string(),
-            c if c.is_control() => format!("the control character {:?}", c),
-            c => format!("{c:?}"),
-        };
-        return Some(format!("character {} is {what}", at + 1));
+}
+
+/// What is wrong with `id` as an SQS message group id (`None`: nothing).
+pub fn group_id_problem(id: &str) -> Option<GroupIdProblem> {
+    if id.is_empty() {
+        return Some(GroupIdProblem::Empty);
+    }
+    if let Some((at, found)) = id.chars().enumerate().find(|(_, c)| !is_group_id_char(*c)) {
+        return Some(GroupIdProblem::Character {
+            position: at + 1,
+            found,
+        });
     }
     // all ASCII from here: bytes are characters
     if id.len() > MAX_GROUP_ID_LEN {
-        return Some(format!("it is {} characters long", id.len()));
+        return Some(GroupIdProblem::TooLong { chars: id.len() });
     }
     None
 }
 
-/// The error text for an execution id SQS would refuse as a group id (`None`: valid).
-/// A long id is shown cut, with its length, so the message stays readable.
-pub fn execution_id_error(id: &str) -> Option<String> {
-    let problem = group_id_problem(id)?;
-    Some(format!(
-        "execution id {} is not a valid SQS message group id: {problem}; {GROUP_ID_RULE}",
-        shown(id)
-    ))
+/// An execution id SQS would refuse as a message group id (the execution's group is its
+/// id): such an execution could never receive an event. A long id is shown cut, with its
+/// length, so the message stays readable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("execution id {} is not a valid SQS message group id: {problem}; {GROUP_ID_RULE}", shown(.id))]
+pub struct InvalidExecutionId {
+    pub id: String,
+    pub problem: GroupIdProblem,
+}
+
+/// Refuse an execution id SQS would refuse as a group id.
+pub fn check_execution_id(id: &str) -> Result<(), InvalidExecutionId> {
+    match group_id_problem(id) {
+        Some(problem) => Err(InvalidExecutionId {
+            id: id.to_string(),
+            problem,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// `id` quoted, cut to 80 characters.
@@ -125,30 +166,38 @@ mod tests {
         assert!(!valid_group_id("a b"));
         assert!(!valid_group_id("tab\there"));
         assert!(!valid_group_id("Größe"));
-        assert_eq!(group_id_problem("a b").as_deref(), Some("character 2 is a space"));
+        let said = |id: &str| group_id_problem(id).map(|p| p.to_string());
+        assert_eq!(said("a b").as_deref(), Some("character 2 is a space"));
         assert_eq!(
-            group_id_problem(&"x".repeat(129)).as_deref(),
+            said("tab\there").as_deref(),
+            Some("character 4 is the control character '\\t'")
+        );
+        assert_eq!(said("").as_deref(), Some("it is empty"));
+        assert_eq!(
+            said(&"x".repeat(129)).as_deref(),
             Some("it is 129 characters long")
         );
-        assert_eq!(group_id_problem("é").as_deref(), Some("character 1 is 'é'"));
+        assert_eq!(said("é").as_deref(), Some("character 1 is 'é'"));
     }
 
     #[test]
     fn the_error_names_the_id_and_the_rule() {
-        let text = execution_id_error("a b").unwrap_or_default();
+        let text = check_execution_id("a b").expect_err("a space").to_string();
         assert_eq!(
             text,
             "execution id \"a b\" is not a valid SQS message group id: character 2 is a space; \
              use 1-128 characters, letters, digits and ASCII punctuation \
              (!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~)"
         );
-        let long = execution_id_error(&"y".repeat(300)).unwrap_or_default();
+        let long = check_execution_id(&"y".repeat(300))
+            .expect_err("too long")
+            .to_string();
         assert!(
             long.contains("(300 characters)") && long.contains("300 characters long"),
             "{long}"
         );
         assert!(long.len() < 400, "{long}");
-        assert_eq!(execution_id_error("fine"), None);
+        assert_eq!(check_execution_id("fine"), Ok(()));
     }
 
     #[test]

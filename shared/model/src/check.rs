@@ -1,13 +1,37 @@
-//! Exhaustive exploration of the protocol with stateright's breadth-first checker, and
-//! the report the `check` command prints.
+//! The protocol as a stateright [`Model`] (its actors' transitions and its properties),
+//! its exhaustive exploration with stateright's breadth-first checker, and the report the
+//! `check` command prints.
 
 use std::time::{Duration, Instant};
 
-use stateright::{Checker, HasDiscoveries, Model, Path};
+use stateright::{Checker, HasDiscoveries, Model, Path, Property};
 
+use crate::actors;
 use crate::model::{representative, Action, Bounds, Mutant, Protocol};
-use crate::properties::SAFETY;
+use crate::properties::{self, SAFETY};
 use crate::state::State;
+
+impl Model for Protocol {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![self.initial()]
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        actors::enabled(self, state, actions);
+    }
+
+    fn next_state(&self, state: &State, action: Action) -> Option<State> {
+        let mut next = state.clone();
+        actors::apply(self, &mut next, action).then_some(next)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties::all()
+    }
+}
 
 /// What one exploration found.
 #[derive(Debug)]

@@ -1,7 +1,9 @@
-//! The protocol as a stateright [`Model`]: its bounds, the hazards that can be planted in
-//! it ([`Mutant`]), the actions (each one store or queue call of one actor, the
+//! The protocol's parts: its bounds, the hazards that can be planted in it ([`Mutant`]),
+//! its initial state and the actions (each one store or queue call of one actor, the
 //! operator's included, a crash, a clock tick, a visibility timeout, the index catching
-//! up) and the properties.
+//! up). What each action does is `actors.rs`'s, what must hold `properties.rs`'s; the two
+//! make [`Protocol`] a stateright `Model` in `check.rs`, so that neither imports this
+//! file's importers back.
 //!
 //! Each actor's step is one call of the real code (`shared/runtime/src/{worker,relay,
 //! sweeper}.rs`): a worker handles a batch of one record with the inline flush on and
@@ -10,10 +12,6 @@
 //! `change_visibility`, then the event source's delete. Nothing else in the system can
 //! interleave inside a call: DynamoDB and SQS apply each atomically.
 
-use stateright::{Model, Property};
-
-use crate::actors;
-use crate::properties;
 use crate::state::{
     Budget, Command, Ghost, Item, Msg, Operator, Parked, Queued, Relay, St, State, Sweeper, Worker, CHILD,
     EXECUTIONS, PARENT, TIMED,
@@ -406,28 +404,6 @@ pub fn representative(state: &State) -> State {
     let mut rep = state.clone();
     rep.workers.sort();
     rep
-}
-
-impl Model for Protocol {
-    type State = State;
-    type Action = Action;
-
-    fn init_states(&self) -> Vec<State> {
-        vec![self.initial()]
-    }
-
-    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
-        actors::enabled(self, state, actions);
-    }
-
-    fn next_state(&self, state: &State, action: Action) -> Option<State> {
-        let mut next = state.clone();
-        actors::apply(self, &mut next, action).then_some(next)
-    }
-
-    fn properties(&self) -> Vec<Property<Self>> {
-        properties::all()
-    }
 }
 
 /// The message at `index` can be received: visible, first of its group, and its group has

@@ -34,7 +34,8 @@ pub use burst::{Burst, BurstStepError, BurstWritten};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use embedded::Held;
 pub use error::{check_event_size, check_execution_id, DriverError};
-pub(crate) use parking::{is_recheck, log_release, PARKED_PATH};
+pub(crate) use parking::log_release;
+pub(crate) use plan::{is_recheck, PARKED_PATH};
 pub use plan::{plan, region_ids, route, Arrival, Plan};
 pub use spawn::SpawnParents;
 pub use step::StepReport;
@@ -169,7 +170,9 @@ impl Driver {
         self.definitions
             .get(fqn)
             .cloned()
-            .ok_or_else(|| DriverError::Resolve(fqn.to_string()))
+            .ok_or_else(|| DriverError::Resolve {
+                machine: fqn.to_string(),
+            })
     }
 
     /// Validate `event` against the machine's declared events (harel's `check_event`).

@@ -40,9 +40,9 @@ pub enum DriverError {
         .problems.join("; ")
     )]
     Event { kind: String, problems: Vec<String> },
-    /// harel's `ResolveError`: an `invoke` whose machine this driver doesn't have.
-    #[error("invoke {} but this runner has no machine resolver", stm_core::pyvalue::repr(&Value::from(.0.as_str())))]
-    Resolve(String),
+    /// harel's `ResolveError`: an `invoke` of `machine`, which this driver doesn't have.
+    #[error("invoke {} but this runner has no machine resolver", stm_core::pyvalue::repr(&Value::from(.machine.as_str())))]
+    Resolve { machine: String },
     /// The engine met a definition/execution mismatch (harel's `AssertionError`): the
     /// engine's own error, as it gave it.
     #[error(transparent)]
@@ -54,10 +54,10 @@ pub enum DriverError {
         type_name: &'static str,
         message: String,
     },
-    /// An execution id SQS would refuse as a message group id (the message says which
-    /// rule it breaks): such an execution could never receive an event.
-    #[error("{0}")]
-    InvalidId(String),
+    /// An execution id SQS would refuse as a message group id: such an execution could
+    /// never receive an event.
+    #[error(transparent)]
+    InvalidId(#[from] stm_core::ids::InvalidExecutionId),
     /// A message SQS would refuse for its size (over [`MAX_MESSAGE_BYTES`], body and
     /// attributes): what it was and its size; the message says what to do. Deterministic:
     /// the same input gives it again, so retrying never helps.
@@ -88,7 +88,7 @@ impl DriverError {
             DriverError::AlreadyExists(_) => "ExecutionAlreadyExists",
             DriverError::Context { .. } => "ContextError",
             DriverError::Event { .. } => "EventError",
-            DriverError::Resolve(_) => "ResolveError",
+            DriverError::Resolve { .. } => "ResolveError",
             DriverError::Engine(_) => "AssertionError",
             DriverError::Raised { type_name, .. } => type_name,
             DriverError::InvalidId(_) => "ValueError",
@@ -100,10 +100,7 @@ impl DriverError {
 /// Refuse an execution id SQS would refuse as a message group id (`MessageGroupId` is
 /// the execution id), before anything is written: the rule is `stm_core::ids`'.
 pub fn check_execution_id(id: &str) -> Result<(), DriverError> {
-    match stm_core::ids::execution_id_error(id) {
-        Some(text) => Err(DriverError::InvalidId(text)),
-        None => Ok(()),
-    }
+    Ok(stm_core::ids::check_execution_id(id)?)
 }
 
 /// A message too large for SQS: `what` it was and its size.

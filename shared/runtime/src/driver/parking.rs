@@ -22,19 +22,11 @@
 use stm_core::{Definition, Event, Execution};
 use stm_store::{Commit, TimerOp};
 
-use super::plan::{route, Arrival, Plan};
+use super::plan::{is_recheck, route, Arrival, Plan, PARKED_PATH};
 use super::{Driver, DriverError, StepReport};
-
-/// The timer path of a parked execution's recheck.
-pub(crate) const PARKED_PATH: &str = "@parked";
 
 /// Seconds from one recheck of a parked execution to the next, when no event comes.
 pub(crate) const PARKED_RECHECK_SECONDS: f64 = 300.0;
-
-/// The sweeper's `Timeout` for the `@parked` timer: never a step of the machine.
-pub(crate) fn is_recheck(event: &Event) -> bool {
-    event.kind == "Timeout" && event.data.get("path").and_then(|p| p.as_str()) == Some(PARKED_PATH)
-}
 
 /// The line a release starts with (the embedded runner's and the worker's).
 pub(crate) fn log_release(exe: &Execution) {

@@ -30,7 +30,13 @@
 use stm_core::definition::CONTROL_EVENTS;
 use stm_core::{Event, Execution, Status};
 
-use super::parking::is_recheck;
+/// The timer path of a parked execution's recheck (`parking.rs` arms it).
+pub(crate) const PARKED_PATH: &str = "@parked";
+
+/// The sweeper's `Timeout` for the `@parked` timer: never a step of the machine.
+pub(crate) fn is_recheck(event: &Event) -> bool {
+    event.kind == "Timeout" && event.data.get("path").and_then(|p| p.as_str()) == Some(PARKED_PATH)
+}
 
 /// How an event reached the runner that plans it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +190,7 @@ mod tests {
 
     fn recheck() -> Event {
         let mut data = Map::new();
-        data.insert("path".into(), Value::from(super::super::PARKED_PATH));
+        data.insert("path".into(), Value::from(PARKED_PATH));
         Event::with_data("Timeout", data)
     }
 

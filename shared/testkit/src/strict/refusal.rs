@@ -49,11 +49,11 @@ impl Refusal {
         }
     }
 
-    pub(crate) fn dynamodb_validation(rule: &'static str, message: String) -> Refusal {
+    pub(crate) fn dynamodb_validation(rule: &'static str, message: impl Into<String>) -> Refusal {
         Refusal {
             status: 400,
             code: "ValidationException".into(),
-            message,
+            message: message.into(),
             rule,
             service: Service::DynamoDb,
             reasons: None,

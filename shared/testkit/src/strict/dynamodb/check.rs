@@ -14,10 +14,6 @@ use super::schema::TableSchema;
 use super::transaction::check_transaction;
 use crate::strict::Refusal;
 
-pub(super) fn validation(rule: &'static str, message: impl Into<String>) -> Refusal {
-    Refusal::dynamodb_validation(rule, message.into())
-}
-
 /// The tables a request names, whose schemas the check needs.
 pub fn tables_named(operation: &str, body: &Value) -> Vec<String> {
     let mut out = BTreeSet::new();
@@ -39,17 +35,13 @@ pub fn tables_named(operation: &str, body: &Value) -> Vec<String> {
     out.into_iter().collect()
 }
 
-pub(super) fn schema<'a>(schemas: &'a BTreeMap<String, TableSchema>, table: &str) -> Option<&'a TableSchema> {
-    schemas.get(table)
-}
-
 /// A table name DynamoDB would refuse, with its words (`CreateTable`'s `TableName`).
 fn check_table_name(name: &str) -> Result<(), Refusal> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
     if TABLE_NAME_CHARS.contains(&name.len()) && name.chars().all(allowed) {
         return Ok(());
     }
-    Err(validation(
+    Err(Refusal::dynamodb_validation(
         "dynamodb.table_name",
         format!(
             "1 validation error detected: Value '{name}' at 'tableName' failed to satisfy constraint: \
@@ -66,14 +58,14 @@ pub fn check(operation: &str, body: &Value, schemas: &BTreeMap<String, TableSche
     match operation {
         "CreateTable" => check_table_name(table)?,
         "PutItem" => {
-            if let Some(s) = schema(schemas, table) {
+            if let Some(s) = schemas.get(table) {
                 check_key(s, &body["Item"], true)?;
             }
             check_item_size(&body["Item"])?;
             check_numbers(body)?;
         }
         "GetItem" | "DeleteItem" | "UpdateItem" => {
-            if let Some(s) = schema(schemas, table) {
+            if let Some(s) = schemas.get(table) {
                 check_key(s, &body["Key"], false)?;
             }
             if operation != "GetItem" {
@@ -82,8 +74,11 @@ pub fn check(operation: &str, body: &Value, schemas: &BTreeMap<String, TableSche
         }
         "Query" | "Scan" if body["ConsistentRead"] == json!(true) => {
             let index = body["IndexName"].as_str().unwrap_or_default();
-            if schema(schemas, table).is_some_and(|s| s.global_indexes.contains_key(index)) {
-                return Err(validation(
+            if schemas
+                .get(table)
+                .is_some_and(|s| s.global_indexes.contains_key(index))
+            {
+                return Err(Refusal::dynamodb_validation(
                     "dynamodb.consistent_read.gsi",
                     "Consistent reads are not supported on global secondary indexes",
                 ));
@@ -95,13 +90,13 @@ pub fn check(operation: &str, body: &Value, schemas: &BTreeMap<String, TableSche
                 check_expressions(request)?;
                 for key in request["Keys"].as_array().into_iter().flatten() {
                     keys += 1;
-                    if let Some(s) = schema(schemas, t) {
+                    if let Some(s) = schemas.get(t) {
                         check_key(s, key, false)?;
                     }
                 }
             }
             if keys > MAX_BATCH_GET_KEYS {
-                return Err(validation(
+                return Err(Refusal::dynamodb_validation(
                     "dynamodb.batch_get.keys",
                     format!("Too many items requested for the BatchGetItem call ({keys}; at most {MAX_BATCH_GET_KEYS})"),
                 ));
@@ -122,12 +117,12 @@ pub fn check(operation: &str, body: &Value, schemas: &BTreeMap<String, TableSche
                         check_item_size(key)?;
                     }
                     if let Some((rule, message)) = refused_number_in_map(key) {
-                        return Err(validation(rule, message));
+                        return Err(Refusal::dynamodb_validation(rule, message));
                     }
-                    if let Some(s) = schema(schemas, t) {
+                    if let Some(s) = schemas.get(t) {
                         check_key(s, key, item)?;
                         if !seen.insert(item_identity(s, t, key)) {
-                            return Err(validation(
+                            return Err(Refusal::dynamodb_validation(
                                 "dynamodb.batch_write.duplicates",
                                 "Provided list of item keys contains duplicates",
                             ));
@@ -136,7 +131,7 @@ pub fn check(operation: &str, body: &Value, schemas: &BTreeMap<String, TableSche
                 }
             }
             if requests > MAX_BATCH_WRITE_REQUESTS {
-                return Err(validation(
+                return Err(Refusal::dynamodb_validation(
                     "dynamodb.batch_write.requests",
                     format!("1 validation error detected: Value at 'requestItems' failed to satisfy constraint: Map value must satisfy constraint: [Member must have length less than or equal to {MAX_BATCH_WRITE_REQUESTS}, Member must have length greater than or equal to 1] ({requests} requests)"),
                 ));

@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::check::validation;
 use crate::strict::Refusal;
 
 /// DynamoDB's reserved words (AWS's list, "Reserved words in DynamoDB").
@@ -86,7 +85,7 @@ pub(super) fn check_expressions(request: &Value) -> Result<(), Refusal> {
     for field in EXPRESSIONS {
         if let Some(expression) = request[field].as_str() {
             if let Some(word) = reserved_word_in(expression) {
-                return Err(validation(
+                return Err(Refusal::dynamodb_validation(
                     "dynamodb.expression.reserved_word",
                     format!(
                         "Invalid {field}: Attribute name is a reserved keyword; reserved keyword: {word}"

@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 
-use super::check::validation;
 use super::limits::{MAX_ITEM_BYTES, MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES};
 use super::schema::TableSchema;
 use super::sizes::{decoded_len, item_size};
@@ -16,7 +15,7 @@ pub(super) fn check_key(schema: &TableSchema, key: &Value, whole_item: bool) -> 
         .collect();
     for (name, limit) in attrs {
         let Some(value) = key.get(name) else {
-            return Err(validation(
+            return Err(Refusal::dynamodb_validation(
                 "dynamodb.key.missing",
                 format!("One or more parameter values were invalid: Missing the key {name} in the item"),
             ));
@@ -28,7 +27,7 @@ pub(super) fn check_key(schema: &TableSchema, key: &Value, whole_item: bool) -> 
             None => ("", 0),
         };
         if size == 0 && matches!(kind, "S" | "B") {
-            return Err(validation(
+            return Err(Refusal::dynamodb_validation(
                 "dynamodb.key.empty",
                 format!(
                     "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty {} value. Key: {name}",
@@ -43,7 +42,7 @@ pub(super) fn check_key(schema: &TableSchema, key: &Value, whole_item: bool) -> 
             } else {
                 format!("One or more parameter values were invalid: Aggregated size of all range keys has exceeded the size limit of {MAX_SORT_KEY_BYTES} bytes (key {name}: {size} bytes)")
             };
-            return Err(validation("dynamodb.key.size", message));
+            return Err(Refusal::dynamodb_validation("dynamodb.key.size", message));
         }
     }
     if whole_item {
@@ -59,7 +58,7 @@ pub(super) fn check_key(schema: &TableSchema, key: &Value, whole_item: bool) -> 
                     _ => false,
                 };
                 if empty {
-                    return Err(validation(
+                    return Err(Refusal::dynamodb_validation(
                         "dynamodb.key.empty",
                         format!("One or more parameter values are not valid. A value specified for a secondary index key is not supported. The AttributeValue for a key attribute cannot contain an empty string value. IndexName: {index}, IndexKey: {name}"),
                     ));
@@ -73,7 +72,7 @@ pub(super) fn check_key(schema: &TableSchema, key: &Value, whole_item: bool) -> 
 pub(super) fn check_item_size(item: &Value) -> Result<(), Refusal> {
     let size = item_size(item);
     if size > MAX_ITEM_BYTES {
-        return Err(validation(
+        return Err(Refusal::dynamodb_validation(
             "dynamodb.item.size",
             format!(
                 "Item size has exceeded the maximum allowed size ({size} bytes; at most {MAX_ITEM_BYTES})"

@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 
-use super::check::validation;
 use super::limits::{MAX_NUMBER_DIGITS, MAX_NUMBER_EXPONENT, MIN_NUMBER_EXPONENT};
 use crate::strict::Refusal;
 
@@ -110,7 +109,7 @@ pub(super) fn refused_number_in_request(request: &Value) -> Option<(&'static str
 /// A write request's numbers, refused as a whole request (`ValidationException`).
 pub(super) fn check_numbers(request: &Value) -> Result<(), Refusal> {
     match refused_number_in_request(request) {
-        Some((rule, message)) => Err(validation(rule, message)),
+        Some((rule, message)) => Err(Refusal::dynamodb_validation(rule, message)),
         None => Ok(()),
     }
 }

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::check::{schema, validation};
 use super::expressions::check_expressions;
 use super::items::{check_key, item_identity};
 use super::limits::{
@@ -24,7 +23,7 @@ pub(super) fn check_transaction(
 ) -> Result<(), Refusal> {
     let items = body["TransactItems"].as_array().cloned().unwrap_or_default();
     if items.len() > MAX_TRANSACTION_ACTIONS {
-        return Err(validation(
+        return Err(Refusal::dynamodb_validation(
             "dynamodb.transaction.actions",
             format!("1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length less than or equal to {MAX_TRANSACTION_ACTIONS} ({} actions)", items.len()),
         ));
@@ -32,7 +31,7 @@ pub(super) fn check_transaction(
     if let Some(token) = body["ClientRequestToken"].as_str() {
         let n = token.chars().count();
         if !(1..=MAX_CLIENT_REQUEST_TOKEN_CHARS).contains(&n) {
-            return Err(validation(
+            return Err(Refusal::dynamodb_validation(
                 "dynamodb.transaction.client_request_token",
                 format!("1 validation error detected: Value '{token}' at 'clientRequestToken' failed to satisfy constraint: Member must have length less than or equal to {MAX_CLIENT_REQUEST_TOKEN_CHARS} ({n} characters)"),
             ));
@@ -53,10 +52,10 @@ pub(super) fn check_transaction(
         } else {
             (&action["Key"], false)
         };
-        if let Some(s) = schema(schemas, table) {
+        if let Some(s) = schemas.get(table) {
             check_key(s, key, whole)?;
             if !seen.insert(item_identity(s, table, key)) {
-                return Err(validation(
+                return Err(Refusal::dynamodb_validation(
                     "dynamodb.transaction.one_item_twice",
                     "Transaction request cannot include multiple operations on one item",
                 ));
@@ -81,7 +80,7 @@ pub(super) fn check_transaction(
         total += size;
     }
     if total > MAX_TRANSACTION_BYTES {
-        return Err(validation(
+        return Err(Refusal::dynamodb_validation(
             "dynamodb.transaction.bytes",
             format!("Transaction request size exceeded the maximum of {MAX_TRANSACTION_BYTES} bytes ({total} bytes)"),
         ));
