@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use stm_store::{ExecutionStore, OutboxEntry, SpawnEntry, StoreError};
+use stm_store::{ExecutionStore, OutboxEntry, PendingSeq, SpawnEntry, StoreError};
 
 use crate::queue::{message_problem, BatchSize, OutgoingMessage, Queue, MAX_BATCH};
 use crate::status::{is_notice, notice_status, BusEvent, StatusBus};
@@ -75,24 +75,63 @@ impl RelaySummary {
 /// the backlog.
 pub const RELAY_PASS_ROWS: usize = 100_000;
 
-/// The rows one read of a pass takes by key (one `BatchGetItem`).
+/// The rows one read of a pass takes by key at most (one `BatchGetItem`).
 pub const RELAY_READ_ROWS: usize = 100;
+
+/// The bytes one read of a pass takes at most, by the rows' recorded sizes (a read takes
+/// one row at least): what the relay holds of the rows at once is bounded by this, not by
+/// their count (100 packed spawn rows are 35 MB, in a function of 128 MB), and a read stays
+/// far below the 16 MB DynamoDB answers to one `BatchGetItem`.
+pub const RELAY_READ_BYTES: usize = 4 * 1024 * 1024;
 
 /// How much of the backlog the scheduled relay holds at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RelayBounds {
     /// The seqs one pass takes ([`RELAY_PASS_ROWS`]).
     pub pass_rows: usize,
-    /// The rows one read takes by key ([`RELAY_READ_ROWS`]).
+    /// The rows one read takes by key at most ([`RELAY_READ_ROWS`]).
     pub read_rows: usize,
+    /// The bytes one read takes at most ([`RELAY_READ_BYTES`]).
+    pub read_bytes: usize,
+}
+
+impl RelayBounds {
+    /// The scheduled relay's bounds.
+    pub const DEFAULT: RelayBounds = RelayBounds {
+        pass_rows: RELAY_PASS_ROWS,
+        read_rows: RELAY_READ_ROWS,
+        read_bytes: RELAY_READ_BYTES,
+    };
+
+    /// `seqs` (a pass's, lowest first) cut into reads: each as many rows as fit in
+    /// `read_rows` and `read_bytes`, and one row at least.
+    fn reads<'s>(&self, seqs: &'s [PendingSeq]) -> impl Iterator<Item = &'s [PendingSeq]> {
+        let (rows, bytes) = (self.read_rows.max(1), self.read_bytes);
+        let mut rest = seqs;
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let mut taken = 0usize;
+            let mut end = 0;
+            while end < rest.len() && end < rows {
+                let next = rest[end].bytes as usize;
+                if end > 0 && taken + next > bytes {
+                    break;
+                }
+                taken += next;
+                end += 1;
+            }
+            let (read, after) = rest.split_at(end);
+            rest = after;
+            Some(read)
+        })
+    }
 }
 
 impl Default for RelayBounds {
     fn default() -> Self {
-        RelayBounds {
-            pass_rows: RELAY_PASS_ROWS,
-            read_rows: RELAY_READ_ROWS,
-        }
+        RelayBounds::DEFAULT
     }
 }
 
@@ -405,7 +444,7 @@ pub async fn relay_pending_until(
             }
             let seqs = store.oldest_pending_seqs(pass_rows, settled_before).await?;
             let acked_before = delivery.acked_rows;
-            for read in seqs.chunks(bounds.read_rows.max(1)) {
+            for read in bounds.reads(&seqs) {
                 if out_of_time(longest_page) {
                     break 'passes;
                 }
@@ -469,5 +508,52 @@ impl RelaySummary {
         m.count("RelayRemaining", self.remaining as f64);
         m.count("RelayFailed", (self.failed + self.unacked) as f64);
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drawn passes of drawn row sizes (tiny to past the budget) under drawn bounds: the
+    /// reads cover the pass in order; each holds one row at least, at most `read_rows`,
+    /// and more than one only within `read_bytes`; and each is as long as the bounds let
+    /// it be (the next row would break one of them).
+    #[test]
+    fn reads_are_bounded_by_rows_and_bytes_and_as_full_as_they_may_be() {
+        let mut rng = stm_store::contract::Rng::new(0x4EAD_B0D5);
+        for _ in 0..2_000 {
+            let bounds = RelayBounds {
+                pass_rows: 0,
+                read_rows: rng.between(1, 12) as usize,
+                read_bytes: rng.spread(5_000) as usize,
+            };
+            let seqs: Vec<PendingSeq> = (0..rng.below(40))
+                .map(|seq| PendingSeq {
+                    seq: seq as i64,
+                    spawn: rng.chance(50),
+                    bytes: rng.spread(3_000) as u32,
+                })
+                .collect();
+            let reads: Vec<&[PendingSeq]> = bounds.reads(&seqs).collect();
+            assert_eq!(reads.concat(), seqs, "{bounds:?}");
+            let mut at = 0;
+            for read in &reads {
+                at += read.len();
+                let bytes: usize = read.iter().map(|s| s.bytes as usize).sum();
+                assert!(!read.is_empty() && read.len() <= bounds.read_rows, "{bounds:?}");
+                assert!(
+                    read.len() == 1 || bytes <= bounds.read_bytes,
+                    "{bounds:?}: {bytes}"
+                );
+                if let Some(next) = seqs.get(at) {
+                    assert!(
+                        read.len() == bounds.read_rows || bytes + next.bytes as usize > bounds.read_bytes,
+                        "{bounds:?}: the read could have taken seq {}",
+                        next.seq
+                    );
+                }
+            }
+        }
     }
 }

@@ -563,3 +563,88 @@ async fn drawn_shapes_over_dynamodb_reach_each_group_once_in_commit_order() {
     assert!(totals.packed_intents > 0, "no spawn row was packed");
     stm_testkit::assert_no_access_denied();
 }
+
+/// A backlog of large rows over DynamoDB (moto answers a `BatchGetItem` with at most 16 MB
+/// of items, the rest in `UnprocessedKeys`, as DynamoDB does): the relay reads them a few
+/// megabytes at a time by their recorded sizes, so no answer is partial; and a read that
+/// is answered in part (the bound lifted) is finished by asking the rest, which spends
+/// none of the store's attempts (one attempt here: a partial answer that spent it would
+/// fail the run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_rows_are_read_by_their_size_and_a_cut_answer_spends_no_attempt() {
+    let moto = stm_testkit::moto().await;
+    let options = CreateOptions {
+        prefix: stm_testkit::unique_prefix("relay-large"),
+        retry: stm_store::RetryPolicy {
+            max_attempts: 1,
+            ..stm_store::RetryPolicy::default()
+        },
+        ..CreateOptions::default()
+    };
+    let store = DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
+        .await
+        .expect("tables");
+    // 6 commits of 17 emits of ~220 KB (a commit's transaction stays under 4 MB): 102
+    // rows, about 22 MB, more than one 16 MB answer
+    let mut exe = Execution::new("large-rows", "Flat");
+    store.save(&mut exe).await.expect("create");
+    let pad = "p".repeat(220_000);
+    let (commits, per_commit) = (6, 17);
+    let rows = commits * per_commit;
+    let mut backlog = 0;
+    let mut relay_a_backlog = async |bounds: relay::RelayBounds| {
+        for _ in 0..commits {
+            let emits = (0..per_commit)
+                .map(|r| {
+                    let id = format!("large-rows/c{backlog}-r{r}");
+                    (
+                        Some(format!("g{r}")),
+                        event("Shaped", json!({ "pad": pad })).with_id(id),
+                    )
+                })
+                .collect::<Vec<_>>();
+            backlog += 1;
+            let commit = Commit {
+                emits,
+                ..Commit::default()
+            };
+            store.commit(&mut exe, commit).await.expect("commit");
+        }
+        let queue = MemoryQueue::new(5);
+        let cut_before = moto.strict().partial_batch_gets();
+        let summary = relay::relay_pending_until(&store, &queue, None, None, f64::INFINITY, bounds)
+            .await
+            .expect("relay");
+        (
+            summary,
+            moto.strict().partial_batch_gets() - cut_before,
+            queue.len(),
+        )
+    };
+    // by bytes: reads of 4 MB at most, no answer cut
+    let (summary, cut, queued) = relay_a_backlog(relay::RelayBounds::DEFAULT).await;
+    assert_eq!(
+        (summary.forwarded, summary.remaining, queued),
+        (rows, 0, rows),
+        "{summary:?}"
+    );
+    assert_eq!(
+        cut,
+        0,
+        "reads of {} bytes at most are answered whole",
+        relay::RELAY_READ_BYTES
+    );
+    // the same backlog again, read 100 rows at a time whatever their size
+    let (summary, cut, queued) = relay_a_backlog(relay::RelayBounds {
+        read_bytes: usize::MAX,
+        ..relay::RelayBounds::DEFAULT
+    })
+    .await;
+    assert!(cut > 0, "a read of 22 MB is answered in parts");
+    assert_eq!(
+        (summary.forwarded, summary.remaining, queued),
+        (rows, 0, rows),
+        "{summary:?}"
+    );
+    stm_testkit::assert_no_access_denied();
+}

@@ -52,6 +52,7 @@ fn bounds() -> RelayBounds {
     RelayBounds {
         pass_rows: ROWS,
         read_rows: PAGE,
+        ..RelayBounds::DEFAULT
     }
 }
 

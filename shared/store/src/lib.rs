@@ -154,23 +154,41 @@ impl PendingRows {
     }
 }
 
-/// A pending row's seq, and whether it is a spawn intent (else an outbox entry).
+/// A pending row's seq, whether it is a spawn intent (else an outbox entry), and its size
+/// as recorded when it was written: the relay sizes its reads by it, so that what one read
+/// holds is bounded in bytes, not only in rows (a packed spawn row is up to 350 KB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PendingSeq {
     pub seq: i64,
     pub spawn: bool,
+    /// The row's size in bytes; [`PendingSeq::UNRECORDED_BYTES`] for a row written
+    /// without one (by harel).
+    pub bytes: u32,
 }
 
 impl PendingSeq {
-    /// The `limit` lowest of the spawn intents' and outbox entries' seqs, lowest first.
+    /// The size taken for a row whose size was not recorded: the largest an item can be
+    /// (DynamoDB's 400 KB), so that a read of such rows is bounded all the same.
+    pub const UNRECORDED_BYTES: u32 = 400 * 1024;
+
+    /// The `limit` lowest of the spawn intents' and outbox entries' seqs (each with its
+    /// row's size), lowest first.
     pub fn lowest(
-        spawns: impl Iterator<Item = i64>,
-        outbox: impl Iterator<Item = i64>,
+        spawns: impl Iterator<Item = (i64, u32)>,
+        outbox: impl Iterator<Item = (i64, u32)>,
         limit: usize,
     ) -> Vec<PendingSeq> {
         let mut seqs: Vec<PendingSeq> = spawns
-            .map(|seq| PendingSeq { seq, spawn: true })
-            .chain(outbox.map(|seq| PendingSeq { seq, spawn: false }))
+            .map(|(seq, bytes)| PendingSeq {
+                seq,
+                spawn: true,
+                bytes,
+            })
+            .chain(outbox.map(|(seq, bytes)| PendingSeq {
+                seq,
+                spawn: false,
+                bytes,
+            }))
             .collect();
         seqs.sort();
         seqs.truncate(limit);
@@ -186,6 +204,25 @@ pub struct OutboxEntry {
     pub seq: i64,
     pub target_id: Option<String>,
     pub event: Event,
+}
+
+impl OutboxEntry {
+    /// The entry's size as a store without a recorded one reports it ([`PendingSeq::bytes`]):
+    /// its event's JSON (a DynamoDB row is that JSON and a few short attributes).
+    pub fn json_bytes(&self) -> u32 {
+        json_bytes(&self.event)
+    }
+}
+
+impl SpawnEntry {
+    /// The intent's size as a store without a recorded one reports it: its context's JSON.
+    pub fn json_bytes(&self) -> u32 {
+        json_bytes(&self.context)
+    }
+}
+
+fn json_bytes(value: &impl serde::Serialize) -> u32 {
+    serde_json::to_vec(value).map_or(0, |v| u32::try_from(v.len()).unwrap_or(u32::MAX))
 }
 
 /// A pending child creation.

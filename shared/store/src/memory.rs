@@ -276,8 +276,16 @@ impl ExecutionStore for MemoryStore {
         // one process: no scan to race, every committed row is settled
         let inner = self.lock();
         Ok(PendingSeq::lowest(
-            inner.spawns.keys().take(limit).copied(),
-            inner.outbox.keys().take(limit).copied(),
+            inner
+                .spawns
+                .iter()
+                .take(limit)
+                .map(|(seq, row)| (*seq, row.json_bytes())),
+            inner
+                .outbox
+                .iter()
+                .take(limit)
+                .map(|(seq, row)| (*seq, row.json_bytes())),
             limit,
         ))
     }

@@ -154,8 +154,8 @@ pub async fn oldest_pending_seqs_through<S: Hooked + ExecutionStore + ?Sized>(
         let outbox = store.pending_outbox().await?;
         let spawns = store.pending_spawns().await?;
         Ok(stm_store::PendingSeq::lowest(
-            spawns.iter().map(|s| s.seq),
-            outbox.iter().map(|o| o.seq),
+            spawns.iter().map(|s| (s.seq, s.json_bytes())),
+            outbox.iter().map(|o| (o.seq, o.json_bytes())),
             limit,
         ))
     })

@@ -25,6 +25,8 @@ pub fn relay_bounds(rng: &mut Rng) -> stm_runtime::relay::RelayBounds {
     stm_runtime::relay::RelayBounds {
         read_rows: rng.spread(100) as usize,
         pass_rows: rng.spread(300) as usize,
+        // from below one row's size (a read of one row, whatever its size) to many rows
+        read_bytes: rng.spread(20_000) as usize,
     }
 }
 

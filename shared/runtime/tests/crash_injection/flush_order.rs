@@ -47,6 +47,7 @@ async fn a_commit_whose_flush_died_is_delivered_before_the_next_event() {
         relay: stm_runtime::relay::RelayBounds {
             pass_rows: 3,
             read_rows: 2,
+            ..stm_runtime::relay::RelayBounds::DEFAULT
         },
     };
     let mut totals = Totals::default();

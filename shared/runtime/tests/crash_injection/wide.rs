@@ -36,6 +36,7 @@ const PUBLISH_BATCH: usize = 10;
 const WIDE_RELAY: stm_runtime::relay::RelayBounds = stm_runtime::relay::RelayBounds {
     pass_rows: 3,
     read_rows: 2,
+    ..stm_runtime::relay::RelayBounds::DEFAULT
 };
 
 /// The scenario machines, the examples and the wide fan-out.

@@ -10,13 +10,22 @@ use stm_core::{pyjson, Event, Value};
 
 use super::commit::MORE_SPAWNS_ATTRIBUTE;
 use super::item::{corrupt, get_i64, get_s, malformed, n_i64, req_i64, req_s, Item};
-use super::rows::{seq_keys, Rows, RANDOM_BITS, ROWS_ATTRIBUTE};
+use super::rows::{seq_keys, Rows, RANDOM_BITS, ROWS_ATTRIBUTE, ROW_BYTES_ATTRIBUTE};
 use super::{build_err, sdk_error, DynamoDbStore, MAX_BATCH_GET_KEYS};
 use crate::{Corruption, Malformation, OutboxEntry, PendingRows, PendingSeq, SpawnEntry, StoreError};
 
+/// How many parallel segments the relay's scan of a rows table runs (DynamoDB API
+/// Reference, `Scan`: `TotalSegments` from 1 to 1,000,000; "Parallel scan" in the
+/// Developer Guide): each is its own chain of pages, so a backlog's keys are read that
+/// many pages at a time, from as many partitions.
+pub(super) const SCAN_SEGMENTS: i32 = 8;
+
 impl DynamoDbStore {
-    /// The seqs of `table`'s rows below `below`, offered to `lowest`, which keeps the
-    /// `limit` lowest of everything offered.
+    /// The seqs of `table`'s rows below `below` (with their recorded sizes), offered to
+    /// `lowest`, which keeps the `limit` lowest of everything offered. The table is read
+    /// in [`SCAN_SEGMENTS`] parallel segments, each a chain of 1 MB pages: a backlog's
+    /// keys are read about that many times faster than by one chain, and what is held is
+    /// still `lowest` and one page per segment.
     async fn keep_lowest_seqs(
         &self,
         table: &str,
@@ -25,26 +34,37 @@ impl DynamoDbStore {
         limit: usize,
         lowest: &mut BinaryHeap<PendingSeq>,
     ) -> Result<(), StoreError> {
-        let mut start: Option<Item> = None;
-        loop {
+        use futures_util::stream::{FuturesUnordered, StreamExt as _};
+        let page = |segment: i32, start: Option<Item>| async move {
             let out = self
                 .client
                 .scan()
                 .table_name(table)
-                .projection_expression("#s")
+                .projection_expression("#s, #b")
                 .filter_expression("#s < :below")
                 .expression_attribute_names("#s", "seq")
+                .expression_attribute_names("#b", ROW_BYTES_ATTRIBUTE)
                 .expression_attribute_values(":below", n_i64(below))
                 .consistent_read(true)
+                .segment(segment)
+                .total_segments(SCAN_SEGMENTS)
                 .set_exclusive_start_key(start)
                 .send()
                 .await
                 .map_err(|e| sdk_error("Scan", e))?;
+            Ok::<_, StoreError>((segment, out))
+        };
+        let mut pages: FuturesUnordered<_> = (0..SCAN_SEGMENTS).map(|segment| page(segment, None)).collect();
+        while let Some(answered) = pages.next().await {
+            let (segment, out) = answered?;
             for item in out.items() {
                 let Some(seq) = get_i64(item, "seq") else {
                     continue;
                 };
-                let candidate = PendingSeq { seq, spawn };
+                let bytes = get_i64(item, ROW_BYTES_ATTRIBUTE)
+                    .and_then(|b| u32::try_from(b).ok())
+                    .unwrap_or(PendingSeq::UNRECORDED_BYTES);
+                let candidate = PendingSeq { seq, spawn, bytes };
                 if lowest.len() < limit {
                     lowest.push(candidate);
                 } else if lowest.peek().is_some_and(|highest| candidate < *highest) {
@@ -52,11 +72,11 @@ impl DynamoDbStore {
                     lowest.push(candidate);
                 }
             }
-            match out.last_evaluated_key() {
-                Some(key) if !key.is_empty() => start = Some(key.clone()),
-                _ => return Ok(()),
+            if let Some(key) = out.last_evaluated_key().filter(|k| !k.is_empty()) {
+                pages.push(page(segment, Some(key.clone())));
             }
         }
+        Ok(())
     }
 
     pub(super) async fn lowest_pending_seqs(

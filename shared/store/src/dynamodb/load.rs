@@ -141,7 +141,12 @@ impl DynamoDbStore {
     }
 
     /// One `BatchGetItem` of `request` (strongly consistent keys), its unprocessed keys
-    /// re-sent with the store's backoff: the items found, by table.
+    /// re-sent: the items found, by table.
+    ///
+    /// An answer that read some keys and left others is progress, not a failure: DynamoDB
+    /// stops at 16 MB (or 1 MB a partition) of items, and large rows fill that with fewer
+    /// than 100 keys. So the rest is asked again at once, and only an answer that read
+    /// nothing (throttled) spends one of the store's attempts and waits its backoff.
     pub(super) async fn batch_get(
         &self,
         mut request: HashMap<String, KeysAndAttributes>,
@@ -149,7 +154,7 @@ impl DynamoDbStore {
         let mut found: HashMap<String, Vec<Item>> = HashMap::new();
         let mut attempt = 0;
         loop {
-            attempt += 1;
+            let mut read = 0usize;
             let out = self
                 .client
                 .batch_get_item()
@@ -159,6 +164,7 @@ impl DynamoDbStore {
                 .map_err(|e| sdk_error("BatchGetItem", e))?;
             if let Some(responses) = out.responses() {
                 for (table, items) in responses {
+                    read += items.len();
                     found
                         .entry(table.clone())
                         .or_default()
@@ -167,15 +173,21 @@ impl DynamoDbStore {
             }
             match out.unprocessed_keys() {
                 Some(rest) if !rest.is_empty() => {
-                    let pause = self.retry.backoff(attempt);
-                    if attempt >= self.retry.max_attempts.max(1)
-                        || !stm_aws::time_for(pause + stm_aws::OPERATION_TIMEOUT)
-                    {
-                        return Err(StoreError::retryable(format!(
-                            "BatchGetItem left keys unprocessed after {attempt} attempts"
-                        )));
+                    let unread: usize = rest.values().map(|k| k.keys().len()).sum();
+                    if read > 0 {
+                        tracing::debug!(read, unread, "BatchGetItem answered in part; asking the rest");
+                    } else {
+                        attempt += 1;
+                        let pause = self.retry.backoff(attempt);
+                        if attempt >= self.retry.max_attempts.max(1)
+                            || !stm_aws::time_for(pause + stm_aws::OPERATION_TIMEOUT)
+                        {
+                            return Err(StoreError::retryable(format!(
+                                "BatchGetItem read none of {unread} keys in {attempt} attempts"
+                            )));
+                        }
+                        tokio::time::sleep(pause).await;
                     }
-                    tokio::time::sleep(pause).await;
                     request = rest.clone();
                 }
                 _ => return Ok(found),

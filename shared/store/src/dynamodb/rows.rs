@@ -35,6 +35,20 @@ pub(super) const ROWS_ATTRIBUTE: &str = "rows";
 /// million (and then the condition sends the second around again).
 pub(super) const RANDOM_BITS: u32 = 20;
 
+/// An outbox or spawns row's size in bytes (N), written with it: what the relay's scan of
+/// seqs projects, so that it sizes its reads of rows by bytes before reading them. harel's
+/// rows have none (the relay then takes the largest an item can be).
+pub(super) const ROW_BYTES_ATTRIBUTE: &str = "row_bytes";
+
+/// `item` with [`ROW_BYTES_ATTRIBUTE`] added: its size, the attribute's own included.
+pub(super) fn with_row_bytes(mut item: super::item::Item) -> super::item::Item {
+    // the attribute's name and a number of up to 7 digits (a row is under 400 KB)
+    let own = ROW_BYTES_ATTRIBUTE.len() + 7;
+    let bytes = super::item::item_size(&item) + own;
+    item.insert(ROW_BYTES_ATTRIBUTE.to_string(), super::item::n_i64(bytes as i64));
+    item
+}
+
 /// One commit's rows: a contiguous block of seqs, the spawn rows first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Rows {

@@ -60,6 +60,7 @@ impl StrictLayer {
             expired: Mutex::default(),
             slow: Mutex::default(),
             entry_faults: EntryFaults::default(),
+            partial_batch_gets: std::sync::atomic::AtomicUsize::new(0),
         });
         let mut listeners = Vec::new();
         let mut endpoints = BTreeMap::new();
@@ -111,6 +112,14 @@ impl StrictLayer {
             .get(&principal)
             .map(String::as_str)
             .unwrap_or_default()
+    }
+
+    /// How many `BatchGetItem` answers moto gave in part, the keys past 16 MB of items in
+    /// `UnprocessedKeys` (as DynamoDB does; the fault mode's partial answers not counted).
+    pub fn partial_batch_gets(&self) -> usize {
+        self.shared
+            .partial_batch_gets
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Refusals so far, by rule (`iam`, `sqs.group_id.format`, ...).

@@ -244,6 +244,17 @@ pub(super) async fn serve(
         if let Some(lagged) = lagged_answer {
             answer = replace_body(&answer, &lagged);
         }
+        if operation == "BatchGetItem" {
+            // moto answers in part past 16 MB of items, as DynamoDB does
+            if let Some((200, bytes)) = split_response(&answer) {
+                let moto: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+                if moto["UnprocessedKeys"].as_object().is_some_and(|m| !m.is_empty()) {
+                    shared
+                        .partial_batch_gets
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
     }
     if let (Some(prefix), Some((200, bytes))) = (&entry_plan.prefix, split_response(&answer)) {
         let moto: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);

@@ -36,6 +36,8 @@ pub(super) struct Shared {
     pub(super) slow: Mutex<BTreeMap<String, std::time::Duration>>,
     /// The fault mode per entry: its prefixes and counts.
     pub(super) entry_faults: EntryFaults,
+    /// `BatchGetItem` answers moto gave in part (past 16 MB of items).
+    pub(super) partial_batch_gets: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {

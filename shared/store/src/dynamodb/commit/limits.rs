@@ -118,7 +118,8 @@ impl DynamoDbStore {
         check_timer_numbers(exe, p)?;
         let on_item = self.on_item();
         let mut total = exe_bytes;
-        let seq_bytes = 3 + 21;
+        // `seq` and `row_bytes` (two numbers, 21 bytes at most each)
+        let seq_bytes = 3 + 21 + crate::dynamodb::rows::ROW_BYTES_ATTRIBUTE.len() + 21;
         for (target, event) in &p.events {
             let bytes =
                 seq_bytes + "target_id".len() + target.as_ref().map_or(1, String::len) + 5 + event.len();

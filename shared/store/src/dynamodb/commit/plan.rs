@@ -11,7 +11,7 @@ use stm_core::Execution;
 use super::prepare::{more_spawns_json, Prepared, MORE_SPAWNS_ATTRIBUTE};
 use crate::dynamodb::item::{n_f64, n_i64, s, s_or_null, Item};
 use crate::dynamodb::recent::Recent;
-use crate::dynamodb::rows::{Rows, ROWS_ATTRIBUTE};
+use crate::dynamodb::rows::{with_row_bytes, Rows, ROWS_ATTRIBUTE};
 use crate::dynamodb::schema::{TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE};
 use crate::dynamodb::{
     build_err, timer_shard, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, RECENT_ATTRIBUTE, TRACE_IDX_ATTRIBUTE,
@@ -154,7 +154,7 @@ impl DynamoDbStore {
         let row_put_of = |table: &str, item: Item| -> Result<TransactWriteItem, StoreError> {
             let put = Put::builder()
                 .table_name(table)
-                .set_item(Some(item))
+                .set_item(Some(with_row_bytes(item)))
                 .condition_expression("attribute_not_exists(seq)")
                 .build()
                 .map_err(build_err)?;
