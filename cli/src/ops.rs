@@ -107,6 +107,16 @@ impl Tables {
 
     /// The store, not yet shared (to configure it further).
     pub async fn open(&self, create_schema: bool) -> Result<DynamoDbStore> {
+        // (`stm local` creates its tables while its emulator starts: it waits instead)
+        if let Some(endpoint) = self.endpoint.as_deref().filter(|_| !create_schema) {
+            if nothing_listens(endpoint).await {
+                anyhow::bail!(
+                    "nothing answers at {endpoint} (--endpoint, or STM_ENDPOINT_URL): start the local \
+                     stack with `stm local` in another terminal and export the line it prints, or pass \
+                     the endpoint that runs"
+                );
+            }
+        }
         let region = self.region(self.endpoint.is_some()).await?;
         let options = CreateOptions {
             prefix: self.prefix.clone(),
@@ -173,6 +183,31 @@ impl Tables {
             err,
         ))
     }
+}
+
+/// Whether `endpoint` is on this machine (`http://` to a loopback address) and nothing
+/// listens there: a refused connection is known at once, where the SDK's retries of it took
+/// the store's check 9 s before it quoted the connection error. Any other endpoint, or one
+/// that accepts a connection, is the store's to judge.
+async fn nothing_listens(endpoint: &str) -> bool {
+    let Some(rest) = endpoint.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let Ok(addrs) = tokio::net::lookup_host(authority).await else {
+        return false;
+    };
+    let local: Vec<std::net::SocketAddr> = addrs.filter(|a| a.ip().is_loopback()).collect();
+    if local.is_empty() {
+        return false;
+    }
+    for addr in local {
+        let connect = tokio::net::TcpStream::connect(addr);
+        if let Ok(Ok(_)) = tokio::time::timeout(std::time::Duration::from_millis(300), connect).await {
+            return false;
+        }
+    }
+    true
 }
 
 /// The table a store's check found missing. The store says it only in its message

@@ -373,3 +373,32 @@ fn a_queue_name_sqs_would_refuse_is_a_usage_error_up_front() {
         "{stderr}"
     );
 }
+
+/// A port held by a program that is not a DynamoDB emulator (`stm ui`, a web server):
+/// `stm local` says so and offers another port, not that program as an endpoint (it
+/// guessed "another `stm local`?" and offered `--endpoint` to it).
+#[test]
+fn a_port_held_by_another_kind_of_server_is_not_offered_as_an_endpoint() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = listener.local_addr().expect("its address").port();
+    // a web server that answers every request with a page
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ =
+                stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+        }
+    });
+    let (status, _, stderr) = finish(stm_command().args(["local", "--port", &port.to_string()]));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "error: port {port} is taken by a program that is not a DynamoDB emulator: stop it, or start \
+             this one on another port with --port N\n"
+        )
+    );
+}

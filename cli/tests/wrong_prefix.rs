@@ -94,3 +94,38 @@ fn a_wrong_prefix_names_the_missing_table_and_the_fix() {
         stderr(&out)
     );
 }
+
+/// An endpoint on this machine where nothing listens (the local stack is not running, or
+/// was started on another port): every command says so at once, in one line that names
+/// the endpoint and how to start the stack, where it waited 9 s for the SDK's retries and
+/// quoted a connection error.
+#[test]
+fn a_local_endpoint_with_nothing_listening_says_to_start_stm_local_at_once() {
+    // a port that was free a moment ago: nothing listens there
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    for command in [["show", "order-1"].as_slice(), ["list"].as_slice()] {
+        let mut args = command.to_vec();
+        args.extend(["--endpoint", &endpoint]);
+        let started = std::time::Instant::now();
+        let out = stm(&args);
+        let took = started.elapsed();
+        assert_eq!(out.status.code(), Some(1), "{command:?}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "error: nothing answers at {endpoint} (--endpoint, or STM_ENDPOINT_URL): start the local \
+                 stack with `stm local` in another terminal and export the line it prints, or pass the \
+                 endpoint that runs\n"
+            ),
+            "{command:?}"
+        );
+        assert!(
+            took < std::time::Duration::from_secs(1),
+            "{command:?} took {took:?}"
+        );
+    }
+}

@@ -46,12 +46,42 @@ pub(super) fn port_free(port: u16, endpoint: &str, queue_name: &str) -> Result<(
     }
     let who = match QueueLock::holder(endpoint, queue_name) {
         Some(pid) => format!("`stm local` pid {pid} serves {queue_name} there"),
-        None => "another `stm local`?".to_string(),
+        None if speaks_dynamodb(port) => "another DynamoDB emulator: another `stm local`?".to_string(),
+        // (`stm ui`, a web server...): no use as an endpoint, so none is offered
+        None => bail!(
+            "port {port} is taken by a program that is not a DynamoDB emulator: stop it, or start \
+             this one on another port with --port N"
+        ),
     };
     bail!(
         "port {port} is taken ({who}): stop it, start this one on another port with --port N, \
          or use that emulator with --endpoint {endpoint}"
     )
+}
+
+/// Whether what listens on `port` answers DynamoDB's `ListTables` as DynamoDB does (a
+/// `TableNames` list): an emulator a command could use as its endpoint, not any server.
+fn speaks_dynamodb(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(1))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let body = "{}";
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\n\
+         Content-Type: application/x-amz-json-1.0\r\nAuthorization: AWS4-HMAC-SHA256 \
+         Credential=local/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = Vec::new();
+    let _ = stream.take(64 * 1024).read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).contains("\"TableNames\"")
 }
 
 /// The moto server `stm local` started: killed (and reaped) when dropped, however
