@@ -150,8 +150,21 @@ fn stm_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// the machine's version: `Order: ok (version 1f2e3d4c5b6a7988)`.
 fn validate_one(defn: &Definition) -> Result<ExitCode> {
     let findings = stm_core::validate::validate(defn);
+    // each finding shown as a parse error is (its line, a caret): one shape for all; a
+    // finding in an imported file quotes that file
+    let mut sources: std::collections::HashMap<String, Option<String>> = std::collections::HashMap::new();
     for finding in &findings {
-        println!("{finding}");
+        let source = finding
+            .file
+            .as_ref()
+            .or(defn.source_file.as_ref())
+            .and_then(|file| {
+                sources
+                    .entry(file.clone())
+                    .or_insert_with(|| std::fs::read_to_string(file).ok())
+                    .clone()
+            });
+        println!("{}", finding.rendered(source.as_deref()));
     }
     let version = stm_core::version::version_of(defn);
     if findings.is_empty() {

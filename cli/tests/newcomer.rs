@@ -281,6 +281,33 @@ fn the_commands_that_need_no_deployment_and_their_mistakes() {
     .expect("write");
     let out = stm_alone(&["validate", broken.to_str().expect("utf-8 path")]);
     assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
+    // an undeclared event (a validation finding) is shown as the unresolved target (a
+    // loader error) is: one shape, with where, the line, a caret and the did-you-mean
+    let undeclared = dir.join("undeclared.stm");
+    std::fs::write(
+        &undeclared,
+        "event Go {}\nmachine M {\n  initial A\n  state A {}\n  final B success\n  from A to B on Gox\n}\n",
+    )
+    .expect("write");
+    let out = stm_alone(&["validate", undeclared.to_str().expect("utf-8 path")]);
+    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "error[unknown_event]: transition references undeclared event 'Gox'\n --> {}:6:18\n  |\n\
+             6 |   from A to B on Gox\n  |                  ^\n  = hint: did you mean `Go`?\n",
+            undeclared.display()
+        )
+    );
+    let unresolved = format!(
+        "error: cannot resolve transition target 'Nowhere' from machine M\n --> {}:4:13\n  |\n\
+         4 |   from A to Nowhere on Go\n  |             ^\n",
+        broken.display()
+    );
+    assert_eq!(
+        stdout(&stm_alone(&["validate", broken.to_str().expect("utf-8 path")])),
+        unresolved
+    );
 
     for (args, code, message) in [
         (

@@ -95,30 +95,62 @@ pub(crate) fn source_line(source: &str, line: usize) -> Option<&str> {
 
 impl fmt::Display for DslError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error: {}", self.message)?;
-        let width = self.line.map_or(1, |l| l.to_string().len());
-        let pad = " ".repeat(width);
-        if let Some(loc) = self.location() {
-            write!(f, "\n{pad}--> {loc}")?;
-        }
-        if let (Some(line), Some(snippet)) = (self.line, &self.snippet) {
-            write!(f, "\n{pad} |\n{line} | {snippet}")?;
-            if let Some(col) = self.column {
-                // copy tabs so the caret lines up under a tab-indented line
-                let lead: String = snippet
-                    .chars()
-                    .take(col.saturating_sub(1))
-                    .map(|c| if c == '\t' { '\t' } else { ' ' })
-                    .collect();
-                let extra = col.saturating_sub(1).saturating_sub(snippet.chars().count());
-                write!(f, "\n{pad} | {lead}{}^", " ".repeat(extra))?;
-            }
-        }
-        if let Some(hint) = &self.hint {
-            write!(f, "\n{pad} = hint: {hint}")?;
-        }
-        Ok(())
+        let head = format!("error: {}", self.message);
+        let at = Position {
+            line: self.line,
+            column: self.column,
+            snippet: self.snippet.as_deref(),
+        };
+        write_diagnostic(f, &head, self.location(), at, self.hint.as_deref())
     }
+}
+
+/// Where in its file a diagnostic is: the line and column (1-based) and the line's text.
+#[derive(Clone, Copy)]
+pub(crate) struct Position<'s> {
+    pub(crate) line: Option<usize>,
+    pub(crate) column: Option<usize>,
+    pub(crate) snippet: Option<&'s str>,
+}
+
+/// The one shape of everything `stm` reports about a `.stm` file, a parse error and a
+/// validation finding alike: `head`, then where (`--> file:line:col`), the offending
+/// line with a caret under `column`, and the hint.
+pub(crate) fn write_diagnostic(
+    f: &mut impl fmt::Write,
+    head: &str,
+    location: Option<String>,
+    at: Position<'_>,
+    hint: Option<&str>,
+) -> fmt::Result {
+    f.write_str(head)?;
+    let Position {
+        line,
+        column,
+        snippet,
+    } = at;
+    let width = line.map_or(1, |l| l.to_string().len());
+    let pad = " ".repeat(width);
+    if let Some(loc) = location {
+        write!(f, "\n{pad}--> {loc}")?;
+    }
+    if let (Some(line), Some(snippet)) = (line, snippet) {
+        write!(f, "\n{pad} |\n{line} | {snippet}")?;
+        if let Some(col) = column {
+            // copy tabs so the caret lines up under a tab-indented line
+            let lead: String = snippet
+                .chars()
+                .take(col.saturating_sub(1))
+                .map(|c| if c == '\t' { '\t' } else { ' ' })
+                .collect();
+            let extra = col.saturating_sub(1).saturating_sub(snippet.chars().count());
+            write!(f, "\n{pad} | {lead}{}^", " ".repeat(extra))?;
+        }
+    }
+    if let Some(hint) = hint {
+        write!(f, "\n{pad} = hint: {hint}")?;
+    }
+    Ok(())
 }
 
 impl std::error::Error for DslError {}

@@ -53,6 +53,7 @@ mod unicode_names;
 use std::path::Path;
 
 pub use error::DslError;
+pub(crate) use error::{source_line, write_diagnostic, Position};
 pub use lexer::{TokKind, Token};
 pub use parser::KEYWORDS;
 pub use program::{Import, Program};

@@ -120,6 +120,39 @@ impl Finding {
     }
 }
 
+impl Finding {
+    /// The finding in the shape `stm` reports a parse error in (one shape for all that is
+    /// wrong with a file): `error[code]: message`, where (`--> file:line:col`), the line
+    /// of `source` (the file's text) with a caret, and the hint (did you mean ...).
+    ///
+    /// ```
+    /// let source = "event Go {}\nmachine M {\n  initial A\n  state A {}\n  final B success\n  from A to B on Gox\n}\n";
+    /// let defn = stm_core::dsl::load_definition_str(source, None, None).expect("it parses");
+    /// let findings = stm_core::validate::validate(&defn);
+    /// assert_eq!(
+    ///     findings[0].rendered(Some(source)),
+    ///     "error[unknown_event]: transition references undeclared event 'Gox'\n \
+    ///      --> 6:18\n  |\n6 |   from A to B on Gox\n  |                  ^\n  = hint: did you mean `Go`?"
+    /// );
+    /// ```
+    pub fn rendered(&self, source: Option<&str>) -> String {
+        let mut head = format!("{}[{}]: {}", self.severity, self.code, self.message);
+        if let Some(path) = self.path.as_deref().filter(|p| !p.is_empty()) {
+            head.push_str(&format!(" (in {path})"));
+        }
+        let at = crate::dsl::Position {
+            line: self.line,
+            column: self.column,
+            snippet: source
+                .zip(self.line)
+                .and_then(|(s, l)| crate::dsl::source_line(s, l)),
+        };
+        let mut out = String::new();
+        let _ = crate::dsl::write_diagnostic(&mut out, &head, self.location(), at, self.hint.as_deref());
+        out
+    }
+}
+
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(loc) = self.location() {
