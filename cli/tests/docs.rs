@@ -512,16 +512,28 @@ fn rust_blocks_compile_in_a_fresh_project() {
     let mut source = std::fs::read_to_string(&main).expect("the worker's main.rs");
     let mut modules = BTreeMap::new();
     for (i, block) in rust.iter().enumerate() {
-        let module = format!("doc_block_{i}");
-        if block.body.contains("pub fn with_audit(") {
-            // the chapter's main.rs change: the worker's actions with `hello.audit` added
-            let call = "stm_lambda::run_worker(actions())";
-            assert!(source.contains(call), "the scaffold's main.rs changed:\n{source}");
-            source = source.replace(
-                call,
-                &format!("stm_lambda::run_worker({module}::with_audit(actions()).expect(\"AUDIT_TABLE\"))"),
-            );
+        // a block the chapter puts in a file of the worker's: that file, as it is
+        if let Some(file) = block.attrs.iter().find_map(|a| a.strip_prefix("worker-file=")) {
+            let module = file.trim_end_matches(".rs").to_string();
+            std::fs::write(project.join("functions/worker/src/").join(file), &block.body)
+                .expect("write the block's file");
+            modules.insert(module, block.clone());
+            continue;
         }
+        // the chapter's `main`, in place of the scaffold's (the scaffold's text is what
+        // is cut, never the block's)
+        if block.attrs.iter().any(|a| a == "worker-main") {
+            let scaffold_main = "#[tokio::main]\nasync fn main() -> std::process::ExitCode {\n    \
+                                 stm_lambda::run_worker(actions()).await\n}\n";
+            assert!(
+                source.contains(scaffold_main),
+                "the scaffold's main.rs changed:\n{source}"
+            );
+            source = source.replace(scaffold_main, "");
+            source.push_str(&block.body);
+            continue;
+        }
+        let module = format!("doc_block_{i}");
         std::fs::write(
             project.join(format!("functions/worker/src/{module}.rs")),
             &block.body,
