@@ -589,10 +589,11 @@ pub fn replay(model: &Protocol, actions: &[Action], plant: Plant) -> Result<(), 
 }
 
 /// A random walk of up to `steps` steps through the model (never through a step the
-/// replay cannot take), from a small deterministic generator seeded with `seed`.
+/// replay cannot take), drawn by the tests' seeded generator from `seed`.
 pub fn random_walk(model: &Protocol, seed: u64, steps: usize) -> Vec<Action> {
     use stateright::Model as _;
-    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    // the walks' seeds are 0, 1, 2, ...: spread over the state's bits, each draws its own walk
+    let mut rng = stm_testkit::Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut state = model.initial();
     let mut walk = Vec::new();
     let mut enabled = Vec::new();
@@ -611,10 +612,7 @@ pub fn random_walk(model: &Protocol, seed: u64, steps: usize) -> Vec<Action> {
         if enabled.is_empty() {
             break;
         }
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let action = enabled[(rng % enabled.len() as u64) as usize];
+        let action = *rng.pick(&enabled);
         if let Some(next) = model.next_state(&state, action) {
             state = next;
             walk.push(action);

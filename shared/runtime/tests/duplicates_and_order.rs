@@ -204,7 +204,7 @@ impl Harness {
     ) -> Self {
         let store = Arc::new(MemoryStore::new());
         let clock = Arc::new(ManualClock::new(START));
-        let queue_rng = chaos.as_ref().map(|c| Rng::new(c.rng.0 ^ 0x9E37_79B9_7F4A_7C15));
+        let queue_rng = chaos.as_ref().map(|c| c.rng.fork(0x9E37_79B9_7F4A_7C15));
         let queue = Arc::new(DupQueue::new(queue_rng, copy_pct, bypass_pct));
         // traced: one trace step per applied event is what the comparison counts (the
         // version counts commits, and a coalesced burst commits several events at once)
