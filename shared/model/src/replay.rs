@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 
 use crate::model::{Action, Protocol};
 use crate::state::{Command, Operator, Relay, State, Sweeper, TimerPath, Worker as Phase, PARENT, TIMED};
-use gate::{Gate, GatedQueue, GatedStore, IndexView};
+use gate::{Gate, GatedQueue, GatedStore, IndexView, QueueGate};
 use view::{real_id, timer_path, View, START, TICK};
 
 /// Where the real code departed from the model.
@@ -200,10 +200,7 @@ impl Replay {
             free_loads,
             drop_marks: self.plant == Plant::DropMarks,
         });
-        let queue = Arc::new(GatedQueue {
-            inner: self.queue.clone(),
-            gate: gate.clone(),
-        });
+        let queue = Arc::new(GatedQueue::new(self.queue.clone(), QueueGate(gate.clone())));
         (store, queue, gate, calls)
     }
 
