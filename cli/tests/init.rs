@@ -44,10 +44,8 @@ fn serve_actions(worker: &Path) -> Served {
 
 #[test]
 fn a_scaffolded_project_builds_validates_runs_and_deploys_as_it_is() {
-    let dir = std::env::temp_dir().join(format!("stm-init-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = stm_testkit::scratch_dir("init");
     let project = dir.join("hello");
-    std::fs::create_dir_all(&dir).expect("temp dir");
 
     // 1. the scaffold, from this checkout
     let out = stm_alone(&[

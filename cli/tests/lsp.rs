@@ -51,8 +51,7 @@ machine Order {
 
 /// A fresh project directory with the machine and its library.
 fn project(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stm-lsp-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = stm_testkit::scratch_dir(&format!("lsp-{tag}"));
     std::fs::create_dir_all(dir.join("lib")).expect("project dir");
     std::fs::write(dir.join("lib/common.stm"), LIBRARY).expect("library");
     std::fs::write(dir.join("order.stm"), MACHINE).expect("machine");

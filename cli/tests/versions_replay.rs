@@ -25,10 +25,7 @@ fn flipped(dir: &Path) -> PathBuf {
 }
 
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stm-versions-replay-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch");
-    dir
+    stm_testkit::scratch_dir("versions-replay")
 }
 
 fn code(out: &Output) -> Option<i32> {

@@ -154,6 +154,7 @@ pub fn child_id(harel_form: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stm_testkit::Rng;
 
     #[test]
     fn the_rule_is_sqs_alphabet_and_length() {
@@ -244,41 +245,27 @@ mod tests {
         );
     }
 
-    /// A small deterministic generator (xorshift): no dependency, reproducible failures.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-        fn text(&mut self, max: usize) -> String {
-            const POOL: &[char] = &[
-                'a', 'Z', '0', '9', ':', '.', '-', '_', '~', '!', ' ', 'é', 'ß', '日', '\t', '"', '\\',
-            ];
-            (0..self.below(max + 1))
-                .map(|_| POOL[self.below(POOL.len())])
-                .collect()
-        }
+    /// Up to `max` characters from a pool of separators, escapes and non-ASCII letters.
+    fn text(rng: &mut Rng, max: usize) -> String {
+        const POOL: &[char] = &[
+            'a', 'Z', '0', '9', ':', '.', '-', '_', '~', '!', ' ', 'é', 'ß', '日', '\t', '"', '\\',
+        ];
+        (0..rng.index(max + 1)).map(|_| *rng.pick(POOL)).collect()
     }
 
     #[test]
     fn derived_ids_always_obey_the_rule() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
         for _ in 0..20_000 {
-            let mut parent = rng.text(160);
+            let mut parent = text(&mut rng, 160);
             if parent.is_empty() {
                 parent.push('p');
             }
-            let path = rng.text(60);
-            let harel = if rng.below(2) == 0 {
-                format!("{parent}:{path}:{}", rng.below(5))
+            let path = text(&mut rng, 60);
+            let harel = if rng.index(2) == 0 {
+                format!("{parent}:{path}:{}", rng.index(5))
             } else {
-                format!("{parent}:{path}:{}:{}", rng.below(5), rng.below(300))
+                format!("{parent}:{path}:{}:{}", rng.index(5), rng.index(300))
             };
             let id = child_id(harel.clone());
             assert!(valid_group_id(&id), "{harel:?} -> {id:?}");

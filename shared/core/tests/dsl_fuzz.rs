@@ -199,7 +199,7 @@ fn seeds() -> Vec<Seed> {
 }
 
 fn random_fragment(rng: &mut Rng, vocab: &[String]) -> String {
-    match rng.below(6) {
+    match rng.index(6) {
         0 => rng.pick(KEYWORDS).to_string(),
         1 => rng.pick(PUNCT).to_string(),
         2 => rng.pick(NUMBERS).to_string(),
@@ -208,7 +208,7 @@ fn random_fragment(rng: &mut Rng, vocab: &[String]) -> String {
         _ => {
             // deep nesting
             let depth = *rng.pick(&[8usize, 64, 256, 1000]);
-            match rng.below(4) {
+            match rng.index(4) {
                 0 => "{".repeat(depth),
                 1 => "(".repeat(depth) + "1" + &")".repeat(depth),
                 2 => "state S { ".repeat(depth) + &"}".repeat(depth),
@@ -227,17 +227,17 @@ fn char_floor(s: &str, mut i: usize) -> usize {
 }
 
 fn random_range(rng: &mut Rng, s: &str) -> (usize, usize) {
-    let a = char_floor(s, rng.below(s.len() + 1));
+    let a = char_floor(s, rng.index(s.len() + 1));
     let len = *rng.pick(&[1usize, 2, 8, 32, 200]);
-    let b = char_floor(s, a + rng.below(len + 1));
+    let b = char_floor(s, a + rng.index(len + 1));
     (a, b.max(a))
 }
 
 fn mutate(rng: &mut Rng, seed: &Seed, vocab: &[String]) -> String {
     let mut s = seed.text.clone();
-    let rounds = 1 + rng.below(4);
+    let rounds = 1 + rng.index(4);
     for _ in 0..rounds {
-        match rng.below(9) {
+        match rng.index(9) {
             0 => {
                 let (a, b) = random_range(rng, &s);
                 s.replace_range(a..b, "");
@@ -262,17 +262,17 @@ fn mutate(rng: &mut Rng, seed: &Seed, vocab: &[String]) -> String {
                 }
             }
             3 | 4 => {
-                let at = char_floor(&s, rng.below(s.len() + 1));
+                let at = char_floor(&s, rng.index(s.len() + 1));
                 let frag = random_fragment(rng, vocab);
-                let sep = if rng.below(2) == 0 { " " } else { "" };
+                let sep = if rng.index(2) == 0 { " " } else { "" };
                 s.insert_str(at, &format!("{sep}{frag}{sep}"));
             }
             5 => {
                 // token-level: rebuild from tokens with one deleted/duplicated/replaced
                 let mut toks = tokenize(&s);
                 if !toks.is_empty() {
-                    let i = rng.below(toks.len());
-                    match rng.below(3) {
+                    let i = rng.index(toks.len());
+                    match rng.index(3) {
                         0 => {
                             toks.remove(i);
                         }
@@ -286,7 +286,7 @@ fn mutate(rng: &mut Rng, seed: &Seed, vocab: &[String]) -> String {
                 }
             }
             6 => {
-                let at = char_floor(&s, rng.below(s.len() + 1));
+                let at = char_floor(&s, rng.index(s.len() + 1));
                 s.truncate(at);
             }
             7 => {
@@ -294,14 +294,14 @@ fn mutate(rng: &mut Rng, seed: &Seed, vocab: &[String]) -> String {
                 let a = rng.pick(&seed.tokens).clone();
                 let b = rng.pick(vocab).clone();
                 if !a.is_empty() {
-                    s = s.replacen(&a, &b, 1 + rng.below(3));
+                    s = s.replacen(&a, &b, 1 + rng.index(3));
                 }
             }
             _ => {
                 // a byte-level flip, kept valid UTF-8
                 let mut bytes = s.into_bytes();
                 if !bytes.is_empty() {
-                    let i = rng.below(bytes.len());
+                    let i = rng.index(bytes.len());
                     bytes[i] = (rng.next() & 0x7f) as u8;
                 }
                 s = String::from_utf8_lossy(&bytes).into_owned();
@@ -312,14 +312,14 @@ fn mutate(rng: &mut Rng, seed: &Seed, vocab: &[String]) -> String {
 }
 
 fn token_soup(rng: &mut Rng, vocab: &[String]) -> String {
-    let n = 1 + rng.below(120);
+    let n = 1 + rng.index(120);
     let mut out = String::new();
-    if rng.below(2) == 0 {
+    if rng.index(2) == 0 {
         out.push_str("machine M {\n  initial A\n  state A {}\n");
     }
     for _ in 0..n {
         out.push_str(&random_fragment(rng, vocab));
-        out.push(if rng.below(5) == 0 { '\n' } else { ' ' });
+        out.push(if rng.index(5) == 0 { '\n' } else { ' ' });
     }
     out
 }
@@ -531,7 +531,7 @@ fn dsl_front_end_survives_mutated_and_random_input() {
     }
     let mut soups = 0;
     for _ in 0..iters {
-        if rng.below(5) == 0 {
+        if rng.index(5) == 0 {
             soups += 1;
             let input = token_soup(&mut rng, &vocab);
             run_one(&mut stats, &input, None, strict);
@@ -539,7 +539,7 @@ fn dsl_front_end_survives_mutated_and_random_input() {
             let s = rng.pick(&corpus);
             let input = mutate(&mut rng, s, &vocab);
             // half with the seed's origin (imports resolve), half without
-            let origin = if rng.below(2) == 0 {
+            let origin = if rng.index(2) == 0 {
                 Some(s.origin.as_path())
             } else {
                 None

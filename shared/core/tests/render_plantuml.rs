@@ -102,7 +102,7 @@ const HOOKS: [&str; 5] = [
 
 /// A state name: plain, or quoted with a space or a dash in it.
 fn state_name(rng: &mut Rng, prefix: &str, i: usize) -> String {
-    match rng.below(6) {
+    match rng.index(6) {
         0 => format!("\"{prefix} {i}\""),
         1 => format!("\"{prefix}-{i}\""),
         _ => format!("{prefix}{i}"),
@@ -111,21 +111,21 @@ fn state_name(rng: &mut Rng, prefix: &str, i: usize) -> String {
 
 /// ` on EV [where GUARD]`, or nothing (an automatic transition).
 fn trigger(rng: &mut Rng, may_be_automatic: bool) -> String {
-    if may_be_automatic && rng.below(5) == 0 {
+    if may_be_automatic && rng.index(5) == 0 {
         return String::new();
     }
     let mut text = format!(" on {}", rng.pick(&EVENTS));
-    if rng.below(4) == 0 {
+    if rng.index(4) == 0 {
         text.push_str(&format!(" | {}", rng.pick(&EVENTS)));
     }
-    if rng.below(3) == 0 {
+    if rng.index(3) == 0 {
         text.push_str(&format!(" where {}", rng.pick(&GUARDS)));
     }
     text
 }
 
 fn set_clause(rng: &mut Rng) -> String {
-    if rng.below(3) == 0 {
+    if rng.index(3) == 0 {
         format!(" set {}", rng.pick(&SETS))
     } else {
         String::new()
@@ -134,17 +134,17 @@ fn set_clause(rng: &mut Rng) -> String {
 
 /// The body of a scope at `depth`: children, `initial`, transitions among them.
 fn scope(rng: &mut Rng, depth: usize, prefix: &str, pad: &str, out: &mut String) {
-    let count = 1 + rng.below(4);
+    let count = 1 + rng.index(4);
     let mut names = Vec::new();
     let mut body = String::new();
     for i in 0..count {
         let name = state_name(rng, prefix, i);
         let inner = format!("{pad}  ");
-        let kind = if depth < 3 { rng.below(7) } else { rng.below(3) };
+        let kind = if depth < 3 { rng.index(7) } else { rng.index(3) };
         match kind {
             0 => body.push_str(&format!(
                 "{pad}final {name} {}\n",
-                ["success", "failed"][rng.below(2)]
+                ["success", "failed"][rng.index(2)]
             )),
             3 | 4 => {
                 body.push_str(&format!("{pad}state {name} {{\n"));
@@ -155,7 +155,7 @@ fn scope(rng: &mut Rng, depth: usize, prefix: &str, pad: &str, out: &mut String)
             5 => {
                 body.push_str(&format!("{pad}orthogonal {name} {{\n"));
                 hooks(rng, &inner, &mut body);
-                for r in 0..1 + rng.below(3) {
+                for r in 0..1 + rng.index(3) {
                     body.push_str(&format!("{inner}state R{i}x{r} {{\n"));
                     scope(
                         rng,
@@ -178,16 +178,16 @@ fn scope(rng: &mut Rng, depth: usize, prefix: &str, pad: &str, out: &mut String)
     }
     out.push_str(&format!("{pad}initial {}\n", names[0]));
     out.push_str(&body);
-    for _ in 0..rng.below(2 * count + 1) {
+    for _ in 0..rng.index(2 * count + 1) {
         let from = rng.pick(&names).clone();
-        match rng.below(6) {
+        match rng.index(6) {
             0 => {
                 out.push_str(&format!(
                     "{pad}from {from} choose{}{} {{\n",
                     trigger(rng, true),
                     set_clause(rng)
                 ));
-                for _ in 0..1 + rng.below(2) {
+                for _ in 0..1 + rng.index(2) {
                     let to = rng.pick(&names).clone();
                     out.push_str(&format!(
                         "{pad}  when {} to {to}{}\n",
@@ -195,23 +195,23 @@ fn scope(rng: &mut Rng, depth: usize, prefix: &str, pad: &str, out: &mut String)
                         set_clause(rng)
                     ));
                 }
-                if rng.below(2) == 0 {
+                if rng.index(2) == 0 {
                     let to = rng.pick(&names).clone();
                     out.push_str(&format!("{pad}  else to {to}{}\n", set_clause(rng)));
                 }
                 out.push_str(&format!("{pad}}}\n"));
             }
             1 => {
-                let action = ["pick", "app.route.decide(mode: \"fast\")", "x.y.z"][rng.below(3)];
+                let action = ["pick", "app.route.decide(mode: \"fast\")", "x.y.z"][rng.index(3)];
                 out.push_str(&format!(
                     "{pad}from {from} select {action}{} {{\n",
                     trigger(rng, true)
                 ));
-                for value in ["\"a\"", "2", "true"].iter().take(1 + rng.below(3)) {
+                for value in ["\"a\"", "2", "true"].iter().take(1 + rng.index(3)) {
                     let to = rng.pick(&names).clone();
                     out.push_str(&format!("{pad}  {value} to {to}\n"));
                 }
-                if rng.below(2) == 0 {
+                if rng.index(2) == 0 {
                     let to = rng.pick(&names).clone();
                     out.push_str(&format!("{pad}  else to {to}\n"));
                 }
@@ -231,14 +231,14 @@ fn scope(rng: &mut Rng, depth: usize, prefix: &str, pad: &str, out: &mut String)
 
 fn hooks(rng: &mut Rng, pad: &str, out: &mut String) {
     for hook in ["on enter", "on activity", "on exit"] {
-        if rng.below(4) == 0 {
+        if rng.index(4) == 0 {
             out.push_str(&format!("{pad}{hook} {}\n", rng.pick(&HOOKS)));
         }
     }
-    if rng.below(6) == 0 {
+    if rng.index(6) == 0 {
         out.push_str(&format!(
             "{pad}timeout {}\n",
-            ["30", "5", "context retry_in"][rng.below(3)]
+            ["30", "5", "context retry_in"][rng.index(3)]
         ));
     }
 }

@@ -27,8 +27,7 @@ use serde_json::json;
 use stm_core::Status;
 use stm_runtime::doorbell::{delay_seconds, parse_doorbell, Doorbell, SqsDoorbell};
 use stm_runtime::eventsource::{self, EventSourceSettings, Schedules};
-use stm_runtime::queue::QueueError;
-use stm_runtime::queue::{PublishFailure, ReceivedMessage};
+use stm_runtime::queue::{HookedQueue, PublishFailure, QueueCall, QueueError, QueueHook, ReceivedMessage};
 use stm_runtime::{
     ActionRegistry, Clock, Control, Definitions, Driver, OutgoingMessage, Queue, SqsQueue, SystemClock,
     Worker, WorkerSettings,
@@ -89,12 +88,23 @@ impl Doorbell for MarkedBell {
 }
 
 /// A queue that stamps the doorbells it delivers (`bells`) or the `Timeout`s it carries.
-struct MarkedQueue {
-    inner: Arc<dyn Queue>,
+type MarkedQueue = HookedQueue<Stamps>;
+
+/// A [`MarkedQueue`]'s hook.
+struct Stamps {
     marks: Marks,
     bells: bool,
     /// receipt handle -> execution id, for the `Timeout`s received
     receipts: Mutex<HashMap<String, String>>,
+}
+
+fn marked_queue(inner: SqsQueue, marks: &Marks, bells: bool) -> MarkedQueue {
+    let stamps = Stamps {
+        marks: marks.clone(),
+        bells,
+        receipts: Mutex::default(),
+    };
+    HookedQueue::new(Arc::new(inner), stamps)
 }
 
 fn is_timeout(body: &str) -> bool {
@@ -102,10 +112,10 @@ fn is_timeout(body: &str) -> bool {
 }
 
 #[async_trait]
-impl Queue for MarkedQueue {
-    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
+impl QueueHook for Stamps {
+    async fn publish_batch(&self, inner: &dyn Queue, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
         let started = wall();
-        let failures = self.inner.publish_batch(messages).await;
+        let failures = inner.publish_batch(messages).await;
         let done = wall();
         for m in messages.iter().filter(|m| is_timeout(&m.body)) {
             mark(&self.marks, &m.group_id, |t| {
@@ -120,11 +130,12 @@ impl Queue for MarkedQueue {
 
     async fn receive(
         &self,
+        inner: &dyn Queue,
         max: usize,
         visibility_seconds: i32,
         wait_seconds: i32,
     ) -> Result<Vec<ReceivedMessage>, QueueError> {
-        let got = self.inner.receive(max, visibility_seconds, wait_seconds).await?;
+        let got = inner.receive(max, visibility_seconds, wait_seconds).await?;
         let at = wall();
         for m in &got {
             if self.bells {
@@ -150,12 +161,15 @@ impl Queue for MarkedQueue {
         Ok(got)
     }
 
-    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
+    async fn before(&self, call: &QueueCall<'_>) -> Result<(), QueueError> {
+        let QueueCall::Delete { receipt_handle } = call else {
+            return Ok(());
+        };
         let id = self
             .receipts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(receipt_handle);
+            .remove(*receipt_handle);
         if let Some(id) = id {
             let at = wall();
             mark(&self.marks, &id, |t| {
@@ -164,11 +178,7 @@ impl Queue for MarkedQueue {
                 }
             });
         }
-        self.inner.delete(receipt_handle).await
-    }
-
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
-        self.inner.change_visibility(receipt_handle, seconds).await
+        Ok(())
     }
 }
 
@@ -216,12 +226,11 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Run {
         .await
         .expect("queue");
     let marks: Marks = Arc::default();
-    let queue: Arc<dyn Queue> = Arc::new(MarkedQueue {
-        inner: Arc::new(SqsQueue::new(sqs.clone(), urls.queue_url.clone())),
-        marks: marks.clone(),
-        bells: false,
-        receipts: Mutex::default(),
-    });
+    let queue: Arc<dyn Queue> = Arc::new(marked_queue(
+        SqsQueue::new(sqs.clone(), urls.queue_url.clone()),
+        &marks,
+        false,
+    ));
     // traced: the Start step's commit time is when the timer was armed
     let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins()).with_trace(true);
     let mut worker = Worker::new(driver.clone(), queue.clone(), WorkerSettings::default());
@@ -234,12 +243,11 @@ async fn run_design(precise: bool, timers: usize, period: u64) -> Run {
             inner: SqsDoorbell::new(sqs.clone(), url.clone()),
             marks: marks.clone(),
         }));
-        doorbells = Some(Arc::new(MarkedQueue {
-            inner: Arc::new(SqsQueue::new(sqs.clone(), url)),
-            marks: marks.clone(),
-            bells: true,
-            receipts: Mutex::default(),
-        }));
+        doorbells = Some(Arc::new(marked_queue(
+            SqsQueue::new(sqs.clone(), url),
+            &marks,
+            true,
+        )));
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stack = tokio::spawn(eventsource::run_with_doorbells(

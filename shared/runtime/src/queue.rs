@@ -27,6 +27,12 @@ pub use wire::*;
 #[cfg(feature = "contract")]
 pub mod contract;
 
+// a queue that forwards every call through a test's hook (feature `contract`)
+#[cfg(feature = "contract")]
+mod hooked;
+#[cfg(feature = "contract")]
+pub use hooked::{AsQueue, HookedQueue, QueueCall, QueueHook, HOOK_FAILURE};
+
 // the in-memory FIFO queue
 mod memory;
 pub use memory::MemoryQueue;

@@ -521,7 +521,7 @@ mod tests {
     /// it be (the next row would break one of them).
     #[test]
     fn reads_are_bounded_by_rows_and_bytes_and_as_full_as_they_may_be() {
-        let mut rng = stm_store::contract::Rng::new(0x4EAD_B0D5);
+        let mut rng = stm_testkit::Rng::new(0x4EAD_B0D5);
         for _ in 0..2_000 {
             let bounds = RelayBounds {
                 pass_rows: 0,

@@ -5,7 +5,7 @@
 //!   released at visibility 0 on every receive, so the template's `maxReceiveCount` (100)
 //!   was spent within minutes and the record dead-lettered. Now it backs off from 1 s
 //!   doubling to 5 min: the 100 receives span ~7.7 h of visibility timeouts (summed as the
-//!   worker sets them; the queue wrapper makes each hidden record visible again at once,
+//!   worker sets them; the queue's hook makes each hidden record visible again at once,
 //!   so hours of simulated time take milliseconds). A lost CAS retries at once on its
 //!   first receives, then backs off the same way. A skipped record of the failed group
 //!   is hidden as long as the failed record, whatever its own receive count.
@@ -19,88 +19,31 @@ mod common;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use common::START;
 use stm_core::Status;
 use stm_runtime::eventsource::{self, EventSourceSettings};
-use stm_runtime::queue::QueueError;
-use stm_runtime::queue::{PublishFailure, ReceivedMessage};
 use stm_runtime::worker::{BatchOutcome, Failed, Handled, Record};
 use stm_runtime::{
-    ActionRegistry, Control, Driver, ManualClock, MemoryQueue, OutgoingMessage, Queue, Worker, WorkerSettings,
+    ActionRegistry, Control, Driver, ManualClock, OutgoingMessage, Queue, Worker, WorkerSettings,
 };
 use stm_store::ExecutionStore;
 
 use common::faulty::Faulty;
-
-// --- a queue that records the releases ---------------------------------------------
-
-/// The in-memory queue, recording each visibility the worker sets (receipt handle ->
-/// seconds). `simulated`: a hidden record is visible again at once, as if its timeout had
-/// passed, so hours of back-off run in milliseconds.
-struct Releases {
-    inner: MemoryQueue,
-    simulated: bool,
-    set: Mutex<Vec<(String, i32)>>,
-}
-
-impl Releases {
-    fn new(max_receive_count: u32, simulated: bool) -> Self {
-        Releases {
-            inner: MemoryQueue::new(max_receive_count),
-            simulated,
-            set: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn all(&self) -> Vec<(String, i32)> {
-        self.set.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn of(&self, receipt: &str) -> Option<i32> {
-        self.all().into_iter().find(|(r, _)| r == receipt).map(|(_, s)| s)
-    }
-}
-
-#[async_trait]
-impl Queue for Releases {
-    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
-        self.inner.publish_batch(messages).await
-    }
-    async fn receive(
-        &self,
-        max: usize,
-        visibility_seconds: i32,
-        wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, QueueError> {
-        self.inner.receive(max, visibility_seconds, wait_seconds).await
-    }
-    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
-        self.inner.delete(receipt_handle).await
-    }
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
-        self.set
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((receipt_handle.to_string(), seconds));
-        let seconds = if self.simulated { 0 } else { seconds };
-        self.inner.change_visibility(receipt_handle, seconds).await
-    }
-}
+use common::releases::{releasing, ReleasingQueue};
 
 // --- fixtures ----------------------------------------------------------------------
 
 struct Fixture {
     store: Arc<Faulty>,
-    queue: Arc<Releases>,
+    queue: Arc<ReleasingQueue>,
     worker: Worker,
 }
 
 /// `Flat` executions `ids`, started (Idle), before the store's faults are switched on.
-async fn fixture(store: Faulty, queue: Releases, settings: WorkerSettings, ids: &[&str]) -> Fixture {
+async fn fixture(store: Faulty, queue: ReleasingQueue, settings: WorkerSettings, ids: &[&str]) -> Fixture {
     let store = Arc::new(store);
     let queue = Arc::new(queue);
     let driver = Driver::new(
@@ -149,7 +92,7 @@ fn poison(group: &str) -> OutgoingMessage {
     }
 }
 
-async fn publish(queue: &Releases, messages: &[OutgoingMessage]) -> Vec<Record> {
+async fn publish(queue: &ReleasingQueue, messages: &[OutgoingMessage]) -> Vec<Record> {
     assert!(queue.publish_batch(messages).await.is_empty());
     let received = queue.receive(10, 180, 0).await.expect("receive");
     assert_eq!(received.len(), messages.len(), "one batch");
@@ -173,7 +116,7 @@ fn results(outcome: &BatchOutcome) -> Vec<&Result<Handled, Failed>> {
 async fn receive_until_dead_lettered(fx: &Fixture) -> Vec<(u32, Failed, i32)> {
     let mut receives = Vec::new();
     for _ in 0..1_000 {
-        let before = fx.queue.all().len();
+        let before = fx.queue.hook.all().len();
         let messages = fx.queue.receive(10, 180, 0).await.expect("receive");
         if messages.is_empty() {
             return receives;
@@ -184,7 +127,7 @@ async fn receive_until_dead_lettered(fx: &Fixture) -> Vec<(u32, Failed, i32)> {
         let Err(why) = outcome.records[0].1.clone() else {
             panic!("receive {}: {:?}", record.receive_count, outcome.records[0])
         };
-        let set = fx.queue.all();
+        let set = fx.queue.hook.all();
         assert_eq!(set.len(), before + 1, "one release per receive");
         let (receipt, seconds) = set[before].clone();
         assert_eq!(receipt, messages[0].receipt_handle);
@@ -205,7 +148,7 @@ async fn a_sustained_throttle_takes_hours_to_dead_letter_a_record() {
         throttled: vec!["t"],
         ..Faulty::default()
     };
-    let fx = fixture(store, Releases::new(100, true), WorkerSettings::default(), &["t"]).await;
+    let fx = fixture(store, releasing(100, true), WorkerSettings::default(), &["t"]).await;
     let before = fx.store.inner.load("t").await.expect("load").expect("t");
     assert!(fx.queue.publish_batch(&[go("t", "Go")]).await.is_empty());
     let receives = receive_until_dead_lettered(&fx).await;
@@ -241,7 +184,7 @@ async fn a_lost_cas_retries_at_once_then_backs_off() {
         conflicting: vec!["k"],
         ..Faulty::default()
     };
-    let fx = fixture(store, Releases::new(100, true), WorkerSettings::default(), &["k"]).await;
+    let fx = fixture(store, releasing(100, true), WorkerSettings::default(), &["k"]).await;
     assert!(fx.queue.publish_batch(&[go("k", "Go")]).await.is_empty());
     let receives = receive_until_dead_lettered(&fx).await;
     assert_eq!(receives.len(), 100);
@@ -265,7 +208,7 @@ async fn a_skipped_record_waits_as_long_as_its_groups_failure() {
     };
     let fx = fixture(
         store,
-        Releases::new(100, false),
+        releasing(100, false),
         WorkerSettings::default(),
         &["t", "b"],
     )
@@ -279,10 +222,10 @@ async fn a_skipped_record_waits_as_long_as_its_groups_failure() {
     assert_eq!(got[1], &processed("b"));
     assert_eq!(got[2], &Err(Failed::Skipped));
     let receipt = |i: usize| records[i].receipt_handle.clone().expect("receipt");
-    assert_eq!(fx.queue.of(&receipt(0)), Some(16));
-    assert_eq!(fx.queue.of(&receipt(2)), Some(16), "its group's delay");
+    assert_eq!(fx.queue.hook.of(&receipt(0)), Some(16));
+    assert_eq!(fx.queue.hook.of(&receipt(2)), Some(16), "its group's delay");
     assert_eq!(
-        fx.queue.of(&receipt(1)),
+        fx.queue.hook.of(&receipt(1)),
         None,
         "processed: left to the event source"
     );
@@ -305,7 +248,7 @@ async fn slow_fixture() -> Fixture {
         record_reserve: RESERVE,
         ..WorkerSettings::default()
     };
-    fixture(store, Releases::new(10, false), settings, &["slow", "a", "b"]).await
+    fixture(store, releasing(10, false), settings, &["slow", "a", "b"]).await
 }
 
 /// Bug 5: one stalled record must not time out the whole batch (whose committed records
@@ -355,11 +298,15 @@ async fn a_slow_record_leaves_the_rest_of_the_batch_to_the_next_invocation() {
     assert_eq!(b.active_path.as_deref(), Some("Idle"), "not started");
     let receipt = |i: usize| records[i].receipt_handle.clone().expect("receipt");
     let poison_wait = WorkerSettings::default().poison_retry_seconds;
-    assert_eq!(fx.queue.of(&receipt(0)), Some(poison_wait));
-    assert_eq!(fx.queue.of(&receipt(2)), Some(poison_wait), "its group's delay");
-    assert_eq!(fx.queue.of(&receipt(3)), Some(0), "back at once");
-    assert_eq!(fx.queue.of(&receipt(4)), Some(0));
-    assert_eq!(fx.queue.of(&receipt(1)), None);
+    assert_eq!(fx.queue.hook.of(&receipt(0)), Some(poison_wait));
+    assert_eq!(
+        fx.queue.hook.of(&receipt(2)),
+        Some(poison_wait),
+        "its group's delay"
+    );
+    assert_eq!(fx.queue.hook.of(&receipt(3)), Some(0), "back at once");
+    assert_eq!(fx.queue.hook.of(&receipt(4)), Some(0));
+    assert_eq!(fx.queue.hook.of(&receipt(1)), None);
 
     // the event source deletes the committed record; the next invocation gets b's events
     // (released at once) and processes them, in order
@@ -404,7 +351,7 @@ async fn without_a_deadline_every_record_is_processed() {
         results(&outcome),
         [&processed("slow"), &processed("a"), &processed("b")]
     );
-    assert!(fx.queue.all().is_empty(), "nothing released");
+    assert!(fx.queue.hook.all().is_empty(), "nothing released");
 
     let fx = slow_fixture().await;
     let records = publish(&fx.queue, &batch).await;
@@ -434,7 +381,7 @@ async fn past_the_reserve_only_the_first_record_is_started() {
     );
     let a = fx.store.inner.load("a").await.expect("load").expect("a");
     assert_eq!(a.active_path.as_deref(), Some("Working"), "the first record ran");
-    let released: HashMap<String, i32> = fx.queue.all().into_iter().collect();
+    let released: HashMap<String, i32> = fx.queue.hook.all().into_iter().collect();
     assert_eq!(released.get(&messages[1].receipt_handle), Some(&0));
     assert_eq!(released.get(&messages[2].receipt_handle), Some(&0));
 }

@@ -34,8 +34,7 @@ use common::scenarios::{
 };
 use common::{object, START};
 use stm_runtime::eventsource::{self, EventSourceSettings};
-use stm_runtime::queue::QueueError;
-use stm_runtime::queue::{PublishFailure, ReceivedMessage};
+use stm_runtime::queue::{HookedQueue, PublishFailure, QueueHook};
 use stm_runtime::relay::RelayBounds;
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Driver, ManualClock, MemoryQueue, OutgoingMessage, Queue,
@@ -58,41 +57,46 @@ struct DupState {
 
 /// A MemoryQueue whose publishes may be duplicated: the copy carries a fresh
 /// deduplication id, as a re-publish after SQS's window would.
-struct DupQueue {
-    inner: MemoryQueue,
+type DupQueue = HookedQueue<Dup, MemoryQueue>;
+
+/// The hook that duplicates.
+struct Dup {
     state: Mutex<DupState>,
 }
 
-impl DupQueue {
-    fn new(rng: Option<Rng>, copy_pct: u64, bypass_pct: u64) -> Self {
-        DupQueue {
-            inner: MemoryQueue::new(50),
-            state: Mutex::new(DupState {
-                rng,
-                copy_pct,
-                bypass_pct,
-                ..DupState::default()
-            }),
-        }
-    }
+fn dup_queue(rng: Option<Rng>, copy_pct: u64, bypass_pct: u64) -> DupQueue {
+    let state = DupState {
+        rng,
+        copy_pct,
+        bypass_pct,
+        ..DupState::default()
+    };
+    HookedQueue::new(
+        Arc::new(MemoryQueue::new(50)),
+        Dup {
+            state: Mutex::new(state),
+        },
+    )
+}
 
+impl Dup {
     fn lock(&self) -> std::sync::MutexGuard<'_, DupState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Publish the held-back copies (after whatever was published since).
-    async fn release_held(&self) -> usize {
-        let held = std::mem::take(&mut self.lock().held);
-        if !held.is_empty() {
-            let failures = self.inner.publish_batch(&held).await;
-            assert!(failures.is_empty(), "held copies refused: {failures:?}");
-        }
-        held.len()
     }
 
     fn copies(&self) -> usize {
         self.lock().copies
     }
+}
+
+/// Publish the held-back copies (after whatever was published since).
+async fn release_held(queue: &DupQueue) -> usize {
+    let held = std::mem::take(&mut queue.hook.lock().held);
+    if !held.is_empty() {
+        let failures = queue.inner.publish_batch(&held).await;
+        assert!(failures.is_empty(), "held copies refused: {failures:?}");
+    }
+    held.len()
 }
 
 /// Decide, under the lock, which messages get a unique deduplication id and which get a
@@ -128,39 +132,22 @@ fn plan_publish(
 }
 
 #[async_trait]
-impl Queue for DupQueue {
-    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
+impl QueueHook for Dup {
+    async fn publish_batch(&self, inner: &dyn Queue, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
         let plan = {
             let mut st = self.lock();
             let rng = st.rng.take();
             rng.map(|rng| plan_publish(&mut st, rng, messages))
         };
         let Some((originals, now)) = plan else {
-            return self.inner.publish_batch(messages).await;
+            return inner.publish_batch(messages).await;
         };
-        let failures = self.inner.publish_batch(&originals).await;
+        let failures = inner.publish_batch(&originals).await;
         if !now.is_empty() {
-            let extra = self.inner.publish_batch(&now).await;
+            let extra = inner.publish_batch(&now).await;
             assert!(extra.is_empty(), "copies refused: {extra:?}");
         }
         failures
-    }
-
-    async fn receive(
-        &self,
-        max: usize,
-        visibility_seconds: i32,
-        wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, QueueError> {
-        self.inner.receive(max, visibility_seconds, wait_seconds).await
-    }
-
-    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
-        self.inner.delete(receipt_handle).await
-    }
-
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
-        self.inner.change_visibility(receipt_handle, seconds).await
     }
 }
 
@@ -204,8 +191,8 @@ impl Harness {
     ) -> Self {
         let store = Arc::new(MemoryStore::new());
         let clock = Arc::new(ManualClock::new(START));
-        let queue_rng = chaos.as_ref().map(|c| Rng::new(c.rng.0 ^ 0x9E37_79B9_7F4A_7C15));
-        let queue = Arc::new(DupQueue::new(queue_rng, copy_pct, bypass_pct));
+        let queue_rng = chaos.as_ref().map(|c| c.rng.fork(0x9E37_79B9_7F4A_7C15));
+        let queue = Arc::new(dup_queue(queue_rng, copy_pct, bypass_pct));
         // traced: one trace step per applied event is what the comparison counts (the
         // version counts commits, and a coalesced burst commits several events at once)
         let driver = Driver::new(
@@ -335,11 +322,11 @@ impl Harness {
                     self.relay().await;
                 }
                 if self.roll(|_| 10) {
-                    self.queue.release_held().await;
+                    release_held(&self.queue).await;
                 }
                 continue;
             }
-            let moved = self.relay().await + self.sweep().await + self.queue.release_held().await;
+            let moved = self.relay().await + self.sweep().await + release_held(&self.queue).await;
             if moved == 0 {
                 return;
             }
@@ -436,7 +423,7 @@ async fn duplicates_and_races_change_nothing() {
         );
         let mut dup = Harness::new(Some(chaos), copy_pct, bypass_pct, inline_flush, batch, bounds);
         let got = run(&mut dup, &sc, &id, burst, &what).await;
-        copies += dup.queue.copies();
+        copies += dup.queue.hook.copies();
         // messages the worker received beyond the duplicate-free run's
         extra_deliveries += dup.queue.inner.published() as i64 - base.queue.inner.published() as i64;
         counts.double_relays += dup.counts.double_relays;

@@ -30,18 +30,17 @@ mod sqs {
     stm_runtime::queue_contract_tests!(make);
 }
 
-/// The contract catches a queue that breaks it: each wrapper below gets one thing wrong,
+/// The contract catches a queue that breaks it: each hook below gets one thing wrong,
 /// and the check for it fails.
 mod it_bites {
+    use std::sync::Arc;
+
     use async_trait::async_trait;
-    use stm_runtime::queue::{contract, OutgoingMessage, PublishFailure, QueueError, ReceivedMessage};
+    use stm_runtime::queue::{contract, HookedQueue, QueueError, QueueHook, ReceivedMessage};
     use stm_runtime::{MemoryQueue, Queue};
 
     /// A memory queue that gets one thing wrong.
-    struct Broken {
-        inner: MemoryQueue,
-        flaw: Flaw,
-    }
+    type Broken = HookedQueue<Flaw, MemoryQueue>;
 
     #[derive(Clone, Copy)]
     enum Flaw {
@@ -54,20 +53,17 @@ mod it_bites {
     }
 
     #[async_trait]
-    impl Queue for Broken {
-        async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
-            self.inner.publish_batch(messages).await
-        }
-
+    impl QueueHook for Flaw {
         async fn receive(
             &self,
+            inner: &dyn Queue,
             max: usize,
             visibility: i32,
             wait: i32,
         ) -> Result<Vec<ReceivedMessage>, QueueError> {
-            let mut got = self.inner.receive(max, visibility, wait).await?;
+            let mut got = inner.receive(max, visibility, wait).await?;
             for message in &mut got {
-                match self.flaw {
+                match self {
                     Flaw::LosesAttributes => message.message_attributes.clear(),
                     Flaw::ForgetsReceiveCounts => {
                         message.receive_count = 1;
@@ -81,15 +77,13 @@ mod it_bites {
             Ok(got)
         }
 
-        async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
-            match self.flaw {
-                Flaw::DeleteDoesNothing => self.inner.change_visibility(receipt_handle, 0).await,
-                _ => self.inner.delete(receipt_handle).await,
+        async fn delete(&self, inner: &dyn Queue, receipt_handle: &str) -> Result<(), QueueError> {
+            match self {
+                // visible again at once, as if never received: a real no-op would leave it
+                // hidden, and gone to the check for the visibility timeout
+                Flaw::DeleteDoesNothing => inner.change_visibility(receipt_handle, 0).await,
+                _ => inner.delete(receipt_handle).await,
             }
-        }
-
-        async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
-            self.inner.change_visibility(receipt_handle, seconds).await
         }
     }
 
@@ -98,10 +92,7 @@ mod it_bites {
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        let make = Box::new(move || Broken {
-            inner: MemoryQueue::new(5),
-            flaw,
-        });
+        let make = Box::new(move || HookedQueue::new(Arc::new(MemoryQueue::new(5)), flaw));
         tokio::spawn(check(make)).await.is_err()
     }
 

@@ -34,8 +34,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -59,20 +58,13 @@ fn definitions() -> Definitions {
     defs
 }
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 // --- a store whose calls interleave ------------------------------------------------
 
 /// Yields to the scheduler 0-3 times (pseudo-randomly) before and after every load and
 /// commit, and before the reads and acks of the processed marks and pending rows, so two
 /// workers' loads, commits and flushes interleave in many orders.
 struct Jitter {
-    state: AtomicU64,
+    rng: Mutex<stm_testkit::Rng>,
 }
 
 impl Jitter {
@@ -80,21 +72,14 @@ impl Jitter {
         HookedStore::new(
             inner,
             Jitter {
-                state: AtomicU64::new(seed),
+                rng: Mutex::new(stm_testkit::Rng::new(seed)),
             },
         )
     }
 
     async fn pause(&self) {
-        // splitmix64 over a shared counter
-        let mut x = self
-            .state
-            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
-            .wrapping_add(0x9E37_79B9_7F4A_7C15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^= x >> 31;
-        for _ in 0..x % 4 {
+        let yields = self.rng.lock().unwrap_or_else(|e| e.into_inner()).below(4);
+        for _ in 0..yields {
             tokio::task::yield_now().await;
         }
     }
@@ -605,7 +590,7 @@ fn assert_raced(tally: &Tally) {
 async fn two_workers_on_one_execution_commit_each_event_once_in_memory() {
     let started = Instant::now();
     let defs = definitions();
-    let runs = env_usize("STM_RACE_RUNS", 200);
+    let runs = stm_testkit::env_u64("STM_RACE_RUNS", 200);
     let mut total = Tally::default();
     for machine in [Machine::Fork, Machine::Pinger] {
         let store: Arc<dyn ExecutionStore> = Arc::new(MemoryStore::new());
@@ -620,7 +605,7 @@ async fn two_workers_on_one_execution_commit_each_event_once_in_memory() {
             // every fourth run without the inline flush: the relay delivers
             let mut run = Run::new(
                 root.clone(),
-                vec![jitter(2 * i as u64 + 1), jitter(2 * i as u64 + 2)],
+                vec![jitter(2 * i + 1), jitter(2 * i + 2)],
                 &defs,
                 i % 4 != 3,
                 i % 2 == 1,
@@ -640,7 +625,7 @@ async fn two_workers_on_one_execution_commit_each_event_once_in_memory() {
 async fn two_workers_on_one_execution_commit_each_event_once_over_dynamodb() {
     let started = Instant::now();
     let defs = definitions();
-    let runs = env_usize("STM_RACE_MOTO_RUNS", 20);
+    let runs = stm_testkit::env_u64("STM_RACE_MOTO_RUNS", 20);
     let parts = common::moto_parts("races", 30, 5).await;
     // a second store instance on the same tables: two Lambda instances share no cache
     let options = stm_store::CreateOptions {
@@ -666,8 +651,8 @@ async fn two_workers_on_one_execution_commit_each_event_once_over_dynamodb() {
             let mut run = Run::new(
                 root.clone(),
                 vec![
-                    Arc::new(Jitter::over(first.clone(), 2 * i as u64 + 1)) as Arc<dyn ExecutionStore>,
-                    Arc::new(Jitter::over(second.clone(), 2 * i as u64 + 2)),
+                    Arc::new(Jitter::over(first.clone(), 2 * i + 1)) as Arc<dyn ExecutionStore>,
+                    Arc::new(Jitter::over(second.clone(), 2 * i + 2)),
                 ],
                 &defs,
                 i % 4 != 3,

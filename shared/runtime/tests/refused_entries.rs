@@ -17,18 +17,17 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use stm_core::{Event, Execution, Status};
-use stm_runtime::queue::{PublishFailure, QueueError, ReceivedMessage};
+use stm_runtime::queue::{HookedQueue, PublishFailure, QueueHook};
 use stm_runtime::relay::{self, RelayBounds};
 use stm_runtime::status::{notice, MemoryBus, StatusBus, StatusEvents};
 use stm_runtime::{MemoryQueue, OutgoingMessage, Queue};
 use stm_store::{Commit, ExecutionStore, MemoryStore};
 
-/// A [`MemoryQueue`] whose `publish_batch` refuses the entries of the events named in
-/// `refuse` (each once): such an entry fails, and so does every later entry of its group in
-/// the same call (a FIFO group's tail cannot be accepted past a refused entry without
-/// reordering it); the rest is published.
-struct RefusingQueue {
-    inner: Arc<MemoryQueue>,
+/// The hook of a [`MemoryQueue`] whose `publish_batch` refuses the entries of the events
+/// named in `refuse` (each once): such an entry fails, and so does every later entry of its
+/// group in the same call (a FIFO group's tail cannot be accepted past a refused entry
+/// without reordering it); the rest is published.
+struct Refusing {
     refuse: Mutex<Vec<String>>,
     /// Entries per `publish_batch` call.
     calls: Mutex<Vec<usize>>,
@@ -42,8 +41,8 @@ fn event_id(message: &OutgoingMessage) -> String {
 }
 
 #[async_trait]
-impl Queue for RefusingQueue {
-    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
+impl QueueHook for Refusing {
+    async fn publish_batch(&self, inner: &dyn Queue, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
         self.calls.lock().expect("calls").push(messages.len());
         let first = {
             let mut refuse = self.refuse.lock().expect("refuse");
@@ -59,8 +58,7 @@ impl Queue for RefusingQueue {
         };
         let kept: Vec<usize> = (0..messages.len()).filter(|&i| !failing(i)).collect();
         let sent: Vec<OutgoingMessage> = kept.iter().map(|&i| messages[i].clone()).collect();
-        let mut failures: Vec<PublishFailure> = self
-            .inner
+        let mut failures: Vec<PublishFailure> = inner
             .publish_batch(&sent)
             .await
             .into_iter()
@@ -80,23 +78,6 @@ impl Queue for RefusingQueue {
         );
         failures.sort_by_key(|f| f.index);
         failures
-    }
-
-    async fn receive(
-        &self,
-        max: usize,
-        visibility_seconds: i32,
-        wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, QueueError> {
-        self.inner.receive(max, visibility_seconds, wait_seconds).await
-    }
-
-    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
-        self.inner.delete(receipt_handle).await
-    }
-
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
-        self.inner.change_visibility(receipt_handle, seconds).await
     }
 }
 
@@ -125,11 +106,13 @@ async fn relay_with(
 async fn a_refused_entry_holds_back_the_later_entries_of_its_group_in_the_next_batch() {
     let store = MemoryStore::new();
     let inner = Arc::new(MemoryQueue::new(5));
-    let queue = RefusingQueue {
-        inner: inner.clone(),
-        refuse: Mutex::new(vec!["g2".into()]),
-        calls: Mutex::default(),
-    };
+    let queue = HookedQueue::new(
+        inner.clone(),
+        Refusing {
+            refuse: Mutex::new(vec!["g2".into()]),
+            calls: Mutex::default(),
+        },
+    );
     // one commit's 16 events in seq order: every fourth to `h`, the others to `g`; the
     // relay sends them 10 then 6
     let mut expected: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -162,7 +145,7 @@ async fn a_refused_entry_holds_back_the_later_entries_of_its_group_in_the_next_b
 
     let first = relay_with(&store, &queue, None).await;
     assert_eq!(
-        *queue.calls.lock().expect("calls"),
+        *queue.hook.calls.lock().expect("calls"),
         vec![10, 2],
         "two batches, the second without g's four held-back entries"
     );

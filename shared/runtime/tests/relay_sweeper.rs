@@ -358,9 +358,7 @@ async fn relay_shape(
             slots.extend(std::iter::repeat_n(target, rows));
         }
         // the groups' rows interleaved in the commit
-        for i in (1..slots.len()).rev() {
-            slots.swap(i, rng.below(i as u64 + 1) as usize);
-        }
+        rng.shuffle(&mut slots);
         slots.truncate(if wide { 5 } else { room.rows });
         // the commit's largest row, tiny to 250 KB: its rows drawn evenly below it, so a
         // commit of large rows fills SQS batches by bytes before their 10 entries
@@ -380,7 +378,7 @@ async fn relay_shape(
             })
             .collect();
         let spawns: Vec<SpawnIntent> = if wide {
-            wide_fan_out(rng, &id, &format!("c{k}"), WIDE_MIN_BYTES)
+            wide_fan_out(rng.next(), &id, &format!("c{k}"), WIDE_MIN_BYTES)
         } else {
             (0..rng.below(4))
                 .map(|j| SpawnIntent {

@@ -27,8 +27,7 @@ const V2: &str = "event Go {}\nevent Back {}\n\nmachine Flow {\n  initial Idle\n
 /// A definitions folder as a deploy carries it: `flow.stm`, and `versions/` with each
 /// of `retained` frozen (what `stm versions freeze` writes).
 fn deploy_dir(tag: &str, current: &str, retained: &[&str]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stm-versions-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = stm_testkit::scratch_dir(&format!("versions-{tag}"));
     std::fs::create_dir_all(dir.join("versions")).expect("make the folder");
     std::fs::write(dir.join("flow.stm"), current).expect("write flow.stm");
     for text in retained {

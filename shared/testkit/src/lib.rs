@@ -12,6 +12,10 @@
 //! - [`recorder`] records every AWS request a process sends (the IAM checks of the
 //!   functions' roles), and [`runtime_api`] is a minimal Lambda Runtime API that starts a
 //!   built function as Lambda would.
+//! - [`Rng`] is the seeded generator of every randomized test (and of the model's walks),
+//!   with [`env_u64`] (a seed or a count from the environment) and [`SeedOnFailure`] (the
+//!   seed a failure prints); [`python`] the test venv's interpreter; [`scratch_dir`] a
+//!   fresh directory per test.
 //!
 //! ## How the server dies with the test process
 //!
@@ -44,6 +48,10 @@ pub mod meter;
 mod proxy;
 pub mod recorder;
 pub mod runtime_api;
+// the store's contract draws with the same file: a published crate cannot depend on this
+// one, so the file lives there and is compiled here too (see its docs)
+#[path = "../../store/src/contract/seeded.rs"]
+mod seeded;
 pub mod strict;
 pub mod template;
 
@@ -56,6 +64,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use proxy::{Fault, FaultProxy};
+pub use seeded::{env_u64, Rng, SeedOnFailure};
 pub use strict::{Principal, StrictLayer};
 
 /// The region every test client uses.
@@ -163,6 +172,16 @@ pub fn python() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// A fresh, empty directory for one test: `<temp>/stm-<tag>-<pid>`, with whatever an
+/// earlier process of the same id left there removed. The process id keeps test binaries
+/// running side by side apart, `tag` the tests of one binary.
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stm-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("scratch dir {}: {e}", dir.display()));
+    dir
 }
 
 /// A table prefix no other test of this process uses: `t<n>_<tag>`, a valid harel prefix

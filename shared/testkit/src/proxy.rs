@@ -75,32 +75,19 @@ struct Rate {
     /// Probability of a fault per request, in percent.
     percent: f64,
     faults: Vec<Fault>,
-    /// xorshift64* state.
-    rng: u64,
+    rng: crate::Rng,
 }
 
 impl Rate {
-    fn next(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
     /// Whether this request fails, and with what.
     fn draw(&mut self) -> Option<Fault> {
         if self.faults.is_empty() {
             return None;
         }
-        // 53 random bits as a number in [0, 100)
-        let roll = (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 100.0;
-        if roll >= self.percent {
+        if self.rng.unit() * 100.0 >= self.percent {
             return None;
         }
-        let pick = (self.next() % self.faults.len() as u64) as usize;
-        Some(self.faults[pick].clone())
+        Some(self.rng.pick(&self.faults).clone())
     }
 }
 
@@ -237,7 +224,7 @@ impl FaultProxy {
                 Rate {
                     percent: percent.min(100.0),
                     faults: faults.clone(),
-                    rng: operation_seed(seed, op),
+                    rng: crate::Rng::new(operation_seed(seed, op)),
                 },
             );
         }

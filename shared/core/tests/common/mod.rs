@@ -1,5 +1,5 @@
 //! The test venv's Python (the one harel runs on), for the tests that compare with it, and
-//! the tests' seeded generator.
+//! the tests' seeded generator (both the kit's).
 
 #![allow(dead_code)] // each test file uses its own part of it
 
@@ -61,29 +61,6 @@ pub fn run_python(script: &str, input: &str) -> Value {
     stm_core::pyjson::loads(&String::from_utf8_lossy(&out.stdout)).expect("JSON from python")
 }
 
-/// xorshift64* (no dependencies; deterministic for a seed).
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
-    }
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
+/// The seeded generator of the randomized tests (the kit's, shared by every crate's tests).
+#[allow(unused_imports)] // a test binary that draws nothing leaves it unused
+pub use stm_testkit::Rng;

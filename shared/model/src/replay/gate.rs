@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use stm_core::Execution;
-use stm_runtime::queue::{PublishFailure, QueueError, ReceivedMessage};
-use stm_runtime::{MemoryQueue, OutgoingMessage, Queue};
+use stm_runtime::queue::{HookedQueue, QueueCall, QueueError, QueueHook};
+use stm_runtime::MemoryQueue;
 use stm_store::{
     Commit, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, MemoryStore, OutboxEntry,
     PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
@@ -214,34 +214,20 @@ impl ExecutionStore for GatedStore {
 }
 
 /// The queue as one actor sees it: its publishes and visibility changes are steps.
+pub type GatedQueue = HookedQueue<QueueGate, MemoryQueue>;
+
+/// A [`GatedQueue`]'s hook: the actor's gate.
 #[derive(Debug)]
-pub struct GatedQueue {
-    pub inner: Arc<MemoryQueue>,
-    pub gate: Arc<Gate>,
-}
+pub struct QueueGate(pub Arc<Gate>);
 
 #[async_trait]
-impl Queue for GatedQueue {
-    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
-        self.gate.pause("publish_batch").await;
-        self.inner.publish_batch(messages).await
-    }
-
-    async fn receive(
-        &self,
-        max: usize,
-        visibility_seconds: i32,
-        wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, QueueError> {
-        self.inner.receive(max, visibility_seconds, wait_seconds).await
-    }
-
-    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
-        self.inner.delete(receipt_handle).await
-    }
-
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
-        self.gate.pause("change_visibility").await;
-        self.inner.change_visibility(receipt_handle, seconds).await
+impl QueueHook for QueueGate {
+    async fn before(&self, call: &QueueCall<'_>) -> Result<(), QueueError> {
+        match call {
+            QueueCall::PublishBatch { .. } => self.0.pause("publish_batch").await,
+            QueueCall::ChangeVisibility { .. } => self.0.pause("change_visibility").await,
+            QueueCall::Receive { .. } | QueueCall::Delete { .. } => {}
+        }
+        Ok(())
     }
 }

@@ -13,10 +13,7 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("stm-bad-input-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
+        TempDir(stm_testkit::scratch_dir(&format!("bad-input-{tag}")))
     }
     fn write(&self, name: &str, text: &[u8]) -> &Self {
         std::fs::write(self.0.join(name), text).expect("write");

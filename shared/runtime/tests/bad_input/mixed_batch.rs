@@ -3,13 +3,12 @@
 //! record's group and only for that batch, and the documented limit of an event behind a
 //! poison message in its own group.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use stm_core::{Execution, Status};
 use stm_runtime::eventsource::{self, EventSourceSettings};
-use stm_runtime::queue::QueueError;
 use stm_runtime::worker::{Cause, Failed, Handled, Record};
 use stm_runtime::DriverError;
 use stm_runtime::{
@@ -17,6 +16,7 @@ use stm_runtime::{
 };
 use stm_store::{ExecutionStore, MemoryStore};
 
+use crate::common::releases::releasing;
 use crate::common::{event, Stack, START};
 use crate::support::{definitions, fixture, good, processed, record};
 
@@ -159,46 +159,6 @@ async fn good_records_of_other_groups_never_age_behind_failures() {
     }
 }
 
-/// Records seen by the event source, with the visibility the worker gave each reported
-/// one (the release): a recording queue over the in-memory one.
-#[derive(Default)]
-struct Releases {
-    inner: MemoryQueue,
-    set: Mutex<Vec<(String, i32)>>,
-}
-
-impl Releases {
-    fn of(&self, receipt: &str) -> Option<i32> {
-        let set = self.set.lock().unwrap_or_else(|e| e.into_inner());
-        set.iter().find(|(r, _)| r == receipt).map(|(_, s)| *s)
-    }
-}
-
-#[async_trait::async_trait]
-impl Queue for Releases {
-    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<stm_runtime::queue::PublishFailure> {
-        self.inner.publish_batch(messages).await
-    }
-    async fn receive(
-        &self,
-        max: usize,
-        visibility_seconds: i32,
-        wait_seconds: i32,
-    ) -> Result<Vec<stm_runtime::queue::ReceivedMessage>, QueueError> {
-        self.inner.receive(max, visibility_seconds, wait_seconds).await
-    }
-    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
-        self.inner.delete(receipt_handle).await
-    }
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
-        self.set
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((receipt_handle.to_string(), seconds));
-        self.inner.change_visibility(receipt_handle, seconds).await
-    }
-}
-
 /// The batch rule per group: after group `a`'s poison record, `a`'s later event is
 /// skipped (never attempted, so `a` stays where it was and its order holds), while the
 /// records of `b` and `c` before, between and after them are processed; the skipped
@@ -207,7 +167,8 @@ impl Queue for Releases {
 #[tokio::test]
 async fn a_later_record_of_the_failed_group_is_skipped_while_other_groups_go_on() {
     let store = Arc::new(MemoryStore::new());
-    let queue = Arc::new(Releases::default());
+    // records seen by the event source, with the visibility the worker gave each reported one
+    let queue = Arc::new(releasing(5, false));
     let driver = Driver::new(store.clone(), definitions(), ActionRegistry::with_builtins())
         .with_clock(Arc::new(ManualClock::new(START)));
     let worker = Worker::new(driver.clone(), queue.clone(), WorkerSettings::default());
@@ -261,11 +222,11 @@ async fn a_later_record_of_the_failed_group_is_skipped_while_other_groups_go_on(
     // the poison is hidden for its retry period, the skipped record just as long; the
     // processed ones are left to the event source to delete
     let poison_wait = WorkerSettings::default().poison_retry_seconds;
-    assert_eq!(queue.of(&received[1].receipt_handle), Some(poison_wait));
-    assert_eq!(queue.of(&received[3].receipt_handle), Some(poison_wait));
+    assert_eq!(queue.hook.of(&received[1].receipt_handle), Some(poison_wait));
+    assert_eq!(queue.hook.of(&received[3].receipt_handle), Some(poison_wait));
     for i in [0, 2, 4, 5] {
         assert_eq!(
-            queue.of(&received[i].receipt_handle),
+            queue.hook.of(&received[i].receipt_handle),
             None,
             "record {i} not released"
         );

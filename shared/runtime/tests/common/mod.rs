@@ -1,11 +1,13 @@
 //! Shared by the end-to-end tests: the scenario machines, a queue-driven stack over any
 //! store and queue, the comparison with the embedded runner, the seam of the stores that
-//! fail on purpose (`hooked_store`) and the test's view of the queue under test.
+//! fail on purpose (`hooked_store`), the queue that records its releases (`releases`) and
+//! the test's view of the queue under test.
 #![allow(dead_code)]
 
 pub mod faulty;
 pub mod hooked_store;
 pub mod queue_view;
+pub mod releases;
 pub mod scenarios;
 
 use std::path::{Path, PathBuf};

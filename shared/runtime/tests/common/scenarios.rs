@@ -13,9 +13,9 @@ use stm_store::{DueTimer, ExecutionStore};
 use super::{event, observable};
 
 /// The seeded generator, the environment's numbers and the seed a failure prints: the
-/// store's contract suite draws its shapes with the same.
+/// kit's, with which the store's contract suite draws its shapes too.
 #[allow(unused_imports)] // a test binary without a randomized suite leaves some unused
-pub use stm_store::contract::{env_u64, Rng, SeedOnFailure};
+pub use stm_testkit::{env_u64, Rng, SeedOnFailure};
 
 /// The relay's bounds drawn: reads of 1 to 100 rows, passes of 1 to 300, small as often as
 /// large ([`Rng::spread`]). The production relay's are 100 and 100,000, under which a

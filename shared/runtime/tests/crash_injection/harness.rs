@@ -80,10 +80,7 @@ impl Harness {
     ) -> Self {
         let clock = Arc::new(ManualClock::new(START));
         let crashing_store = Arc::new(CrashingStore::new(store.clone(), plan.clone()));
-        let crashing_queue = Arc::new(CrashingQueue {
-            inner: queue.clone(),
-            plan: plan.clone(),
-        });
+        let crashing_queue = Arc::new(CrashingQueue::new(queue.clone(), plan.clone()));
         let driver = Driver::new(
             crashing_store.clone(),
             defs.clone(),

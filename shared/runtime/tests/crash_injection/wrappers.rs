@@ -1,12 +1,8 @@
 //! The store and the queue as a crashing process sees them: each call counts its
 //! boundary, crashes at an armed point, and fails once the process is dead.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
-use stm_runtime::queue::QueueError;
-use stm_runtime::queue::{PublishFailure, ReceivedMessage};
-use stm_runtime::{OutgoingMessage, Queue};
+use stm_runtime::queue::{HookedQueue, QueueCall, QueueError, QueueHook};
 use stm_store::{StoreError, Written};
 
 use crate::common::hooked_store::{Call, HookedStore, StoreHook};
@@ -57,55 +53,23 @@ impl StoreHook for CrashPlan {
 }
 
 /// The queue as a crashing process sees it.
-pub(crate) struct CrashingQueue {
-    pub(crate) inner: Arc<dyn Queue>,
-    pub(crate) plan: CrashPlan,
-}
+pub(crate) type CrashingQueue = HookedQueue<CrashPlan>;
 
 #[async_trait]
-impl Queue for CrashingQueue {
-    async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
-        if self.plan.is_dead() {
-            return (0..messages.len())
-                .map(|index| PublishFailure {
-                    index,
-                    code: "InjectedCrash".into(),
-                    message: "this process is dead".into(),
-                })
-                .collect();
+impl QueueHook for CrashPlan {
+    /// Every call fails once the process is dead (a publish: each of its messages).
+    async fn before(&self, call: &QueueCall<'_>) -> Result<(), QueueError> {
+        if self.is_dead() {
+            return Err(dead_queue(call.operation()));
         }
-        let failures = self.inner.publish_batch(messages).await;
+        Ok(())
+    }
+
+    async fn after(&self, call: &QueueCall<'_>) {
         // the sweeper's publish is followed by its delete_timer (boundary 5), everyone
         // else's by the outbox / spawn acks (boundary 4)
-        if self.plan.actor() != Actor::Sweeper {
-            self.plan.reach(Boundary::AfterPublish);
+        if matches!(call, QueueCall::PublishBatch { .. }) && self.actor() != Actor::Sweeper {
+            self.reach(Boundary::AfterPublish);
         }
-        failures
-    }
-
-    async fn receive(
-        &self,
-        max: usize,
-        visibility_seconds: i32,
-        wait_seconds: i32,
-    ) -> Result<Vec<ReceivedMessage>, QueueError> {
-        if self.plan.is_dead() {
-            return Err(dead_queue("ReceiveMessage"));
-        }
-        self.inner.receive(max, visibility_seconds, wait_seconds).await
-    }
-
-    async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
-        if self.plan.is_dead() {
-            return Err(dead_queue("DeleteMessage"));
-        }
-        self.inner.delete(receipt_handle).await
-    }
-
-    async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
-        if self.plan.is_dead() {
-            return Err(dead_queue("ChangeMessageVisibility"));
-        }
-        self.inner.change_visibility(receipt_handle, seconds).await
     }
 }

@@ -145,7 +145,7 @@ pub(crate) fn gen_case(seed: u64, index: usize) -> Case {
         kinds.push("A".into());
     }
     let mut steps = Vec::new();
-    let n = r.range(3, 15);
+    let n = r.between(3, 15);
     let mut id = 0;
     for _ in 0..n {
         let roll = r.below(100);

@@ -19,31 +19,8 @@ const DEFAULT_SEED: u64 = 0x5eed_2026;
 
 // ---------------------------------------------------------------- the harness
 
-fn python() -> String {
-    if let Ok(p) = std::env::var("STM_PYTHON") {
-        return p;
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    if venv.exists() {
-        return venv.to_string_lossy().into_owned();
-    }
-    "python3".into()
-}
-
 fn env_usize(name: &str) -> Option<usize> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
-}
-
-fn env_seed() -> u64 {
-    match std::env::var("STM_FUZZ_SEED") {
-        Ok(v) => {
-            let v = v.trim();
-            v.strip_prefix("0x")
-                .map_or_else(|| v.parse().ok(), |h| u64::from_str_radix(h, 16).ok())
-                .unwrap_or_else(|| panic!("STM_FUZZ_SEED={v}: not a number"))
-        }
-        Err(_) => DEFAULT_SEED,
-    }
 }
 
 /// Run harel on every case (shards in parallel), results by case name.
@@ -65,7 +42,7 @@ fn run_harel(dir: &Path, cases: &[(Case, PathBuf)], jobs: usize) -> BTreeMap<Str
         }
         std::fs::write(&input, text).expect("write the batch");
         let stdin = std::fs::File::open(&input).expect("open the batch");
-        let mut cmd = Command::new(python());
+        let mut cmd = Command::new(stm_testkit::python());
         cmd.arg(&script);
         if std::env::var_os("STM_FUZZ_ARMING_ORDER").is_some() {
             cmd.arg("--arming-order");
@@ -78,7 +55,7 @@ fn run_harel(dir: &Path, cases: &[(Case, PathBuf)], jobs: usize) -> BTreeMap<Str
             .unwrap_or_else(|e| {
                 panic!(
                     "cannot run {} (set STM_PYTHON to the venv with harel 0.9.0): {e}",
-                    python()
+                    stm_testkit::python().display()
                 )
             });
         children.push(child);
@@ -128,7 +105,7 @@ fn replay(file: &Path) -> Vec<Case> {
 
 #[tokio::test]
 async fn differential_fuzz_against_harel() {
-    let seed = env_seed();
+    let seed = stm_testkit::env_u64("STM_FUZZ_SEED", DEFAULT_SEED);
     let count = env_usize("STM_FUZZ_CASES").unwrap_or(DEFAULT_CASES);
     let only = env_usize("STM_FUZZ_ONLY");
     let jobs = env_usize("STM_FUZZ_JOBS")

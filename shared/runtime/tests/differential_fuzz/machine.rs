@@ -183,7 +183,7 @@ impl Machine {
             }
         } else if op == "in" {
             if r.chance(60) {
-                let n = r.range(1, 3);
+                let n = r.between(1, 3);
                 V::List((0..n).map(|_| gen_value(r, true, 1)).collect()).stm()
             } else if error && r.chance(50) {
                 V::Str(
@@ -247,7 +247,7 @@ impl Machine {
             return String::new();
         }
         let mut parts = Vec::new();
-        for _ in 0..r.range(1, 2) {
+        for _ in 0..r.between(1, 2) {
             let key = r.pick(&["x", "y", "z", "s", "x", "y"]);
             let expr = match r.below(10) {
                 0..=1 => self.operand(r),

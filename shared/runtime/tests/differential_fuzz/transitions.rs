@@ -17,7 +17,7 @@ impl Machine {
         let mut out = Vec::new();
         let names: Vec<&str> = children.iter().map(|c| c.name.as_str()).collect();
         let target = |r: &mut Rng, from: usize| -> String {
-            let c = &children[r.below(children.len())];
+            let c = &children[r.index(children.len())];
             if !c.inner.is_empty() && r.chance(20) {
                 format!("\"{}.{}\"", c.name, r.pick(&c.inner))
             } else if let (Some(s), true) = (scope, r.chance(6)) {
@@ -33,7 +33,7 @@ impl Machine {
             if from + 1 >= names.len() {
                 None
             } else {
-                Some(names[r.range(from + 1, names.len() - 1)].to_string())
+                Some(names[from + 1 + r.index(names.len() - 1 - from)].to_string())
             }
         };
         let mut has_error = false;
@@ -70,7 +70,7 @@ impl Machine {
                 }
                 continue;
             }
-            for _ in 0..r.range(0, 2) {
+            for _ in 0..r.between(0, 2) {
                 let t = match r.below(100) {
                     0..=54 => {
                         let t = target(r, i);
@@ -103,7 +103,7 @@ impl Machine {
                             }
                         };
                         let mut body = Vec::new();
-                        for _ in 0..r.range(1, 3) {
+                        for _ in 0..r.between(1, 3) {
                             let Some(t) = pick(r) else { break };
                             let p = self.predicate(r, 1, false);
                             let set = self.assign(r, 30);
@@ -144,7 +144,7 @@ impl Machine {
                         let trig = self.trigger(r);
                         let mut seen = Vec::new();
                         let mut body = Vec::new();
-                        for _ in 0..r.range(1, 3) {
+                        for _ in 0..r.between(1, 3) {
                             let v = gen_value(r, true, 1);
                             let key = v.str_key();
                             if seen.contains(&key) {
@@ -199,7 +199,11 @@ impl Machine {
     /// `limit`: the state count the machine may reach once this scope is written (the
     /// machine's states are numbered in creation order, so `next_state` is the count).
     pub(crate) fn children(&mut self, r: &mut Rng, depth: usize, limit: usize) -> Vec<Child> {
-        let n = if depth == 0 { r.range(3, 5) } else { r.range(2, 3) };
+        let n = (if depth == 0 {
+            r.between(3, 5)
+        } else {
+            r.between(2, 3)
+        }) as usize;
         let n = n.min(limit.saturating_sub(self.next_state)).max(1);
         let mut out: Vec<Child> = Vec::new();
         for i in 0..n {

@@ -8,7 +8,7 @@ use stm_core::{Event, Execution, Status};
 use stm_runtime::{relay, Clock};
 use stm_store::{Commit, ExecutionStore, TimerOp};
 
-use crate::config::{lock, Rng, DDB_SECONDS, EVENTS_PER_EXECUTION, SQS_SECONDS, START, TICKER_PERIOD};
+use crate::config::{lock, DDB_SECONDS, EVENTS_PER_EXECUTION, SQS_SECONDS, START, TICKER_PERIOD};
 use crate::metered;
 use crate::results::{count_label, measured_row, per_event, Env, Row};
 use crate::sim::Sim;
@@ -82,7 +82,8 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
     sim.begin_measuring();
     let producer_rate = duo_rate + counter_rate;
     let arrivals_total = (producer_rate * env.cfg.window).round() as usize;
-    let mut rng = Rng(0x5CA1E ^ rate as u64);
+    // the same arrivals for the small and the large table
+    let mut rng = stm_testkit::Rng::new(0x5CA1E ^ rate as u64);
     let mut i = 0;
     let arrivals = move || {
         if i >= arrivals_total {
@@ -91,9 +92,9 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
         let at = t0 + i as f64 / producer_rate;
         i += 1;
         let target = if rng.unit() * producer_rate < duo_rate {
-            format!("d{}", rng.below(duos))
+            format!("d{}", rng.index(duos))
         } else {
-            format!("c{}", rng.below(counters))
+            format!("c{}", rng.index(counters))
         };
         Some((at, target, Event::new("Ping")))
     };

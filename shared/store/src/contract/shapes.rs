@@ -81,9 +81,10 @@ fn emit(rng: &mut Rng, id: String, groups: u64, max_bytes: u64) -> (Option<Strin
 /// The spawn intents of a wide fan-out of `parent` (101–180 children: past a
 /// transaction's 100 items, so DynamoDB's store packs them), their contexts tiny to
 /// nearly a packed row each, `least_bytes` of them at least (several packed rows: 700 KB
-/// fill four or more) and at most 2.2 MB (a transaction's 4 MB with room to spare). The
-/// runtime's relay suite commits the same over DynamoDB.
-pub fn wide_fan_out(rng: &mut Rng, parent: &str, tag: &str, least_bytes: u64) -> Vec<SpawnIntent> {
+/// fill four or more) and at most 2.2 MB (a transaction's 4 MB with room to spare), drawn
+/// from `seed`. The runtime's relay suite commits the same over DynamoDB.
+pub fn wide_fan_out(seed: u64, parent: &str, tag: &str, least_bytes: u64) -> Vec<SpawnIntent> {
+    let rng = &mut Rng::new(seed);
     let least = least_bytes.min(WIDE_MAX_BYTES);
     let width = rng.between(101, 180) as usize;
     let mut sizes: Vec<u64> = (0..width).map(|_| size(rng, ROW_CUT_PAD)).collect();
@@ -123,7 +124,7 @@ fn draw_commit(rng: &mut Rng, parent: &str, tag: &str, wide_bytes: Option<u64>) 
     let mut commit = Commit::default();
     match wide_bytes {
         Some(least) => {
-            commit.spawns = wide_fan_out(rng, parent, tag, least);
+            commit.spawns = wide_fan_out(rng.next(), parent, tag, least);
             let groups = rng.between(1, TARGETS.len() as u64);
             commit.emits = (0..rng.below(6))
                 .map(|k| emit(rng, format!("{tag}-e{k}"), groups, 4_000))

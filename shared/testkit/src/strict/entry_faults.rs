@@ -81,8 +81,7 @@ struct Rule {
     percent: f64,
     /// Operation -> its own probability, in place of `percent`.
     per_operation: BTreeMap<String, f64>,
-    /// xorshift64* state.
-    rng: u64,
+    rng: crate::Rng,
     injected: BTreeMap<&'static str, usize>,
     recovered: BTreeMap<&'static str, usize>,
     /// Kind -> identities failed and not let through since.
@@ -90,35 +89,20 @@ struct Rule {
 }
 
 impl Rule {
-    fn next(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
     fn hit(&mut self, operation: &str) -> bool {
         let percent = self.per_operation.get(operation).copied().unwrap_or(self.percent);
-        // 53 random bits as a number in [0, 100)
-        let roll = (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 100.0;
-        roll < percent
+        self.rng.unit() * 100.0 < percent
     }
 
     /// A random subset of `0..n` with at least one member and, when `keep_one`, at least
     /// one left out (a partial result: AWS answers "none done" with a whole-call error).
     fn subset(&mut self, n: usize, keep_one: bool) -> BTreeSet<usize> {
-        let mut out: BTreeSet<usize> = (0..n).filter(|_| self.next() & 1 == 1).collect();
+        let mut out: BTreeSet<usize> = (0..n).filter(|_| self.rng.next() & 1 == 1).collect();
         if out.is_empty() {
-            out.insert(self.below(n));
+            out.insert(self.rng.index(n));
         }
         if keep_one && out.len() == n {
-            let spared = self.below(n);
+            let spared = self.rng.index(n);
             out.remove(&spared);
         }
         out
@@ -253,7 +237,7 @@ impl EntryFaults {
                     Rule {
                         percent: percent.clamp(0.0, 100.0),
                         per_operation: BTreeMap::new(),
-                        rng: seed.rotate_left(29).max(1) ^ 0x9E37_79B9_7F4A_7C15,
+                        rng: crate::Rng::new(seed.rotate_left(29).max(1) ^ 0x9E37_79B9_7F4A_7C15),
                         injected: BTreeMap::new(),
                         recovered: BTreeMap::new(),
                         owed: BTreeMap::new(),
@@ -336,7 +320,7 @@ impl EntryFaults {
                 if entries.is_empty() {
                     return plan;
                 }
-                let first = rule.below(entries.len());
+                let first = rule.rng.index(entries.len());
                 let group = entries[first]["MessageGroupId"].as_str().map(str::to_string);
                 let failing = |i: usize, e: &Value| {
                     i == first
@@ -470,7 +454,7 @@ impl EntryFaults {
                 if actions == 0 {
                     return plan;
                 }
-                let throttled = rule.below(actions);
+                let throttled = rule.rng.index(actions);
                 let reasons: Vec<Value> = (0..actions)
                     .map(|i| {
                         if i == throttled {
