@@ -7,8 +7,8 @@ use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore, SpawnInten
 use crate::support::{obj, our_store, python, python_with};
 
 /// The same logical commit written by harel (prefix H) and by us (prefix R) gives the same
-/// raw items, attribute for attribute and byte for byte (our two extra execution attributes
-/// and the timers' `due_shard` aside), and the same tables (the same keys; ours add the
+/// raw items, attribute for attribute and byte for byte (our two extra execution attributes,
+/// the timers' `due_shard` and the rows' `row_bytes` aside), and the same tables (the same keys; ours add the
 /// timers' sparse due index).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_and_tables_are_identical_to_harels() {
@@ -82,10 +82,10 @@ out({"exe": before, "emits": [[t, json.loads(e.model_dump_json())] for t, e in e
 
     let dump = r#"
 tables = ["executions", "outbox", "spawns", "timers", "processed", "counters", "trace"]
-shards, states, seqs, rows = {}, {}, {}, {}
+shards, states, seqs, rows, sizes = {}, {}, {}, {}, {}
 def scan(p):
     res = {}
-    shards[p], states[p], seqs[p], rows[p] = [], [], {}, []
+    shards[p], states[p], seqs[p], rows[p], sizes[p] = [], [], {}, [], []
     for t in tables:
         items = client.scan(TableName=f"{p}_{t}")["Items"]
         for it in items:
@@ -95,6 +95,9 @@ def scan(p):
             if t in ("outbox", "spawns"):
                 # the seqs differ by design (harel's counter, our clock blocks): compared apart
                 seqs[p].setdefault(t, []).append(int(it.pop("seq")["N"]))
+                size = it.pop("row_bytes", None)
+                if size is not None:
+                    sizes[p].append([t, int(size["N"])])
             shard = it.pop("due_shard", None)
             if shard is not None:
                 shards[p].append([t, it["execution_id"]["S"], it["path"]["S"], shard["S"]])
@@ -118,7 +121,7 @@ h, r = sys.stdin.read().split()
 hs, hg = schema(h)
 rs, rg = schema(r)
 out({"h": scan(h), "r": scan(r), "hs": hs, "rs": rs, "hg": hg, "rg": rg, "shards": shards, "states": states,
-     "seqs": {k: {t: sorted(v) for t, v in d.items()} for k, d in seqs.items()}, "rows": rows})
+     "seqs": {k: {t: sorted(v) for t, v in d.items()} for k, d in seqs.items()}, "rows": rows, "sizes": sizes})
 "#;
     let both = python(&harel_prefix, dump, &format!("{harel_prefix} {our_prefix}"));
     for table in ["executions", "outbox", "spawns", "timers", "processed", "trace"] {
@@ -156,6 +159,16 @@ out({"h": scan(h), "r": scan(r), "hs": hs, "rs": rs, "hg": hg, "rg": rg, "shards
         "the spawn row first"
     );
     assert_eq!(both["rows"][&harel_prefix], json!([]));
+    // each of our rows records its size (the relay sizes its reads by it); harel's none
+    let sizes = both["sizes"][&our_prefix].as_array().cloned().unwrap_or_default();
+    let tables: Vec<&str> = sizes.iter().filter_map(|s| s[0].as_str()).collect();
+    assert_eq!(tables.iter().filter(|t| **t == "outbox").count(), 2, "{sizes:?}");
+    assert_eq!(tables.iter().filter(|t| **t == "spawns").count(), 1, "{sizes:?}");
+    assert!(
+        sizes.iter().all(|s| s[1].as_u64().is_some_and(|n| (100..1000).contains(&n))),
+        "a small row's size: {sizes:?}"
+    );
+    assert_eq!(both["sizes"][&harel_prefix], json!([]));
     let counts: Vec<usize> = [
         "executions",
         "outbox",
