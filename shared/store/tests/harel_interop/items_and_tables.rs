@@ -165,7 +165,9 @@ out({"h": scan(h), "r": scan(r), "hs": hs, "rs": rs, "hg": hg, "rg": rg, "shards
     assert_eq!(tables.iter().filter(|t| **t == "outbox").count(), 2, "{sizes:?}");
     assert_eq!(tables.iter().filter(|t| **t == "spawns").count(), 1, "{sizes:?}");
     assert!(
-        sizes.iter().all(|s| s[1].as_u64().is_some_and(|n| (100..1000).contains(&n))),
+        sizes
+            .iter()
+            .all(|s| s[1].as_u64().is_some_and(|n| (100..1000).contains(&n))),
         "a small row's size: {sizes:?}"
     );
     assert_eq!(both["sizes"][&harel_prefix], json!([]));
