@@ -115,7 +115,12 @@ impl std::fmt::Debug for ActionRegistry {
 
 /// Actions a definition uses that nothing provides.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("machine {machine}: unbound actions: {} (register them, or bind them to a remote function)", names.join(", "))]
+#[error(
+    "machine {machine}: unbound actions: {} (register them in the worker's ActionRegistry, or bind \
+     them with STM_ACTIONS; on `stm local` or `stm run`, serve the worker's actions with \
+     `cargo run -p <project>-worker -- serve-actions` and export the STM_ACTIONS line it prints)",
+    names.join(", ")
+)]
 pub struct UnboundActions {
     pub machine: String,
     pub names: Vec<String>,

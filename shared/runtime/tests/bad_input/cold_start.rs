@@ -107,7 +107,9 @@ fn a_broken_definitions_directory_fails_the_cold_start_naming_the_place() {
     assert_eq!(
         err.to_string(),
         "machine Hooks: unbound actions: billing.charge \
-         (register them, or bind them to a remote function)"
+         (register them in the worker's ActionRegistry, or bind them with STM_ACTIONS; on \
+         `stm local` or `stm run`, serve the worker's actions with `cargo run -p <project>-worker \
+         -- serve-actions` and export the STM_ACTIONS line it prints)"
     );
     let mut registry = ActionRegistry::with_builtins();
     registry.register("billing.charge", |_| Ok(Value::Null));
