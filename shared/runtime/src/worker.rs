@@ -248,8 +248,8 @@ impl Worker {
                     continue;
                 }
                 let group = record.group_id.as_deref().unwrap_or("");
-                let span = record_span(record);
                 if let Some(&seconds) = failed_groups.get(group) {
+                    let span = record_span(record);
                     span.in_scope(|| tracing::debug!("an earlier record of its group failed; skipped"));
                     self.release(record, seconds).instrument(span).await;
                     outcome
@@ -269,7 +269,7 @@ impl Worker {
                             "the invocation deadline is near: the records not started yet are released for redelivery"
                         );
                     }
-                    self.release(record, 0).instrument(span).await;
+                    self.release(record, 0).instrument(record_span(record)).await;
                     outcome
                         .records
                         .push((record.message_id.clone(), Err(Failed::OutOfTime)));
@@ -295,7 +295,7 @@ impl Worker {
                     None => {
                         let result = self
                             .handle_record(record, &mut parents, &mut outcome.flushed)
-                            .instrument(span)
+                            .instrument(record_span(record))
                             .await;
                         (vec![index], vec![result])
                     }
