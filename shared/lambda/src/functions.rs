@@ -171,6 +171,7 @@ pub async fn sweeper_handler(
                     context.store.as_ref(),
                     context.queue.as_ref(),
                     clock.now(),
+                    deadline,
                 )
                 .await?;
                 Ok(serde_json::to_value(summary)?)

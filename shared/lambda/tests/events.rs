@@ -225,7 +225,7 @@ async fn every_sample_event_runs_through_its_handler() {
         matches!(trigger, stm_lambda::SweeperTrigger::Schedule(_)),
         "{trigger:?}"
     );
-    let summary = stm_runtime::sweeper::scheduled_sweep(store.as_ref(), queue.as_ref(), later)
+    let summary = stm_runtime::sweeper::scheduled_sweep(store.as_ref(), queue.as_ref(), later, None)
         .await
         .expect("sweep");
     assert!(summary.fired >= 1, "{summary:?}");

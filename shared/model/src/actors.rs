@@ -78,7 +78,7 @@ pub fn enabled(model: &Protocol, state: &State, actions: &mut Vec<Action>) {
             actions.push(Action::Expire(index));
         }
     }
-    if state.index != state.timer || state.recheck_index != state.recheck {
+    if (state.index, state.recheck_index) != state.indexed() {
         actions.push(Action::IndexCatchUp);
     }
     if state.budget.windows > 0 && state.recent != 0 {
@@ -167,8 +167,7 @@ pub fn apply(model: &Protocol, s: &mut State, action: Action) -> bool {
             s.queue[index].in_flight = false;
         }
         Action::IndexCatchUp => {
-            s.index = s.timer;
-            s.recheck_index = s.recheck;
+            (s.index, s.recheck_index) = s.indexed();
         }
         Action::WindowPasses => {
             s.recent = 0;

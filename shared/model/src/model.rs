@@ -373,6 +373,8 @@ impl Protocol {
             index: None,
             recheck: None,
             recheck_index: None,
+            held: false,
+            moving: (None, None),
             queue,
             recent,
             workers: vec![Worker::Idle; self.bounds.workers as usize],

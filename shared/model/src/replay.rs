@@ -23,15 +23,15 @@ use stm_runtime::{
     relay, sweeper, ActionRegistry, Control, Definitions, Driver, ManualClock, MemoryQueue, Queue, Record,
     Worker, WorkerSettings,
 };
-use stm_store::{DueTimer, ExecutionStore, MemoryStore};
+use stm_store::{ExecutionStore, MemoryStore};
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
 use crate::model::{Action, Protocol};
-use crate::state::{Command, Operator, Relay, State, Sweeper, TimerPath, Worker as Phase, PARENT, TIMED};
+use crate::state::{Command, Operator, Relay, State, Sweeper, Worker as Phase, PARENT, TIMED};
 use gate::{Gate, GatedQueue, GatedStore, IndexView, QueueGate};
-use view::{real_id, timer_path, View, START, TICK};
+use view::{real_id, View, START, TICK};
 
 /// Where the real code departed from the model.
 #[derive(Debug)]
@@ -275,15 +275,9 @@ impl Replay {
                     .map_err(|e| anyhow::anyhow!("visibility timeout: {e}"))
             }
             Action::IndexCatchUp => {
-                let mut listed = Vec::new();
-                for path in [TimerPath::Parked, TimerPath::Waiting].map(timer_path) {
-                    let armed = self.rt.block_on(self.store.armed_timer(real_id(TIMED), path))?;
-                    listed.extend(armed.map(|fire_at| DueTimer {
-                        execution_id: real_id(TIMED).to_string(),
-                        path: path.to_string(),
-                        fire_at,
-                    }));
-                }
+                // what the store lists as due, whenever due (a held timer is not listed)
+                let mut listed = self.rt.block_on(self.store.due_timers(f64::INFINITY))?;
+                listed.retain(|t| t.execution_id == real_id(TIMED));
                 *self.index.lock().unwrap_or_else(|e| e.into_inner()) = listed;
                 Ok(())
             }

@@ -505,6 +505,12 @@ pub struct State {
     /// `TIMED`'s `@parked` recheck timer, and the index's view of it.
     pub recheck: Option<u8>,
     pub recheck_index: Option<u8>,
+    /// `TIMED`'s timers are held out of the due index (`suspend` held them; leaving
+    /// SUSPENDED lists them again).
+    pub held: bool,
+    /// The timers (`timer`, `recheck`) the operator's last load read to hold or list again
+    /// (`commit_status`'s `timers_moving`): its commit writes them as read.
+    pub moving: (Option<u8>, Option<u8>),
     pub queue: Vec<Queued>,
     /// Deduplication ids sent within the window (bits).
     pub recent: u64,
@@ -537,6 +543,15 @@ impl State {
         match path {
             TimerPath::Parked => self.recheck,
             TimerPath::Waiting => self.timer,
+        }
+    }
+
+    /// What the due index lists once it has caught up: the timers, unless held.
+    pub fn indexed(&self) -> (Option<u8>, Option<u8>) {
+        if self.held {
+            (None, None)
+        } else {
+            (self.timer, self.recheck)
         }
     }
 

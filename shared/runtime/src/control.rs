@@ -285,10 +285,13 @@ impl Control {
                 return Ok(exe.status);
             }
             let before = exe.status;
+            let mut commit = Commit {
+                timers: self.timers_moving(execution_id, before, status).await?,
+                ..Commit::default()
+            };
             exe.status = status;
             let now = self.driver.clock.now();
             exe.stamp(now);
-            let mut commit = Commit::default();
             // the operator does not know the deployment's level: it writes a notice for
             // every change, and the relay (whose bus has the level) sends or drops it
             let level = crate::status::StatusEvents::All;
@@ -313,6 +316,43 @@ impl Control {
         Err(ControlError::Store(stm_store::StoreError::retryable(format!(
             "{execution_id}: status change still conflicting after {RETRIES} attempts"
         ))))
+    }
+
+    /// The timers a change from `before` to `status` moves, read with the load it commits
+    /// on: a suspended execution's timers are held out of the due index (a sweep would
+    /// read each at every run and fire none: 10^5 of them kept every sweep from reaching
+    /// the timers of running executions), and listed again when it leaves SUSPENDED. The
+    /// CAS keeps them as read: only a commit of this execution arms or cancels one. A
+    /// sweep that fired one of them just before (its execution read RUNNING) may delete it
+    /// between this read and the commit, which then arms it again: it fires a second
+    /// `Timeout` with the same ids, which the worker drops, as after a sweeper's crash
+    /// between its publish and its delete.
+    async fn timers_moving(
+        &self,
+        execution_id: &str,
+        before: Status,
+        status: Status,
+    ) -> Result<Vec<stm_store::TimerOp>, ControlError> {
+        let holding = status == Status::Suspended && before != Status::Suspended;
+        let releasing = before == Status::Suspended && status != Status::Suspended;
+        if !holding && !releasing {
+            return Ok(Vec::new());
+        }
+        let armed = self.driver.store.timers_of(execution_id).await?;
+        Ok(armed
+            .into_iter()
+            .filter(|t| t.held == releasing)
+            .map(|t| match holding {
+                true => stm_store::TimerOp::Hold {
+                    path: t.path,
+                    fire_at: t.fire_at,
+                },
+                false => stm_store::TimerOp::Schedule {
+                    path: t.path,
+                    fire_at: t.fire_at,
+                },
+            })
+            .collect())
     }
 
     /// Apply `status` to every descendant (regions and invokes, recursively).

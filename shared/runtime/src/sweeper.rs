@@ -16,14 +16,26 @@
 //! due). A `Timeout` published and then overtaken by a re-entry is the worker's to ignore
 //! (`Driver`'s stale-timeout check).
 //!
+//! A page at a time: a sweep reads [`SWEEP_PAGE`] due timers in due order (the earliest
+//! first across the due index's shards), fires them, then reads the next, until none is
+//! due or its deadline is near ([`SweepBudget`]). What it holds is one page, however many
+//! are due, and a sweep cut short has fired the most overdue; the next goes on.
+//!
 //! A suspended execution's timer stays armed (it fires once resumed), as in harel's
 //! embedded runner: publishing it would only park the message until the DLQ took it.
+//! `suspend` holds its timers out of the due listing (`stm_store::TimerOp::Hold`) and
+//! leaving SUSPENDED lists them again, so a sweep does not read them at every run: 2×10^5
+//! suspended executions with overdue timers kept every sweep from reaching a running
+//! execution's timer. One the listing still gives (suspended by an older version, or
+//! listed by the lagging index just before the hold) is read, kept armed, and counted in
+//! [`SweepSummary::suspended`].
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use stm_core::Status;
-use stm_store::{DueTimer, ExecutionStore, StoreError};
+use stm_store::{DueCursor, DueTimer, ExecutionStore, StoreError};
 
 use crate::queue::{OutgoingMessage, Queue};
 
@@ -73,6 +85,45 @@ impl SweepError {
 /// delete: about 20 ms in all, so one after another a sweep fired ~50 timers a second).
 pub const SWEEP_CONCURRENCY: usize = 32;
 
+/// How many due timers a sweep reads and fires at a time: what it holds is this page and
+/// the due index's read-ahead (`stm_store::DueCursor`), whatever is due.
+pub const SWEEP_PAGE: usize = 256;
+
+/// How long before the invocation's deadline the scheduled sweep stops reading pages: the
+/// page in hand is fired within it (8 rounds of [`SWEEP_CONCURRENCY`], each a few round
+/// trips, with the store's bounded retries).
+pub const SWEEP_DEADLINE_MARGIN: Duration = Duration::from_secs(5);
+
+/// What one sweep takes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepBudget {
+    /// No page is read from this instant on (the page in hand is still fired): what is
+    /// left waits for the next sweep, the earliest first.
+    pub deadline: Option<Instant>,
+    /// Timers read and fired at a time ([`SWEEP_PAGE`]).
+    pub page: usize,
+}
+
+impl SweepBudget {
+    /// No deadline, [`SWEEP_PAGE`] at a time.
+    pub const UNBOUNDED: SweepBudget = SweepBudget {
+        deadline: None,
+        page: SWEEP_PAGE,
+    };
+
+    /// The scheduled sweep's: [`SWEEP_DEADLINE_MARGIN`] before the invocation's deadline.
+    pub fn before(deadline: Option<Instant>) -> SweepBudget {
+        SweepBudget {
+            deadline: deadline.map(|d| d.checked_sub(SWEEP_DEADLINE_MARGIN).unwrap_or(d)),
+            page: SWEEP_PAGE,
+        }
+    }
+
+    fn spent(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
 /// What one sweep did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SweepSummary {
@@ -89,48 +140,55 @@ pub struct SweepSummary {
     /// Listed by the (eventually consistent) index but no longer armed with that
     /// `fire_at` (cancelled or re-armed since): nothing published.
     pub stale: usize,
+    /// The sweep reached its deadline with timers maybe still due: the next sweep goes on
+    /// with them, the earliest first.
+    pub cut: bool,
 }
 
-/// Fire every timer due at `now`.
+impl SweepSummary {
+    fn add(&mut self, part: SweepSummary) {
+        self.fired += part.fired;
+        self.suspended += part.suspended;
+        self.orphaned += part.orphaned;
+        self.failed += part.failed;
+        self.stale += part.stale;
+    }
+}
+
+/// Fire every timer due at `now` (no deadline).
 pub async fn sweep(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
     now: f64,
 ) -> Result<SweepSummary, SweepError> {
+    sweep_within(store, queue, now, SweepBudget::UNBOUNDED).await
+}
+
+/// Fire the timers due at `now`, a page at a time in due order, until none is left or the
+/// budget's deadline comes: the earliest first across the index's shards, so a sweep cut
+/// short has fired the most overdue, and what it holds is one page.
+pub async fn sweep_within(
+    store: &dyn ExecutionStore,
+    queue: &dyn Queue,
+    now: f64,
+    budget: SweepBudget,
+) -> Result<SweepSummary, SweepError> {
     stm_aws::as_function("sweeper", async {
-        let due = store.due_timers(now).await?;
-        let mut summary = SweepSummary {
-            due: due.len(),
-            ..SweepSummary::default()
-        };
-        // an execution's timers in order (earliest first, as `due_timers` gives them: its
-        // Timeouts reach its group in that order), different executions side by side
-        let mut by_execution: Vec<Vec<DueTimer>> = Vec::new();
-        let mut index: HashMap<&str, usize> = HashMap::new();
-        for timer in &due {
-            match index.get(timer.execution_id.as_str()) {
-                Some(&i) => by_execution[i].push(timer.clone()),
-                None => {
-                    index.insert(&timer.execution_id, by_execution.len());
-                    by_execution.push(vec![timer.clone()]);
-                }
-            }
-        }
-        let mut groups = by_execution.into_iter();
-        let mut fired = FuturesUnordered::new();
+        let mut summary = SweepSummary::default();
+        let mut cursor = DueCursor::default();
+        let page_size = budget.page.max(1);
         loop {
-            while fired.len() < SWEEP_CONCURRENCY {
-                match groups.next() {
-                    Some(timers) => fired.push(fire_in_order(store, queue, timers)),
-                    None => break,
-                }
+            if budget.spent() {
+                summary.cut = true;
+                break;
             }
-            let Some(part) = fired.next().await else { break };
-            summary.fired += part.fired;
-            summary.suspended += part.suspended;
-            summary.orphaned += part.orphaned;
-            summary.failed += part.failed;
-            summary.stale += part.stale;
+            let page = store.due_page(now, &mut cursor, page_size).await?;
+            summary.due += page.len();
+            let last = page.len() < page_size;
+            fire_page(store, queue, page, &mut summary).await;
+            if last {
+                break;
+            }
         }
         if summary.due > 0 {
             tracing::info!(
@@ -140,12 +198,47 @@ pub async fn sweep(
                 orphaned = summary.orphaned,
                 failed = summary.failed,
                 stale = summary.stale,
+                cut = summary.cut,
                 "sweep"
             );
         }
         Ok(summary)
     })
     .await
+}
+
+/// Fire one page: an execution's timers in order (earliest first, as the page gives them:
+/// its Timeouts reach its group in that order), different executions side by side. The
+/// page is done before the next is read, so the order holds across pages too.
+async fn fire_page(
+    store: &dyn ExecutionStore,
+    queue: &dyn Queue,
+    page: Vec<DueTimer>,
+    summary: &mut SweepSummary,
+) {
+    let mut by_execution: Vec<Vec<DueTimer>> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for timer in page {
+        match index.get(timer.execution_id.as_str()) {
+            Some(&i) => by_execution[i].push(timer),
+            None => {
+                index.insert(timer.execution_id.clone(), by_execution.len());
+                by_execution.push(vec![timer]);
+            }
+        }
+    }
+    let mut groups = by_execution.into_iter();
+    let mut fired = FuturesUnordered::new();
+    loop {
+        while fired.len() < SWEEP_CONCURRENCY {
+            match groups.next() {
+                Some(timers) => fired.push(fire_in_order(store, queue, timers)),
+                None => break,
+            }
+        }
+        let Some(part) = fired.next().await else { break };
+        summary.add(part);
+    }
 }
 
 /// Fire one execution's due timers, one after another.
@@ -244,13 +337,15 @@ pub(crate) async fn fire_loaded(
 }
 
 /// One run of the scheduled sweeper function: a sweep at `now` (the function's clock, not
-/// the schedule event's `time`, which may be late or replayed), its metrics logged.
+/// the schedule event's `time`, which may be late or replayed) that stops reading
+/// [`SWEEP_DEADLINE_MARGIN`] before the invocation's `deadline`, its metrics logged.
 pub async fn scheduled_sweep(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
     now: f64,
+    deadline: Option<Instant>,
 ) -> Result<SweepSummary, SweepError> {
-    let summary = sweep(store, queue, now).await?;
+    let summary = sweep_within(store, queue, now, SweepBudget::before(deadline)).await?;
     summary.metrics().emit();
     Ok(summary)
 }
@@ -263,6 +358,7 @@ impl SweepSummary {
         m.count("TimersFailed", self.failed as f64);
         m.count("TimersSuspended", self.suspended as f64);
         m.count("TimersStale", self.stale as f64);
+        m.count("SweepsCut", if self.cut { 1.0 } else { 0.0 });
         m
     }
 }

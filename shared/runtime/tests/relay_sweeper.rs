@@ -112,13 +112,15 @@ async fn a_double_sweep_sends_one_timeout_and_suspended_timers_wait() {
     stack.control.suspend("s").await.expect("suspend");
     let later = common::START + 10.0;
     let before = queue.published();
-    // the delete "fails" to happen between two sweeps: the same timer is swept twice
+    // the delete "fails" to happen between two sweeps: the same timer is swept twice;
+    // the suspended execution's timer is held out of the listing
     let due = store.due_timers(later).await.expect("due");
-    assert_eq!(due.len(), 2);
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].execution_id, "t");
     let first = sweeper::sweep(store.as_ref(), queue.as_ref(), later)
         .await
         .expect("sweep");
-    assert_eq!((first.fired, first.suspended), (1, 1), "{first:?}");
+    assert_eq!((first.fired, first.suspended), (1, 0), "{first:?}");
     let message = stm_runtime::OutgoingMessage::timeout("t", &due[0].path, due[0].fire_at);
     assert!(queue.publish_batch(&[message]).await.is_empty());
     assert_eq!(
@@ -645,4 +647,121 @@ async fn large_rows_are_read_by_their_size_and_a_cut_answer_spends_no_attempt() 
         "{summary:?}"
     );
     stm_testkit::assert_no_access_denied();
+}
+
+/// Publishes in order, holding the first one until `hold_until` (a slow first page).
+#[derive(Debug)]
+struct SlowFirstPublish {
+    hold_until: std::time::Instant,
+    published: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl stm_runtime::queue::QueueHook for SlowFirstPublish {
+    async fn publish_batch(
+        &self,
+        inner: &dyn Queue,
+        messages: &[stm_runtime::queue::OutgoingMessage],
+    ) -> Vec<stm_runtime::queue::PublishFailure> {
+        let first = {
+            let mut published = self.published.lock().expect("lock");
+            let first = published.is_empty();
+            published.extend(messages.iter().map(|m| m.group_id.clone()));
+            first
+        };
+        if first {
+            tokio::time::sleep_until(self.hold_until.into()).await;
+        }
+        inner.publish_batch(messages).await
+    }
+}
+
+/// Over DynamoDB's 64 due-index shards: a sweep whose deadline comes while it fires its
+/// first page stops there, having fired the earliest timers, and says it was cut; the next
+/// sweep goes on from the earliest left, page after page in due order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_cut_by_its_deadline_fired_the_earliest_and_the_next_goes_on() {
+    let moto = stm_testkit::moto().await;
+    let options = CreateOptions {
+        prefix: stm_testkit::unique_prefix("sweep-cut"),
+        timer_full_scan_interval: None,
+        ..CreateOptions::default()
+    };
+    let store = DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
+        .await
+        .expect("tables");
+    let seed = env_u64("STM_SWEEP_CUT_SEED", 0xc07);
+    let _report = SeedOnFailure::new(
+        "a_sweep_cut_by_its_deadline_fired_the_earliest_and_the_next_goes_on",
+        "STM_SWEEP_CUT_SEED",
+        seed,
+    );
+    let mut rng = Rng::new(seed);
+    // armed in a drawn order; execution i is due at i
+    let count = rng.between(60, 140) as usize;
+    let mut order: Vec<usize> = (0..count).collect();
+    rng.shuffle(&mut order);
+    for i in order {
+        let mut exe = Execution::new(format!("cut-{i:03}"), "Flat");
+        let commit = Commit {
+            timers: vec![stm_store::TimerOp::Schedule {
+                path: "root.wait".into(),
+                fire_at: i as f64,
+            }],
+            ..Commit::default()
+        };
+        store.commit(&mut exe, commit).await.expect("arm");
+    }
+    let page = rng.between(5, 30) as usize;
+    let now = 1_000.0;
+    let hold = std::time::Duration::from_millis(1_500);
+    let queue = stm_runtime::queue::HookedQueue::new(
+        Arc::new(MemoryQueue::new(5)),
+        SlowFirstPublish {
+            hold_until: std::time::Instant::now() + hold,
+            published: Default::default(),
+        },
+    );
+    let budget = sweeper::SweepBudget {
+        deadline: Some(std::time::Instant::now() + hold / 2),
+        page,
+    };
+    let first = sweeper::sweep_within(&store, &queue, now, budget)
+        .await
+        .expect("sweep");
+    assert!(first.cut, "{first:?}");
+    assert_eq!((first.due, first.fired), (page, page), "{first:?}");
+    let fired_first: std::collections::BTreeSet<String> = queue
+        .hook
+        .published
+        .lock()
+        .expect("lock")
+        .iter()
+        .cloned()
+        .collect();
+    let earliest: std::collections::BTreeSet<String> = (0..page).map(|i| format!("cut-{i:03}")).collect();
+    assert_eq!(fired_first, earliest, "the cut sweep fired the earliest timers");
+
+    let rest = sweeper::sweep_within(&store, &queue, now, sweeper::SweepBudget { deadline: None, page })
+        .await
+        .expect("sweep");
+    assert!(!rest.cut, "{rest:?}");
+    assert_eq!((rest.due, rest.fired), (count - page, count - page), "{rest:?}");
+    // page after page in due order: each page's timers all before the next page's
+    let published = queue.hook.published.lock().expect("lock").clone();
+    let due_at = |id: &String| id["cut-".len()..].parse::<usize>().expect("id");
+    let pages: Vec<(usize, usize)> = published
+        .chunks(page)
+        .map(|c| {
+            (
+                c.iter().map(due_at).min().expect("page"),
+                c.iter().map(due_at).max().expect("page"),
+            )
+        })
+        .collect();
+    assert!(
+        pages.windows(2).all(|w| w[0].1 < w[1].0),
+        "pages out of due order: {pages:?}"
+    );
+    assert!(store.due_timers(now).await.expect("due").is_empty());
 }

@@ -57,7 +57,9 @@ pub use shapes::{
 };
 pub use states::{in_states_finds_every_match_in_order, in_states_follow_each_commit};
 pub use timers::{
-    due_timers_earliest_first, guarded_delete_survives_reschedule, timer_cancel_and_collapse_in_one_commit,
+    due_pages_give_each_due_timer_once_in_due_order, due_timers_earliest_first,
+    guarded_delete_survives_reschedule, held_timers_wait_out_of_the_due_listing,
+    timer_cancel_and_collapse_in_one_commit, DUE_PAGES_SEED_VAR,
 };
 pub use trace::{append_trace_and_read_back, trace_ring_keeps_last_n};
 
@@ -81,6 +83,8 @@ macro_rules! store_contract_tests {
             append_trace_and_read_back,
             cursor_pages_through_250_executions_with_filters,
             due_timers_earliest_first,
+            due_pages_give_each_due_timer_once_in_due_order,
+            held_timers_wait_out_of_the_due_listing,
             timer_cancel_and_collapse_in_one_commit,
             guarded_delete_survives_reschedule,
             load_for_event_with_and_without_mark,

@@ -16,6 +16,7 @@
 #[cfg(feature = "contract")]
 pub mod contract;
 mod dedupe;
+mod due;
 #[cfg(feature = "aws")]
 pub mod dynamodb;
 mod error;
@@ -26,6 +27,7 @@ use async_trait::async_trait;
 use stm_core::{Event, Execution, Map, Status};
 
 pub use dedupe::{DedupeMarks, RECENT_MARKS};
+pub use due::DueCursor;
 #[cfg(feature = "aws")]
 pub use dynamodb::{table_specs, CreateOptions, DynamoDbStore, RetryPolicy, TableSpec};
 pub use error::{
@@ -77,17 +79,22 @@ impl Commit {
 /// A durable-timer mutation applied atomically with a commit.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TimerOp {
-    /// Arm (upsert) the timer for `(execution, path)`.
+    /// Arm (upsert) the timer for `(execution, path)`; one that was held is listed as due
+    /// again.
     Schedule { path: String, fire_at: f64 },
     /// Disarm it.
     Cancel { path: String },
+    /// Keep it armed for `fire_at` but out of what is listed as due: its execution is
+    /// being suspended, and a sweep would read it at every run and fire nothing
+    /// ([`ExecutionStore::timers_of`] says which are held; a `Schedule` lists it again).
+    Hold { path: String, fire_at: f64 },
 }
 
 impl TimerOp {
     /// The state path of the timer it arms or disarms.
     pub fn path(&self) -> &str {
         match self {
-            TimerOp::Schedule { path, .. } | TimerOp::Cancel { path } => path,
+            TimerOp::Schedule { path, .. } | TimerOp::Cancel { path } | TimerOp::Hold { path, .. } => path,
         }
     }
 
@@ -250,6 +257,15 @@ pub enum TimerClaim {
     Absent,
     /// The store cannot tell (it keeps no timers it could read).
     Unknown,
+}
+
+/// A timer armed for an execution ([`ExecutionStore::timers_of`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArmedTimer {
+    pub path: String,
+    pub fire_at: f64,
+    /// Out of what is listed as due ([`TimerOp::Hold`]): its execution is suspended.
+    pub held: bool,
 }
 
 /// A timer that is due.
@@ -416,8 +432,23 @@ pub trait ExecutionStore: Send + Sync {
         entered_by: Option<f64>,
     ) -> Result<Vec<InState>, StoreError>;
 
-    /// Timers with `fire_at <= now`, earliest first.
+    /// Timers with `fire_at <= now`, earliest first: all of them at once (the embedded
+    /// runner's and the tests'; the sweeper reads [`due_page`](Self::due_page)s).
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError>;
+
+    /// The next due timers (`fire_at <= now`): at most `limit`, in due order (`fire_at`,
+    /// then the execution and the path), after those `cursor` has given in this sweep. A
+    /// page shorter than `limit` is the last. A sweep reads a page, fires it, then reads
+    /// the next, so what it holds is bounded by `limit` whatever is due, and a sweep cut
+    /// by its deadline has fired the earliest timers. No default: a store that wraps
+    /// another forwards it (or, holding a view of what is due, answers with
+    /// [`DueCursor::page_of`]).
+    async fn due_page(
+        &self,
+        now: f64,
+        cursor: &mut DueCursor,
+        limit: usize,
+    ) -> Result<Vec<DueTimer>, StoreError>;
 
     /// Remove the timer only if it still holds `fire_at` (a re-schedule survives).
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError>;
@@ -428,6 +459,11 @@ pub trait ExecutionStore: Send + Sync {
     /// its eventually consistent index listed. A store that wraps another forwards it (no
     /// default: reading every timer instead would grow with the table).
     async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError>;
+
+    /// Every timer armed for execution `id`, held or not (a strongly consistent read of
+    /// that execution's timers only): what suspending holds and resuming lists again. No
+    /// default: a store that wraps another forwards it.
+    async fn timers_of(&self, id: &str) -> Result<Vec<ArmedTimer>, StoreError>;
 
     /// Claim the timer of `(id, path)` for a `Timeout` fired for `fire_at`: delete it if it
     /// is armed with that `fire_at`, else say what is armed (one conditional write, read

@@ -13,8 +13,9 @@ use stm_core::{Execution, FastMap, FastSet, Map, Value};
 
 use crate::states::StateEntry;
 use crate::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, InState, ListQuery, OutboxEntry,
-    PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, TimerOp, Written, DEFAULT_TRACE_MAX,
+    ArmedTimer, Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, InState,
+    ListQuery, OutboxEntry, PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, TimerOp, Written,
+    DEFAULT_TRACE_MAX,
 };
 
 #[derive(Default, Debug)]
@@ -24,8 +25,11 @@ struct Inner {
     spawns: BTreeMap<i64, SpawnEntry>,
     /// execution id -> processed event ids (nested so a lookup needs no allocation).
     processed: FastMap<String, FastSet<String>>,
-    /// (execution id, path) -> fire_at, in arming order.
-    timers: IndexMap<(String, String), f64>,
+    /// (execution id, path) -> (fire_at, held: out of the due listing while its
+    /// execution is suspended), in arming order.
+    timers: IndexMap<(String, String), (f64, bool)>,
+    /// execution id -> the paths of its timers (`timers_of` without a pass over all).
+    timer_paths: FastMap<String, FastSet<String>>,
     /// execution id -> (next index, steps).
     trace: BTreeMap<String, (i64, Vec<Map>)>,
     /// The last seq given: one sequence for both tables, a commit's spawn rows first, as
@@ -35,6 +39,39 @@ struct Inner {
     last_rows: FastMap<String, Written>,
     /// execution id -> its state index entry (the executions not DONE or CANCELLED).
     states: FastMap<String, StateEntry>,
+}
+
+impl Inner {
+    /// The timers due at `now` that are not held, in arming order.
+    fn due(&self, now: f64) -> Vec<DueTimer> {
+        self.timers
+            .iter()
+            .filter(|(_, (fire_at, held))| *fire_at <= now && !held)
+            .map(|((id, path), (fire_at, _))| DueTimer {
+                execution_id: id.clone(),
+                path: path.clone(),
+                fire_at: *fire_at,
+            })
+            .collect()
+    }
+
+    fn arm(&mut self, id: &str, path: String, fire_at: f64, held: bool) {
+        self.timer_paths
+            .entry(id.to_string())
+            .or_default()
+            .insert(path.clone());
+        self.timers.insert((id.to_string(), path), (fire_at, held));
+    }
+
+    fn disarm(&mut self, key: &(String, String)) {
+        self.timers.shift_remove(key);
+        if let Some(paths) = self.timer_paths.get_mut(&key.0) {
+            paths.remove(&key.1);
+            if paths.is_empty() {
+                self.timer_paths.remove(&key.0);
+            }
+        }
+    }
 }
 
 /// An in-memory [`ExecutionStore`].
@@ -201,12 +238,9 @@ impl ExecutionStore for MemoryStore {
         }
         for op in commit.timers {
             match op {
-                TimerOp::Schedule { path, fire_at } => {
-                    inner.timers.insert((exe.id.clone(), path), fire_at);
-                }
-                TimerOp::Cancel { path } => {
-                    inner.timers.shift_remove(&(exe.id.clone(), path));
-                }
+                TimerOp::Schedule { path, fire_at } => inner.arm(&exe.id, path, fire_at, false),
+                TimerOp::Hold { path, fire_at } => inner.arm(&exe.id, path, fire_at, true),
+                TimerOp::Cancel { path } => inner.disarm(&(exe.id.clone(), path)),
             }
         }
         for step in commit.traces {
@@ -359,27 +393,27 @@ impl ExecutionStore for MemoryStore {
     }
 
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
-        let inner = self.lock();
-        let mut due: Vec<DueTimer> = inner
-            .timers
-            .iter()
-            .filter(|(_, fire_at)| **fire_at <= now)
-            .map(|((id, path), fire_at)| DueTimer {
-                execution_id: id.clone(),
-                path: path.clone(),
-                fire_at: *fire_at,
-            })
-            .collect();
+        let mut due = self.lock().due(now);
         // earliest first; ties keep arming order (a stable sort)
         due.sort_by(|a, b| a.fire_at.total_cmp(&b.fire_at));
         Ok(due)
     }
 
+    async fn due_page(
+        &self,
+        now: f64,
+        cursor: &mut DueCursor,
+        limit: usize,
+    ) -> Result<Vec<DueTimer>, StoreError> {
+        let due = self.lock().due(now);
+        Ok(cursor.page_of(due, limit))
+    }
+
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
         let mut inner = self.lock();
         let key = (id.to_string(), path.to_string());
-        if inner.timers.get(&key) == Some(&fire_at) {
-            inner.timers.shift_remove(&key);
+        if inner.timers.get(&key).map(|t| t.0) == Some(fire_at) {
+            inner.disarm(&key);
         }
         Ok(())
     }
@@ -389,15 +423,36 @@ impl ExecutionStore for MemoryStore {
             .lock()
             .timers
             .get(&(id.to_string(), path.to_string()))
-            .copied())
+            .map(|t| t.0))
+    }
+
+    async fn timers_of(&self, id: &str) -> Result<Vec<ArmedTimer>, StoreError> {
+        let inner = self.lock();
+        let Some(paths) = inner.timer_paths.get(id) else {
+            return Ok(Vec::new());
+        };
+        let mut armed: Vec<ArmedTimer> = paths
+            .iter()
+            .filter_map(|path| {
+                let (fire_at, held) = inner.timers.get(&(id.to_string(), path.clone()))?;
+                Some(ArmedTimer {
+                    path: path.clone(),
+                    fire_at: *fire_at,
+                    held: *held,
+                })
+            })
+            .collect();
+        // by path, as DynamoDB's query of the execution's partition gives them
+        armed.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(armed)
     }
 
     async fn claim_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<TimerClaim, StoreError> {
         let mut inner = self.lock();
         let key = (id.to_string(), path.to_string());
-        Ok(match inner.timers.get(&key).copied() {
+        Ok(match inner.timers.get(&key).map(|t| t.0) {
             Some(armed) if armed == fire_at => {
-                inner.timers.shift_remove(&key);
+                inner.disarm(&key);
                 TimerClaim::Claimed
             }
             Some(armed) => TimerClaim::Rearmed(armed),
@@ -432,6 +487,7 @@ impl ExecutionStore for MemoryStore {
         inner.states.remove(id);
         inner.trace.remove(id);
         inner.timers.retain(|(execution_id, _), _| execution_id != id);
+        inner.timer_paths.remove(id);
         inner
             .outbox
             .retain(|_, entry| entry.target_id.as_deref() != Some(id));

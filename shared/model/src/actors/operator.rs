@@ -9,7 +9,10 @@
 //! `SUSPENDED` a status event's row): CAS on the version loaded, the whole attempt run
 //! again on a lost CAS up to `RETRIES` times, a finished execution left alone. A refused
 //! entry fails the command before it commits. `resume`'s commit arms the `@parked`
-//! recheck, due now, when events wait on the item. A command that fails (a crash before
+//! recheck, due now, when events wait on the item. `commit_status` reads the execution's
+//! timers with its load (`timers_of`, no step of its own): `suspend`'s commit holds them
+//! out of the due index, and leaving SUSPENDED lists the held ones again, each as read.
+//! A command that fails (a crash before
 //! its commit, a refused entry, or the retries spent) is run again.
 
 use super::{ack_rows, last_block, publish_rows};
@@ -29,13 +32,22 @@ fn after(model: &Protocol, command: Command) -> Operator {
     }
 }
 
-/// `commit_status`'s load: the version to commit on, or the command is over.
-fn load(model: &Protocol, s: &State, command: Command, lost: u8) -> Operator {
+/// `commit_status`'s load: the version to commit on, or the command is over. With it,
+/// the timers its commit moves: `suspend` holds those listed, leaving SUSPENDED lists the
+/// held ones again.
+fn load(model: &Protocol, s: &mut State, command: Command, lost: u8) -> Operator {
     let item = s.items[TIMED];
     if item.st == St::Expired || item.cancelled {
         // a finished execution is left alone
         return after(model, command);
     }
+    let holding = command == Command::Suspend && !item.suspended;
+    let releasing = command != Command::Suspend && item.suspended;
+    s.moving = if (holding && !s.held) || (releasing && s.held) {
+        (s.timer, s.recheck)
+    } else {
+        (None, None)
+    };
     // only a commit that writes rows repoints the last block: `resume` writes none (the
     // widest level announces no RUNNING), so it publishes nothing first
     if model.operator_flushes() && command != Command::Resume {
@@ -102,8 +114,18 @@ pub(super) fn operate(model: &Protocol, s: &mut State, refused: Option<usize>) -
                 };
             }
             item.version += 1;
+            let was_suspended = item.suspended;
             item.suspended = command == Command::Suspend;
             item.cancelled = command == Command::Cancel;
+            // the timers read with the load, held or listed again as read (one the sweeper
+            // deleted since is armed again: its second `Timeout` has the same ids)
+            if item.suspended != was_suspended {
+                let (timer, recheck) = std::mem::take(&mut s.moving);
+                s.timer = timer.or(s.timer);
+                s.recheck = recheck.or(s.recheck);
+                s.held = command == Command::Suspend;
+            }
+            let item = &mut s.items[TIMED];
             match command {
                 // its status event's row, for the relay (the operator writes one for each
                 // status the widest level announces: SUSPENDED and CANCELLED, not RUNNING)

@@ -12,7 +12,7 @@ use stm_core::Execution;
 use stm_runtime::queue::{HookedQueue, QueueCall, QueueError, QueueHook};
 use stm_runtime::MemoryQueue;
 use stm_store::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, MemoryStore, OutboxEntry,
+    Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, MemoryStore, OutboxEntry,
     PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
 };
 use tokio::sync::{mpsc, Semaphore};
@@ -181,6 +181,19 @@ impl ExecutionStore for GatedStore {
         Ok(listed)
     }
 
+    /// A page of the lagging index's answer (the model's sweeper reads one page: it lists
+    /// at most two timers).
+    async fn due_page(
+        &self,
+        now: f64,
+        cursor: &mut DueCursor,
+        limit: usize,
+    ) -> Result<Vec<DueTimer>, StoreError> {
+        self.pause("due_timers").await;
+        let listed = self.index.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Ok(cursor.page_of(listed.into_iter().filter(|t| t.fire_at <= now), limit))
+    }
+
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
         self.pause("delete_timer").await;
         self.inner.delete_timer(id, path, fire_at).await
@@ -189,6 +202,11 @@ impl ExecutionStore for GatedStore {
     async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
         self.pause("armed_timer").await;
         self.inner.armed_timer(id, path).await
+    }
+
+    /// No step of its own: `commit_status` reads the timers with its load.
+    async fn timers_of(&self, id: &str) -> Result<Vec<stm_store::ArmedTimer>, StoreError> {
+        self.inner.timers_of(id).await
     }
 
     async fn claim_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<TimerClaim, StoreError> {

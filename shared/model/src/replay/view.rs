@@ -96,6 +96,8 @@ pub struct View {
     pub rows: Vec<Msg>,
     pub timer: Option<u8>,
     pub recheck: Option<u8>,
+    /// Some timer is held out of the due index.
+    pub held: bool,
     pub queue: Vec<Msg>,
 }
 
@@ -118,6 +120,7 @@ impl View {
             rows: state.rows.iter().map(|r| r.msg).collect(),
             timer: state.timer,
             recheck: state.recheck,
+            held: state.held && (state.timer.is_some() || state.recheck.is_some()),
             queue: state.queue.iter().map(|q| q.msg).collect(),
         }
     }
@@ -158,11 +161,18 @@ impl View {
                 .flatten()
                 .map(tick);
         }
+        let held = store
+            .timers_of(real_id(TIMED))
+            .await
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.held);
         View {
             items,
             rows: rows.into_iter().map(|(_, m)| m).collect(),
             timer: armed[0],
             recheck: armed[1],
+            held,
             queue: queue
                 .snapshot()
                 .iter()

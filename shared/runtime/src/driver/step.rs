@@ -105,7 +105,8 @@ pub(crate) fn armed(ops: &[TimerOp]) -> Vec<(String, f64)> {
     for op in ops {
         match op {
             TimerOp::Schedule { path, fire_at } => last.insert(path.as_str(), Some(*fire_at)),
-            TimerOp::Cancel { path } => last.insert(path.as_str(), None),
+            // a held timer is not one this commit arms (no doorbell)
+            TimerOp::Cancel { path } | TimerOp::Hold { path, .. } => last.insert(path.as_str(), None),
         };
     }
     last.into_iter()

@@ -51,6 +51,7 @@ pub enum Call<'a> {
     DueTimers,
     DeleteTimer,
     ArmedTimer,
+    TimersOf,
     ClaimTimer,
     ReadTrace,
     AppendTrace,
@@ -173,7 +174,7 @@ macro_rules! forward_through_hook {
         const _: () = {
             use stm_core::{Execution, Map};
             use stm_store::{
-                Commit, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, OutboxEntry,
+                Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, OutboxEntry,
                 PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
             };
 
@@ -256,11 +257,17 @@ macro_rules! forward_through_hook {
                 async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
                     through(self, Call::DueTimers, || self.inner().due_timers(now)).await
                 }
+                async fn due_page(&self, now: f64, cursor: &mut DueCursor, limit: usize) -> Result<Vec<DueTimer>, StoreError> {
+                    through(self, Call::DueTimers, || self.inner().due_page(now, cursor, limit)).await
+                }
                 async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
                     through(self, Call::DeleteTimer, || self.inner().delete_timer(id, path, fire_at)).await
                 }
                 async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
                     through(self, Call::ArmedTimer, || self.inner().armed_timer(id, path)).await
+                }
+                async fn timers_of(&self, id: &str) -> Result<Vec<stm_store::ArmedTimer>, StoreError> {
+                    through(self, Call::TimersOf, || self.inner().timers_of(id)).await
                 }
                 async fn claim_timer(
                     &self,

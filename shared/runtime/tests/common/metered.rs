@@ -74,8 +74,8 @@ use stm_store::dynamodb::{
     MAX_TRANSACTION_ITEMS, TIMER_SHARDS,
 };
 use stm_store::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry, PendingRows,
-    PendingSeq, SpawnEntry, StoreError, TimerOp, Written,
+    Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry,
+    PendingRows, PendingSeq, SpawnEntry, StoreError, TimerOp, Written,
 };
 use stm_testkit::meter::PartitionMeter;
 
@@ -127,6 +127,49 @@ pub struct MeteredStore {
 }
 
 impl MeteredStore {
+    /// What reading `due` from the due index costs: one `Query` per shard read (every
+    /// shard when `all_shards`), billed on the entries it reads (eventually consistent),
+    /// and the full scan's share since the last sweep (module docs).
+    fn meter_due(&self, due: &[DueTimer], now: f64, all_shards: bool) {
+        let mut per_shard: HashMap<String, usize> = HashMap::new();
+        for timer in due {
+            *per_shard
+                .entry(timer_shard(&timer.execution_id, &timer.path))
+                .or_default() += timer_bytes(&timer.execution_id, &timer.path);
+        }
+        for k in 0..TIMER_SHARDS {
+            let shard = format!("due#{k}");
+            let bytes = per_shard.get(&shard).copied();
+            if bytes.is_none() && !all_shards {
+                continue;
+            }
+            let bytes = bytes.unwrap_or(0);
+            for _ in 0..bytes.div_ceil(PAGE_BYTES).max(1) {
+                self.request("Query");
+            }
+            if self.on() {
+                let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
+                self.meter.read_units(DUE_INDEX, &shard, units, now);
+            }
+        }
+        if !all_shards {
+            return;
+        }
+        let since = lock(&self.last_sweep)
+            .replace(now)
+            .map(|last| (now - last).max(0.0));
+        if let (Some(seconds), true) = (since, self.on()) {
+            let table_bytes = self.inner.timer_count() * self.mean_timer_bytes();
+            let scan_units = table_bytes.div_ceil(4096).max(1) as f64;
+            self.meter.read_units(
+                TIMERS,
+                "(full scan)",
+                scan_units * seconds / DEFAULT_TIMER_FULL_SCAN_INTERVAL.as_secs_f64(),
+                now,
+            );
+        }
+    }
+
     pub fn new(clock: Arc<ManualClock>) -> Self {
         MeteredStore {
             inner: MemoryStore::new(),
@@ -412,9 +455,7 @@ impl ExecutionStore for MeteredStore {
         let timers = TimerOp::last_per_path(commit.timers.iter().cloned());
         let mut timers_before = Vec::with_capacity(timers.len());
         for op in &timers {
-            let path = match op {
-                TimerOp::Schedule { path, .. } | TimerOp::Cancel { path } => path,
-            };
+            let path = op.path();
             timers_before.push(self.inner.armed_timer(&id, path).await?);
         }
         let traced_before = if commit.traces.is_empty() {
@@ -481,7 +522,8 @@ impl ExecutionStore for MeteredStore {
         for (op, before) in timers.iter().zip(timers_before) {
             let (path, after) = match op {
                 TimerOp::Schedule { path, fire_at } => (path, Some(*fire_at)),
-                TimerOp::Cancel { path } => (path, None),
+                // a held timer's item is written, its index entry removed
+                TimerOp::Cancel { path } | TimerOp::Hold { path, .. } => (path, None),
             };
             let bytes = timer_bytes(&id, path);
             if after.is_some() {
@@ -628,38 +670,20 @@ impl ExecutionStore for MeteredStore {
 
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
         let due = self.inner.due_timers(now).await?;
-        // one Query per shard, billed on the entries it reads (eventually consistent)
-        let mut per_shard: HashMap<String, usize> = HashMap::new();
-        for timer in &due {
-            *per_shard
-                .entry(timer_shard(&timer.execution_id, &timer.path))
-                .or_default() += timer_bytes(&timer.execution_id, &timer.path);
-        }
-        for k in 0..TIMER_SHARDS {
-            let shard = format!("due#{k}");
-            let bytes = per_shard.get(&shard).copied().unwrap_or(0);
-            for _ in 0..bytes.div_ceil(PAGE_BYTES).max(1) {
-                self.request("Query");
-            }
-            if self.on() {
-                let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
-                self.meter.read_units(DUE_INDEX, &shard, units, now);
-            }
-        }
-        // the full scan's share since the last sweep (module docs)
-        let since = lock(&self.last_sweep)
-            .replace(now)
-            .map(|last| (now - last).max(0.0));
-        if let (Some(seconds), true) = (since, self.on()) {
-            let table_bytes = self.inner.timer_count() * self.mean_timer_bytes();
-            let scan_units = table_bytes.div_ceil(4096).max(1) as f64;
-            self.meter.read_units(
-                TIMERS,
-                "(full scan)",
-                scan_units * seconds / DEFAULT_TIMER_FULL_SCAN_INTERVAL.as_secs_f64(),
-                now,
-            );
-        }
+        self.meter_due(&due, now, true);
+        Ok(due)
+    }
+
+    /// A sweep's first page reads every shard; a later one the shards it takes from.
+    async fn due_page(
+        &self,
+        now: f64,
+        cursor: &mut DueCursor,
+        limit: usize,
+    ) -> Result<Vec<DueTimer>, StoreError> {
+        let first = cursor.is_start();
+        let due = self.inner.due_page(now, cursor, limit).await?;
+        self.meter_due(&due, now, first);
         Ok(due)
     }
 
@@ -696,6 +720,15 @@ impl ExecutionStore for MeteredStore {
         self.request("GetItem");
         let bytes = if armed.is_some() { timer_bytes(id, path) } else { 0 };
         self.read(TIMERS, &format!("{id}|{path}"), bytes);
+        Ok(armed)
+    }
+
+    /// One consistent `Query` of the execution's timers.
+    async fn timers_of(&self, id: &str) -> Result<Vec<stm_store::ArmedTimer>, StoreError> {
+        let armed = self.inner.timers_of(id).await?;
+        self.request("Query");
+        let bytes = armed.iter().map(|t| timer_bytes(id, &t.path)).sum();
+        self.read(TIMERS, id, bytes);
         Ok(armed)
     }
 

@@ -33,10 +33,19 @@
 //! the sweeper needs, no read of the table. The index is **sparse**: items without
 //! `due_shard` (harel's) are not in it.
 //!
-//! A sweep runs one `Query` per shard, all in parallel:
-//! `KeyConditionExpression: due_shard = :b AND fire_at <= :now`, following
-//! `LastEvaluatedKey`. A `Query` reads only the entries its key condition selects, so the
-//! items read are the due timers and nothing else (`ScannedCount` = `Count`).
+//! A sweep reads the shards with `KeyConditionExpression: due_shard = :b AND fire_at <=
+//! :now`. A `Query` reads only the entries its key condition selects, so the items read
+//! are the due timers and nothing else (`ScannedCount` = `Count`).
+//!
+//! It reads them a page at a time ([`DueCursor`], `due_page`): the first page queries
+//! every shard at once for at most [`SHARD_PAGE`] entries each, and the page given is the
+//! earliest entries across shards (a merge on `fire_at`, then execution and path); a
+//! shard is queried again, from its `LastEvaluatedKey`, only once its entries are all
+//! given. So a sweep holds at most 64 × [`SHARD_PAGE`] entries whatever is due (10^6
+//! timers due at once were ~150 MB in a 128 MB function when a sweep read them all
+//! first), fires in due order across shards, and a sweep cut by its deadline has fired
+//! the most overdue. A full scan is read the same way, a 1 MB page at a time; one cut
+//! short is taken up where it stopped by the instance's next sweep.
 //!
 //! ## Why hash shards (and not one bucket, or time buckets)
 //!
@@ -89,6 +98,20 @@
 //! `delete_timer` (`fire_at = :f`) leaves a new arm alone all the same. (The strict test
 //! layer serves lagged index reads to prove it: `tests/stale_timers.rs` of the runtime.)
 //!
+//! # Held timers (suspended executions)
+//!
+//! `suspend` rewrites each of the execution's timers without `due_shard` and with
+//! [`TIMER_HELD_ATTRIBUTE`] (`held`, BOOL `true`), in its status commit
+//! ([`crate::TimerOp::Hold`]): the entry leaves the index, and the full scan's filter
+//! (`attribute_not_exists(held)`) passes over it. Leaving SUSPENDED (`resume`, a forceful
+//! cancel) puts them back with their shard in that commit. Without it a suspended
+//! execution's overdue timer stayed first in its shard: every sweep read it, read the
+//! execution, kept it, and 10^5 of them took every sweep's time. What the execution's
+//! timers are is a consistent `Query` of its partition of `timers` (the operator's
+//! `dynamodb:Query` on the table). harel knows nothing of `held`: its sweeper's scan still
+//! lists a held timer, as it listed every timer of a suspended execution before; a held
+//! timer returns to our index only by our `resume` (or forceful cancel).
+//!
 //! # The full-scan fallback (harel's timers)
 //!
 //! A timer written by harel 0.9.0 (or re-armed by it: harel's `Put` replaces the item and
@@ -121,6 +144,7 @@
 //! and `dynamodb:UpdateItem` on the `counters` table (the claim), besides harel's
 //! `Scan`/`DeleteItem` on `timers`.
 
+use std::collections::VecDeque;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
@@ -130,9 +154,10 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use sha2::{Digest, Sha256};
 
 use super::item::{get_f64, missing, n_f64, req_s, s, Item};
-use super::schema::{TIMER_DUE_INDEX, TIMER_SHARDS, TIMER_SHARD_ATTRIBUTE};
+use super::schema::{TIMER_DUE_INDEX, TIMER_HELD_ATTRIBUTE, TIMER_SHARDS, TIMER_SHARD_ATTRIBUTE};
 use super::{sdk_error, DynamoDbStore, RetryPolicy};
-use crate::{AttributeType, DueTimer, StoreError};
+use crate::due::{due_order, CursorState};
+use crate::{AttributeType, DueCursor, DueTimer, StoreError};
 
 /// The default [`super::CreateOptions::timer_full_scan_interval`].
 pub const DEFAULT_TIMER_FULL_SCAN_INTERVAL: Duration = Duration::from_secs(600);
@@ -177,6 +202,9 @@ pub(super) struct FullScanState {
     next_claim: f64,
     /// The index was found missing; it is not tried again before this time.
     index_missing_until: Option<f64>,
+    /// A full scan a sweep's deadline cut short: where its last page read started (`Some
+    /// (None)`: the table's start). The next sweep goes on from there.
+    scan_left_at: Option<Option<Item>>,
 }
 
 /// The wall clock, in epoch seconds.
@@ -217,13 +245,80 @@ fn timer_of(item: &Item) -> Result<DueTimer, StoreError> {
     })
 }
 
-/// One shard's due entries (all pages).
+/// One page of one shard's due entries, from `start`: the entries, where the next page
+/// starts (`None`: the shard has no more), and what the read cost.
 ///
 /// A transient failure (throttling, a 5xx, a lost answer) is retried with the store's
 /// bounded backoff, as a commit is: a read is idempotent, and a sweep needs every shard.
 /// Without it one throttled shard failed the whole sweep, so under sustained
 /// throttling almost no sweep completed (the fault suite at 20% with one SDK attempt
 /// spent hundreds of rounds on sweeps: 97% of them failed).
+async fn query_page(
+    client: Client,
+    table: String,
+    shard: String,
+    now: f64,
+    start: Option<Item>,
+    limit: Option<i32>,
+    retry: RetryPolicy,
+) -> Result<(Vec<DueTimer>, Option<Item>, SweepStats), QueryError> {
+    let now_value = n_f64("now", now).map_err(QueryError::Other)?;
+    let mut attempt = 1;
+    let page = loop {
+        let result = client
+            .query()
+            .table_name(&table)
+            .index_name(TIMER_DUE_INDEX)
+            .key_condition_expression("#s = :s AND #f <= :now")
+            .expression_attribute_names("#s", TIMER_SHARD_ATTRIBUTE)
+            .expression_attribute_names("#f", "fire_at")
+            .expression_attribute_values(":s", s(&shard))
+            .expression_attribute_values(":now", now_value.clone())
+            .set_exclusive_start_key(start.clone())
+            .set_limit(limit)
+            .send()
+            .await;
+        match result {
+            Err(err) if !index_missing(&err) => {
+                let err = sdk_error("Query", err);
+                if matches!(err, StoreError::Retryable { .. }) && attempt < retry.max_attempts.max(1) {
+                    tokio::time::sleep(retry.backoff(attempt)).await;
+                    attempt += 1;
+                    continue;
+                }
+                return Err(QueryError::Other(err));
+            }
+            other => break other,
+        }
+    };
+    let page = match page {
+        Ok(page) => page,
+        Err(err) => {
+            return Err(QueryError::IndexMissing(
+                err.as_service_error()
+                    .and_then(|e| e.message())
+                    .unwrap_or_default()
+                    .to_string(),
+            ))
+        }
+    };
+    let stats = SweepStats {
+        requests: 1,
+        items_read: page.scanned_count().max(0) as u64,
+        items_returned: page.count().max(0) as u64,
+        ..SweepStats::default()
+    };
+    let timers = page
+        .items()
+        .iter()
+        .map(timer_of)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(QueryError::Other)?;
+    let next = page.last_evaluated_key().filter(|key| !key.is_empty()).cloned();
+    Ok((timers, next, stats))
+}
+
+/// One shard's due entries (all pages).
 async fn query_shard(
     client: Client,
     table: String,
@@ -234,57 +329,107 @@ async fn query_shard(
     let mut stats = SweepStats::default();
     let mut out = Vec::new();
     let mut start: Option<Item> = None;
-    let now_value = n_f64("now", now).map_err(QueryError::Other)?;
     loop {
-        let mut attempt = 1;
-        let page = loop {
-            let result = client
-                .query()
-                .table_name(&table)
-                .index_name(TIMER_DUE_INDEX)
-                .key_condition_expression("#s = :s AND #f <= :now")
-                .expression_attribute_names("#s", TIMER_SHARD_ATTRIBUTE)
-                .expression_attribute_names("#f", "fire_at")
-                .expression_attribute_values(":s", s(&shard))
-                .expression_attribute_values(":now", now_value.clone())
-                .set_exclusive_start_key(start.clone())
-                .send()
-                .await;
-            match result {
-                Err(err) if !index_missing(&err) => {
-                    let err = sdk_error("Query", err);
-                    if matches!(err, StoreError::Retryable { .. }) && attempt < retry.max_attempts.max(1) {
-                        tokio::time::sleep(retry.backoff(attempt)).await;
-                        attempt += 1;
-                        continue;
-                    }
-                    return Err(QueryError::Other(err));
-                }
-                other => break other,
-            }
-        };
-        let page = match page {
-            Ok(page) => page,
-            Err(err) if index_missing(&err) => {
-                return Err(QueryError::IndexMissing(
-                    err.as_service_error()
-                        .and_then(|e| e.message())
-                        .unwrap_or_default()
-                        .to_string(),
-                ))
-            }
-            Err(err) => return Err(QueryError::Other(sdk_error("Query", err))),
-        };
-        stats.requests += 1;
-        stats.items_read += page.scanned_count().max(0) as u64;
-        stats.items_returned += page.count().max(0) as u64;
-        for item in page.items() {
-            out.push(timer_of(item).map_err(QueryError::Other)?);
+        let (timers, next, page) = query_page(
+            client.clone(),
+            table.clone(),
+            shard.clone(),
+            now,
+            start,
+            None,
+            retry,
+        )
+        .await?;
+        stats.add(page);
+        out.extend(timers);
+        match next {
+            Some(key) => start = Some(key),
+            None => return Ok((out, stats)),
         }
-        match page.last_evaluated_key() {
-            Some(key) if !key.is_empty() => start = Some(key.clone()),
-            _ => return Ok((out, stats)),
+    }
+}
+
+impl SweepStats {
+    fn add(&mut self, page: SweepStats) {
+        self.requests += page.requests;
+        self.items_read += page.items_read;
+        self.items_returned += page.items_returned;
+    }
+}
+
+/// How many entries one shard's page of a sweep takes at most: 64 shards' pages are then
+/// at most 6,400 timers (~1 MB) in memory, whatever is due.
+pub const SHARD_PAGE: usize = 100;
+
+/// A sweep's place in what is due ([`crate::DueCursor`] on DynamoDB): a position in each
+/// shard of the due index, or in the full scan, with the entries read and not yet given.
+#[derive(Debug)]
+pub(crate) struct Positions {
+    full_scan: bool,
+    sources: Vec<Source>,
+    /// What the sweep's reads cost so far.
+    stats: SweepStats,
+}
+
+/// One shard (or the full scan): the entries read and not yet given, and where its next
+/// page starts.
+#[derive(Debug)]
+struct Source {
+    /// `None`: the full scan of the table.
+    shard: Option<String>,
+    buffer: VecDeque<DueTimer>,
+    start: Option<Item>,
+    done: bool,
+}
+
+impl Source {
+    fn new(shard: Option<String>, start: Option<Item>) -> Self {
+        Source {
+            shard,
+            buffer: VecDeque::new(),
+            start,
+            done: false,
         }
+    }
+
+    /// Whether it must be read before the earliest entry can be told.
+    fn needs_page(&self) -> bool {
+        self.buffer.is_empty() && !self.done
+    }
+}
+
+impl Positions {
+    fn index() -> Self {
+        Positions {
+            full_scan: false,
+            sources: (0..TIMER_SHARDS)
+                .map(|k| Source::new(Some(format!("due#{k}")), None))
+                .collect(),
+            stats: SweepStats::default(),
+        }
+    }
+
+    fn full_scan(from: Option<Item>, index_missing: bool) -> Self {
+        Positions {
+            full_scan: true,
+            sources: vec![Source::new(None, from)],
+            stats: SweepStats {
+                full_scan: true,
+                index_missing,
+                ..SweepStats::default()
+            },
+        }
+    }
+
+    /// The source whose first entry comes first in due order, if every source that may
+    /// hold an earlier one has been read.
+    fn earliest(&self) -> Option<usize> {
+        if self.sources.iter().any(Source::needs_page) {
+            return None;
+        }
+        (0..self.sources.len())
+            .filter(|i| !self.sources[*i].buffer.is_empty())
+            .min_by(|a, b| due_order(&self.sources[*a].buffer[0], &self.sources[*b].buffer[0]))
     }
 }
 
@@ -298,6 +443,15 @@ impl DynamoDbStore {
         self.timer_full_scan_interval
             .unwrap_or(DEFAULT_TIMER_FULL_SCAN_INTERVAL)
             .as_secs_f64()
+    }
+
+    /// What the sweep holding `cursor` has read so far (`None`: it read nothing from a
+    /// DynamoDB store).
+    pub fn sweep_stats(cursor: &DueCursor) -> Option<SweepStats> {
+        match &cursor.state {
+            CursorState::DynamoDb(positions) => Some(positions.stats),
+            _ => None,
+        }
     }
 
     /// Whether the `timers` table had a readable due index when last looked at (at
@@ -381,9 +535,7 @@ impl DynamoDbStore {
             match joined {
                 Ok(Ok((timers, shard))) => {
                     out.extend(timers);
-                    stats.requests += shard.requests;
-                    stats.items_read += shard.items_read;
-                    stats.items_returned += shard.items_returned;
+                    stats.add(shard);
                 }
                 Ok(Err(err)) => {
                     // an index that is missing is the answer that matters most
@@ -414,36 +566,200 @@ impl DynamoDbStore {
         };
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
-        let now_value = n_f64("now", now)?;
         loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(&self.tables.timers)
-                .consistent_read(true)
-                .filter_expression("#f <= :now")
-                .projection_expression("#e, #p, #f")
-                .expression_attribute_names("#e", "execution_id")
-                .expression_attribute_names("#p", "path")
-                .expression_attribute_names("#f", "fire_at")
-                .expression_attribute_values(":now", now_value.clone())
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("Scan", e))?;
-            stats.requests += 1;
-            stats.items_read += page.scanned_count().max(0) as u64;
-            stats.items_returned += page.count().max(0) as u64;
-            for item in page.items() {
-                out.push(timer_of(item)?);
-            }
-            match page.last_evaluated_key() {
-                Some(key) if !key.is_empty() => start = Some(key.clone()),
-                _ => break,
+            let (timers, next, page) = self.scan_page(now, start).await?;
+            stats.add(page);
+            out.extend(timers);
+            match next {
+                Some(key) => start = Some(key),
+                None => break,
             }
         }
         out.sort_by(|a, b| a.fire_at.total_cmp(&b.fire_at));
         Ok((out, stats))
+    }
+
+    /// One page of the full scan from `start` (up to 1 MB of the table read): its due
+    /// timers in due order, and where the next page starts.
+    async fn scan_page(
+        &self,
+        now: f64,
+        start: Option<Item>,
+    ) -> Result<(Vec<DueTimer>, Option<Item>, SweepStats), StoreError> {
+        let page = self
+            .client
+            .scan()
+            .table_name(&self.tables.timers)
+            .consistent_read(true)
+            // a held timer (its execution suspended) waits for its resume
+            .filter_expression("#f <= :now AND attribute_not_exists(#h)")
+            .projection_expression("#e, #p, #f")
+            .expression_attribute_names("#e", "execution_id")
+            .expression_attribute_names("#p", "path")
+            .expression_attribute_names("#f", "fire_at")
+            .expression_attribute_names("#h", TIMER_HELD_ATTRIBUTE)
+            .expression_attribute_values(":now", n_f64("now", now)?)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| sdk_error("Scan", e))?;
+        let stats = SweepStats {
+            full_scan: true,
+            requests: 1,
+            items_read: page.scanned_count().max(0) as u64,
+            items_returned: page.count().max(0) as u64,
+            ..SweepStats::default()
+        };
+        let mut timers = page.items().iter().map(timer_of).collect::<Result<Vec<_>, _>>()?;
+        timers.sort_by(due_order);
+        let next = page.last_evaluated_key().filter(|key| !key.is_empty()).cloned();
+        Ok((timers, next, stats))
+    }
+
+    /// [`ExecutionStore::due_page`](crate::ExecutionStore::due_page): the sweep's first
+    /// page decides what it reads (the index, or the full scan when scheduled, cut short
+    /// before, or the index is missing), then each page takes the earliest entries of the
+    /// 64 shards, reading a shard's next page only once its entries are all given.
+    pub(super) async fn due_page_at(
+        &self,
+        now: f64,
+        cursor: &mut DueCursor,
+        limit: usize,
+    ) -> Result<Vec<DueTimer>, StoreError> {
+        if !matches!(cursor.state, CursorState::DynamoDb(_)) {
+            cursor.state = CursorState::DynamoDb(Box::new(self.positions_for_sweep().await));
+        }
+        let CursorState::DynamoDb(positions) = &mut cursor.state else {
+            unreachable!("set just above");
+        };
+        let limit = limit.max(1);
+        let mut page = Vec::new();
+        while page.len() < limit {
+            let wanted: Vec<usize> = (0..positions.sources.len())
+                .filter(|i| positions.sources[*i].needs_page())
+                .collect();
+            if !wanted.is_empty() {
+                match self.read_pages(now, positions, &wanted, limit).await {
+                    Ok(()) => {}
+                    Err(QueryError::IndexMissing(why)) => {
+                        tracing::warn!(
+                            table = %self.tables.timers, index = TIMER_DUE_INDEX, %why,
+                            "the timers table has no readable due index: sweeping with a full scan"
+                        );
+                        self.set_due_index_present(false);
+                        **positions = Positions::full_scan(None, true);
+                    }
+                    Err(QueryError::Other(err)) => return Err(err),
+                }
+                continue;
+            }
+            let Some(first) = positions.earliest() else {
+                break;
+            };
+            // take from this source while it stays the earliest
+            while page.len() < limit {
+                let Some(timer) = positions.sources[first].buffer.pop_front() else {
+                    break;
+                };
+                page.push(timer);
+                if positions.earliest() != Some(first) {
+                    break;
+                }
+            }
+        }
+        Ok(page)
+    }
+
+    /// Where a sweep starts: a full scan cut short by an earlier sweep's deadline goes on
+    /// where it stopped; else the full scan when the index is missing or the scan is due
+    /// (the claim), else the index.
+    async fn positions_for_sweep(&self) -> Positions {
+        let (missing, left_at) = {
+            let state = self.full_scan_state();
+            (
+                state.index_missing_until.is_some_and(|until| wall_now() < until),
+                state.scan_left_at.clone(),
+            )
+        };
+        if let Some(from) = left_at {
+            return Positions::full_scan(from, missing);
+        }
+        if missing {
+            return Positions::full_scan(None, true);
+        }
+        if self.claim_full_scan().await {
+            return Positions::full_scan(None, false);
+        }
+        Positions::index()
+    }
+
+    /// Read the next page of each of `wanted` (all at once). A full scan records where its
+    /// page started, so a sweep cut by its deadline leaves the next one to go on from
+    /// there (a page half given is read again: what was fired is deleted by then).
+    async fn read_pages(
+        &self,
+        now: f64,
+        positions: &mut Positions,
+        wanted: &[usize],
+        limit: usize,
+    ) -> Result<(), QueryError> {
+        if positions.full_scan {
+            let source = &mut positions.sources[0];
+            self.full_scan_state().scan_left_at = Some(source.start.clone());
+            let (timers, next, stats) = self
+                .scan_page(now, source.start.take())
+                .await
+                .map_err(QueryError::Other)?;
+            positions.stats.add(stats);
+            source.buffer.extend(timers);
+            source.done = next.is_none();
+            source.start = next;
+            if source.done {
+                self.full_scan_state().scan_left_at = None;
+            }
+            return Ok(());
+        }
+        let shard_limit = i32::try_from(limit.min(SHARD_PAGE)).unwrap_or(1);
+        let mut tasks = tokio::task::JoinSet::new();
+        for &i in wanted {
+            let source = &mut positions.sources[i];
+            let shard = source.shard.clone().unwrap_or_default();
+            tasks.spawn({
+                let query = query_page(
+                    self.client.clone(),
+                    self.tables.timers.clone(),
+                    shard,
+                    now,
+                    source.start.take(),
+                    Some(shard_limit),
+                    self.retry,
+                );
+                async move { (i, query.await) }
+            });
+        }
+        let mut failure = None;
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((i, Ok((timers, next, stats)))) => {
+                    positions.stats.add(stats);
+                    let source = &mut positions.sources[i];
+                    source.buffer.extend(timers);
+                    source.done = next.is_none();
+                    source.start = next;
+                }
+                Ok((_, Err(err))) => {
+                    if failure.is_none() || matches!(err, QueryError::IndexMissing(_)) {
+                        failure = Some(err);
+                    }
+                }
+                Err(join) => {
+                    failure.get_or_insert(QueryError::Other(StoreError::backend(format!(
+                        "a due-index query task failed: {join}"
+                    ))));
+                }
+            }
+        }
+        failure.map_or(Ok(()), Err)
     }
 
     /// Whether this sweep is the scheduled full scan: the interval elapsed (locally, then

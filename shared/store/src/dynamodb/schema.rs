@@ -104,6 +104,10 @@ pub const TIMER_DUE_INDEX: &str = "due_index";
 /// (`due#0` .. `due#{TIMER_SHARDS - 1}`): the index's partition key. Items without it
 /// (written by harel) are not in the index.
 pub const TIMER_SHARD_ATTRIBUTE: &str = "due_shard";
+/// The timer-item attribute (BOOL `true`) of a timer held while its execution is
+/// suspended ([`crate::TimerOp::Hold`]): the item has no [`TIMER_SHARD_ATTRIBUTE`], so it
+/// is out of [`TIMER_DUE_INDEX`], and the full scan passes over it.
+pub const TIMER_HELD_ATTRIBUTE: &str = "held";
 /// The number of shards of [`TIMER_DUE_INDEX`]; a sweep queries each one.
 pub const TIMER_SHARDS: u32 = 64;
 

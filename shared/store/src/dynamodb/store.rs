@@ -6,8 +6,8 @@ use stm_core::{Execution, Map};
 
 use super::DynamoDbStore;
 use crate::{
-    Commit, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, OutboxEntry, PendingRows,
-    PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
+    ArmedTimer, Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, OutboxEntry,
+    PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
 };
 
 #[async_trait]
@@ -99,6 +99,15 @@ impl ExecutionStore for DynamoDbStore {
         Ok(self.due_timers_with_stats(now).await?.0)
     }
 
+    async fn due_page(
+        &self,
+        now: f64,
+        cursor: &mut DueCursor,
+        limit: usize,
+    ) -> Result<Vec<DueTimer>, StoreError> {
+        self.due_page_at(now, cursor, limit).await
+    }
+
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
         self.delete_timer_at(id, path, fire_at).await
     }
@@ -121,6 +130,10 @@ impl ExecutionStore for DynamoDbStore {
 
     async fn claim_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<TimerClaim, StoreError> {
         self.claim_timer_at(id, path, fire_at).await
+    }
+
+    async fn timers_of(&self, id: &str) -> Result<Vec<ArmedTimer>, StoreError> {
+        self.armed_timers_of(id).await
     }
 
     async fn read_trace(&self, id: &str) -> Result<Vec<Map>, StoreError> {

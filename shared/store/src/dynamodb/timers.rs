@@ -5,9 +5,10 @@
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 
-use super::item::{get_f64, missing, n_f64, s};
+use super::item::{get_f64, missing, n_f64, req_s, s, Item};
+use super::schema::TIMER_HELD_ATTRIBUTE;
 use super::{sdk_error, DynamoDbStore};
-use crate::{AttributeType, StoreError, TimerClaim};
+use crate::{ArmedTimer, AttributeType, StoreError, TimerClaim};
 
 impl DynamoDbStore {
     /// [`ExecutionStore::delete_timer`](crate::ExecutionStore::delete_timer).
@@ -37,6 +38,44 @@ impl DynamoDbStore {
             Some(item) => get_f64(item, "fire_at")
                 .map(Some)
                 .ok_or_else(|| missing(format!("timer {id}/{path}"), "fire_at", AttributeType::Number)),
+        }
+    }
+
+    /// [`ExecutionStore::timers_of`](crate::ExecutionStore::timers_of): a consistent
+    /// `Query` of the execution's partition of `timers` (all pages).
+    pub(super) async fn armed_timers_of(&self, id: &str) -> Result<Vec<ArmedTimer>, StoreError> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.tables.timers)
+                .consistent_read(true)
+                .key_condition_expression("execution_id = :id")
+                .projection_expression("#p, fire_at, #h")
+                .expression_attribute_names("#p", "path")
+                .expression_attribute_names("#h", TIMER_HELD_ATTRIBUTE)
+                .expression_attribute_values(":id", s(id))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("Query", e))?;
+            for item in page.items() {
+                let what = format!("timer of {id}");
+                out.push(ArmedTimer {
+                    path: req_s(item, "path", &what)?.to_string(),
+                    fire_at: get_f64(item, "fire_at")
+                        .ok_or_else(|| missing(&what, "fire_at", AttributeType::Number))?,
+                    held: item
+                        .get(TIMER_HELD_ATTRIBUTE)
+                        .is_some_and(|v| matches!(v.as_bool(), Ok(true))),
+                });
+            }
+            match page.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(out),
+            }
         }
     }
 

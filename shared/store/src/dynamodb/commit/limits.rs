@@ -191,7 +191,7 @@ impl DynamoDbStore {
 /// `ValidationException` it would get is the same on every retry.
 fn check_timer_numbers(exe: &Execution, p: &Prepared) -> Result<(), StoreError> {
     for op in &p.timers {
-        let TimerOp::Schedule { path, fire_at } = op else {
+        let (TimerOp::Schedule { path, fire_at } | TimerOp::Hold { path, fire_at }) = op else {
             continue;
         };
         let text = stm_core::pyvalue::float_repr(*fire_at);

@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
 use sha2::{Digest, Sha256};
 use stm_core::Execution;
 
@@ -12,7 +14,7 @@ use super::prepare::{more_spawns_json, Prepared, MORE_SPAWNS_ATTRIBUTE};
 use crate::dynamodb::item::{n_f64, n_i64, s, s_or_null, Item};
 use crate::dynamodb::recent::Recent;
 use crate::dynamodb::rows::{with_row_bytes, Rows, ROWS_ATTRIBUTE};
-use crate::dynamodb::schema::{TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE};
+use crate::dynamodb::schema::{TIMER_HELD_ATTRIBUTE, TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE};
 use crate::dynamodb::{
     build_err, timer_shard, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, RECENT_ATTRIBUTE, TRACE_IDX_ATTRIBUTE,
 };
@@ -208,6 +210,16 @@ impl DynamoDbStore {
                         ("fire_at".to_string(), n_f64("a timer's fire_at", *fire_at)?),
                         // the due index's partition key (see `due`)
                         (TIMER_SHARD_ATTRIBUTE.to_string(), s(timer_shard(&exe.id, path))),
+                    ]),
+                )?),
+                // armed, out of the due index (no shard): its execution is suspended
+                TimerOp::Hold { path, fire_at } => tx.push(put_of(
+                    &t.timers,
+                    HashMap::from([
+                        ("execution_id".to_string(), s(&exe.id)),
+                        ("path".to_string(), s(path)),
+                        ("fire_at".to_string(), n_f64("a timer's fire_at", *fire_at)?),
+                        (TIMER_HELD_ATTRIBUTE.to_string(), AttributeValue::Bool(true)),
                     ]),
                 )?),
                 TimerOp::Cancel { path } => {
