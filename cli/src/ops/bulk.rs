@@ -102,7 +102,7 @@ pub async fn run_bulk(dep: &Deployment, selection: &Selection, command: ControlC
     let store = connected.store.as_ref();
     let now = super::states::now();
     let entered_by = selection.older_than.map(|age| now - age);
-    let listed = store.in_states(&defn.id, &paths, entered_by).await?;
+    let listed = super::states::looked_up(store, &defn.id, &paths, entered_by).await?;
     let place = state
         .as_deref()
         .map_or_else(|| "any state".to_string(), str::to_string);

@@ -61,6 +61,34 @@ pub fn machine(definitions: Option<&Path>, name: Option<&str>, flag: &str) -> Re
     })
 }
 
+/// The executions of `definition_id` in `paths` from the state index, saying on stderr
+/// what is being read when the answer takes over a second (a deployment's index past a
+/// small one is read by shards: 512 queries per state).
+pub(crate) async fn looked_up(
+    store: &dyn stm_store::ExecutionStore,
+    definition_id: &str,
+    paths: &[String],
+    entered_by: Option<f64>,
+) -> Result<Vec<stm_store::InState>> {
+    let look = store.in_states(definition_id, paths, entered_by);
+    tokio::pin!(look);
+    let started = std::time::Instant::now();
+    let found = tokio::select! {
+        found = &mut look => found,
+        () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+            eprintln!(
+                "reading the state index for {} state{} of {definition_id}…",
+                paths.len(),
+                if paths.len() == 1 { "" } else { "s" }
+            );
+            let found = look.await;
+            eprintln!("read in {:.1} s", started.elapsed().as_secs_f64());
+            found
+        }
+    };
+    Ok(found?)
+}
+
 /// The wall clock, in epoch seconds (the index's times are the commits').
 pub(crate) fn now() -> f64 {
     std::time::SystemTime::now()
@@ -76,7 +104,7 @@ pub async fn list_in_state(query: InStateQuery<'_>) -> Result<ExitCode> {
     let now = now();
     let store = query.tables.store(false).await?;
     let entered_by = query.older_than.map(|age| now - age);
-    let found = store.in_states(&defn.id, &paths, entered_by).await?;
+    let found = looked_up(store.as_ref(), &defn.id, &paths, entered_by).await?;
     let selected = reread_still_in(store.as_ref(), found, query.status, query.roots_only).await?;
     if selected.is_empty() {
         let age = query
@@ -156,7 +184,7 @@ async fn print_states(args: &StatesArgs) -> Result<()> {
     let defn = machine(args.definitions.as_deref(), Some(&args.machine), "stm states")?;
     let paths: Vec<String> = defn.state_paths().map(str::to_string).collect();
     let store = args.tables.store(false).await?;
-    let found = store.in_states(&defn.id, &paths, None).await?;
+    let found = looked_up(store.as_ref(), &defn.id, &paths, None).await?;
     let now = now();
     let rows = state_rows(&paths, &found, now);
     println!(

@@ -119,7 +119,7 @@ mod rows;
 pub mod schema;
 mod states;
 mod store;
-pub use states::state_index_key;
+pub use states::{state_index_key, SMALL_STATE_INDEX};
 mod timers;
 mod trace;
 mod ttl;
@@ -337,6 +337,7 @@ pub struct DynamoDbStore {
     dedupe_marks: DedupeMarks,
     full_scan: Mutex<due::FullScanState>,
     state_index: bool,
+    small_state_index: i32,
 }
 
 impl std::fmt::Debug for DynamoDbStore {
@@ -372,6 +373,7 @@ impl DynamoDbStore {
             dedupe_marks: DedupeMarks::Table,
             full_scan: Mutex::new(due::FullScanState::default()),
             state_index: true,
+            small_state_index: SMALL_STATE_INDEX,
         }
     }
 
@@ -418,6 +420,14 @@ impl DynamoDbStore {
     /// How often `due_timers` also runs the full scan (see [`CreateOptions`] and [`due`]).
     pub fn with_timer_full_scan_interval(mut self, interval: Option<Duration>) -> Self {
         self.timer_full_scan_interval = interval;
+        self
+    }
+
+    /// Up to how many entries a look at the state index reads it whole, in one `Scan`
+    /// page, instead of by its shards (default [`SMALL_STATE_INDEX`]; 0: always by
+    /// shards).
+    pub fn with_small_state_index(mut self, entries: i32) -> Self {
+        self.small_state_index = entries.max(0);
         self
     }
 

@@ -432,3 +432,56 @@ async fn switching_to_on_item_keeps_the_table_marks() {
     assert!(loaded.is_some());
     assert_eq!(marks, vec![true, false]);
 }
+
+/// A look at the state index costs what it finds: while the index is small, one `Scan`
+/// page reads it whole; past [`SMALL_STATE_INDEX`] entries, one `Query` per shard of each
+/// state asked about. Both answer the same.
+#[tokio::test]
+async fn a_small_state_index_is_read_whole_and_a_large_one_by_shards() {
+    use stm_store::dynamodb::{SMALL_STATE_INDEX, STATE_SHARDS};
+    let (store, counter) = counted_store(&stm_testkit::unique_prefix("looks")).await;
+    let mut committed = 0;
+    for (i, path) in ["Cart", "Cart", "Fulfil.Payment", "Cart", "Confirmed"]
+        .iter()
+        .enumerate()
+    {
+        let mut e = Execution::new(format!("look-{i}"), "Checkout");
+        e.status = stm_core::Status::Running;
+        e.active_path = Some((*path).to_string());
+        store.save(&mut e).await.expect("save");
+        committed += 1;
+    }
+    let mut other = Execution::new("look-other", "Order");
+    other.status = stm_core::Status::Running;
+    other.active_path = Some("Cart".into());
+    store.save(&mut other).await.expect("save");
+    let paths = vec!["Cart".to_string(), "Fulfil.Payment".to_string()];
+    let ids = |found: Vec<stm_store::InState>| -> Vec<(String, String)> {
+        found.into_iter().map(|f| (f.id, f.path)).collect()
+    };
+    let expected = vec![
+        ("look-0".to_string(), "Cart".to_string()),
+        ("look-1".to_string(), "Cart".to_string()),
+        ("look-3".to_string(), "Cart".to_string()),
+        ("look-2".to_string(), "Fulfil.Payment".to_string()),
+    ];
+
+    let (found, n) = counter.measure(store.in_states("Checkout", &paths, None)).await;
+    assert_eq!(ids(found.expect("look")), expected);
+    assert_eq!(
+        n,
+        calls(&[("Scan", 1)]),
+        "{committed} entries, under {SMALL_STATE_INDEX}"
+    );
+
+    // the same look when the index holds more than a small one
+    let store = store.with_small_state_index(committed);
+    let (found, n) = counter.measure(store.in_states("Checkout", &paths, None)).await;
+    assert_eq!(ids(found.expect("look")), expected);
+    assert_eq!(
+        n,
+        calls(&[("Query", 2 * u64::from(STATE_SHARDS)), ("Scan", 1)]),
+        "{} entries, past a small index of {committed}",
+        committed + 1
+    );
+}

@@ -1,5 +1,5 @@
-//! Eventually consistent global secondary indexes: a `Query` on a GSI answered from the
-//! index as it was a while ago, not from the live table.
+//! Eventually consistent global secondary indexes: a `Query` or `Scan` on a GSI answered
+//! from the index as it was a while ago, not from the live table.
 //!
 //! AWS, "DynamoDB read consistency"
 //! (<https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.ReadConsistency.html>):
@@ -17,14 +17,14 @@
 //! history: before the first write of a key it reads the item as it was (one consistent
 //! `GetItem` to moto), after every write it reads the item as the write left it (a
 //! `GetItem` again: an `UpdateItem` or a transaction's `Update` does not carry the whole
-//! item). A `Query` on one of their GSIs is then answered with the index as of the *view
-//! time* (`now - lag`, or the instant the index was held):
+//! item). A `Query` or a `Scan` on one of their GSIs is then answered with the index as of
+//! the *view time* (`now - lag`, or the instant the index was held):
 //!
 //! - an item written after the view time is shown as it was then: a key put since is
 //!   hidden, a key deleted since is shown again, a key updated since is shown with its old
 //!   attributes (its old index key, so it sorts and matches as it did), each projected as
 //!   the index projects it (`KEYS_ONLY`, `INCLUDE`, `ALL`);
-//! - the key condition is evaluated on those old items (`=`, `<`, `<=`, `>`, `>=`,
+//! - the key condition (a `Query`'s; a `Scan` takes every entry) is evaluated on those old items (`=`, `<`, `<=`, `>`, `>=`,
 //!   `BETWEEN`, `begins_with`, on `S` and `N` values), and the page re-sorted on the index's
 //!   sort key (`ScanIndexForward` honoured), `Count` and `ScannedCount` recounted.
 //!
@@ -211,7 +211,7 @@ impl IndexLag {
         self.history().retain(|(t, _), _| t != table);
     }
 
-    /// moto's answer to a `Query` on a lagged table's GSI (`answer`), as the index showed
+    /// moto's answer to a `Query` or `Scan` on a lagged table's GSI (`answer`), as the index showed
     /// it at the view time; `None` when the query is not one the lag applies to (no index,
     /// a table that does not lag) or not one it models (see the module docs).
     pub fn answer_query(
@@ -236,7 +236,13 @@ impl IndexLag {
             );
             return None;
         }
-        let condition = match KeyCondition::parse(request) {
+        // a `Scan` of the index: every entry it holds at the view time
+        let scan = request.get("KeyConditionExpression").is_none();
+        let condition = match if scan {
+            Ok(KeyCondition(Vec::new()))
+        } else {
+            KeyCondition::parse(request)
+        } {
             Ok(c) => c,
             Err(why) => {
                 eprintln!("stm-testkit: a lagged Query on {table}/{index}: {why}; answered live");
@@ -575,6 +581,13 @@ mod tests {
             "KEYS_ONLY: the old entry, projected"
         );
         assert_eq!(seen["Count"], 1);
+        // a Scan of the index shows the same entries: all it held at the view time
+        let scan = json!({"TableName": "lag_timers", "IndexName": "due_index"});
+        let seen = lag.answer_query(&scan, &live, &schemas, 25.0).expect("lagged");
+        assert_eq!(
+            seen["Items"],
+            json!([{"execution_id": {"S": "e"}, "path": {"S": "A"}, "due_shard": {"S": "due#1"}, "fire_at": {"N": "50"}}]),
+        );
         // the old entry must still match the key condition: not due by 40
         let seen = lag
             .answer_query(&query("40"), &json!({"Items": []}), &schemas, 25.0)

@@ -233,8 +233,9 @@ pub(super) async fn serve(
                 let after = read_item(&shared.upstream, write).await;
                 shared.index_lag.record(write, at, after, shared.metering.now());
             }
-            if operation == "Query" {
-                // (a `Query` is one of the requests whose answer the meter reads)
+            if operation == "Query" || operation == "Scan" {
+                // (a `Query` is one of the requests whose answer the meter reads; a `Scan`
+                // of a table, not an index, is answered live)
                 lagged_answer =
                     shared
                         .index_lag
