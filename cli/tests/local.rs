@@ -402,3 +402,99 @@ fn a_port_held_by_another_kind_of_server_is_not_offered_as_an_endpoint() {
         )
     );
 }
+
+/// `stm local` started from a project's directory, with no `.venv` there, no `STM_PYTHON`.
+fn stm_local_elsewhere(dir: &std::path::Path, port: u16) -> Command {
+    let mut cmd = stm_command();
+    cmd.env_remove("STM_PYTHON")
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .current_dir(dir)
+        .args(["local", "--port", &port.to_string(), "--definitions", "machines"]);
+    cmd
+}
+
+/// A project folder of one machine, away from the repository.
+fn a_project(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stm-local-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("machines")).expect("project dir");
+    std::fs::copy(repo().join("examples/order.stm"), dir.join("machines/order.stm")).expect("machine");
+    dir
+}
+
+/// Wait for `child`'s stderr (in `log`) to say moto serves, then stop it.
+fn serves_then_stops(mut child: Child, log: &std::path::Path, limit: Duration) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        let said = std::fs::read_to_string(log).unwrap_or_default();
+        if said.contains("[stm local] relay every")
+            || Instant::now() > deadline
+            || !matches!(child.try_wait(), Ok(None))
+        {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let _ = wait_for(&mut child, Duration::from_secs(10));
+            return std::fs::read_to_string(log).unwrap_or_default();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// From a project's own folder (no `.venv` there, no `STM_PYTHON`, and a `python3` on the
+/// `PATH` without moto), `stm local` finds the environment of the checkout it was built
+/// from.
+#[test]
+fn stm_local_starts_from_any_directory() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = a_project("anywhere");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    let python3 = bin.join("python3");
+    std::fs::write(&python3, "#!/bin/sh\necho 'No module named moto' >&2\nexit 1\n").expect("python3");
+    std::fs::set_permissions(&python3, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let log = dir.join("stderr");
+    let child = stm_local_elsewhere(&dir, free_port())
+        .env("PATH", path)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("stm local");
+    let said = serves_then_stops(child, &log, Duration::from_secs(60));
+    assert!(said.contains("[stm local] moto server on"), "{said}");
+    assert!(said.contains("machines from"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With no environment with moto to be found, `stm local` makes its own once (pip's lines
+/// shown), and the next start uses it without installing anything.
+#[test]
+fn stm_local_makes_its_own_moto_environment_once() {
+    let dir = a_project("own-env");
+    let own = dir.join("moto-env");
+    let mut starts = Vec::new();
+    for round in 0..2 {
+        let log = dir.join(format!("stderr-{round}"));
+        let child = stm_local_elsewhere(&dir, free_port())
+            .env("STM_MOTO_ENV", &own)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("stm local");
+        starts.push(serves_then_stops(child, &log, Duration::from_secs(600)));
+    }
+    let first = &starts[0];
+    assert!(first.contains("making stm's own in"), "{first}");
+    assert!(
+        first.contains("moto-5.2.5")
+            || first.contains("moto==5.2.5")
+            || first.contains("Successfully installed"),
+        "pip's progress: {first}"
+    );
+    assert!(first.contains("[stm local] moto server on"), "{first}");
+    let second = &starts[1];
+    assert!(!second.contains("making stm's own"), "made again: {second}");
+    assert!(second.contains("[stm local] moto server on"), "{second}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,16 +13,121 @@ use anyhow::{bail, Context, Result};
 
 use super::queue_lock::QueueLock;
 
-/// The Python with moto: `$STM_PYTHON`, else `.venv/bin/python` here, else `python3`.
-fn python() -> PathBuf {
+/// The moto `stm local` runs, pinned as the repository's own setup pins it.
+const MOTO_REQUIREMENT: &str = "moto[server]==5.2.5";
+
+/// The Python with moto: `$STM_PYTHON` as given; else the first that has moto among
+/// `.venv` here, the `.venv` of the checkout `stm` was built from, and stm's own
+/// environment (`$STM_MOTO_ENV`, before the checkout's when set, else under the user's data
+/// folder), made once the first time none is found, with pip's progress shown.
+fn python() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(stm_env::PYTHON).filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
+        return Ok(PathBuf::from(p));
     }
-    let venv = PathBuf::from(".venv/bin/python");
-    if venv.exists() {
-        return venv;
+    let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    let chosen = std::env::var_os(stm_env::MOTO_ENV).filter(|d| !d.is_empty());
+    let own = match &chosen {
+        Some(dir) => PathBuf::from(dir),
+        None => own_environment()?,
+    };
+    let mut candidates = vec![PathBuf::from(".venv/bin/python")];
+    // an environment named by STM_MOTO_ENV comes before the checkout's
+    if chosen.is_none() {
+        candidates.push(checkout);
     }
-    PathBuf::from("python3")
+    candidates.push(own.join("bin/python"));
+    for candidate in candidates {
+        if has_moto(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    make_own_environment(&own)?;
+    Ok(own.join("bin/python"))
+}
+
+/// Where stm keeps its own Python environment with moto: `$XDG_DATA_HOME/stm/moto`, else
+/// `~/.local/share/stm/moto`.
+fn own_environment() -> Result<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/share"))
+        })
+        .context(
+            "stm local needs Python 3 with moto: set STM_PYTHON to one that has it, or HOME              (stm makes its own environment under it)",
+        )?;
+    Ok(data.join("stm/moto"))
+}
+
+/// Whether `python` runs and has moto (found, not imported: a few milliseconds, where
+/// importing moto's server takes a second).
+fn has_moto(python: &std::path::Path) -> bool {
+    python.exists()
+        && Command::new(python)
+            .args([
+                "-c",
+                "import importlib.util, sys; sys.exit(importlib.util.find_spec('moto') is None)",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+/// Make stm's own environment at `dir` with `python3 -m venv` and pip (its progress on
+/// stderr), once: later runs find it.
+fn make_own_environment(dir: &std::path::Path) -> Result<()> {
+    eprintln!(
+        "[stm local] no Python with moto found (STM_PYTHON, .venv here, or {}): making stm's \
+         own in {} with {MOTO_REQUIREMENT}, once (about a minute)",
+        dir.join("bin/python").display(),
+        dir.display()
+    );
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .status();
+    match made {
+        Ok(status) if status.success() => {}
+        Ok(status) => bail!(
+            "`python3 -m venv {}` failed ({status}): install Python 3 with its venv module \
+             (Debian: python3-venv), or set STM_PYTHON to a Python with {MOTO_REQUIREMENT}",
+            dir.display()
+        ),
+        Err(err) => bail!(
+            "stm local needs Python 3 to run moto, and `python3` did not start ({err}): install \
+             Python 3, or set STM_PYTHON to a Python with {MOTO_REQUIREMENT}"
+        ),
+    }
+    let pip = Command::new(dir.join("bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "off",
+            MOTO_REQUIREMENT,
+        ])
+        .stdin(Stdio::null())
+        // pip's lines, each package as it comes, on stderr with stm's
+        .stdout(Stdio::from(std::io::stderr()))
+        .status();
+    if !pip.as_ref().is_ok_and(|s| s.success()) {
+        // a half-made environment would be found next time and fail there: remove it
+        let _ = std::fs::remove_dir_all(dir);
+        bail!(
+            "pip could not install {MOTO_REQUIREMENT} into {} (its errors are above): check the \
+             network or your pip configuration, or set STM_PYTHON to a Python that has it",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// Whether something accepts TCP connections at `addr` (within a second per address).
@@ -115,13 +220,20 @@ main(sys.argv[1:])
 
 impl Moto {
     pub(super) async fn start(port: u16) -> Result<Moto> {
-        let mut child = Command::new(python())
+        let python = python()?;
+        let mut child = Command::new(&python)
             .args(["-c", MOTO_LAUNCHER, "-H", "127.0.0.1", "-p", &port.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .context("start moto (run `bash .ci/setup.sh` to install it, or pass --endpoint)")?;
+            .with_context(|| {
+                format!(
+                    "start moto with {} (set STM_PYTHON to a Python with {MOTO_REQUIREMENT}, or \
+                     pass --endpoint URL of a running emulator)",
+                    python.display()
+                )
+            })?;
         let tail = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(stderr) = child.stderr.take() {
             // drained all along (a full pipe would block moto), keeping the last lines
@@ -149,8 +261,9 @@ impl Moto {
                 // let the reader catch the last lines
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 bail!(
-                    "moto exited at start ({status}); run `bash .ci/setup.sh` to install it, or pass \
-                     --endpoint. It said:\n{}",
+                    "moto exited at start ({status}) under {}: set STM_PYTHON to a Python with \
+                     {MOTO_REQUIREMENT}, or pass --endpoint URL of a running emulator. It said:\n{}",
+                    python.display(),
                     moto.said()
                 );
             }

@@ -56,6 +56,9 @@ pub const LAMBDA_FUNCTION_NAME: &str = "AWS_LAMBDA_FUNCTION_NAME";
 
 /// The Python with moto that `stm local` and the test kit start.
 pub const PYTHON: &str = "STM_PYTHON";
+/// Where `stm local` keeps (and makes, once) its own Python environment with moto, in place
+/// of `$XDG_DATA_HOME/stm/moto` (and before the checkout's `.venv`).
+pub const MOTO_ENV: &str = "STM_MOTO_ENV";
 /// The seed of the store contract's drawn shapes (`stm_store::contract`).
 pub const SHAPES_SEED: &str = "STM_SHAPES_SEED";
 /// How many shapes the store contract draws.
