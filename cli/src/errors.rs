@@ -46,32 +46,33 @@ pub fn no_execution(id: &str) -> anyhow::Error {
     anyhow::anyhow!("no execution {id:?} in this deployment (`stm list` shows them)")
 }
 
-/// A deployment whose tables are not there: what to do, with the store's own failure
-/// kept as the source (`-v` shows it). Its message already says what its source is, so
-/// [`report`] stops there.
+/// A deployment the store could not open, in the operator's words (its tables are not
+/// there, no credentials were found): what to do, with the store's own failure kept as the
+/// source (`-v` shows it). Its message already says what its source is, so [`report`]
+/// stops there.
 #[cfg(feature = "aws")]
 #[derive(Debug)]
-pub struct MissingTables {
+pub struct StoreNotOpened {
     message: String,
     source: stm_store::StoreError,
 }
 
 #[cfg(feature = "aws")]
-impl MissingTables {
+impl StoreNotOpened {
     pub fn new(message: String, source: stm_store::StoreError) -> Self {
-        MissingTables { message, source }
+        StoreNotOpened { message, source }
     }
 }
 
 #[cfg(feature = "aws")]
-impl std::fmt::Display for MissingTables {
+impl std::fmt::Display for StoreNotOpened {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
     }
 }
 
 #[cfg(feature = "aws")]
-impl std::error::Error for MissingTables {
+impl std::error::Error for StoreNotOpened {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.source)
     }
@@ -154,7 +155,7 @@ fn is_configuration(err: &(dyn std::error::Error + 'static)) -> bool {
 
 fn carries_its_causes(err: &(dyn std::error::Error + 'static)) -> bool {
     #[cfg(feature = "aws")]
-    if err.is::<MissingTables>() {
+    if err.is::<StoreNotOpened>() {
         return true;
     }
     // each of stm's errors: a wrapper of another is transparent, or its words already

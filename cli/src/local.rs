@@ -22,6 +22,16 @@ mod moto;
 mod queue_lock;
 mod status;
 
+/// What a command that found no AWS credentials or Region adds when a `stm local` runs on
+/// this machine: its export line, which points a command there (`None`: none runs).
+pub(crate) fn use_the_running_stack() -> Option<String> {
+    let (endpoint, export) = queue_lock::QueueLock::running_stack()?;
+    Some(format!(
+        "a local stack (`stm local`) runs at {endpoint}: to use it, run its export line first \
+         (`eval \"$(stm local --env)\"` with the flags it was started with):\n  {export}"
+    ))
+}
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -332,13 +342,14 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
         definitions_dir.display(),
         names.join(", ")
     );
+    let export = export_line(dep, &endpoint, &urls.queue_url, definitions_dir);
     eprintln!(
         "[stm local] relay every {}s, sweeper every {}s; Ctrl-C stops. In another shell \
-         (or `eval \"$(stm local --env)\"` with these flags):\n\n  {}\n",
+         (or `eval \"$(stm local --env)\"` with these flags):\n\n  {export}\n",
         schedules.relay_every.as_secs(),
         schedules.sweep_every.as_secs(),
-        export_line(dep, &endpoint, &urls.queue_url, definitions_dir)
     );
+    lock.announce(&export);
     Ok(Started {
         stack: Stack {
             queue,

@@ -27,7 +27,7 @@ use stm_runtime::queue::SqsQueue;
 use stm_runtime::{ActionRegistry, Control, Definitions, Driver, Queue};
 use stm_store::{CreateOptions, DynamoDbStore, ExecutionStore};
 
-use crate::errors::{no_execution, usage, MissingTables};
+use crate::errors::{no_execution, usage, StoreNotOpened};
 
 pub use apply::{apply_control, ControlCommand};
 pub use control::{
@@ -132,6 +132,19 @@ impl Tables {
         };
         match DynamoDbStore::create_with(self.endpoint.as_deref(), &region, options).await {
             Ok(store) => Ok(store),
+            Err(err) if self.endpoint.is_none() && no_credentials(&err) => {
+                let local = crate::local::use_the_running_stack()
+                    .map(|hint| format!("; or, {hint}"))
+                    .unwrap_or_default();
+                Err(anyhow::Error::new(StoreNotOpened::new(
+                    format!(
+                        "no AWS credentials for DynamoDB at {at} (the SDK found none: `-v` lists \
+                         where it looked): configure them (`aws configure`, --profile or \
+                         AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY){local}"
+                    ),
+                    err,
+                )))
+            }
             Err(err) => match missing_table(&err) {
                 Some(table) => Err(self.no_tables(err, table, &region, &at).await),
                 None => {
@@ -175,7 +188,7 @@ impl Tables {
              its Region (`--region`), or deploy it first (`sam deploy`)"
                 .to_string()
         };
-        anyhow::Error::new(MissingTables::new(
+        anyhow::Error::new(StoreNotOpened::new(
             format!(
                 "no table {table} at {at}: --prefix {} names no deployment there; {fix}",
                 self.prefix
@@ -183,6 +196,13 @@ impl Tables {
             err,
         ))
     }
+}
+
+/// Whether the store could not start for want of credentials (the SDK's chain found none:
+/// no variables, profile, container or instance role), as its message says.
+fn no_credentials(err: &stm_store::StoreError) -> bool {
+    let text = err.to_string();
+    text.contains("loading credentials") || text.contains("no credentials") || text.contains("NoCredentials")
 }
 
 /// Whether `endpoint` is on this machine (`http://` to a loopback address) and nothing
@@ -241,9 +261,12 @@ impl Tables {
             Some(name) => format!(" --profile {name}"),
             None => String::new(),
         };
+        let local = crate::local::use_the_running_stack()
+            .map(|hint| format!("; or {hint}"))
+            .unwrap_or_default();
         Err(usage(format!(
             "no AWS Region: pass --region REGION, set AWS_REGION, or give the profile one \
-             (`aws configure set region REGION{profile}`)"
+             (`aws configure set region REGION{profile}`){local}"
         )))
     }
 }

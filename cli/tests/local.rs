@@ -498,3 +498,60 @@ fn stm_local_makes_its_own_moto_environment_once() {
     assert!(second.contains("[stm local] moto server on"), "{second}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A command run in a shell that missed the export line, while a `stm local` runs: no
+/// Region, or no credentials, each says so and gives the running stack's export line.
+#[test]
+fn a_command_without_the_export_line_is_pointed_at_the_running_stack() {
+    let port = free_port();
+    let p = port.to_string();
+    let examples = repo().join("examples");
+    let local = Local::start(
+        "hint",
+        &[
+            "--port",
+            &p,
+            "--definitions",
+            examples.to_str().expect("utf-8 path"),
+        ],
+    );
+    let export = local.export_line().expect("export line");
+    let home = std::env::temp_dir().join(format!("stm-hint-home-{}", std::process::id()));
+    std::fs::create_dir_all(&home).expect("home");
+    let bare = |region: Option<&str>| {
+        let mut cmd = stm_command();
+        cmd.args(["show", "x"])
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_DEFAULT_REGION")
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env("HOME", &home)
+            .env("AWS_CONFIG_FILE", home.join("config"))
+            .env("AWS_SHARED_CREDENTIALS_FILE", home.join("credentials"))
+            // no instance metadata to wait for
+            .env("AWS_EC2_METADATA_DISABLED", "true");
+        if let Some(region) = region {
+            cmd.env("AWS_REGION", region);
+        }
+        finish(&mut cmd)
+    };
+    for (region, what) in [(None, "no AWS Region"), (Some("us-east-1"), "no AWS credentials")] {
+        let (status, _, stderr) = bare(region);
+        assert!(!status.success(), "{stderr}");
+        assert!(stderr.starts_with(&format!("error: {what}")), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "a local stack (`stm local`) runs at http://127.0.0.1:{port}"
+            )),
+            "{stderr}"
+        );
+        assert!(
+            stderr.lines().any(|l| l.trim() == export),
+            "the stack's export line ({export}) in: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&home);
+    drop(local);
+}

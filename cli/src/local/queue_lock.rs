@@ -71,8 +71,9 @@ impl QueueLock {
             if !same {
                 continue;
             }
+            // the pid, then the endpoint (what `running_stack` tells a command)
             file.set_len(0)
-                .and_then(|()| write!(file, "{}", std::process::id()))
+                .and_then(|()| write!(file, "{}\n{endpoint}\n", std::process::id()))
                 .and_then(|()| file.flush())
                 .with_context(|| format!("write {}", path.display()))?;
             return Ok(QueueLock { path, _file: file });
@@ -85,11 +86,46 @@ impl QueueLock {
         let file = File::open(&path).ok()?;
         match file.try_lock_shared() {
             Err(std::fs::TryLockError::WouldBlock) => {
-                let pid = std::fs::read_to_string(&path).ok()?;
-                Some(pid.trim().to_string()).filter(|p| !p.is_empty())
+                let held = std::fs::read_to_string(&path).ok()?;
+                let pid = held.lines().next().unwrap_or_default().trim();
+                Some(pid.to_string()).filter(|p| !p.is_empty())
             }
             _ => None,
         }
+    }
+
+    /// Record the stack's export line in the lock file, after its pid and endpoint, for
+    /// [`running_stack`](Self::running_stack). Best effort: the lock holds without it.
+    pub(super) fn announce(&self, export: &str) {
+        let Ok(held) = std::fs::read_to_string(&self.path) else {
+            return;
+        };
+        let head: Vec<&str> = held.lines().take(2).collect();
+        let _ = std::fs::write(&self.path, format!("{}\n{export}\n", head.join("\n")));
+    }
+
+    /// The endpoint and export line of a `stm local` running on this machine, if any: a
+    /// lock file still held, naming them.
+    pub(super) fn running_stack() -> Option<(String, String)> {
+        let entries = std::fs::read_dir(std::env::temp_dir()).ok()?;
+        entries.flatten().find_map(|entry| {
+            let name = entry.file_name();
+            let name = name.to_str()?;
+            if !name.starts_with("stm-local-") || !name.ends_with(".lock") {
+                return None;
+            }
+            let file = File::open(entry.path()).ok()?;
+            match file.try_lock_shared() {
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let held = std::fs::read_to_string(entry.path()).ok()?;
+                    let mut lines = held.lines().skip(1).map(str::trim);
+                    let endpoint = lines.next().filter(|e| !e.is_empty())?;
+                    let export = lines.next().filter(|e| e.starts_with("export "))?;
+                    Some((endpoint.to_string(), export.to_string()))
+                }
+                _ => None,
+            }
+        })
     }
 }
 
