@@ -472,6 +472,41 @@ fn sh_blocks_parse_and_name_scripts_that_exist() {
     report("sh blocks that are wrong", failures);
 }
 
+/// A chapter whose `sh` blocks run a tool beyond the repository's own (`aws`) says the
+/// reader needs it; and a block that points `stm send` at a deployment (its
+/// `STM_QUEUE_URL`) points it at the deployment's machines too (`STM_DEFINITIONS_DIR`: without it
+/// `stm send` skips its checks of the events, with a note).
+#[test]
+fn sh_blocks_name_what_they_need() {
+    let mut failures = Vec::new();
+    let mut documents: BTreeMap<String, String> = BTreeMap::new();
+    for block in blocks("sh") {
+        let text = documents
+            .entry(block.file.clone())
+            .or_insert_with(|| std::fs::read_to_string(repo().join(&block.file)).expect("read the document"));
+        let runs_aws = block
+            .body
+            .lines()
+            .any(|line| shell_words(line.split(" #").next().unwrap_or_default()).iter().any(|w| w == "aws"));
+        if runs_aws && !text.contains("the AWS CLI") {
+            failures.push(format!(
+                "{}: runs `aws`, and the chapter never says the reader needs the AWS CLI",
+                block.at()
+            ));
+        }
+        let sends_to_a_deployment = block.body.contains("STM_QUEUE_URL=")
+            && !block.body.contains("stm local")
+            && block.body.contains("stm send ");
+        if sends_to_a_deployment && !block.body.contains("STM_DEFINITIONS_DIR=") {
+            failures.push(format!(
+                "{}: sets STM_QUEUE_URL for the commands that follow, but not STM_DEFINITIONS_DIR",
+                block.at()
+            ));
+        }
+    }
+    report("sh blocks that need what the chapter does not say", failures);
+}
+
 #[test]
 fn json_blocks_parse() {
     let mut failures = Vec::new();
