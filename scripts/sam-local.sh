@@ -51,8 +51,9 @@
 #                             Worker, given it, moves order-1 to GaveUp
 #       sweeper-scheduled     order-3's Payment timer, made due, is fired the same way
 #     and nothing else may be left on the queue after each. A sample with no check here
-#     stops the script. In a project (STM_PROJECT) its samples address executions this
-#     script does not know: each must answer, with no errorType and no batchItemFailures.
+#     stops the script. In a project (STM_PROJECT) its events/sam-local/checks.json says
+#     which executions to create first and what each sample must leave (`stm init` writes
+#     one for its samples); a sample it does not list stops the script.
 #  7. moto is stopped on exit (trap).
 #
 # --plant-idle-worker proves the checks catch a Worker that does nothing: the build is
@@ -480,18 +481,41 @@ function_of() {
 }
 
 if [[ $PROJECT != "$ROOT" ]]; then
-  # a project's samples: answered, no errorType, no record failed
-  for sample in events/*.json; do
-    name=$(basename "$sample")
+  # a project's samples, checked as its events/sam-local/checks.json says: the executions
+  # they address created first (their Start given to the Worker), then each sample in its
+  # order, its response and the executions it must leave
+  CHECKS=$PROJECT/events/sam-local/checks.json
+  [[ -f $CHECKS ]] || die "no $CHECKS: say there what each sample in events/ must leave (stm init writes one)"
+  python "$CHECK" samples "$CHECKS" events >"$WORK/samples.txt" 2>"$WORK/check.txt" || die "$(cat "$WORK/check.txt")"
+  step "setup: the executions the samples address"
+  LABEL=setup
+  created=0
+  while read -r file machine id; do
+    stm_ create "$PROJECT/$file" "$machine" --id "$id" --queue "$QUEUE"
+    created=$((created + 1))
+  done < <(python "$CHECK" setup "$CHECKS")
+  if ((created > 0)); then
+    queued "$created"
+    invoke Worker "$WORK/queued.json"
+    expect_failures
+  fi
+  while read -r name; do
     fn=$(function_of "$name")
-    [[ -n $fn ]] || { say "skipping $sample (no function for it)"; continue; }
-    step "sam local invoke $fn -e $sample"
+    [[ -n $fn ]] || die "events/$name: no function for it (worker-*, relay-* or sweeper-*)"
+    step "sam local invoke $fn -e events/$name"
     LABEL=$name
-    invoke "$fn" "$sample"
-    [[ $fn != Worker ]] || expect_failures
-  done
+    invoke "$fn" "events/$name"
+    python "$CHECK" sample-failures "$CHECKS" "$name" "$OUT" >"$WORK/check.txt" 2>&1 || die "$LABEL: $(cat "$WORK/check.txt")"
+    say "$LABEL: $(cat "$WORK/check.txt")"
+    while read -r id; do
+      stm_ show "$id" --json >"$WORK/exe.json" 2>"$WORK/check.txt" || die "$LABEL: execution $id: $(cat "$WORK/check.txt")"
+      python "$CHECK" sample-exe "$CHECKS" "$name" "$id" <"$WORK/exe.json" >"$WORK/check.txt" 2>&1 ||
+        die "$LABEL: $(cat "$WORK/check.txt") (a Worker that did nothing?)"
+      say "$LABEL: $(cat "$WORK/check.txt")"
+    done < <(python "$CHECK" ids "$CHECKS" "$name")
+  done <"$WORK/samples.txt"
   [[ $n -gt 0 ]] || die "no sample in events/ was invoked"
-  step "all $n invocations answered"
+  step "all $n invocations answered as events/sam-local/checks.json says"
   exit 0
 fi
 

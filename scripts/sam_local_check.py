@@ -9,6 +9,13 @@ pending, and the checks of each function's response.
     python scripts/sam_local_check.py timer-due PREFIX EXECUTION PATH FIRE_AT
     python scripts/sam_local_check.py outbox-put PREFIX TARGET EVENT_JSON
     python scripts/sam_local_check.py rows PREFIX
+    python scripts/sam_local_check.py setup CHECKS.json        # FILE MACHINE ID, a line each
+    python scripts/sam_local_check.py samples CHECKS.json EVENTS_DIR   # in order; all listed
+    python scripts/sam_local_check.py ids CHECKS.json SAMPLE
+    python scripts/sam_local_check.py sample-failures CHECKS.json SAMPLE RESPONSE.json
+    python scripts/sam_local_check.py sample-exe CHECKS.json SAMPLE ID < `stm show ID --json`
+
+CHECKS.json is a project's `events/sam-local/checks.json` (`stm init` writes one).
 
 Each prints one line saying what it found; a check that does not hold exits 1 with the
 reason. The endpoint is $STM_ENDPOINT_URL (moto on 127.0.0.1), the credentials dummies.
@@ -153,6 +160,53 @@ def rows(prefix):
     print(f"{n['outbox']} {n['spawns']}")
 
 
+def load_checks(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def sample_entry(checks, sample):
+    for entry in checks.get("samples", []):
+        if entry.get("sample") == sample:
+            return entry
+    fail(f"{sample} has no checks in events/sam-local/checks.json: add what it must leave")
+
+
+def setup(path):
+    for entry in load_checks(path).get("setup", []):
+        print(f"{entry['file']} {entry['machine']} {entry['id']}")
+
+
+def samples(path, events_dir):
+    listed = [entry["sample"] for entry in load_checks(path).get("samples", [])]
+    present = sorted(n for n in os.listdir(events_dir) if n.endswith(".json"))
+    for name in present:
+        if name not in listed:
+            fail(f"events/{name} has no checks in events/sam-local/checks.json: add what it must leave")
+    for name in listed:
+        if name not in present:
+            fail(f"events/sam-local/checks.json lists {name}, which is not in events/")
+        print(name)
+
+
+def ids(path, sample):
+    for execution in sample_entry(load_checks(path), sample).get("executions", {}):
+        print(execution)
+
+
+def sample_failures(path, sample, response_file):
+    entry = sample_entry(load_checks(path), sample)
+    if "batchItemFailures" in entry:
+        failures(response_file, entry["batchItemFailures"])
+    else:
+        print("answered")
+
+
+def sample_exe(path, sample, execution):
+    fields = sample_entry(load_checks(path), sample).get("executions", {}).get(execution, {})
+    exe([f"{field}={'-' if want is None else want}" for field, want in fields.items()])
+
+
 def main(argv):
     if not argv:
         fail("no command (see the docstring)")
@@ -171,6 +225,16 @@ def main(argv):
         outbox_put(*args)
     elif cmd == "rows" and len(args) == 1:
         rows(*args)
+    elif cmd == "setup" and len(args) == 1:
+        setup(*args)
+    elif cmd == "samples" and len(args) == 2:
+        samples(*args)
+    elif cmd == "ids" and len(args) == 2:
+        ids(*args)
+    elif cmd == "sample-failures" and len(args) == 3:
+        sample_failures(*args)
+    elif cmd == "sample-exe" and len(args) == 3:
+        sample_exe(*args)
     else:
         fail(f"bad arguments: {argv}")
 

@@ -252,6 +252,10 @@ pub fn files(name: &str, source: &StmSource, lock: Option<&str>) -> Result<Vec<(
             "events/sam-local/env-vars.json".to_string(),
             SAM_LOCAL_ENV.to_string(),
         ),
+        (
+            "events/sam-local/checks.json".to_string(),
+            sample_checks(name, &ident),
+        ),
         ("README.md".to_string(), readme(name, &ident)),
     ];
     if let Some(lock) = lock {
@@ -474,6 +478,26 @@ machine {ident} {{
     )
 }
 
+/// What each sample leaves, for `scripts/sam-local.sh` (`STM_PROJECT`) and the project's
+/// own checks: the executions the samples address, created first, then each sample in the
+/// order it is invoked with what it must leave. A sample in `events/` that is not listed
+/// stops the script.
+fn sample_checks(name: &str, ident: &str) -> String {
+    let id = format!("{}-1", ident.replace('_', "-"));
+    let greeted =
+        serde_json::json!({"status": "RUNNING", "active_path": "Greeted", "context.greeting": "Hello, Ada!"});
+    let checks = serde_json::json!({
+        "setup": [{"file": format!("machines/{name}.stm"), "machine": ident, "id": id}],
+        "samples": [
+            {"sample": "worker-greet.json", "batchItemFailures": [], "executions": {&id: greeted}},
+            // nothing pending, nothing due: each answers and leaves the execution as it was
+            {"sample": "relay-scheduled.json", "executions": {&id: greeted}},
+            {"sample": "sweeper-scheduled.json", "executions": {&id: greeted}},
+        ],
+    });
+    format!("{}\n", serde_json::to_string_pretty(&checks).unwrap_or_default())
+}
+
 /// One SQS FIFO record for execution `ID-1`: `Greet` with a name.
 fn worker_sample(ident: &str) -> String {
     let id = format!("{}-1", ident.replace('_', "-"));
@@ -520,7 +544,9 @@ sam build && sam deploy --guided                  # to AWS
 ```
 
 `events/` holds a sample for each function (`sam local invoke Worker -e
-events/worker-greet.json`, with `events/sam-local/env-vars.json`).
+events/worker-greet.json`, with `events/sam-local/env-vars.json`);
+`events/sam-local/checks.json` says what each leaves (the executions it addresses, created
+first), which stm's `scripts/sam-local.sh` checks with `STM_PROJECT` set to this folder.
 "#
     )
 }

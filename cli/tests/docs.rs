@@ -484,10 +484,11 @@ fn sh_blocks_name_what_they_need() {
         let text = documents
             .entry(block.file.clone())
             .or_insert_with(|| std::fs::read_to_string(repo().join(&block.file)).expect("read the document"));
-        let runs_aws = block
-            .body
-            .lines()
-            .any(|line| shell_words(line.split(" #").next().unwrap_or_default()).iter().any(|w| w == "aws"));
+        let runs_aws = block.body.lines().any(|line| {
+            shell_words(line.split(" #").next().unwrap_or_default())
+                .iter()
+                .any(|w| w == "aws")
+        });
         if runs_aws && !text.contains("the AWS CLI") {
             failures.push(format!(
                 "{}: runs `aws`, and the chapter never says the reader needs the AWS CLI",

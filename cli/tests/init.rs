@@ -71,6 +71,7 @@ fn a_scaffolded_project_builds_validates_runs_and_deploys_as_it_is() {
         "samconfig.toml",
         "events/worker-greet.json",
         "events/sam-local/env-vars.json",
+        "events/sam-local/checks.json",
         "README.md",
     ] {
         assert!(project.join(file).is_file(), "stm init wrote no {file}");
@@ -166,10 +167,46 @@ fn a_scaffolded_project_builds_validates_runs_and_deploys_as_it_is() {
     let shown = local.ok(&["show", "hello-local"]);
     assert!(shown.contains("Hello, Bo!"), "{shown}");
 
-    // 5. the worker binary as Lambda runs it, over its events/ sample, as WorkerRole
-    local.ok(&["create", &machine_file, "hello", "--id", "hello-1"]);
-    // its Start goes over the queue: a PENDING execution takes nothing else (as harel)
-    local.wait_show("hello-1", &["RUNNING", "at Waiting"]);
+    // 5. the worker binary as Lambda runs it, over its events/ samples, as WorkerRole,
+    // checked as the project's events/sam-local/checks.json says (what scripts/sam-local.sh
+    // checks in SAM's containers): the executions it lists created first, then each worker
+    // sample with the response and the executions it must leave
+    let checks: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(project.join("events/sam-local/checks.json")).expect("checks.json"),
+    )
+    .expect("checks.json is JSON");
+    let listed: Vec<&str> = checks["samples"]
+        .as_array()
+        .expect("samples")
+        .iter()
+        .filter_map(|s| s["sample"].as_str())
+        .collect();
+    let mut present: Vec<String> = std::fs::read_dir(project.join("events"))
+        .expect("events/")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    present.sort();
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted, present,
+        "checks.json lists every sample of events/, and no other"
+    );
+    for entry in checks["setup"].as_array().expect("setup") {
+        let file = project
+            .join(entry["file"].as_str().expect("file"))
+            .display()
+            .to_string();
+        let (machine, id) = (
+            entry["machine"].as_str().expect("machine"),
+            entry["id"].as_str().expect("id"),
+        );
+        local.ok(&["create", &file, machine, "--id", id]);
+        // its Start goes over the queue: a PENDING execution takes nothing else (as harel)
+        local.wait_show(id, &["RUNNING"]);
+    }
     let queue_url = local
         .console()
         .split_whitespace()
@@ -184,52 +221,72 @@ fn a_scaffolded_project_builds_validates_runs_and_deploys_as_it_is() {
             .unwrap_or_default()
     };
     let moto = stm_testkit::moto_blocking();
-    let sample = std::fs::read_to_string(project.join("events/worker-greet.json")).expect("sample");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let answer = runtime.block_on(async {
-        let api = RuntimeApi::start().await.expect("a Runtime API");
-        let mut env = vec![
-            (
-                "STM_ENDPOINT_URL".to_string(),
-                moto.endpoint_as(Principal::Worker).to_string(),
-            ),
-            ("STM_TABLE_PREFIX".to_string(), env_of("STM_TABLE_PREFIX")),
-            ("STM_QUEUE_URL".to_string(), queue_url.clone()),
-            ("STM_DEFINITIONS_DIR".to_string(), machines.display().to_string()),
-        ];
-        env.extend(function_env::lambda_variables("hello-worker"));
-        let mut child = function_env::spawn(&worker.display().to_string(), api.address(), &env);
-        let id = api.invoke(&sample);
-        let outcome = api.outcome(&id, Duration::from_secs(60)).await;
-        let _ = child.start_kill();
-        let log = child
-            .wait_with_output()
-            .await
-            .map(|o| {
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&o.stdout),
-                    String::from_utf8_lossy(&o.stderr)
-                )
-            })
-            .unwrap_or_default();
-        (outcome, api.init_error(), log)
-    });
-    let (outcome, init_error, log) = answer;
-    assert_eq!(init_error, None, "{log}");
-    let Some(Outcome::Response(response)) = outcome else {
-        panic!("the worker answered {outcome:?}\n{log}");
-    };
-    let response: serde_json::Value = serde_json::from_str(&response).expect("a JSON response");
-    assert_eq!(response, serde_json::json!({"batchItemFailures": []}), "{log}");
-    // the worker committed before it answered: the step is there at once
-    let shown = local.ok(&["show", "hello-1"]);
+    let mut checked = 0;
+    for entry in checks["samples"].as_array().expect("samples") {
+        let name = entry["sample"].as_str().expect("sample");
+        if !name.starts_with("worker-") {
+            continue;
+        }
+        let sample = std::fs::read_to_string(project.join("events").join(name)).expect("sample");
+        let answer = runtime.block_on(async {
+            let api = RuntimeApi::start().await.expect("a Runtime API");
+            let mut env = vec![
+                (
+                    "STM_ENDPOINT_URL".to_string(),
+                    moto.endpoint_as(Principal::Worker).to_string(),
+                ),
+                ("STM_TABLE_PREFIX".to_string(), env_of("STM_TABLE_PREFIX")),
+                ("STM_QUEUE_URL".to_string(), queue_url.clone()),
+                ("STM_DEFINITIONS_DIR".to_string(), machines.display().to_string()),
+            ];
+            env.extend(function_env::lambda_variables("hello-worker"));
+            let mut child = function_env::spawn(&worker.display().to_string(), api.address(), &env);
+            let id = api.invoke(&sample);
+            let outcome = api.outcome(&id, Duration::from_secs(60)).await;
+            let _ = child.start_kill();
+            let log = child
+                .wait_with_output()
+                .await
+                .map(|o| {
+                    format!(
+                        "{}{}",
+                        String::from_utf8_lossy(&o.stdout),
+                        String::from_utf8_lossy(&o.stderr)
+                    )
+                })
+                .unwrap_or_default();
+            (outcome, api.init_error(), log)
+        });
+        let (outcome, init_error, log) = answer;
+        assert_eq!(init_error, None, "{log}");
+        let Some(Outcome::Response(response)) = outcome else {
+            panic!("{name}: the worker answered {outcome:?}\n{log}");
+        };
+        let response: serde_json::Value = serde_json::from_str(&response).expect("a JSON response");
+        if let Some(failures) = entry.get("batchItemFailures") {
+            assert_eq!(&response["batchItemFailures"], failures, "{name}: {log}");
+        }
+        // the worker committed before it answered: the step is there at once
+        for (id, fields) in entry["executions"].as_object().expect("executions") {
+            let shown = local.ok(&["show", id, "--json"]);
+            let shown: serde_json::Value = serde_json::from_str(&shown).expect("show --json");
+            for (field, want) in fields.as_object().expect("fields") {
+                let got = field.split('.').fold(&shown, |v, part| &v[part]);
+                assert_eq!(
+                    got, want,
+                    "{name}: execution {id}: {field}\n{shown}\nthe worker's log:\n{log}"
+                );
+                checked += 1;
+            }
+        }
+    }
     assert!(
-        shown.lines().next().unwrap_or_default().contains("at Greeted") && shown.contains("Hello, Ada!"),
-        "{shown}\nthe worker's log:\n{log}"
+        checked > 0,
+        "checks.json checks no execution after a worker sample"
     );
     drop(local);
     drop(served);
