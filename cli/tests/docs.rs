@@ -11,12 +11,14 @@
 //! - `rust`: compiled as a module of the worker of a fresh `stm init` project, with the
 //!   book's `toml,worker-dependencies` blocks added to that worker's dependencies; the
 //!   chapter's `hello.audit` action is then served and run by `stm run`, and must have
-//!   written its key to a table on moto;
+//!   written its key to a table on moto; the `yaml,template-*` blocks are put at their
+//!   places in that project's `template.yaml` (as they are), which must pass cfn-lint and
+//!   grant the worker what the action writes;
 //! - `sh`: parsed with `bash -n`, and every script of this repository it names must exist
 //!   (these need AWS, SAM or Docker, so they are not run);
 //! - `json`: parsed;
-//! - `text`, `yaml`, `toml`, `lua`: not run, deliberately (sample output, excerpts, editor
-//!   configurations), see [`NOT_RUN`];
+//! - `text`, `yaml` (but `yaml,template-*`), `toml`, `lua`: not run, deliberately (sample
+//!   output, excerpts, editor configurations), see [`NOT_RUN`];
 //! - no info string, or another one: a failure, so nothing escapes unchecked.
 //!
 //! Blocks after a `<!-- newcomer: NAME -->` marker are run by `newcomer.rs` too, which
@@ -613,11 +615,105 @@ fn rust_blocks_compile_in_a_fresh_project() {
     if source.contains("with_audit(") {
         the_audit_action_writes_its_key(&project);
     }
+    the_template_blocks_deploy_the_action(&project);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The chapter's `hello.audit`, run: the worker serves it, `stm run` calls it from a
-/// machine's `on enter`, and the step's idempotency key is in the audit table after.
+/// Where each `yaml,template-*` block goes in a project's `template.yaml`: right after the
+/// first line equal to the anchor, itself after the first line equal to `within` (the
+/// resource it belongs to, when given).
+const TEMPLATE_PLACES: &[(&str, Option<&str>, &str)] = &[
+    ("template-resources", None, "Resources:"),
+    (
+        "template-worker-variables",
+        Some("  Worker:"),
+        "        Variables:",
+    ),
+    (
+        "template-worker-policies",
+        Some("  WorkerRole:"),
+        "      Policies:",
+    ),
+];
+
+/// The chapter's template blocks, as they are, at their places in the project's
+/// `template.yaml`: cfn-lint passes, and the worker's role may put items in the table its
+/// `AUDIT_TABLE` names.
+fn the_template_blocks_deploy_the_action(project: &Path) {
+    let path = project.join("template.yaml");
+    let mut lines: Vec<String> = std::fs::read_to_string(&path)
+        .expect("the project's template")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let mut applied = 0;
+    for block in all_blocks().iter().filter(|b| b.lang == "yaml") {
+        let Some(attr) = block.attrs.iter().find(|a| a.starts_with("template-")) else {
+            continue;
+        };
+        let Some((_, within, anchor)) = TEMPLATE_PLACES.iter().find(|(name, _, _)| name == attr) else {
+            panic!("{}: `yaml,{attr}` names no place this test knows", block.at());
+        };
+        let from = within.map_or(0, |w| {
+            lines
+                .iter()
+                .position(|l| l == w)
+                .unwrap_or_else(|| panic!("the project's template has no line {w:?}"))
+        });
+        let at = lines[from..]
+            .iter()
+            .position(|l| l == anchor)
+            .map(|i| from + i + 1)
+            .unwrap_or_else(|| panic!("the project's template has no line {anchor:?} after {within:?}"));
+        let body: Vec<String> = block.body.lines().map(str::to_string).collect();
+        lines.splice(at..at, body);
+        applied += 1;
+    }
+    assert_eq!(applied, TEMPLATE_PLACES.len(), "the chapter's template blocks");
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write the template");
+
+    let python =
+        std::env::var("STM_PYTHON").unwrap_or_else(|_| repo().join(".venv/bin/python").display().to_string());
+    let cfn_lint = Path::new(&python).with_file_name("cfn-lint");
+    let linted = Command::new(&cfn_lint)
+        .arg("template.yaml")
+        .current_dir(project)
+        .output()
+        .expect("run cfn-lint");
+    assert!(
+        linted.status.success(),
+        "cfn-lint on the project's template with the chapter's blocks:\n{}{}",
+        stdout(&linted),
+        stderr(&linted)
+    );
+    let template = stm_testkit::template::Template::load(&path).expect("the template");
+    let variables = &template.properties("Worker").expect("Worker")["Environment"]["Variables"];
+    assert_eq!(
+        variables["AUDIT_TABLE"],
+        serde_json::json!({"Ref": "AuditTable"}),
+        "the worker's AUDIT_TABLE: {variables}"
+    );
+    let grants = stm_testkit::iam::role_grants(&template, "WorkerRole").expect("the worker's grants");
+    assert!(
+        grants.contains(&("dynamodb:PutItem".to_string(), "AuditTable".to_string())),
+        "the worker's role may not put items in AuditTable: {}",
+        stm_testkit::iam::show(&grants)
+    );
+}
+
+/// A child process, killed and reaped when dropped.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The chapter's `hello.audit`, run: the worker serves it, `stm run` and then `stm local`
+/// call it from a machine's `on enter`, and each step's idempotency key is in the audit
+/// table after.
 fn the_audit_action_writes_its_key(project: &Path) {
     let moto = stm_testkit::moto_blocking();
     let table = stm_testkit::unique_prefix("docs-audit");
@@ -643,11 +739,14 @@ fn the_audit_action_writes_its_key(project: &Path) {
         .spawn()
         .expect("start serve-actions");
     let bindings = served_bindings(&mut served);
+    // killed however the test ends (a failed assertion would leave it holding the output)
+    let served = Killed(served);
     let machine = project.join("machines/audited.stm");
     std::fs::write(
         &machine,
         "event Go {}\nmachine audited {\n  initial Idle\n  state Idle {}\n  \
-         state Audited { on enter hello.audit(level: \"info\") }\n  from Idle to Audited on Go\n}\n",
+         state Audited { on enter hello.audit(level: \"info\") }\n  from Idle to Audited on Go\n  \
+         from Audited to Idle on Go\n}\n",
     )
     .expect("write the machine");
     let ran = Command::new(env!("CARGO_BIN_EXE_stm"))
@@ -656,14 +755,25 @@ fn the_audit_action_writes_its_key(project: &Path) {
         .env("STM_ACTIONS", &bindings)
         .output()
         .expect("run stm");
-    let _ = served.kill();
-    let _ = served.wait();
     assert!(
         ran.status.success() && stdout(&ran).contains("Go                   -> Audited"),
         "stm run with hello.audit served ({bindings}):\n{}{}",
         stdout(&ran),
         stderr(&ran)
     );
+    // and on `stm local`, as the chapter runs it: the same served action, the same table
+    let local = common::Local::start_with(
+        "docs-audit",
+        &project.join("machines"),
+        &[("STM_ACTIONS".to_string(), bindings.clone())],
+    );
+    let machine_file = machine.display().to_string();
+    local.ok(&["create", &machine_file, "audited", "--id", "audited-local"]);
+    local.wait_show("audited-local", &["RUNNING", "at Idle"]);
+    local.ok(&["send", "audited-local", "Go", "--wait"]);
+    local.wait_show("audited-local", &["at Audited"]);
+    drop(local);
+    drop(served);
     let keys = stm_testkit::run_python(
         "import boto3, os\n\
          d = boto3.client('dynamodb', endpoint_url=os.environ['ENDPOINT'], region_name='us-east-1',\n\
@@ -672,8 +782,11 @@ fn the_audit_action_writes_its_key(project: &Path) {
         &boto,
         "",
     );
+    let keys: Vec<&str> = keys.lines().collect();
     assert!(
-        keys.lines().count() == 1 && keys.trim_end().ends_with(":hello.audit"),
-        "the audit table holds {keys:?}"
+        keys.len() == 2
+            && keys.iter().all(|k| k.ends_with(":hello.audit"))
+            && keys.iter().any(|k| k.contains("audited-local")),
+        "the audit table holds {keys:?}: a key from `stm run`, one from `stm local`"
     );
 }
