@@ -152,19 +152,8 @@ fn validate_one(defn: &Definition) -> Result<ExitCode> {
     let findings = stm_core::validate::validate(defn);
     // each finding shown as a parse error is (its line, a caret): one shape for all; a
     // finding in an imported file quotes that file
-    let mut sources: std::collections::HashMap<String, Option<String>> = std::collections::HashMap::new();
-    for finding in &findings {
-        let source = finding
-            .file
-            .as_ref()
-            .or(defn.source_file.as_ref())
-            .and_then(|file| {
-                sources
-                    .entry(file.clone())
-                    .or_insert_with(|| std::fs::read_to_string(file).ok())
-                    .clone()
-            });
-        println!("{}", finding.rendered(source.as_deref()));
+    for shown in stm_core::validate::rendered_all(defn, &findings) {
+        println!("{shown}");
     }
     let version = stm_core::version::version_of(defn);
     if findings.is_empty() {
@@ -274,7 +263,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if args.validate {
         let findings = stm_core::validate::validate(&defn);
         if stm_core::validate::has_errors(&findings) {
-            let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
+            let errors = findings.iter().filter(|f| f.is_error());
+            let text = stm_core::validate::rendered_all(&defn, errors);
             bail!("{} is not valid:\n{}", defn.id, text.join("\n"));
         }
     }

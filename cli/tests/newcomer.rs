@@ -299,6 +299,23 @@ fn the_commands_that_need_no_deployment_and_their_mistakes() {
             undeclared.display()
         )
     );
+    // `stm run --validate` shows the same finding the same way
+    let ran = stm_alone(&[
+        "run",
+        "--validate",
+        undeclared.to_str().expect("utf-8 path"),
+        "-e",
+        "Go",
+    ]);
+    assert_eq!(ran.status.code(), Some(1), "{}{}", stdout(&ran), stderr(&ran));
+    assert!(
+        stderr(&ran).contains(&format!(
+            "error[unknown_event]: transition references undeclared event 'Gox'\n --> {}:6:18\n",
+            undeclared.display()
+        )),
+        "{}",
+        stderr(&ran)
+    );
     let unresolved = format!(
         "error: cannot resolve transition target 'Nowhere' from machine M\n --> {}:4:13\n  |\n\
          4 |   from A to Nowhere on Go\n  |             ^\n",

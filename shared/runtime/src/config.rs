@@ -356,11 +356,8 @@ fn check_valid(file: &Path, defn: &stm_core::Definition) -> Result<(), ConfigErr
         return Err(ConfigError::InvalidMachine {
             file: file.to_path_buf(),
             machine: defn.id.clone(),
-            findings: findings
-                .iter()
-                .filter(|f| f.is_error())
-                .map(ToString::to_string)
-                .collect(),
+            // as `stm validate` shows them: the line, a caret, the hint
+            findings: stm_core::validate::rendered_all(defn, findings.iter().filter(|f| f.is_error())),
         });
     }
     Ok(())

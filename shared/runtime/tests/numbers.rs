@@ -135,10 +135,7 @@ fn validation_refuses_a_literal_timeout_no_timer_can_use() {
         Err(err) => err.to_string(),
     };
     assert!(
-        err.contains(&format!(
-            "{}:9:3: [error] timeout_too_large at Waiting",
-            file.display()
-        )),
+        err.contains("error[timeout_too_large]: ") && err.contains(&format!("--> {}:9:3", file.display())),
         "file:line:col and the code: {err}"
     );
     assert!(

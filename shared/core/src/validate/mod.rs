@@ -166,6 +166,30 @@ impl fmt::Display for Finding {
     }
 }
 
+/// Each finding of `defn` [`rendered`](Finding::rendered) with the line it is about,
+/// read from its file (the machine's own, or the imported one it names), each file read
+/// once: how every `stm` surface shows what a machine gets wrong (`stm validate`, `stm run
+/// --validate`, a definitions folder that does not load).
+pub fn rendered_all<'a>(defn: &Definition, findings: impl IntoIterator<Item = &'a Finding>) -> Vec<String> {
+    let mut sources: std::collections::HashMap<String, Option<String>> = std::collections::HashMap::new();
+    findings
+        .into_iter()
+        .map(|finding| {
+            let source = finding
+                .file
+                .as_ref()
+                .or(defn.source_file.as_ref())
+                .and_then(|file| {
+                    sources
+                        .entry(file.clone())
+                        .or_insert_with(|| std::fs::read_to_string(file).ok())
+                        .clone()
+                });
+            finding.rendered(source.as_deref())
+        })
+        .collect()
+}
+
 /// Whether any finding is an error.
 pub fn has_errors(findings: &[Finding]) -> bool {
     findings.iter().any(Finding::is_error)

@@ -43,8 +43,9 @@ pub enum ConfigError {
         #[source]
         source: Box<stm_core::dsl::DslError>,
     },
-    /// A machine that parses but breaks the validator's rules (each finding, one per line).
-    #[error("{}: machine {machine} is not valid:\n  {}", file.display(), findings.join("\n  "))]
+    /// A machine that parses but breaks the validator's rules: each finding as `stm
+    /// validate` shows it (`error[code]: …`, `--> file:line:col`, the line and a caret).
+    #[error("{}: machine {machine} is not valid:\n{}", file.display(), findings.join("\n"))]
     InvalidMachine {
         file: PathBuf,
         machine: String,

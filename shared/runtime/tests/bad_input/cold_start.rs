@@ -91,8 +91,10 @@ fn a_broken_definitions_directory_fails_the_cold_start_naming_the_place() {
         "{text}"
     );
     assert!(
-        text.contains(&format!("{file}:5:3: [error] terminal_missing_outcome at B")),
-        "{text}"
+        text.contains("error[terminal_missing_outcome]: ")
+            && text.contains(&format!("--> {file}:5:3"))
+            && text.contains("5 |   state B {}"),
+        "as `stm validate` shows it: {text}"
     );
 
     // (c) an action nothing binds: loads, and check_actions names machine and action
