@@ -358,7 +358,6 @@ impl SweepSummary {
         m.count("TimersFailed", self.failed as f64);
         m.count("TimersSuspended", self.suspended as f64);
         m.count("TimersStale", self.stale as f64);
-        m.count("SweepsCut", if self.cut { 1.0 } else { 0.0 });
         m
     }
 }
