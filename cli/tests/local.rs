@@ -58,8 +58,17 @@ impl Drop for Local {
 
 impl Local {
     fn start(tag: &str, args: &[&str]) -> Local {
+        Local::start_with_env(tag, args, &[])
+    }
+
+    /// [`Local::start`] with more variables in its environment.
+    fn start_with_env(tag: &str, args: &[&str], vars: &[(&str, &std::path::Path)]) -> Local {
         let log = std::env::temp_dir().join(format!("stm-local-test-{tag}-{}.log", std::process::id()));
-        let child = stm_command()
+        let mut cmd = stm_command();
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let child = cmd
             .arg("local")
             .args(["--relay-every", "1", "--sweep-every", "1", "--visibility", "5"])
             .args(args)
@@ -506,7 +515,12 @@ fn a_command_without_the_export_line_is_pointed_at_the_running_stack() {
     let port = free_port();
     let p = port.to_string();
     let examples = repo().join("examples");
-    let local = Local::start(
+    let home = std::env::temp_dir().join(format!("stm-hint-home-{}", std::process::id()));
+    // a temp dir of their own (where `stm local` keeps its lock file): another test's stack
+    // is not the one this command is pointed at
+    let tmp = home.join("tmp");
+    std::fs::create_dir_all(&tmp).expect("home");
+    let local = Local::start_with_env(
         "hint",
         &[
             "--port",
@@ -514,10 +528,9 @@ fn a_command_without_the_export_line_is_pointed_at_the_running_stack() {
             "--definitions",
             examples.to_str().expect("utf-8 path"),
         ],
+        &[("TMPDIR", &tmp)],
     );
     let export = local.export_line().expect("export line");
-    let home = std::env::temp_dir().join(format!("stm-hint-home-{}", std::process::id()));
-    std::fs::create_dir_all(&home).expect("home");
     let bare = |region: Option<&str>| {
         let mut cmd = stm_command();
         cmd.args(["show", "x"])
@@ -528,6 +541,7 @@ fn a_command_without_the_export_line_is_pointed_at_the_running_stack() {
             .env_remove("AWS_SECRET_ACCESS_KEY")
             .env_remove("AWS_SESSION_TOKEN")
             .env("HOME", &home)
+            .env("TMPDIR", &tmp)
             .env("AWS_CONFIG_FILE", home.join("config"))
             .env("AWS_SHARED_CREDENTIALS_FILE", home.join("credentials"))
             // no instance metadata to wait for

@@ -32,8 +32,13 @@ fn stm<S: AsRef<std::ffi::OsStr>>(dir: &Path, vars: &[(&str, &str)], args: &[S])
     for var in AWS_VARIABLES {
         cmd.env_remove(var);
     }
+    // a temp dir of its own: another test's `stm local` (its lock file) would add its
+    // export line to the errors read here
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).expect("a temp dir");
     cmd.env("AWS_CONFIG_FILE", &empty)
         .env("AWS_SHARED_CREDENTIALS_FILE", &empty)
+        .env("TMPDIR", &tmp)
         .env("STM_EMULATOR", "1");
     for (k, v) in vars {
         cmd.env(k, v);

@@ -48,8 +48,8 @@ impl QueueLock {
             match file.try_lock() {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => {
-                    let pid = std::fs::read_to_string(&path).unwrap_or_default();
-                    let who = match pid.trim() {
+                    let held = std::fs::read_to_string(&path).unwrap_or_default();
+                    let who = match held.lines().next().unwrap_or_default().trim() {
                         "" => "another `stm local`".to_string(),
                         pid => format!("another `stm local` (pid {pid})"),
                     };

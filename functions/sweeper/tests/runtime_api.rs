@@ -64,7 +64,7 @@ async fn sweeper_bootstrap_fires_the_due_timers() {
     };
     assert_eq!(
         summary,
-        serde_json::json!({"due": 1, "fired": 1, "suspended": 0, "orphaned": 0, "failed": 0, "stale": 0}),
+        serde_json::json!({"due": 1, "fired": 1, "suspended": 0, "orphaned": 0, "failed": 0, "stale": 0, "cut": false}),
         "the sweep fires the one timer the doorbell left"
     );
     let Some(second) = second.as_ref().and_then(|o| o.response_json()) else {

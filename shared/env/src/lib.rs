@@ -61,6 +61,8 @@ pub const PYTHON: &str = "STM_PYTHON";
 pub const MOTO_ENV: &str = "STM_MOTO_ENV";
 /// The seed of the store contract's drawn shapes (`stm_store::contract`).
 pub const SHAPES_SEED: &str = "STM_SHAPES_SEED";
+/// The seed of the store contract's drawn due timers and page limits (`stm_store::contract`).
+pub const DUE_PAGES_SEED: &str = "STM_DUE_PAGES_SEED";
 /// How many shapes the store contract draws.
 pub const SHAPES: &str = "STM_SHAPES";
 

@@ -181,7 +181,7 @@ pub async fn guarded_delete_survives_reschedule<S: ExecutionStore>(make: impl As
 }
 
 /// The variable that replays [`due_pages_give_each_due_timer_once_in_due_order`]'s draw.
-pub const DUE_PAGES_SEED_VAR: &str = "STM_DUE_PAGES_SEED";
+pub const DUE_PAGES_SEED_VAR: &str = stm_env::DUE_PAGES_SEED;
 
 /// A sweep's pages (`due_page` with one cursor) give every due timer once, in due order
 /// (`fire_at`, then execution, then path) across the store's shards, none past `now`, each
