@@ -15,6 +15,25 @@ pub(super) struct QueueLock {
     _file: File,
 }
 
+/// What a lock file holds, a line each: the pid of the `stm local` holding it, its
+/// endpoint, then (once it has started) its export line.
+struct Held<'a> {
+    pid: &'a str,
+    endpoint: Option<&'a str>,
+    export: Option<&'a str>,
+}
+
+impl<'a> Held<'a> {
+    fn read(text: &'a str) -> Held<'a> {
+        let mut lines = text.lines().map(str::trim);
+        Held {
+            pid: lines.next().unwrap_or_default(),
+            endpoint: lines.next(),
+            export: lines.next(),
+        }
+    }
+}
+
 impl QueueLock {
     fn path(endpoint: &str, queue_name: &str) -> PathBuf {
         let endpoint = endpoint
@@ -49,7 +68,7 @@ impl QueueLock {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => {
                     let held = std::fs::read_to_string(&path).unwrap_or_default();
-                    let who = match held.lines().next().unwrap_or_default().trim() {
+                    let who = match Held::read(&held).pid {
                         "" => "another `stm local`".to_string(),
                         pid => format!("another `stm local` (pid {pid})"),
                     };
@@ -87,8 +106,7 @@ impl QueueLock {
         match file.try_lock_shared() {
             Err(std::fs::TryLockError::WouldBlock) => {
                 let held = std::fs::read_to_string(&path).ok()?;
-                let pid = held.lines().next().unwrap_or_default().trim();
-                Some(pid.to_string()).filter(|p| !p.is_empty())
+                Some(Held::read(&held).pid.to_string()).filter(|p| !p.is_empty())
             }
             _ => None,
         }
@@ -100,8 +118,9 @@ impl QueueLock {
         let Ok(held) = std::fs::read_to_string(&self.path) else {
             return;
         };
-        let head: Vec<&str> = held.lines().take(2).collect();
-        let _ = std::fs::write(&self.path, format!("{}\n{export}\n", head.join("\n")));
+        let held = Held::read(&held);
+        let endpoint = held.endpoint.unwrap_or_default();
+        let _ = std::fs::write(&self.path, format!("{}\n{endpoint}\n{export}\n", held.pid));
     }
 
     /// The endpoint and export line of a `stm local` running on this machine, if any: a
@@ -118,9 +137,9 @@ impl QueueLock {
             match file.try_lock_shared() {
                 Err(std::fs::TryLockError::WouldBlock) => {
                     let held = std::fs::read_to_string(entry.path()).ok()?;
-                    let mut lines = held.lines().skip(1).map(str::trim);
-                    let endpoint = lines.next().filter(|e| !e.is_empty())?;
-                    let export = lines.next().filter(|e| e.starts_with("export "))?;
+                    let held = Held::read(&held);
+                    let endpoint = held.endpoint.filter(|e| !e.is_empty())?;
+                    let export = held.export.filter(|e| e.starts_with("export "))?;
                     Some((endpoint.to_string(), export.to_string()))
                 }
                 _ => None,

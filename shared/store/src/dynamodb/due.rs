@@ -365,10 +365,8 @@ pub const SHARD_PAGE: usize = 100;
 /// shard of the due index, or in the full scan, with the entries read and not yet given.
 #[derive(Debug)]
 pub(crate) struct Positions {
-    full_scan: bool,
+    /// The 64 shards, or the full scan alone.
     sources: Vec<Source>,
-    /// What the sweep's reads cost so far.
-    stats: SweepStats,
 }
 
 /// One shard (or the full scan): the entries read and not yet given, and where its next
@@ -401,24 +399,21 @@ impl Source {
 impl Positions {
     fn index() -> Self {
         Positions {
-            full_scan: false,
             sources: (0..TIMER_SHARDS)
                 .map(|k| Source::new(Some(format!("due#{k}")), None))
                 .collect(),
-            stats: SweepStats::default(),
         }
     }
 
-    fn full_scan(from: Option<Item>, index_missing: bool) -> Self {
+    fn full_scan(from: Option<Item>) -> Self {
         Positions {
-            full_scan: true,
             sources: vec![Source::new(None, from)],
-            stats: SweepStats {
-                full_scan: true,
-                index_missing,
-                ..SweepStats::default()
-            },
         }
+    }
+
+    /// Whether it reads the full scan (whose one source has no shard).
+    fn is_full_scan(&self) -> bool {
+        self.sources.first().is_some_and(|s| s.shard.is_none())
     }
 
     /// The source whose first entry comes first in due order, if every source that may
@@ -443,15 +438,6 @@ impl DynamoDbStore {
         self.timer_full_scan_interval
             .unwrap_or(DEFAULT_TIMER_FULL_SCAN_INTERVAL)
             .as_secs_f64()
-    }
-
-    /// What the sweep holding `cursor` has read so far (`None`: it read nothing from a
-    /// DynamoDB store).
-    pub fn sweep_stats(cursor: &DueCursor) -> Option<SweepStats> {
-        match &cursor.state {
-            CursorState::DynamoDb(positions) => Some(positions.stats),
-            _ => None,
-        }
     }
 
     /// Whether the `timers` table had a readable due index when last looked at (at
@@ -647,7 +633,7 @@ impl DynamoDbStore {
                             "the timers table has no readable due index: sweeping with a full scan"
                         );
                         self.set_due_index_present(false);
-                        **positions = Positions::full_scan(None, true);
+                        **positions = Positions::full_scan(None);
                     }
                     Err(QueryError::Other(err)) => return Err(err),
                 }
@@ -682,13 +668,13 @@ impl DynamoDbStore {
             )
         };
         if let Some(from) = left_at {
-            return Positions::full_scan(from, missing);
+            return Positions::full_scan(from);
         }
         if missing {
-            return Positions::full_scan(None, true);
+            return Positions::full_scan(None);
         }
         if self.claim_full_scan().await {
-            return Positions::full_scan(None, false);
+            return Positions::full_scan(None);
         }
         Positions::index()
     }
@@ -703,14 +689,13 @@ impl DynamoDbStore {
         wanted: &[usize],
         limit: usize,
     ) -> Result<(), QueryError> {
-        if positions.full_scan {
+        if positions.is_full_scan() {
             let source = &mut positions.sources[0];
             self.full_scan_state().scan_left_at = Some(source.start.clone());
-            let (timers, next, stats) = self
+            let (timers, next, _) = self
                 .scan_page(now, source.start.take())
                 .await
                 .map_err(QueryError::Other)?;
-            positions.stats.add(stats);
             source.buffer.extend(timers);
             source.done = next.is_none();
             source.start = next;
@@ -740,8 +725,7 @@ impl DynamoDbStore {
         let mut failure = None;
         while let Some(joined) = tasks.join_next().await {
             match joined {
-                Ok((i, Ok((timers, next, stats)))) => {
-                    positions.stats.add(stats);
+                Ok((i, Ok((timers, next, _)))) => {
                     let source = &mut positions.sources[i];
                     source.buffer.extend(timers);
                     source.done = next.is_none();
