@@ -74,16 +74,26 @@
 
 #![cfg(feature = "aws")]
 
+/// Every allocation counted: a function's peak memory is measured, not estimated.
+#[global_allocator]
+static HEAP: stm_testkit::heap::CountingAlloc = stm_testkit::heap::CountingAlloc;
+
 #[path = "common/metered.rs"]
 mod metered;
 
 // a crate root looks for its modules beside it: name the directory
+#[path = "scale/bulk.rs"]
+mod bulk;
 #[path = "scale/config.rs"]
 mod config;
 #[path = "scale/gate.rs"]
 mod gate;
+#[path = "scale/latency.rs"]
+mod latency;
 #[path = "scale/queue.rs"]
 mod queue;
+#[path = "scale/quotas.rs"]
+mod quotas;
 #[path = "scale/results.rs"]
 mod results;
 #[path = "scale/sim.rs"]

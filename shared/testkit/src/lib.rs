@@ -12,6 +12,8 @@
 //! - [`recorder`] records every AWS request a process sends (the IAM checks of the
 //!   functions' roles), and [`runtime_api`] is a minimal Lambda Runtime API that starts a
 //!   built function as Lambda would.
+//! - [`heap`] counts the heap a process holds and its peak (what a simulated function's
+//!   call held).
 //! - [`Rng`] is the seeded generator of every randomized test (and of the model's walks),
 //!   with [`env_u64`] (a seed or a count from the environment) and [`SeedOnFailure`] (the
 //!   seed a failure prints); [`python`] the test venv's interpreter; [`scratch_dir`] a
@@ -42,6 +44,7 @@
 //! concurrent and keep-alive), which is the serializable behaviour DynamoDB guarantees for
 //! the items a transaction touches.
 
+pub mod heap;
 pub mod http;
 pub mod iam;
 pub mod meter;

@@ -57,6 +57,10 @@ struct Inner {
     per_key: HashMap<(String, String), BTreeMap<i64, Units>>,
     /// table -> units in all.
     per_table: BTreeMap<String, Units>,
+    /// table -> second -> units: the table-level throughput (a table's quota is per
+    /// second over all its partitions; a global secondary index is metered as its own
+    /// table, `<table>.<index>`).
+    per_table_second: BTreeMap<String, BTreeMap<i64, Units>>,
     /// operation -> requests.
     requests: BTreeMap<String, u64>,
     /// (operation, the tables the request named) -> requests: what a report on some
@@ -97,6 +101,9 @@ pub struct MeterReport {
     pub hottest_per_table: Vec<KeyLoad>,
     /// Read and write units per table in all: `(table, read, write)`.
     pub units_per_table: Vec<(String, f64, f64)>,
+    /// Each table's busiest second, reads and writes apart: `(table, read units/s, write
+    /// units/s)`, what a table-level throughput quota is compared with.
+    pub table_peaks: Vec<(String, f64, f64)>,
     /// Requests per operation (`GetItem`, `TransactWriteItems`, ...; a simulation may name
     /// its store calls).
     pub requests: BTreeMap<String, u64>,
@@ -146,6 +153,14 @@ impl PartitionMeter {
         let total = inner.per_table.entry(table.to_string()).or_default();
         total.read += units.read;
         total.write += units.write;
+        let second = inner
+            .per_table_second
+            .entry(table.to_string())
+            .or_default()
+            .entry(second)
+            .or_default();
+        second.read += units.read;
+        second.write += units.write;
     }
 
     /// Charge a read of `key`'s item of `bytes` in `table` at time `at` (seconds).
@@ -275,6 +290,15 @@ fn summarize(inner: &Inner, keep: impl Fn(&str) -> bool) -> MeterReport {
             .filter(|(table, _)| keep(table))
             .map(|(table, u)| (table.clone(), u.read, u.write))
             .collect(),
+        table_peaks: inner
+            .per_table_second
+            .iter()
+            .filter(|(table, _)| keep(table))
+            .map(|(table, seconds)| {
+                let peak = |f: fn(&Units) -> f64| seconds.values().map(f).fold(0.0, f64::max);
+                (table.clone(), peak(|u| u.read), peak(|u| u.write))
+            })
+            .collect(),
         requests: BTreeMap::new(),
         seconds,
     }
@@ -317,6 +341,13 @@ mod tests {
         assert_eq!(report.hottest_per_table[1].read_units_per_second, 100.0);
         assert_eq!(report.total_units(), (100.0, 1300.0));
         assert_eq!(report.seconds, 2.0);
+        // the table's busiest second sums its keys: 1,200 (hot) + 50 (cool) in second 10
+        let executions = report
+            .table_peaks
+            .iter()
+            .find(|(table, _, _)| table == "executions")
+            .expect("the table's peak");
+        assert_eq!((executions.1, executions.2), (0.0, 1250.0));
     }
 
     #[test]

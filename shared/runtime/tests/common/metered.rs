@@ -71,12 +71,13 @@ use stm_runtime::{Clock, ManualClock};
 // DynamoDB's limits and the store's constants, as the DynamoDB store has them
 use stm_store::dynamodb::{
     state_index_key, timer_shard, DEFAULT_TIMER_FULL_SCAN_INTERVAL, MAX_BATCH_GET_KEYS, MAX_ITEM_BYTES,
-    MAX_TRANSACTION_ITEMS, TIMER_SHARDS,
+    MAX_TRANSACTION_ITEMS, STATE_SHARDS, TIMER_SHARDS,
 };
 use stm_store::{
     Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry,
     PendingRows, PendingSeq, SpawnEntry, StoreError, TimerOp, Written,
 };
+use stm_testkit::heap::{uncounted, UncountedScope};
 use stm_testkit::meter::PartitionMeter;
 
 // this file is loaded by `#[path]`, so its child needs one too
@@ -118,12 +119,13 @@ pub struct MeteredStore {
     rows: Mutex<RowBook>,
     /// The clock's advance per request (0: none; see `set_serial`).
     serial: Mutex<f64>,
-    /// The most a single call handed back at once: seqs, and rows' bytes.
-    peak: Mutex<(usize, usize)>,
     /// Timer item bytes written so far and how many (the mean sizes the full scan).
     timer_bytes: Mutex<(usize, usize)>,
     /// When the last sweep's share of the full scan was charged.
     last_sweep: Mutex<Option<f64>>,
+    /// The requests charged since the last [`take_calls`](Self::take_calls), by
+    /// operation, in order: what a caller's time is sampled from.
+    calls: Mutex<Vec<String>>,
 }
 
 impl MeteredStore {
@@ -149,7 +151,7 @@ impl MeteredStore {
             }
             if self.on() {
                 let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
-                self.meter.read_units(DUE_INDEX, &shard, units, now);
+                uncounted(|| self.meter.read_units(DUE_INDEX, &shard, units, now));
             }
         }
         if !all_shards {
@@ -161,12 +163,14 @@ impl MeteredStore {
         if let (Some(seconds), true) = (since, self.on()) {
             let table_bytes = self.inner.timer_count() * self.mean_timer_bytes();
             let scan_units = table_bytes.div_ceil(4096).max(1) as f64;
-            self.meter.read_units(
-                TIMERS,
-                "(full scan)",
-                scan_units * seconds / DEFAULT_TIMER_FULL_SCAN_INTERVAL.as_secs_f64(),
-                now,
-            );
+            uncounted(|| {
+                self.meter.read_units(
+                    TIMERS,
+                    "(full scan)",
+                    scan_units * seconds / DEFAULT_TIMER_FULL_SCAN_INTERVAL.as_secs_f64(),
+                    now,
+                )
+            });
         }
     }
 
@@ -180,10 +184,15 @@ impl MeteredStore {
             exe_sizes: Mutex::default(),
             rows: Mutex::default(),
             serial: Mutex::new(0.0),
-            peak: Mutex::default(),
             timer_bytes: Mutex::default(),
             last_sweep: Mutex::default(),
+            calls: Mutex::default(),
         }
+    }
+
+    /// The operations of the requests charged since the last call, in order.
+    pub fn take_calls(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.calls))
     }
 
     /// Charge (on) or not (off, a setup).
@@ -196,7 +205,7 @@ impl MeteredStore {
         self.meter.reset();
         self.requests.store(0, Ordering::SeqCst);
         *lock(&self.last_sweep) = None;
-        *lock(&self.peak) = (0, 0);
+        lock(&self.calls).clear();
     }
 
     /// DynamoDB requests charged since the last reset.
@@ -209,24 +218,14 @@ impl MeteredStore {
         *lock(&self.serial) = seconds;
     }
 
-    /// The pending outbox rows' bytes in all.
-    pub fn outbox_bytes(&self) -> usize {
-        lock(&self.rows).table_bytes(OUTBOX)
+    /// The pending rows' bytes in all, outbox and spawns.
+    pub fn rows_bytes(&self) -> usize {
+        let book = lock(&self.rows);
+        book.table_bytes(OUTBOX) + book.table_bytes(SPAWNS)
     }
 
-    /// The most seqs one call handed back, and the most rows' bytes one call handed back,
-    /// since the last reset (what a relay pass holds at once).
-    pub fn peak(&self) -> (usize, usize) {
-        *lock(&self.peak)
-    }
-
-    fn note_held(&self, seqs: usize, row_bytes: usize) {
-        let mut peak = lock(&self.peak);
-        peak.0 = peak.0.max(seqs);
-        peak.1 = peak.1.max(row_bytes);
-    }
-
-    fn on(&self) -> bool {
+    /// Whether it charges now.
+    pub fn on(&self) -> bool {
         self.enabled.load(Ordering::SeqCst)
     }
 
@@ -236,7 +235,10 @@ impl MeteredStore {
 
     fn request(&self, op: &str) {
         if self.on() {
-            self.meter.request(op);
+            uncounted(|| {
+                self.meter.request(op);
+                lock(&self.calls).push(op.to_string());
+            });
             self.requests.fetch_add(1, Ordering::SeqCst);
             let step = *lock(&self.serial);
             if step > 0.0 {
@@ -247,13 +249,13 @@ impl MeteredStore {
 
     fn read(&self, table: &str, key: &str, bytes: usize) {
         if self.on() {
-            self.meter.read(table, key, bytes, true, false, self.now());
+            uncounted(|| self.meter.read(table, key, bytes, true, false, self.now()));
         }
     }
 
     fn write(&self, table: &str, key: &str, bytes: usize, transactional: bool) {
         if self.on() {
-            self.meter.write(table, key, bytes, transactional, self.now());
+            uncounted(|| self.meter.write(table, key, bytes, transactional, self.now()));
         }
     }
 
@@ -270,7 +272,7 @@ impl MeteredStore {
             },
         };
         if bytes > 0 {
-            lock(&self.exe_sizes).insert(id.to_string(), bytes);
+            uncounted(|| lock(&self.exe_sizes).insert(id.to_string(), bytes));
         }
         bytes
     }
@@ -283,8 +285,10 @@ impl MeteredStore {
             self.request("Scan");
             if self.on() {
                 let units = page_bytes.div_ceil(4096).max(1) as f64;
-                self.meter
-                    .read_units(table, &format!("(scan page {page})"), units, self.now());
+                uncounted(|| {
+                    self.meter
+                        .read_units(table, &format!("(scan page {page})"), units, self.now())
+                });
             }
         }
     }
@@ -420,6 +424,8 @@ impl ExecutionStore for MeteredStore {
         id: &str,
         event_ids: &[&str],
     ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
+        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
+        let _store_work = stm_testkit::heap::Transient::begin();
         let (exe, marks) = self.inner.load_for_events(id, event_ids).await?;
         self.request("BatchGetItem");
         let bytes = match &exe {
@@ -482,6 +488,8 @@ impl ExecutionStore for MeteredStore {
 
         let written = self.inner.commit(exe, commit).await?;
 
+        // the meter's book of sizes is the simulation's, not the function's memory
+        let _book = UncountedScope::begin();
         lock(&self.exe_sizes).insert(id.clone(), exe_bytes);
         {
             let mut book = lock(&self.rows);
@@ -552,18 +560,52 @@ impl ExecutionStore for MeteredStore {
         Ok(marked)
     }
 
-    // not charged: the simulated functions never query the state index (the operator's
-    // commands do)
+    /// The operator's look by state (a bulk command's selection): a small index (at most
+    /// `SMALL_STATE_INDEX` entries found) as one `Scan` page, a larger one as the shard
+    /// queries of each state (`STATE_SHARDS` a state), each billed on the entries it reads
+    /// (~100 bytes each, eventually consistent, at least half a unit) to its shard's key.
     async fn in_states(
         &self,
         definition_id: &str,
         paths: &[String],
         entered_by: Option<f64>,
     ) -> Result<Vec<stm_store::InState>, StoreError> {
-        self.inner.in_states(definition_id, paths, entered_by).await
+        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
+        let _store_work = stm_testkit::heap::Transient::begin();
+        let found = self.inner.in_states(definition_id, paths, entered_by).await?;
+        const ENTRY_BYTES: usize = 100;
+        if found.len() <= stm_store::dynamodb::SMALL_STATE_INDEX as usize {
+            self.scan(STATE_INDEX, found.len() * ENTRY_BYTES);
+            return Ok(found);
+        }
+        let mut per_key: HashMap<String, usize> = HashMap::new();
+        for entry in &found {
+            if let Some(exe) = self.inner.load(&entry.id).await? {
+                if let Some(key) = state_index_key(&exe) {
+                    *per_key.entry(key).or_default() += ENTRY_BYTES;
+                }
+            }
+        }
+        let now = self.now();
+        for path in paths {
+            for shard in 0..STATE_SHARDS {
+                let key = format!("{definition_id}#{path}#{shard}");
+                let bytes = per_key.get(&key).copied().unwrap_or(0);
+                for _ in 0..bytes.div_ceil(PAGE_BYTES).max(1) {
+                    self.request("Query");
+                }
+                if self.on() {
+                    let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
+                    uncounted(|| self.meter.read_units(STATE_INDEX, &key, units, now));
+                }
+            }
+        }
+        Ok(found)
     }
 
     async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
+        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
+        let _store_work = stm_testkit::heap::Transient::begin();
         let page = self.inner.list_executions(query).await?;
         // a Scan page of the executions table, billed on what it returned (approximate:
         // a filtered scan reads more than it returns)
@@ -576,10 +618,11 @@ impl ExecutionStore for MeteredStore {
     }
 
     async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
+        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
+        let _store_work = stm_testkit::heap::Transient::begin();
         let rows = self.inner.pending_outbox().await?;
         let bytes = lock(&self.rows).table_bytes(OUTBOX);
         self.scan(OUTBOX, bytes);
-        self.note_held(0, bytes);
         Ok(rows)
     }
 
@@ -592,10 +635,11 @@ impl ExecutionStore for MeteredStore {
     }
 
     async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
+        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
+        let _store_work = stm_testkit::heap::Transient::begin();
         let rows = self.inner.pending_spawns().await?;
         let bytes = lock(&self.rows).table_bytes(SPAWNS);
         self.scan(SPAWNS, bytes);
-        self.note_held(0, bytes);
         Ok(rows)
     }
 
@@ -631,6 +675,8 @@ impl ExecutionStore for MeteredStore {
         limit: usize,
         settled_before: f64,
     ) -> Result<Vec<PendingSeq>, StoreError> {
+        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
+        let _store_work = stm_testkit::heap::Transient::begin();
         let seqs = self.inner.oldest_pending_seqs(limit, settled_before).await?;
         if limit > 0 {
             // both tables scanned whole, the lowest `limit` seqs kept
@@ -641,23 +687,19 @@ impl ExecutionStore for MeteredStore {
             self.scan(SPAWNS, spawns);
             self.scan(OUTBOX, outbox);
         }
-        self.note_held(seqs.len(), 0);
         Ok(seqs)
     }
 
     async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
+        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
+        let _store_work = stm_testkit::heap::Transient::begin();
         let rows = self.inner.pending_rows(spawns, outbox).await?;
         let keys: Vec<(&'static str, i64)> = spawns
             .iter()
             .map(|seq| (SPAWNS, *seq))
             .chain(outbox.iter().map(|seq| (OUTBOX, *seq)))
             .collect();
-        let held: usize = {
-            let book = lock(&self.rows);
-            keys.iter().map(|(table, seq)| book.size(table, *seq)).sum()
-        };
         self.batch_get_rows(&keys);
-        self.note_held(0, held);
         Ok(rows)
     }
 
@@ -669,6 +711,8 @@ impl ExecutionStore for MeteredStore {
     }
 
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
+        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
+        let _store_work = stm_testkit::heap::Transient::begin();
         let due = self.inner.due_timers(now).await?;
         self.meter_due(&due, now, true);
         Ok(due)
@@ -681,6 +725,8 @@ impl ExecutionStore for MeteredStore {
         cursor: &mut DueCursor,
         limit: usize,
     ) -> Result<Vec<DueTimer>, StoreError> {
+        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
+        let _store_work = stm_testkit::heap::Transient::begin();
         let first = cursor.is_start();
         let due = self.inner.due_page(now, cursor, limit).await?;
         self.meter_due(&due, now, first);

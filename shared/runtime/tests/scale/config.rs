@@ -9,12 +9,23 @@ use stm_runtime::Definitions;
 
 /// The simulation's epoch (the clock's start).
 pub(crate) const START: f64 = 1_700_000_000.0;
-/// The latency model.
+/// A serial caller's pace (the relay's run): the clock advances this much per request, so
+/// its load spreads over the seconds it takes; its modelled time is drawn from the latency
+/// table (`latency.rs`).
 pub(crate) const DDB_SECONDS: f64 = 0.005;
 pub(crate) const SQS_SECONDS: f64 = 0.010;
-/// The gate.
+/// The gate: the hottest shared key's share of its limit, the requests per event between a
+/// small and a large table, the share of the offered events served at the run's largest
+/// rate, and a function's peak memory against its `MemorySize`.
 pub(crate) const GATE_SHARE: f64 = 0.5;
 pub(crate) const FLAT_TOLERANCE: f64 = 0.02;
+pub(crate) const GATE_SERVED: f64 = 0.99;
+pub(crate) const GATE_MEMORY: f64 = 0.5;
+/// Each function's resident memory before its first event (MiB): `bench/coldstart.sh`'s
+/// peak RSS at init, 2026-12-02 (docs/performance.md). A call's peak heap adds to it.
+pub(crate) const WORKER_RESIDENT_MIB: f64 = 14.1;
+pub(crate) const RELAY_RESIDENT_MIB: f64 = 12.7;
+pub(crate) const SWEEPER_RESIDENT_MIB: f64 = 13.4;
 /// How long a failed record stays hidden when the worker did not release it.
 pub(crate) const VISIBILITY_SECONDS: f64 = 360.0;
 /// The share of events that emit, and that are timeouts, in the mixed workloads.
@@ -35,7 +46,17 @@ pub(crate) struct Config {
     pub(crate) window: f64,
     pub(crate) idle: usize,
     pub(crate) backlog: usize,
+    /// Fan-outs of large packed spawn rows in the relay's backlog.
+    pub(crate) packed: usize,
+    /// The fan-out that joins today, and the one the runtime must reach.
     pub(crate) fanout: usize,
+    pub(crate) fanout_wide: usize,
+    /// Timed executions bulk-suspended and resumed.
+    pub(crate) bulk_timed: usize,
+    /// Executions a bulk command selects by state.
+    pub(crate) bulk_by_state: usize,
+    /// Timers due at once.
+    pub(crate) due_at_once: usize,
 }
 
 impl Config {
@@ -48,7 +69,12 @@ impl Config {
                 window: 2.0,
                 idle: 1_000_000,
                 backlog: 1_000_000,
+                packed: 300,
                 fanout: 1_000,
+                fanout_wide: 10_000,
+                bulk_timed: 100_000,
+                bulk_by_state: 1_000_000,
+                due_at_once: 1_000_000,
             }
         } else {
             Config {
@@ -57,7 +83,12 @@ impl Config {
                 window: 2.0,
                 idle: 10_000,
                 backlog: 10_000,
+                packed: 30,
                 fanout: 1_000,
+                fanout_wide: 10_000,
+                bulk_timed: 10_000,
+                bulk_by_state: 10_000,
+                due_at_once: 10_000,
             }
         }
     }
@@ -131,16 +162,28 @@ fn template_number(name: &str, key: &str) -> f64 {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Deployment {
     pub(crate) worker_max_concurrency: f64,
+    pub(crate) worker_memory_mb: f64,
     pub(crate) relay_memory_mb: f64,
     pub(crate) relay_timeout: f64,
+    pub(crate) sweeper_memory_mb: f64,
+    pub(crate) sweeper_timeout: f64,
 }
 
 pub(crate) fn deployment() -> Deployment {
     Deployment {
         worker_max_concurrency: template_number("WorkerMaxConcurrency", "Default"),
+        worker_memory_mb: template_number("WorkerMemorySize", "Default"),
         relay_memory_mb: template_number("Relay", "MemorySize"),
         relay_timeout: template_number("Relay", "Timeout"),
+        sweeper_memory_mb: template_number("Sweeper", "MemorySize"),
+        sweeper_timeout: template_number("Sweeper", "Timeout"),
     }
+}
+
+/// A function's peak memory against its `MemorySize` (MB as Lambda counts them, MiB):
+/// its resident memory at init and the most heap one call held above its start.
+pub(crate) fn memory_share(resident_mib: f64, peak_heap: usize, memory_mb: f64) -> f64 {
+    (resident_mib + peak_heap as f64 / (1024.0 * 1024.0)) / memory_mb
 }
 
 pub(crate) fn definitions() -> Definitions {

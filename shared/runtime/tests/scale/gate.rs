@@ -2,12 +2,15 @@
 //! asserts that no key passes its share of its limit and that requests per event stay
 //! flat.
 
+use crate::bulk::{run_bulk_by_state, run_bulk_suspend, run_timers_due};
 use crate::config::{
-    definitions, deployment, prices, Config, DDB_SECONDS, EMIT_SHARE, FLAT_TOLERANCE, GATE_SHARE,
-    SQS_SECONDS, TIMER_SHARE,
+    definitions, deployment, prices, Config, EMIT_SHARE, FLAT_TOLERANCE, GATE_MEMORY, GATE_SERVED,
+    GATE_SHARE, TIMER_SHARE,
 };
+use crate::latency::CALLS;
+use crate::quotas;
 use crate::results::{rate_label, Env, Row};
-use crate::workloads::{run_fanout, run_hot, run_mix, run_relay_backlog, Mix};
+use crate::workloads::{run_fanout, run_hot, run_mix, run_relay_backlog, run_status_events, Backlog, Mix};
 
 fn fmt_rate(v: Option<f64>) -> String {
     match v {
@@ -27,9 +30,14 @@ fn print_table(rows: &[Row], env: &Env) {
         "RCU/s",
         "WCU/s",
         "% limit",
+        "binds first",
+        "table % quota",
         "DDB req/ev",
         "RCU+WCU/ev",
+        "SQS req/ev",
         "concurrency",
+        "latency p50/p99 ms",
+        "peak memory",
         "DDB $/M ev",
         "notes",
     ];
@@ -59,6 +67,22 @@ fn print_table(rows: &[Row], env: &Env) {
                 Some(reason) => format!("FAILED: {reason}"),
                 None => r.note.clone(),
             };
+            let (binds, table) = match &r.binding {
+                Some(b) => (
+                    b.caps
+                        .first()
+                        .map_or("-".into(), |(what, cap)| format!("{what} ({cap:.0} ev/s)")),
+                    format!("{:.1}% ({})", 100.0 * b.table_share, b.table),
+                ),
+                None => ("-".into(), "-".into()),
+            };
+            let memory = r
+                .memory
+                .iter()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map_or("-".into(), |(function, share)| {
+                    format!("{:.1}% ({function})", 100.0 * share)
+                });
             vec![
                 r.workload.clone(),
                 r.rate.clone(),
@@ -68,9 +92,16 @@ fn print_table(rows: &[Row], env: &Env) {
                 rcu,
                 wcu,
                 share,
+                binds,
+                table,
                 format!("{:.2}", r.requests_per_event),
                 format!("{:.2}+{:.2}", r.reads_per_event, r.writes_per_event),
+                format!("{:.2}", r.sqs_per_event),
                 r.concurrency.map_or("-".into(), |c| format!("{c:.1}")),
+                r.latency.map_or("-".into(), |(p50, p99)| {
+                    format!("{:.0}/{:.0}", p50 * 1e3, p99 * 1e3)
+                }),
+                memory,
                 format!("{:.2}", r.cost_per_million),
                 note,
             ]
@@ -92,7 +123,7 @@ fn print_table(rows: &[Row], env: &Env) {
             .enumerate()
             .map(|(c, v)| {
                 let pad = widths[c].saturating_sub(v.chars().count());
-                if c == 0 || c == 4 || c == headers.len() - 1 {
+                if matches!(c, 0 | 4 | 8 | 9 | 15) || c == headers.len() - 1 {
                     format!("{v}{}", " ".repeat(pad))
                 } else {
                     format!("{}{v}", " ".repeat(pad))
@@ -107,11 +138,15 @@ fn print_table(rows: &[Row], env: &Env) {
         if env.cfg.full { "full" } else { "quick" }
     );
     println!(
-        "latency model: {:.0} ms per DynamoDB request, {:.0} ms per SQS request the worker makes; concurrency = offered x \
-         modelled s/event; served = min(offered, WorkerMaxConcurrency {:.0} x events/s of one instance)",
-        DDB_SECONDS * 1e3,
-        SQS_SECONDS * 1e3,
-        env.deployment.worker_max_concurrency
+        "latency model: each call drawn from its kind's distribution (the table below); a batch's cycle in its group \
+         is the event source's receive, its invoke, the handler's calls one after another and the delete; \
+         concurrency = offered x the worker's modelled s/event (invoke + handler); served = offered capped by every \
+         quota (SQS FIFO high throughput {:.0} requests/s per action; one event source {:.0} instances; DynamoDB's \
+         table-level and Lambda's account quotas raised as the run needs, listed below); latency: an event's send to \
+         its delete; peak memory: the function's resident memory at init plus the most heap one call held (counted), \
+         against its MemorySize",
+        quotas::SQS_ACTION_TPS,
+        quotas::EVENT_SOURCE_MAX,
     );
     println!(
         "limits per partition key: {:.0} WCU/s, {:.0} RCU/s (hottest second); DynamoDB on-demand ${}/M WRU, ${}/M RRU \
@@ -129,6 +164,47 @@ fn print_table(rows: &[Row], env: &Env) {
         line(row);
     }
     println!();
+    println!("| call | p50 ms | p99 ms | source |");
+    println!("|---|---:|---:|---|");
+    for call in CALLS {
+        println!(
+            "| {} | {:.0} | {:.0} | {} |",
+            call.kind,
+            call.p50 * 1e3,
+            call.p99 * 1e3,
+            call.source
+        );
+    }
+    println!();
+}
+
+/// The quotas a user must raise for the run's largest rate, and how a new deployment
+/// reaches it: one line each.
+fn print_raises(rows: &[Row], rate: &str) {
+    let mut raise: std::collections::BTreeMap<String, f64> = Default::default();
+    let (mut ramp, mut warm): (f64, f64) = (0.0, 0.0);
+    for row in rows.iter().filter(|r| r.rate == rate) {
+        if let Some(b) = &row.binding {
+            for (quota, to) in &b.raise {
+                let held = raise.entry(quota.clone()).or_default();
+                *held = held.max(*to);
+            }
+            ramp = ramp.max(b.ramp_minutes);
+            warm = warm.max(b.warm_minutes);
+        }
+    }
+    println!("quotas to raise for {rate}:");
+    if raise.is_empty() {
+        println!("  none: every figure is within AWS's defaults");
+    }
+    for (quota, to) in &raise {
+        println!("  {quota}: at least {to:.0}");
+    }
+    println!(
+        "  ramp: the event source reaches the concurrency needed in {ramp:.1} min (5 instances, then 300 a minute); \
+         a new on-demand table reaches the peak in {warm:.0} min of doubling (4,000 writes/s, 12,000 reads/s at first; \
+         WarmThroughput on the table skips it)"
+    );
 }
 
 /// A line on stderr per finished run (the full run takes minutes).
@@ -192,6 +268,8 @@ pub(crate) async fn scale() {
             rows.push(progress(run_mix(&env, name, mix, rate).await, started));
         }
         let started = std::time::Instant::now();
+        rows.push(progress(run_status_events(&env, rate).await, started));
+        let started = std::time::Instant::now();
         rows.push(progress(run_hot(&env, rate).await, started));
         let started = std::time::Instant::now();
         let a = progress(run_mix(&env, "mix", small, rate).await, started);
@@ -202,9 +280,25 @@ pub(crate) async fn scale() {
         rows.push(b);
     }
     let started = std::time::Instant::now();
-    rows.push(progress(run_fanout(&env).await, started));
+    rows.push(progress(run_fanout(&env, cfg.fanout).await, started));
     let started = std::time::Instant::now();
-    rows.push(progress(run_relay_backlog(&env).await, started));
+    rows.push(progress(run_fanout(&env, cfg.fanout_wide).await, started));
+    let started = std::time::Instant::now();
+    rows.push(progress(
+        run_relay_backlog(&env, Backlog::Events(cfg.backlog)).await,
+        started,
+    ));
+    let started = std::time::Instant::now();
+    rows.push(progress(
+        run_relay_backlog(&env, Backlog::Packed(cfg.packed)).await,
+        started,
+    ));
+    let started = std::time::Instant::now();
+    rows.push(progress(run_bulk_suspend(&env).await, started));
+    let started = std::time::Instant::now();
+    rows.push(progress(run_bulk_by_state(&env).await, started));
+    let started = std::time::Instant::now();
+    rows.push(progress(run_timers_due(&env).await, started));
     print_table(&rows, &env);
 
     // the gate
@@ -251,11 +345,47 @@ pub(crate) async fn scale() {
             if ok { "" } else { "  <- NOT FLAT" }
         );
     }
+    // served at the run's largest rate, by every gated workload with a rate
+    let largest = rate_label(cfg.rates.iter().copied().fold(0.0, f64::max));
+    print_raises(&rows, &largest);
+    let served = rows
+        .iter()
+        .filter(|r| r.gated && r.rate == largest)
+        .filter_map(|r| Some((r, r.served? / r.offered?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let served_share = served.map_or(1.0, |(_, s)| s);
+    if let Some((row, s)) = served {
+        println!(
+            "gate: the least served at {largest} is `{}`: {:.1}% of offered (gate: {:.0}%), bound by {}",
+            row.workload,
+            100.0 * s,
+            100.0 * GATE_SERVED,
+            row.binding
+                .as_ref()
+                .and_then(|b| b.caps.first())
+                .map_or("nothing", |(what, _)| what.as_str())
+        );
+    }
+    let memory = rows
+        .iter()
+        .flat_map(|r| r.memory.iter().map(move |(f, m)| (r, *f, *m)))
+        .max_by(|a, b| a.2.total_cmp(&b.2));
+    let memory_share = memory.map_or(0.0, |(_, _, m)| m);
+    if let Some((row, function, m)) = memory {
+        println!(
+            "gate: the most memory is the {function}'s in `{}`: {:.1}% of its MemorySize (gate: {:.0}%)",
+            row.workload,
+            100.0 * m,
+            100.0 * GATE_MEMORY
+        );
+    }
     println!("simulated in {:.1} s of wall time", wall.elapsed().as_secs_f64());
     println!(
-        "scale: hottest key {:.0}% of its limit; per-event requests flat: {}",
+        "scale: hottest key {:.0}% of its limit; per-event requests flat: {}; served {:.0}% of offered; peak memory {:.0}% of the function's",
         100.0 * share,
-        if all_flat { "yes" } else { "no" }
+        if all_flat { "yes" } else { "no" },
+        (100.0 * served_share).floor(),
+        (100.0 * memory_share).ceil()
     );
     assert!(
         share <= GATE_SHARE,
@@ -264,4 +394,16 @@ pub(crate) async fn scale() {
         100.0 * GATE_SHARE
     );
     assert!(all_flat, "the requests per event grow with the table");
+    assert!(
+        served_share >= GATE_SERVED,
+        "{:.1}% of the offered events are served at {largest} (gate {:.0}%)",
+        100.0 * served_share,
+        100.0 * GATE_SERVED
+    );
+    assert!(
+        memory_share <= GATE_MEMORY,
+        "a function peaks at {:.1}% of its MemorySize (gate {:.0}%)",
+        100.0 * memory_share,
+        100.0 * GATE_MEMORY
+    );
 }

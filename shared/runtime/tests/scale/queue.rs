@@ -2,7 +2,7 @@
 //! batches one group hands to an invocation, in simulated time.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -26,6 +26,8 @@ pub(crate) struct Queued {
     message: OutgoingMessage,
     receive_count: u32,
     visible_at: f64,
+    /// When it was sent: its latency runs from here to the delete.
+    sent_at: f64,
 }
 
 #[derive(Debug, Default)]
@@ -50,10 +52,12 @@ struct QueueState {
 }
 
 /// SQS FIFO in simulated time: per-group order, one batch of a group at a time, up to 10
-/// messages per batch, deduplication, visibility. It counts the SQS requests made through
-/// it (a `SendMessageBatch` per request `plan_batches` cuts, a `ChangeMessageVisibility`);
-/// the producer's sends ([`SimQueue::inject`]) and the event source's receives and deletes
-/// are not counted (they are not in the worker's time).
+/// messages per batch, deduplication, visibility. It counts every SQS request by action and
+/// second (what the queue's per-action quota is compared with): the handlers' (a
+/// `SendMessageBatch` per request `plan_batches` cuts, a `ChangeMessageVisibility`), also
+/// logged for their time ([`take_calls`](SimQueue::take_calls)); the producer's sends (a
+/// `SendMessage` an event, [`SimQueue::inject`]); and the event source's receives and
+/// deletes, which the simulation counts with [`tally`](SimQueue::tally).
 ///
 /// Not `MemoryQueue`: its deduplication window and visibility run on the wall clock and
 /// its receive scans the whole queue, quadratic at 10^5 messages.
@@ -69,6 +73,20 @@ pub(crate) struct SimQueue {
     pub(crate) discard: AtomicBool,
     /// The clock's advance per request (a serial caller; 0: none).
     pub(crate) serial: Mutex<f64>,
+    /// (action, second) -> requests.
+    actions: Mutex<BTreeMap<(&'static str, i64), u64>>,
+    /// The handlers' requests since the last `take_calls`, by action.
+    calls: Mutex<Vec<&'static str>>,
+    /// Each deleted message's seconds from its send to its delete.
+    pub(crate) latencies: Mutex<Vec<f64>>,
+}
+
+/// One SQS action's requests in a run: all of them, and its busiest second's.
+#[derive(Debug, Clone)]
+pub(crate) struct ActionLoad {
+    pub(crate) action: &'static str,
+    pub(crate) requests: u64,
+    pub(crate) peak_per_second: u64,
 }
 
 impl SimQueue {
@@ -81,10 +99,49 @@ impl SimQueue {
             published_bytes: AtomicU64::new(0),
             discard: AtomicBool::new(false),
             serial: Mutex::new(0.0),
+            actions: Mutex::default(),
+            calls: Mutex::default(),
+            latencies: Mutex::default(),
         }
     }
 
-    fn count_requests(&self, n: u64) {
+    /// Count `n` requests of `action` now (not in any handler's time).
+    pub(crate) fn tally(&self, action: &'static str, n: u64) {
+        let second = self.clock.now().floor() as i64;
+        *lock(&self.actions).entry((action, second)).or_default() += n;
+    }
+
+    /// Each action's requests since the last reset, and its busiest second's.
+    pub(crate) fn action_loads(&self) -> Vec<ActionLoad> {
+        let mut loads: BTreeMap<&'static str, ActionLoad> = BTreeMap::new();
+        for (&(action, _), &n) in lock(&self.actions).iter() {
+            let load = loads.entry(action).or_insert(ActionLoad {
+                action,
+                requests: 0,
+                peak_per_second: 0,
+            });
+            load.requests += n;
+            load.peak_per_second = load.peak_per_second.max(n);
+        }
+        loads.into_values().collect()
+    }
+
+    /// The handlers' requests since the last call, by action.
+    pub(crate) fn take_calls(&self) -> Vec<&'static str> {
+        std::mem::take(&mut *lock(&self.calls))
+    }
+
+    /// A handler's `n` requests of another service (`PutEvents`): counted by action and in
+    /// the handler's time, not as SQS requests.
+    pub(crate) fn handler_call(&self, action: &'static str, n: u64) {
+        self.tally(action, n);
+        lock(&self.calls).extend(std::iter::repeat_n(action, n as usize));
+    }
+
+    /// A handler's `n` requests of `action`: counted, and in its time.
+    fn count_requests(&self, action: &'static str, n: u64) {
+        self.tally(action, n);
+        lock(&self.calls).extend(std::iter::repeat_n(action, n as usize));
         self.requests.fetch_add(n, Ordering::SeqCst);
         let step = *lock(&self.serial);
         if step > 0.0 {
@@ -100,6 +157,9 @@ impl SimQueue {
         self.requests.store(0, Ordering::SeqCst);
         self.published.store(0, Ordering::SeqCst);
         self.published_bytes.store(0, Ordering::SeqCst);
+        lock(&self.actions).clear();
+        lock(&self.calls).clear();
+        lock(&self.latencies).clear();
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -140,6 +200,7 @@ impl SimQueue {
                 message,
                 receive_count: 0,
                 visible_at: at,
+                sent_at: at,
             });
         st.queued += 1;
         let idle = st.groups.get(&group_id).is_some_and(|g| g.scheduled.is_none());
@@ -148,9 +209,10 @@ impl SimQueue {
         }
     }
 
-    /// A producer's send (not counted).
+    /// A producer's send: a `SendMessage` of its own.
     pub(crate) fn inject(&self, target: &str, event: &Event) {
         let now = self.clock.now();
+        self.tally("SendMessage", 1);
         SimQueue::push(&mut lock(&self.state), OutgoingMessage::event(target, event), now);
     }
 
@@ -221,6 +283,7 @@ impl SimQueue {
                 back.push(m);
             } else {
                 st.queued -= 1;
+                lock(&self.latencies).push(free_at - m.sent_at);
             }
         }
         if let Some(group) = st.groups.get_mut(group_id) {
@@ -239,7 +302,7 @@ impl Queue for SimQueue {
     async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
         let plan = plan_batches(messages);
         let now = self.clock.now();
-        self.count_requests(plan.batches.len() as u64);
+        self.count_requests("SendMessageBatch", plan.batches.len() as u64);
         let discard = self.discard.load(Ordering::SeqCst);
         let mut st = lock(&self.state);
         for &index in plan.batches.iter().flatten() {
@@ -269,7 +332,7 @@ impl Queue for SimQueue {
     }
 
     async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
-        self.count_requests(1);
+        self.count_requests("ChangeMessageVisibility", 1);
         let at = self.clock.now() + f64::from(seconds.max(0));
         lock(&self.state).released.insert(receipt_handle.to_string(), at);
         Ok(())

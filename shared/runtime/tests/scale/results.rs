@@ -4,7 +4,11 @@
 use stm_runtime::Definitions;
 use stm_testkit::meter::{KeyLoad, MeterReport};
 
-use crate::config::{Config, Deployment, Prices, DDB_SECONDS, SQS_SECONDS};
+use crate::config::{
+    lock, memory_share, Config, Deployment, Prices, SWEEPER_RESIDENT_MIB, WORKER_RESIDENT_MIB,
+};
+use crate::latency::quantile;
+use crate::quotas::{binding, Binding};
 use crate::sim::Sim;
 
 #[derive(Debug, Clone)]
@@ -19,6 +23,15 @@ pub(crate) struct Row {
     pub(crate) writes_per_event: f64,
     pub(crate) concurrency: Option<f64>,
     pub(crate) cost_per_million: f64,
+    /// SQS requests per event, every action (the producer's, the event source's, the
+    /// handlers').
+    pub(crate) sqs_per_event: f64,
+    /// An event's seconds from its send to its delete: median and 99th percentile.
+    pub(crate) latency: Option<(f64, f64)>,
+    /// What AWS's quotas make of the run.
+    pub(crate) binding: Option<Binding>,
+    /// Each function's peak memory against its `MemorySize`: (function, share).
+    pub(crate) memory: Vec<(&'static str, f64)>,
     pub(crate) note: String,
     /// In the hot-key gate (all but the single hot execution).
     pub(crate) gated: bool,
@@ -63,8 +76,54 @@ pub(crate) fn count_label(n: usize) -> String {
     }
 }
 
+impl Row {
+    /// A row of what one run measured apart from a rate (a backlog, a fan-out).
+    pub(crate) fn once(
+        workload: String,
+        rate: &str,
+        report: &MeterReport,
+        events: f64,
+        prices: Prices,
+    ) -> Row {
+        let pe = per_event(report, events, prices);
+        Row {
+            workload,
+            rate: rate.to_string(),
+            offered: None,
+            served: None,
+            hottest: report.hottest().cloned(),
+            requests_per_event: pe.requests,
+            reads_per_event: pe.reads,
+            writes_per_event: pe.writes,
+            concurrency: None,
+            cost_per_million: pe.cost,
+            sqs_per_event: 0.0,
+            latency: None,
+            binding: None,
+            memory: Vec::new(),
+            note: String::new(),
+            gated: true,
+            failed: None,
+        }
+    }
+}
+
+/// The median and 99th percentile of the events' latencies the queue recorded.
+pub(crate) fn event_latency(sim: &Sim) -> Option<(f64, f64)> {
+    let mut latencies = lock(&sim.queue.latencies).clone();
+    if latencies.is_empty() {
+        return None;
+    }
+    Some((quantile(&mut latencies, 0.5), quantile(&mut latencies, 0.99)))
+}
+
+/// The worker's modelled seconds per event: its invocations' time over the events handled.
+pub(crate) fn worker_seconds_per_event(sim: &Sim) -> f64 {
+    sim.tally.worker_seconds / sim.tally.events.max(1) as f64
+}
+
 /// What a run measured, as a row: `offered` events/s; the worker's modelled seconds per
-/// event give the concurrency and what the deployment serves.
+/// event give the concurrency, AWS's quotas what the deployment serves.
 pub(crate) fn measured_row(
     sim: &Sim,
     workload: &str,
@@ -75,20 +134,47 @@ pub(crate) fn measured_row(
     let report = sim.store.meter.report();
     let t = &sim.tally;
     let pe = per_event(&report, t.events as f64, env.prices);
-    let seconds_per_event =
-        (t.worker_ddb as f64 * DDB_SECONDS + t.worker_sqs as f64 * SQS_SECONDS) / (t.events.max(1) as f64);
-    let capacity = env.deployment.worker_max_concurrency / seconds_per_event.max(1e-9);
+    let seconds_per_event = worker_seconds_per_event(sim);
+    let concurrency = offered * seconds_per_event;
+    let sqs = sim.queue.action_loads();
+    let sqs_requests: u64 = sqs
+        .iter()
+        .filter(|a| a.action != "PutEvents")
+        .map(|a| a.requests)
+        .sum();
+    let mut quotas = binding(&report, &sqs, offered, offered, concurrency);
+    let d = env.deployment;
+    if concurrency > d.worker_max_concurrency {
+        quotas.raise.push((
+            "WorkerMaxConcurrency (template parameter)".into(),
+            concurrency.min(crate::quotas::EVENT_SOURCE_MAX).ceil(),
+        ));
+    }
+    let mut memory = vec![(
+        "worker",
+        memory_share(WORKER_RESIDENT_MIB, t.worker_heap, d.worker_memory_mb),
+    )];
+    if t.sweep_ddb > 0 {
+        memory.push((
+            "sweeper",
+            memory_share(SWEEPER_RESIDENT_MIB, t.sweep_heap, d.sweeper_memory_mb),
+        ));
+    }
     let row = Row {
         workload: workload.to_string(),
         rate: rate_label(rate),
         offered: Some(offered),
-        served: Some(offered.min(capacity)),
+        served: Some(quotas.served(offered)),
         hottest: report.hottest().cloned(),
         requests_per_event: pe.requests,
         reads_per_event: pe.reads,
         writes_per_event: pe.writes,
-        concurrency: Some(offered * seconds_per_event),
+        concurrency: Some(concurrency),
         cost_per_million: pe.cost,
+        sqs_per_event: sqs_requests as f64 / t.events.max(1) as f64,
+        latency: event_latency(sim),
+        binding: Some(quotas),
+        memory,
         note: format!("{:.1} ms/event", seconds_per_event * 1e3),
         gated: true,
         failed: None,

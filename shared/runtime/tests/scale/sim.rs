@@ -4,13 +4,15 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use stm_core::Event;
+use stm_core::{Event, Execution, Status};
 use stm_runtime::worker::BatchOutcome;
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, ManualClock, Worker, WorkerSettings,
 };
+use stm_store::{Commit, ExecutionStore, TimerOp};
 
-use crate::config::{DDB_SECONDS, SQS_SECONDS, START};
+use crate::config::START;
+use crate::latency::Sampler;
 use crate::metered::MeteredStore;
 use crate::queue::SimQueue;
 
@@ -24,19 +26,38 @@ pub(crate) struct Tally {
     /// Records reported failed, and the first reasons.
     failed: u64,
     reasons: Vec<String>,
-    /// The requests the worker's handler made (its modelled time).
+    /// The requests the worker's handler made.
     pub(crate) worker_ddb: u64,
     pub(crate) worker_sqs: u64,
-    /// The sweeps' requests and the timers they fired.
+    /// The worker's invocations and their modelled seconds (the event source's invoke and
+    /// the handler's calls, one after another): what its concurrency is made of.
+    pub(crate) invocations: u64,
+    pub(crate) worker_seconds: f64,
+    /// Each batch's cycle in its group: receive, invoke, handler, delete.
+    pub(crate) cycles: Vec<f64>,
+    /// The most heap one invocation of the worker held above its start.
+    pub(crate) worker_heap: usize,
+    /// The sweeps' requests, their modelled seconds, the timers they fired and the most
+    /// heap one sweep held.
     pub(crate) sweep_ddb: u64,
     pub(crate) sweep_sqs: u64,
+    pub(crate) sweep_seconds: f64,
     pub(crate) fired: u64,
+    pub(crate) sweep_heap: usize,
     /// Records that were broadcasts (an emitting commit each).
     pub(crate) broadcasts: u64,
     /// The watched group's busy seconds and events (the hot execution).
     pub(crate) watched_busy: f64,
     pub(crate) watched_events: u64,
     pub(crate) watched_batches: u64,
+}
+
+/// An operator's command a bulk run applies.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Operation {
+    Suspend,
+    Resume,
+    Cancel,
 }
 
 /// One arrival: when, to whom, what.
@@ -50,16 +71,49 @@ pub(crate) struct Sim {
     control: Control,
     pub(crate) tally: Tally,
     pub(crate) watched: Option<String>,
+    pub(crate) latency: Sampler,
+}
+
+/// The status events' bus: EventBridge's `PutEvents`, counted (one request per call, 10
+/// entries at most, as the worker's bus cuts them) and kept nowhere.
+#[derive(Debug)]
+struct CountedBus {
+    queue: Arc<SimQueue>,
+}
+
+#[async_trait::async_trait]
+impl stm_runtime::status::StatusBus for CountedBus {
+    async fn put(&self, events: &[stm_runtime::status::BusEvent]) -> Vec<stm_runtime::queue::PublishFailure> {
+        self.queue
+            .handler_call("PutEvents", events.len().div_ceil(10) as u64);
+        Vec::new()
+    }
 }
 
 impl Sim {
     pub(crate) fn new(defs: &Definitions) -> Sim {
+        Sim::built(defs, false)
+    }
+
+    /// With status events: every status change an execution's commit makes goes on a
+    /// (counted) bus.
+    pub(crate) fn with_status_events(defs: &Definitions) -> Sim {
+        Sim::built(defs, true)
+    }
+
+    fn built(defs: &Definitions, status_events: bool) -> Sim {
         let clock = Arc::new(ManualClock::new(START));
         let store = Arc::new(MeteredStore::new(clock.clone()));
         let queue = Arc::new(SimQueue::new(clock.clone()));
-        let driver = Driver::new(store.clone(), defs.clone(), ActionRegistry::with_builtins())
+        let mut driver = Driver::new(store.clone(), defs.clone(), ActionRegistry::with_builtins())
             .with_clock(clock.clone());
-        let worker = Worker::new(driver.clone(), queue.clone(), WorkerSettings::default());
+        if status_events {
+            driver = driver.with_status_events(stm_runtime::status::StatusEvents::All);
+        }
+        let mut worker = Worker::new(driver.clone(), queue.clone(), WorkerSettings::default());
+        if status_events {
+            worker = worker.with_status_bus(Arc::new(CountedBus { queue: queue.clone() }));
+        }
         let control = Control::new(driver, queue.clone());
         Sim {
             clock,
@@ -69,6 +123,7 @@ impl Sim {
             control,
             tally: Tally::default(),
             watched: None,
+            latency: Sampler::new(0x1A7E),
         }
     }
 
@@ -83,6 +138,7 @@ impl Sim {
         self.store.reset();
         self.store.set_enabled(true);
         self.queue.reset_counts();
+        self.store.take_calls();
         self.tally = Tally::default();
     }
 
@@ -92,6 +148,72 @@ impl Sim {
             .create(definition, context, Some(id))
             .await
             .unwrap_or_else(|e| panic!("create {id}: {e}"));
+    }
+
+    /// `n` copies of execution `template` (started, its first timer armed if it has one)
+    /// straight into the store, nothing charged: copy `i` is `name(i)`, its timer due at
+    /// `fire_at(i)` (else the template's), suspended (its timer held) when `suspended(i)`.
+    pub(crate) async fn seed_copies(
+        &mut self,
+        template: &str,
+        n: usize,
+        name: impl Fn(usize) -> String,
+        fire_at: impl Fn(usize) -> Option<f64>,
+        suspended: impl Fn(usize) -> bool,
+    ) {
+        let enabled = self.store.on();
+        self.store.set_enabled(false);
+        let exe = self
+            .store
+            .inner
+            .load(template)
+            .await
+            .expect("load")
+            .unwrap_or_else(|| panic!("no execution {template} to copy"));
+        let timer = self
+            .store
+            .inner
+            .timers_of(template)
+            .await
+            .expect("timers")
+            .into_iter()
+            .next();
+        for i in 0..n {
+            let mut copy: Execution = exe.clone();
+            copy.id = name(i);
+            copy.version = 0;
+            let held = suspended(i);
+            if held {
+                copy.status = Status::Suspended;
+            }
+            let timers = timer
+                .iter()
+                .map(|t| {
+                    let (path, fire_at) = (t.path.clone(), fire_at(i).unwrap_or(t.fire_at));
+                    if held {
+                        TimerOp::Hold { path, fire_at }
+                    } else {
+                        TimerOp::Schedule { path, fire_at }
+                    }
+                })
+                .collect();
+            let commit = Commit {
+                timers,
+                ..Commit::default()
+            };
+            self.store.commit(&mut copy, commit).await.expect("seed a copy");
+        }
+        self.store.set_enabled(enabled);
+    }
+
+    /// The operator's command on one execution, at the clock's time (a bulk run's step).
+    pub(crate) async fn operate(&self, command: Operation, id: &str) {
+        let done = match command {
+            Operation::Suspend => self.control.suspend(id).await,
+            Operation::Resume => self.control.resume(id).await,
+            Operation::Cancel => self.control.cancel(id, None).await,
+        };
+        done.unwrap_or_else(|e| panic!("{command:?} {id}: {e}"));
     }
 
     /// One batch of the group ready first, through the worker's real handler.
@@ -107,15 +229,37 @@ impl Sim {
             return;
         }
         let (ddb, sqs) = (self.store.requests(), self.queue.requests());
+        self.store.take_calls();
+        self.queue.take_calls();
+        // the event source's receive of the group's batch, then its invoke
+        self.queue.tally("ReceiveMessage", 1);
+        let mark = stm_testkit::heap::Mark::now();
         let outcome = self.worker.handle_batch(&records).await;
+        let heap = mark.peak_above();
         let ddb = self.store.requests() - ddb;
         let sqs = self.queue.requests() - sqs;
-        let latency = ddb as f64 * DDB_SECONDS + sqs as f64 * SQS_SECONDS;
+        let store_calls = self.store.take_calls();
+        let queue_calls = self.queue.take_calls();
+        let handler = self
+            .latency
+            .serial(store_calls.iter().map(String::as_str).chain(queue_calls));
+        let invoked = self.latency.serial(["Invoke"]) + handler;
+        let mut cycle = self.latency.serial(["ReceiveMessage"]) + invoked;
+        if outcome.records.len() > outcome.failed_ids().len() {
+            // the event source deletes what the handler did not report failed
+            self.queue.tally("DeleteMessageBatch", 1);
+            cycle += self.latency.serial(["DeleteMessageBatch"]);
+        }
         let now = self.clock.now();
-        self.queue.settle(&group, taken, &outcome, now, now + latency);
+        self.queue.settle(&group, taken, &outcome, now, now + cycle);
         let t = &mut self.tally;
         t.worker_ddb += ddb;
         t.worker_sqs += sqs;
+        t.invocations += 1;
+        t.worker_seconds += invoked;
+        t.cycles.push(cycle);
+        t.worker_heap = t.worker_heap.max(heap);
+        let latency = cycle;
         let mut handled = 0;
         for (_, result) in &outcome.records {
             use stm_runtime::worker::Handled;
@@ -145,12 +289,22 @@ impl Sim {
     async fn sweep(&mut self, at: f64) {
         self.set_time(at);
         let (ddb, sqs) = (self.store.requests(), self.queue.requests());
+        self.store.take_calls();
+        self.queue.take_calls();
+        let mark = stm_testkit::heap::Mark::now();
         let summary = sweeper::sweep(self.store.as_ref(), self.queue.as_ref(), self.clock.now())
             .await
             .expect("sweep");
+        let heap = mark.peak_above();
+        let store_calls = self.store.take_calls();
+        let queue_calls = self.queue.take_calls();
+        self.tally.sweep_seconds += self
+            .latency
+            .serial(store_calls.iter().map(String::as_str).chain(queue_calls));
         self.tally.sweep_ddb += self.store.requests() - ddb;
         self.tally.sweep_sqs += self.queue.requests() - sqs;
         self.tally.fired += summary.fired as u64;
+        self.tally.sweep_heap = self.tally.sweep_heap.max(heap);
     }
 
     /// Run in time order until nothing is left: the arrivals, a sweep at every whole second

@@ -6,11 +6,14 @@ use std::sync::atomic::Ordering;
 use serde_json::{json, Value};
 use stm_core::{Event, Execution, Status};
 use stm_runtime::{relay, Clock};
-use stm_store::{Commit, ExecutionStore, TimerOp};
+use stm_store::{Commit, ExecutionStore};
 
-use crate::config::{lock, DDB_SECONDS, EVENTS_PER_EXECUTION, SQS_SECONDS, START, TICKER_PERIOD};
+use crate::config::{
+    lock, memory_share, DDB_SECONDS, EVENTS_PER_EXECUTION, RELAY_RESIDENT_MIB, SQS_SECONDS, START,
+    TICKER_PERIOD,
+};
 use crate::metered;
-use crate::results::{count_label, measured_row, per_event, Env, Row};
+use crate::results::{count_label, measured_row, worker_seconds_per_event, Env, Row};
 use crate::sim::Sim;
 
 /// A mix: the producer's Pings to Counters and Duo parents, Tickers' timeouts, and
@@ -119,7 +122,7 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
     }
     let offered = t.events as f64 / env.cfg.window;
     let fired = t.fired;
-    let sweep_seconds = sim.tally.sweep_ddb as f64 * DDB_SECONDS + sim.tally.sweep_sqs as f64 * SQS_SECONDS;
+    let sweep_seconds = t.sweep_seconds;
     let (mut row, _) = measured_row(&sim, workload, rate, offered, env);
     if fired > 0 {
         // a sweep fires `SWEEP_CONCURRENCY` executions' timers at once: what it fires per
@@ -141,45 +144,12 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
 }
 
 /// `n` idle executions straight into the store (no events, nothing charged): copies of a
-/// started `Sleeper` (its 30-day timer armed), every other one suspended.
+/// started `Sleeper` (its 30-day timer armed), every other one suspended (its timer held).
 async fn seed_idle(sim: &mut Sim, n: usize) {
     sim.create("Sleeper", "sleeper", None).await;
     sim.drain().await;
-    let template = sim
-        .store
-        .inner
-        .load("sleeper")
-        .await
-        .expect("load")
-        .expect("the sleeper");
-    let timer = sim
-        .store
-        .inner
-        .due_timers(f64::INFINITY)
-        .await
-        .expect("timers")
-        .into_iter()
-        .find(|t| t.execution_id == "sleeper")
-        .expect("the sleeper's timer");
-    for i in 0..n {
-        let mut exe: Execution = template.clone();
-        exe.id = format!("idle{i}");
-        exe.version = 0;
-        if i % 2 == 1 {
-            exe.status = Status::Suspended;
-        }
-        let commit = Commit {
-            timers: vec![TimerOp::Schedule {
-                path: timer.path.clone(),
-                fire_at: timer.fire_at,
-            }],
-            ..Commit::default()
-        };
-        sim.store
-            .commit(&mut exe, commit)
-            .await
-            .expect("seed an idle execution");
-    }
+    sim.seed_copies("sleeper", n, |i| format!("idle{i}"), |_| None, |i| i % 2 == 1)
+        .await;
 }
 
 /// Every event to one execution: its group is serial, so its ceiling is what one group
@@ -208,6 +178,7 @@ pub(crate) async fn run_hot(env: &Env, rate: f64) -> Row {
     sim.assert_clean("hot execution");
     let offered = sim.tally.events as f64 / env.cfg.window;
     let (mut row, report) = measured_row(&sim, "hot execution", rate, offered, env);
+    let seconds_per_event = worker_seconds_per_event(&sim);
     let t = &sim.tally;
     let latency_ceiling = t.watched_events as f64 / t.watched_busy.max(1e-9);
     // the key's own limit: its units per event against 1,000 WCU/s and 3,000 RCU/s
@@ -224,7 +195,6 @@ pub(crate) async fn run_hot(env: &Env, rate: f64) -> Row {
     let served = offered.min(ceiling);
     row.served = Some(served);
     // one group is one invocation at a time: what it serves, at its time per event
-    let seconds_per_event = (t.worker_ddb as f64 * DDB_SECONDS + t.worker_sqs as f64 * SQS_SECONDS) / events;
     row.concurrency = Some(served * seconds_per_event);
     row.gated = false;
     row.note = format!(
@@ -238,9 +208,61 @@ pub(crate) async fn run_hot(env: &Env, rate: f64) -> Row {
     row
 }
 
+/// Status events at a high completion rate: every event finishes its execution (a
+/// `Oneshot`), so each commit writes a status event, which the inline flush puts on the bus.
+pub(crate) async fn run_status_events(env: &Env, rate: f64) -> Row {
+    let mut sim = Sim::with_status_events(&env.defs);
+    sim.store.set_enabled(false);
+    let n = (rate * env.cfg.window).round() as usize;
+    for i in 0..n {
+        sim.create("Oneshot", &format!("o{i}"), None).await;
+    }
+    sim.drain().await;
+    sim.relay(sim.clock.now()).await;
+    let t0 = sim.clock.now().ceil() + 1.0;
+    sim.set_time(t0);
+    sim.begin_measuring();
+    let mut i = 0;
+    let arrivals = move || {
+        if i >= n {
+            return None;
+        }
+        let at = t0 + i as f64 / rate;
+        i += 1;
+        Some((at, format!("o{}", i - 1), Event::new("Ping")))
+    };
+    sim.run(arrivals, None).await;
+    let relayed = sim.relay(sim.clock.now()).await;
+    sim.assert_clean("status events");
+    assert_eq!(
+        relayed.forwarded, 0,
+        "status events: the inline flush left rows for the relay"
+    );
+    let done = sim
+        .store
+        .inner
+        .all_executions()
+        .iter()
+        .filter(|e| e.status == Status::Done)
+        .count();
+    assert_eq!(done, n, "status events: every Oneshot finished");
+    let puts = sim
+        .queue
+        .action_loads()
+        .iter()
+        .find(|a| a.action == "PutEvents")
+        .map_or(0, |a| a.requests);
+    let offered = sim.tally.events as f64 / env.cfg.window;
+    let (mut row, _) = measured_row(&sim, "status events (every event completes)", rate, offered, env);
+    row.note += &format!(
+        "; {:.2} PutEvents a completion (EventBridge's quota not modelled)",
+        puts as f64 / n.max(1) as f64
+    );
+    row
+}
+
 /// One fan-out over `n` recipients, to quiescence.
-pub(crate) async fn run_fanout(env: &Env) -> Row {
-    let n = env.cfg.fanout;
+pub(crate) async fn run_fanout(env: &Env, n: usize) -> Row {
     let mut sim = Sim::new(&env.defs);
     sim.begin_measuring();
     let recipients: Vec<Value> = (0..n).map(|i| json!(format!("r{i}"))).collect();
@@ -259,6 +281,10 @@ pub(crate) async fn run_fanout(env: &Env) -> Row {
     let offered = sim.tally.events as f64 / elapsed;
     let (mut row, _) = measured_row(&sim, &format!("fan-out {n} children"), 0.0, offered, env);
     row.rate = "1 fan-out".to_string();
+    // the parent's item is one execution's key by definition: a ceiling to report, as the
+    // hot execution's, not a key the deployment shares
+    row.gated = false;
+    row.binding = None;
     row.offered = None;
     row.served = None;
     row.concurrency = None;
@@ -267,10 +293,6 @@ pub(crate) async fn run_fanout(env: &Env) -> Row {
             sim.assert_clean("fan-out");
             let children = sim.store.inner.all_executions().len() - 1;
             assert_eq!(children, n, "fan-out: every child created");
-            // one execution's key by definition (the parent's item, rewritten by each
-            // child's Finished): a ceiling to report, as the hot execution's, not a key
-            // the deployment shares
-            row.gated = false;
             row.note = format!(
                 "{} events in {:.2} s simulated, outcome {}; the join rewrites the parent's item \
                  (~130 B a child) once per Finished: DynamoDB throttles that key and the join takes longer",
@@ -290,15 +312,79 @@ pub(crate) async fn run_fanout(env: &Env) -> Row {
     row
 }
 
-/// The scheduled relay over `rows` pending outbox rows seeded straight into the store:
-/// one run of `relay_pending`, serial (the clock advances by the latency model's time per
-/// request), whatever passes it takes.
-pub(crate) async fn run_relay_backlog(env: &Env) -> Row {
-    let rows = env.cfg.backlog;
+/// The scheduled relay over a backlog of pending rows seeded straight into the store: one
+/// run of `relay_pending`, serial (the clock advances by a fixed pace per request, its time
+/// drawn from the latency table), whatever passes it takes.
+pub(crate) async fn run_relay_backlog(env: &Env, backlog: Backlog) -> Row {
     let mut sim = Sim::new(&env.defs);
     sim.store.set_enabled(false);
     // the relay's messages are counted, not kept (nothing processes them here)
     sim.queue.discard.store(true, Ordering::SeqCst);
+    let (rows, name) = match backlog {
+        Backlog::Events(rows) => {
+            seed_events(&mut sim, rows).await;
+            (rows, format!("relay backlog {} rows", count_label(rows)))
+        }
+        Backlog::Packed(commits) => {
+            seed_packed(&mut sim, commits).await;
+            let rows = commits * PACKED_INTENTS;
+            (
+                rows,
+                format!(
+                    "relay backlog {} packed fan-outs ({} intents, {:.0} MB)",
+                    count_label(commits),
+                    count_label(rows),
+                    sim.store.rows_bytes() as f64 / 1e6
+                ),
+            )
+        }
+    };
+    let backlog_bytes = sim.store.rows_bytes();
+    relay_run(&mut sim, env, name, rows, backlog_bytes).await
+}
+
+/// A fan-out's spawn intents in one commit: what the DynamoDB store packs into one row of
+/// up to 350 KB.
+const PACKED_INTENTS: usize = 100;
+const PACKED_CONTEXT_BYTES: usize = 3_400;
+
+/// `commits` fan-outs' spawn intents, pending, straight into the store: each commit
+/// [`PACKED_INTENTS`] children with a context of [`PACKED_CONTEXT_BYTES`] each.
+async fn seed_packed(sim: &mut Sim, commits: usize) {
+    let context: stm_core::Map = [(
+        "payload".to_string(),
+        stm_core::Value::from("x".repeat(PACKED_CONTEXT_BYTES)),
+    )]
+    .into_iter()
+    .collect();
+    for k in 0..commits {
+        let mut exe = Execution::new(format!("parent{k}"), "Broadcast");
+        let spawns = (0..PACKED_INTENTS)
+            .map(|j| stm_store::SpawnIntent {
+                child_id: format!("parent{k}.{j}"),
+                root_path: "Notifying".into(),
+                context: context.clone(),
+            })
+            .collect();
+        let commit = Commit {
+            spawns,
+            ..Commit::default()
+        };
+        sim.store.commit(&mut exe, commit).await.expect("seed spawn rows");
+    }
+}
+
+/// What a relay backlog is made of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Backlog {
+    /// Outbox rows, 50 to a commit.
+    Events(usize),
+    /// Fan-outs' spawn intents, [`PACKED_INTENTS`] to a commit.
+    Packed(usize),
+}
+
+/// `rows` outbox rows, 50 to a commit, straight into the store.
+async fn seed_events(sim: &mut Sim, rows: usize) {
     const PER_COMMIT: usize = 50;
     let mut seeded = 0;
     let mut k = 0;
@@ -319,29 +405,32 @@ pub(crate) async fn run_relay_backlog(env: &Env) -> Row {
         seeded += batch;
         k += 1;
     }
-    let backlog_bytes = sim.store.outbox_bytes();
+}
+
+/// The relay's run over what was seeded.
+async fn relay_run(sim: &mut Sim, env: &Env, name: String, rows: usize, backlog_bytes: usize) -> Row {
     let t0 = START + 1.0;
     sim.set_time(t0);
     sim.begin_measuring();
     sim.store.set_serial(DDB_SECONDS);
     *lock(&sim.queue.serial) = SQS_SECONDS;
+    let mark = stm_testkit::heap::Mark::now();
     let summary = relay::relay_pending(sim.store.as_ref(), sim.queue.as_ref())
         .await
         .expect("relay run");
-    let seconds = sim.clock.now() - t0;
+    let heap = mark.peak_above();
     sim.store.set_serial(0.0);
     *lock(&sim.queue.serial) = 0.0;
-    assert_eq!(summary.forwarded, rows, "relay backlog: {summary:?}");
-    assert_eq!(sim.store.outbox_bytes(), 0, "relay backlog: rows left pending");
+    let store_calls = sim.store.take_calls();
+    let queue_calls = sim.queue.take_calls();
+    // the run's time: its calls one after another, each drawn from the latency table
+    let seconds = sim
+        .latency
+        .serial(store_calls.iter().map(String::as_str).chain(queue_calls));
+    assert_eq!(summary.forwarded, rows, "{name}: {summary:?}");
+    assert_eq!(sim.store.rows_bytes(), 0, "{name}: rows left pending");
     let report = sim.store.meter.report();
-    let pe = per_event(&report, rows as f64, env.prices);
-    let message_bytes = sim.queue.published_bytes.load(Ordering::SeqCst) as f64 / rows as f64;
     let row_bytes = backlog_bytes as f64 / rows as f64;
-    // what the run held at once: the seqs of a pass (16 bytes each), and the most rows one
-    // read handed back with their messages
-    let (seqs, held) = sim.store.peak();
-    let peak = seqs as f64 * std::mem::size_of::<stm_store::PendingSeq>() as f64
-        + held as f64 * (1.0 + message_bytes / row_bytes.max(1.0));
     let d = env.deployment;
     let per_invocation = if seconds > d.relay_timeout {
         format!(
@@ -352,26 +441,11 @@ pub(crate) async fn run_relay_backlog(env: &Env) -> Row {
     } else {
         format!("within its {:.0} s Timeout", d.relay_timeout)
     };
-    Row {
-        workload: format!("relay backlog {} rows", count_label(rows)),
-        rate: "1 run".to_string(),
-        offered: None,
-        served: None,
-        hottest: report.hottest().cloned(),
-        requests_per_event: pe.requests,
-        reads_per_event: pe.reads,
-        writes_per_event: pe.writes,
-        concurrency: None,
-        cost_per_million: pe.cost,
-        note: format!(
-            "per forwarded row; run {seconds:.0} s modelled ({per_invocation}); peak memory ~{:.2} MB \
-             ({} seqs + {:.0} KB of rows and messages; {:.0} MB function)",
-            peak / 1e6,
-            seqs,
-            held as f64 * (1.0 + message_bytes / row_bytes.max(1.0)) / 1e3,
-            d.relay_memory_mb
-        ),
-        gated: true,
-        failed: None,
-    }
+    let mut row = Row::once(name, "1 run", &report, rows as f64, env.prices);
+    row.memory = vec![("relay", memory_share(RELAY_RESIDENT_MIB, heap, d.relay_memory_mb))];
+    row.note = format!(
+        "per forwarded row ({row_bytes:.0} B); run {seconds:.0} s modelled ({per_invocation}); peak heap {:.2} MB",
+        heap as f64 / 1e6,
+    );
+    row
 }

@@ -1,0 +1,191 @@
+//! AWS's quotas that bind before a partition key does, each with its source, and what a
+//! run's load makes of them: the events/s each lets through, the increase a user must
+//! request, and the warm-up or ramp a new deployment goes through.
+//!
+//! "Served" is the offered rate capped by every quota as the docs tell users to set them
+//! before production traffic (docs/performance.md, "Service quotas to raise"): the
+//! adjustable ones (DynamoDB's table-level throughput, Lambda's concurrent executions)
+//! raised to what the run needs, the fixed ones as they are (SQS FIFO's per-action rate in
+//! high-throughput mode, an event source's 1,000 instances).
+
+use stm_testkit::meter::MeterReport;
+
+use crate::queue::ActionLoad;
+
+/// DynamoDB, "Quotas" (Developer Guide): per table, 40,000 read request units and 40,000
+/// write request units a second in on-demand mode (the same in capacity units when
+/// provisioned); adjustable. A global secondary index is metered as its own table here.
+pub(crate) const TABLE_UNITS: f64 = 40_000.0;
+/// DynamoDB, "Pre-warming a table for on-demand capacity mode": a new on-demand table
+/// sustains up to 4,000 writes and 12,000 reads a second; throughput past twice the
+/// previous peak within 30 minutes may be throttled. `WarmThroughput` on the table
+/// (CloudFormation `AWS::DynamoDB::Table`) raises the start.
+pub(crate) const NEW_TABLE_WRITES: f64 = 4_000.0;
+pub(crate) const NEW_TABLE_READS: f64 = 12_000.0;
+/// SQS, "Amazon SQS message quotas": FIFO high-throughput mode, up to 70,000 transactions
+/// a second per API action in US East (N. Virginia), US West (Oregon) and Europe
+/// (Ireland), 19,000 in US East (Ohio) and Europe (Frankfurt). The us-east-1 figure; not
+/// adjustable.
+pub(crate) const SQS_ACTION_TPS: f64 = 70_000.0;
+/// Lambda, "Configuring scaling behavior for SQS event source mappings": the event source
+/// adds up to 300 instances a minute after its first 5 (a FIFO source scales to its active
+/// message groups; the same ramp is assumed for it); `ScalingConfig` `MaximumConcurrency`
+/// is 2 to 1,000.
+pub(crate) const EVENT_SOURCE_START: f64 = 5.0;
+pub(crate) const EVENT_SOURCE_RAMP_PER_MINUTE: f64 = 300.0;
+pub(crate) const EVENT_SOURCE_MAX: f64 = 1_000.0;
+/// Lambda, "Lambda quotas": 1,000 concurrent executions per Region by default, adjustable
+/// to tens of thousands.
+pub(crate) const ACCOUNT_CONCURRENCY: f64 = 1_000.0;
+
+/// The SQS API actions a quota counts together (a batch counts as one request of its
+/// action).
+fn sqs_action(request: &str) -> Option<&'static str> {
+    match request {
+        "SendMessage" | "SendMessageBatch" => Some("send"),
+        "ReceiveMessage" => Some("receive"),
+        "DeleteMessage" | "DeleteMessageBatch" => Some("delete"),
+        "ChangeMessageVisibility" => Some("change visibility"),
+        // EventBridge's PutEvents: counted, its quota not modelled
+        _ => None,
+    }
+}
+
+/// What binds a run, quota by quota.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Binding {
+    /// The events/s the run's load lets through each quota, the tightest first: (what,
+    /// events/s).
+    pub(crate) caps: Vec<(String, f64)>,
+    /// The increases a user must request at this rate: (quota, to what).
+    pub(crate) raise: Vec<(String, f64)>,
+    /// The busiest SQS action's requests a second against its quota.
+    pub(crate) sqs_share: f64,
+    /// The busiest table's units a second against the table-level quota.
+    pub(crate) table_share: f64,
+    /// The busiest table's name and its units a second (reads or writes, the larger share).
+    pub(crate) table: String,
+    /// Minutes for the event source to reach the concurrency needed, from its start.
+    pub(crate) ramp_minutes: f64,
+    /// Minutes for a new on-demand table, not warmed, to reach the run's peak by doubling.
+    pub(crate) warm_minutes: f64,
+}
+
+impl Binding {
+    /// The tightest cap.
+    pub(crate) fn served(&self, offered: f64) -> f64 {
+        self.caps.iter().map(|(_, cap)| *cap).fold(offered, f64::min)
+    }
+}
+
+/// The quotas against a run at `offered` events/s: its busiest second per table and per
+/// SQS action scaled to the offered rate (the run's measured rate is `measured`), and the
+/// concurrency it needs.
+pub(crate) fn binding(
+    report: &MeterReport,
+    sqs: &[ActionLoad],
+    measured: f64,
+    offered: f64,
+    concurrency: f64,
+) -> Binding {
+    let mut b = Binding::default();
+    let scale = if measured > 0.0 { offered / measured } else { 1.0 };
+    // DynamoDB: each table's busiest second at the offered rate
+    let mut peak_reads: f64 = 0.0;
+    let mut peak_writes: f64 = 0.0;
+    for (table, reads, writes) in &report.table_peaks {
+        let (reads, writes) = (reads * scale, writes * scale);
+        peak_reads = peak_reads.max(reads);
+        peak_writes = peak_writes.max(writes);
+        let share = (reads / TABLE_UNITS).max(writes / TABLE_UNITS);
+        if share > b.table_share {
+            b.table_share = share;
+            b.table = table.clone();
+        }
+        if reads > TABLE_UNITS {
+            b.raise
+                .push((format!("DynamoDB {table} table-level reads"), reads));
+        }
+        if writes > TABLE_UNITS {
+            b.raise
+                .push((format!("DynamoDB {table} table-level writes"), writes));
+        }
+    }
+    let doublings = (peak_writes / NEW_TABLE_WRITES)
+        .max(peak_reads / NEW_TABLE_READS)
+        .log2()
+        .ceil()
+        .max(0.0);
+    b.warm_minutes = 30.0 * doublings;
+    // SQS: each action's busiest second at the offered rate, against the fixed quota
+    let mut per_action: std::collections::BTreeMap<&'static str, f64> = Default::default();
+    for load in sqs {
+        if let Some(action) = sqs_action(load.action) {
+            *per_action.entry(action).or_default() += load.peak_per_second as f64 * scale;
+        }
+    }
+    for (action, tps) in per_action {
+        b.sqs_share = b.sqs_share.max(tps / SQS_ACTION_TPS);
+        if tps > 0.0 {
+            b.caps.push((
+                format!("SQS {action} {SQS_ACTION_TPS:.0}/s"),
+                offered * SQS_ACTION_TPS / tps,
+            ));
+        }
+    }
+    // Lambda: one event source starts at most 1,000 instances; the account's quota is
+    // raised to what the run needs
+    if concurrency > 0.0 {
+        b.caps.push((
+            format!("event source {EVENT_SOURCE_MAX:.0} instances"),
+            offered * EVENT_SOURCE_MAX / concurrency,
+        ));
+        if concurrency > ACCOUNT_CONCURRENCY / 2.0 {
+            // twice the worker's: the template's default leaves half of the account's
+            // concurrency to the other functions of the Region
+            b.raise.push((
+                "Lambda concurrent executions (twice the worker's)".into(),
+                2.0 * concurrency.min(EVENT_SOURCE_MAX),
+            ));
+        }
+        b.ramp_minutes = ((concurrency.min(EVENT_SOURCE_MAX) - EVENT_SOURCE_START)
+            / EVENT_SOURCE_RAMP_PER_MINUTE)
+            .max(0.0);
+    }
+    b.caps.sort_by(|a, b| a.1.total_cmp(&b.1));
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run at half its offered rate scales its peaks up: the quota that binds at the
+    /// offered rate is the one reported, with the increase it needs.
+    #[test]
+    fn the_tightest_quota_caps_what_is_served() {
+        let report = MeterReport {
+            hottest_per_table: Vec::new(),
+            units_per_table: Vec::new(),
+            table_peaks: vec![("executions".into(), 10_000.0, 30_000.0)],
+            requests: Default::default(),
+            seconds: 1.0,
+        };
+        let sqs = [ActionLoad {
+            action: "DeleteMessageBatch",
+            requests: 50_000,
+            peak_per_second: 50_000,
+        }];
+        let b = binding(&report, &sqs, 50_000.0, 100_000.0, 800.0);
+        // deletes: 100,000/s at the offered rate, 70,000 allowed
+        assert_eq!(b.caps[0].0, "SQS delete 70000/s");
+        assert!((b.served(100_000.0) - 70_000.0).abs() < 1e-6);
+        assert!(b
+            .raise
+            .iter()
+            .any(|(q, n)| q.contains("writes") && (*n - 60_000.0).abs() < 1e-6));
+        assert!((b.table_share - 1.5).abs() < 1e-9);
+        // 60,000 writes from 4,000: 4 doublings
+        assert_eq!(b.warm_minutes, 120.0);
+    }
+}
