@@ -275,9 +275,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         .map(parse_run_event)
         .collect::<Result<Vec<_>>>()?;
     // before anything runs: a kind no state handles, or data that does not fit its
-    // declaration, is a mistake in the command line, not an event to drop
+    // declaration, is a mistake in the command line, not an event to drop. The kinds are
+    // gathered once: per event, that walk cost more than the event's step.
+    let kinds: std::collections::HashSet<String> = defn.event_kinds().into_iter().collect();
     for event in &events {
-        check_run_event(&defn, event)?;
+        check_run_event(&defn, &kinds, event)?;
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -305,11 +307,16 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// An event `stm run` may deliver to `defn`: a kind the machine knows
-/// ([`Definition::event_kinds`]) with data that fits its declaration; else a usage error
-/// naming the kinds it knows.
-fn check_run_event(defn: &Definition, event: &Event) -> Result<()> {
-    if let Some(known) = unknown_kind(defn, &event.kind) {
+/// An event `stm run` may deliver to `defn`: a kind the machine knows (one of `kinds`,
+/// its [`Definition::event_kinds`]) with data that fits its declaration; else a usage
+/// error naming the kinds it knows.
+fn check_run_event(
+    defn: &Definition,
+    kinds: &std::collections::HashSet<String>,
+    event: &Event,
+) -> Result<()> {
+    if !kinds.contains(&event.kind) {
+        let known = unknown_kind(defn, &event.kind).unwrap_or_default();
         bail!(usage(format!(
             "-e {}: no state of machine {} handles {:?} (nothing run): it knows {known}",
             event.kind, defn.id, event.kind
