@@ -46,6 +46,22 @@ impl DueCursor {
         matches!(self.state, CursorState::Start)
     }
 
+    /// The last timer this cursor gave, for a store that reads its own due order from
+    /// there.
+    pub(crate) fn last_given(&self) -> Option<&DueTimer> {
+        match &self.state {
+            CursorState::After(last) => Some(last),
+            _ => None,
+        }
+    }
+
+    /// Remember `last` as the last timer given (nothing when a page was empty).
+    pub(crate) fn gave(&mut self, last: Option<&DueTimer>) {
+        if let Some(last) = last {
+            self.state = CursorState::After(last.clone());
+        }
+    }
+
     /// The next page from `due`, every due timer a store (or a view of one) lists, in any
     /// order: at most `limit` of them, in due order, after the last one this cursor gave.
     /// For stores that hold what is due in memory; DynamoDB's reads its index by pages.

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use indexmap::IndexMap;
 use stm_core::{Execution, FastMap, FastSet, Map, Value};
 
 use crate::states::StateEntry;
@@ -26,8 +25,14 @@ struct Inner {
     /// execution id -> processed event ids (nested so a lookup needs no allocation).
     processed: FastMap<String, FastSet<String>>,
     /// (execution id, path) -> (fire_at, held: out of the due listing while its
-    /// execution is suspended), in arming order.
-    timers: IndexMap<(String, String), (f64, bool)>,
+    /// execution is suspended, when it was armed: its place in `arming`).
+    timers: FastMap<(String, String), Armed>,
+    /// Arming order: harel's `DictStore` lists due timers in it (ties keep it).
+    arming: BTreeMap<u64, (String, String)>,
+    next_arming: u64,
+    /// The timers not held, in due order: a sweep's page is read from it without a pass
+    /// over every timer (10^6 timers due at once were a quadratic sweep).
+    due_order: std::collections::BTreeSet<DueKey>,
     /// execution id -> the paths of its timers (`timers_of` without a pass over all).
     timer_paths: FastMap<String, FastSet<String>>,
     /// execution id -> (next index, steps).
@@ -41,30 +46,119 @@ struct Inner {
     states: FastMap<String, StateEntry>,
 }
 
+/// An armed timer.
+#[derive(Debug, Clone, Copy)]
+struct Armed {
+    fire_at: f64,
+    held: bool,
+    arming: u64,
+}
+
+/// A timer's place in due order: `fire_at` (totally ordered), the execution, the path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct DueKey(FireAt, String, String);
+
+#[derive(Debug, Clone, Copy)]
+struct FireAt(f64);
+
+impl PartialEq for FireAt {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq()
+    }
+}
+impl Eq for FireAt {}
+impl PartialOrd for FireAt {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for FireAt {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
 impl Inner {
     /// The timers due at `now` that are not held, in arming order.
     fn due(&self, now: f64) -> Vec<DueTimer> {
-        self.timers
-            .iter()
-            .filter(|(_, (fire_at, held))| *fire_at <= now && !held)
-            .map(|((id, path), (fire_at, _))| DueTimer {
+        self.arming
+            .values()
+            .filter_map(|key| {
+                let armed = self.timers.get(key)?;
+                (armed.fire_at <= now && !armed.held).then(|| DueTimer {
+                    execution_id: key.0.clone(),
+                    path: key.1.clone(),
+                    fire_at: armed.fire_at,
+                })
+            })
+            .collect()
+    }
+
+    /// At most `limit` of the timers due at `now` that are not held, in due order, after
+    /// `after` (the last a sweep's cursor gave).
+    fn due_after(&self, now: f64, after: Option<&DueTimer>, limit: usize) -> Vec<DueTimer> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(last) => Bound::Excluded(DueKey(
+                FireAt(last.fire_at),
+                last.execution_id.clone(),
+                last.path.clone(),
+            )),
+            None => Bound::Unbounded,
+        };
+        self.due_order
+            .range((start, Bound::Unbounded))
+            .take_while(|DueKey(fire_at, _, _)| fire_at.0 <= now)
+            .take(limit.max(1))
+            .map(|DueKey(fire_at, id, path)| DueTimer {
                 execution_id: id.clone(),
                 path: path.clone(),
-                fire_at: *fire_at,
+                fire_at: fire_at.0,
             })
             .collect()
     }
 
     fn arm(&mut self, id: &str, path: String, fire_at: f64, held: bool) {
+        let key = (id.to_string(), path);
+        // a re-armed timer keeps its place in arming order, as a Python dict's key does
+        let arming = match self.timers.get(&key).map(|armed| armed.arming) {
+            Some(arming) => {
+                self.disarm(&key);
+                arming
+            }
+            None => {
+                let arming = self.next_arming;
+                self.next_arming += 1;
+                arming
+            }
+        };
         self.timer_paths
             .entry(id.to_string())
             .or_default()
-            .insert(path.clone());
-        self.timers.insert((id.to_string(), path), (fire_at, held));
+            .insert(key.1.clone());
+        self.arming.insert(arming, key.clone());
+        if !held {
+            self.due_order
+                .insert(DueKey(FireAt(fire_at), key.0.clone(), key.1.clone()));
+        }
+        self.timers.insert(
+            key,
+            Armed {
+                fire_at,
+                held,
+                arming,
+            },
+        );
     }
 
     fn disarm(&mut self, key: &(String, String)) {
-        self.timers.shift_remove(key);
+        if let Some(armed) = self.timers.remove(key) {
+            self.arming.remove(&armed.arming);
+            if !armed.held {
+                self.due_order
+                    .remove(&DueKey(FireAt(armed.fire_at), key.0.clone(), key.1.clone()));
+            }
+        }
         if let Some(paths) = self.timer_paths.get_mut(&key.0) {
             paths.remove(&key.1);
             if paths.is_empty() {
@@ -405,14 +499,15 @@ impl ExecutionStore for MemoryStore {
         cursor: &mut DueCursor,
         limit: usize,
     ) -> Result<Vec<DueTimer>, StoreError> {
-        let due = self.lock().due(now);
-        Ok(cursor.page_of(due, limit))
+        let page = self.lock().due_after(now, cursor.last_given(), limit);
+        cursor.gave(page.last());
+        Ok(page)
     }
 
     async fn delete_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
         let mut inner = self.lock();
         let key = (id.to_string(), path.to_string());
-        if inner.timers.get(&key).map(|t| t.0) == Some(fire_at) {
+        if inner.timers.get(&key).map(|t| t.fire_at) == Some(fire_at) {
             inner.disarm(&key);
         }
         Ok(())
@@ -423,7 +518,7 @@ impl ExecutionStore for MemoryStore {
             .lock()
             .timers
             .get(&(id.to_string(), path.to_string()))
-            .map(|t| t.0))
+            .map(|t| t.fire_at))
     }
 
     async fn timers_of(&self, id: &str) -> Result<Vec<ArmedTimer>, StoreError> {
@@ -434,11 +529,11 @@ impl ExecutionStore for MemoryStore {
         let mut armed: Vec<ArmedTimer> = paths
             .iter()
             .filter_map(|path| {
-                let (fire_at, held) = inner.timers.get(&(id.to_string(), path.clone()))?;
+                let armed = inner.timers.get(&(id.to_string(), path.clone()))?;
                 Some(ArmedTimer {
                     path: path.clone(),
-                    fire_at: *fire_at,
-                    held: *held,
+                    fire_at: armed.fire_at,
+                    held: armed.held,
                 })
             })
             .collect();
@@ -450,7 +545,7 @@ impl ExecutionStore for MemoryStore {
     async fn claim_timer(&self, id: &str, path: &str, fire_at: f64) -> Result<TimerClaim, StoreError> {
         let mut inner = self.lock();
         let key = (id.to_string(), path.to_string());
-        Ok(match inner.timers.get(&key).map(|t| t.0) {
+        Ok(match inner.timers.get(&key).map(|t| t.fire_at) {
             Some(armed) if armed == fire_at => {
                 inner.disarm(&key);
                 TimerClaim::Claimed
@@ -486,7 +581,14 @@ impl ExecutionStore for MemoryStore {
         inner.last_rows.remove(id);
         inner.states.remove(id);
         inner.trace.remove(id);
-        inner.timers.retain(|(execution_id, _), _| execution_id != id);
+        let paths: Vec<String> = inner
+            .timer_paths
+            .get(id)
+            .map(|paths| paths.iter().cloned().collect())
+            .unwrap_or_default();
+        for path in paths {
+            inner.disarm(&(id.to_string(), path));
+        }
         inner.timer_paths.remove(id);
         inner
             .outbox
