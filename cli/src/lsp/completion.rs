@@ -3,7 +3,7 @@
 //! the guards inside `where`/`when`, bound handlers after `on enter`/`exit`/`activity`,
 //! fragments after `use`; the parser's keywords anywhere else.
 
-use lsp_types::{CompletionItem, CompletionItemKind, Position, Url};
+use lsp_types::{CompletionItem, CompletionItemKind, Position, Uri};
 use stm_core::definition::RESERVED_EVENTS;
 // the parser's own list: a copy here drifted from it
 use stm_core::dsl::KEYWORDS;
@@ -26,7 +26,7 @@ enum Context {
 }
 
 /// The completion items at `position` in the document `uri`.
-pub(crate) fn completion(documents: &Documents, uri: &Url, position: Position) -> Vec<CompletionItem> {
+pub(crate) fn completion(documents: &Documents, uri: &Uri, position: Position) -> Vec<CompletionItem> {
     let Some(text) = documents.text(uri) else {
         return Vec::new();
     };

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use lsp_types::{Diagnostic, DiagnosticSeverity, Position, Range, Url};
+use lsp_types::{Diagnostic, DiagnosticSeverity, Position, Range, Uri};
 use stm_core::validate::Severity;
 
 use super::documents::{path_of, resolve_import};
@@ -17,7 +17,7 @@ use super::lexer::{line_end, position_of};
 const SOURCE: &str = "stm";
 
 /// The diagnostics of `text`, the document `uri`.
-pub(crate) fn diagnostics(uri: &Url, text: &str) -> Vec<Diagnostic> {
+pub(crate) fn diagnostics(uri: &Uri, text: &str) -> Vec<Diagnostic> {
     let index = FileIndex::build(text);
     let origin = path_of(uri);
     let program = match stm_core::dsl::parse(text) {
@@ -76,7 +76,7 @@ fn diagnostic(
     }
 }
 
-fn from_dsl_error(uri: &Url, text: &str, index: &FileIndex, err: &stm_core::dsl::DslError) -> Diagnostic {
+fn from_dsl_error(uri: &Uri, text: &str, index: &FileIndex, err: &stm_core::dsl::DslError) -> Diagnostic {
     let mut message = err.message.clone();
     if let Some(hint) = &err.hint {
         message.push_str(&format!("\nhint: {hint}"));
@@ -89,7 +89,7 @@ fn from_dsl_error(uri: &Url, text: &str, index: &FileIndex, err: &stm_core::dsl:
     diagnostic(range, DiagnosticSeverity::ERROR, None, message)
 }
 
-fn is_this_file(uri: &Url, file: Option<&str>) -> bool {
+fn is_this_file(uri: &Uri, file: Option<&str>) -> bool {
     let (Some(file), Some(this)) = (file, path_of(uri)) else {
         return true;
     };
@@ -106,7 +106,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// The range for a 1-based `line`/`column` of `file`: the token starting there, else
 /// the rest of the line; for another file, the import of it (or the first line).
 fn locate(
-    uri: &Url,
+    uri: &Uri,
     text: &str,
     index: &FileIndex,
     file: Option<&str>,
@@ -148,8 +148,9 @@ fn locate(
 mod tests {
     use super::*;
 
-    fn uri() -> Url {
-        Url::parse("untitled:x.stm").unwrap_or_else(|_| Url::parse("file:///x.stm").expect("a url"))
+    fn uri() -> Uri {
+        crate::lsp::uri::parse("untitled:x.stm")
+            .unwrap_or_else(|| crate::lsp::uri::parse("file:///x.stm").expect("a url"))
     }
 
     #[test]

@@ -4,7 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use lsp_types::Url;
+use super::uri;
+use lsp_types::Uri;
 
 use super::index::FileIndex;
 
@@ -12,7 +13,7 @@ use super::index::FileIndex;
 /// fragments and machines take there (`alias.` for `import "x.stm" as alias`).
 #[derive(Debug)]
 pub(crate) struct Imported {
-    pub uri: Url,
+    pub uri: Uri,
     pub prefix: String,
     pub index: FileIndex,
 }
@@ -20,40 +21,42 @@ pub(crate) struct Imported {
 /// The open documents by URI.
 #[derive(Debug, Default)]
 pub(crate) struct Documents {
-    open: HashMap<Url, String>,
+    open: HashMap<Uri, String>,
 }
 
 impl Documents {
-    pub(crate) fn open(&mut self, uri: Url, text: String) {
+    pub(crate) fn open(&mut self, uri: Uri, text: String) {
         self.open.insert(uri, text);
     }
 
-    pub(crate) fn close(&mut self, uri: &Url) {
+    pub(crate) fn close(&mut self, uri: &Uri) {
         self.open.remove(uri);
     }
 
     /// The open documents' URIs.
-    pub(crate) fn uris(&self) -> impl Iterator<Item = &Url> {
+    pub(crate) fn uris(&self) -> impl Iterator<Item = &Uri> {
         self.open.keys()
     }
 
     /// The text of `uri`: the open buffer, else the file on disk.
-    pub(crate) fn text(&self, uri: &Url) -> Option<String> {
+    pub(crate) fn text(&self, uri: &Uri) -> Option<String> {
         if let Some(text) = self.open.get(uri) {
             return Some(text.clone());
         }
-        std::fs::read_to_string(uri.to_file_path().ok()?).ok()
+        std::fs::read_to_string(uri::to_file_path(uri)?).ok()
     }
 
     /// The index of `uri`'s current text.
-    pub(crate) fn index(&self, uri: &Url) -> Option<FileIndex> {
+    pub(crate) fn index(&self, uri: &Uri) -> Option<FileIndex> {
         self.text(uri).map(|t| FileIndex::build(&t))
     }
 
     /// Every file `index` (the document at `uri`) imports, directly or through other
     /// imports, nested ones first, each once (a cycle stops at the repeated file).
-    pub(crate) fn imports(&self, uri: &Url, index: &FileIndex) -> Vec<Imported> {
-        let mut seen = HashSet::from([uri.clone()]);
+    pub(crate) fn imports(&self, uri: &Uri, index: &FileIndex) -> Vec<Imported> {
+        // by their text: the protocol's `Uri` caches its parts inside, which a set's key
+        // should not have
+        let mut seen = HashSet::from([uri.as_str().to_string()]);
         let mut out = Vec::new();
         self.collect_imports(uri, index, "", &mut seen, &mut out);
         out
@@ -61,17 +64,17 @@ impl Documents {
 
     fn collect_imports(
         &self,
-        uri: &Url,
+        uri: &Uri,
         index: &FileIndex,
         prefix: &str,
-        seen: &mut HashSet<Url>,
+        seen: &mut HashSet<String>,
         out: &mut Vec<Imported>,
     ) {
         for import in &index.imports {
             let Some(target) = resolve_import(uri, &import.path) else {
                 continue;
             };
-            if !seen.insert(target.clone()) {
+            if !seen.insert(target.as_str().to_string()) {
                 continue;
             }
             let Some(imported) = self.index(&target) else {
@@ -93,14 +96,14 @@ impl Documents {
 
 /// The URI of the file an import of `path` in the document `from` names (relative to
 /// that document's directory), normalised so that one file has one URI.
-pub(crate) fn resolve_import(from: &Url, path: &str) -> Option<Url> {
-    let base = from.to_file_path().ok()?;
+pub(crate) fn resolve_import(from: &Uri, path: &str) -> Option<Uri> {
+    let base = uri::to_file_path(from)?;
     let joined: PathBuf = base.parent()?.join(path);
     let resolved = std::fs::canonicalize(&joined).unwrap_or(joined);
-    Url::from_file_path(resolved).ok()
+    uri::from_file_path(&resolved)
 }
 
 /// The file path of `uri`, when it is a `file:` URI.
-pub(crate) fn path_of(uri: &Url) -> Option<PathBuf> {
-    uri.to_file_path().ok()
+pub(crate) fn path_of(uri: &Uri) -> Option<PathBuf> {
+    uri::to_file_path(uri)
 }

@@ -4,7 +4,7 @@
 //! machine loads, else what the text says); an event its fields; a guard its predicate;
 //! a fragment its parameters; a handler its binding; an import the file it names.
 
-use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind, Position, Url};
+use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind, Position, Uri};
 use stm_core::{Definition, NodeKind};
 
 use super::documents::{path_of, resolve_import, Documents};
@@ -13,7 +13,7 @@ use super::symbols::{resolve, Declaration};
 
 /// The hover for `position` in the document `uri`, if the cursor is on a name the
 /// server knows.
-pub(crate) fn hover(documents: &Documents, uri: &Url, position: Position) -> Option<Hover> {
+pub(crate) fn hover(documents: &Documents, uri: &Uri, position: Position) -> Option<Hover> {
     let text = documents.text(uri)?;
     let index = super::index::FileIndex::build(&text);
     if let Some(import) = index.import_at(position) {
@@ -65,7 +65,7 @@ fn markdown(value: String, range: lsp_types::Range) -> Hover {
 }
 
 /// A state's path, kind and transitions.
-fn state_text(text: &str, uri: &Url, state: &StateDecl) -> String {
+fn state_text(text: &str, uri: &Uri, state: &StateDecl) -> String {
     let heading = format!("**state {}.{}**", state.container, state.path);
     if !state.container_is_fragment {
         let origin = path_of(uri);
@@ -166,7 +166,7 @@ mod tests {
     use super::*;
 
     fn hover_text(text: &str, position: Position) -> Option<String> {
-        let uri = Url::parse("file:///nowhere/h.stm").expect("a url");
+        let uri = crate::lsp::uri::parse("file:///nowhere/h.stm").expect("a url");
         let mut documents = Documents::default();
         documents.open(uri.clone(), text.to_string());
         hover(&documents, &uri, position).and_then(|h| match h.contents {

@@ -7,18 +7,19 @@
 
 use std::collections::HashMap;
 
-use lsp_types::{Location, Position, Range, TextEdit, Url, WorkspaceEdit};
+use super::uri;
+use lsp_types::{Location, Position, Range, TextEdit, Uri, WorkspaceEdit};
 
 use super::documents::{resolve_import, Documents};
 use super::index::{FileIndex, SymbolKind};
 use super::symbols::{resolve, Declaration};
 
 /// Where the name (or import) under the cursor is declared.
-pub(crate) fn definition(documents: &Documents, uri: &Url, position: Position) -> Option<Location> {
+pub(crate) fn definition(documents: &Documents, uri: &Uri, position: Position) -> Option<Location> {
     let index = documents.index(uri)?;
     if let Some(import) = index.import_at(position) {
         let target = resolve_import(uri, &import.path)?;
-        target.to_file_path().ok().filter(|p| p.exists())?;
+        uri::to_file_path(&target).filter(|p| p.exists())?;
         return Some(Location::new(target, Range::default()));
     }
     let occurrence = index.occurrence_at(position)?;
@@ -29,7 +30,7 @@ pub(crate) fn definition(documents: &Documents, uri: &Url, position: Position) -
 /// when `include_declaration`.
 pub(crate) fn references(
     documents: &Documents,
-    uri: &Url,
+    uri: &Uri,
     position: Position,
     include_declaration: bool,
 ) -> Vec<Location> {
@@ -57,9 +58,9 @@ pub(crate) fn references(
         _ => return Vec::new(),
     };
     let wanted = target.location();
-    let mut files: Vec<(Url, FileIndex)> = vec![(uri.clone(), index.clone())];
+    let mut files: Vec<(Uri, FileIndex)> = vec![(uri.clone(), index.clone())];
     if kind == SymbolKind::Event {
-        let mut others: Vec<Url> = documents.uris().cloned().collect();
+        let mut others: Vec<Uri> = documents.uris().cloned().collect();
         others.extend(documents.imports(uri, &index).into_iter().map(|i| i.uri));
         others.push(wanted.uri.clone());
         others.sort();
@@ -123,7 +124,7 @@ fn wanted_name(declaration: &Declaration) -> &str {
 /// The edits renaming the state or event under the cursor to `new_name`, or why not.
 pub(crate) fn rename(
     documents: &Documents,
-    uri: &Url,
+    uri: &Uri,
     position: Position,
     new_name: &str,
 ) -> Result<Option<WorkspaceEdit>, String> {
@@ -145,7 +146,9 @@ pub(crate) fn rename(
             "{new_name:?} is not a name (letters, digits and _, not starting with a digit)"
         ));
     }
-    let mut changes: HashMap<Url, Vec<TextEdit>> = HashMap::new();
+    // the protocol's own type for a workspace edit's changes; `Uri` hashes its text
+    #[allow(clippy::mutable_key_type)]
+    let mut changes: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
     for location in locations {
         changes
             .entry(location.uri)
@@ -156,7 +159,7 @@ pub(crate) fn rename(
 }
 
 /// Whether the name at `range` is written inside quotes.
-fn is_quoted(documents: &Documents, uri: &Url, range: &Range) -> bool {
+fn is_quoted(documents: &Documents, uri: &Uri, range: &Range) -> bool {
     documents.index(uri).is_some_and(|index| {
         index
             .tokens
@@ -178,9 +181,9 @@ mod tests {
     const MAIN: &str = "import \"lib.stm\"\nmachine M {\n  initial A\n  state A {\n    initial A\n    state A {}\n    from A to B on Go\n  }\n  state B {}\n  from B to A on Go\n  from A to B on Timeout\n}\n";
     const LIB: &str = "event Go {}\n";
 
-    fn documents() -> (Documents, Url, Url) {
-        let main = Url::parse("file:///nowhere/main.stm").expect("a url");
-        let lib = Url::parse("file:///nowhere/lib.stm").expect("a url");
+    fn documents() -> (Documents, Uri, Uri) {
+        let main = uri::parse("file:///nowhere/main.stm").expect("a url");
+        let lib = uri::parse("file:///nowhere/lib.stm").expect("a url");
         let mut documents = Documents::default();
         documents.open(main.clone(), MAIN.to_string());
         documents.open(lib.clone(), LIB.to_string());
@@ -212,6 +215,7 @@ mod tests {
         let edit = rename(&documents, &main, at(6, 20), "Went")
             .expect("renamed")
             .expect("edits");
+        #[allow(clippy::mutable_key_type)] // the protocol's type; `Uri` hashes its text
         let changes = edit.changes.unwrap_or_default();
         assert_eq!(changes.get(&main).map(Vec::len), Some(2));
         assert_eq!(changes.get(&lib).map(Vec::len), Some(1));

@@ -9,7 +9,8 @@
 //! `use`s it with placeholder arguments. The machine is not validated: a machine that
 //! loads draws, so the preview follows the text as it is typed.
 
-use lsp_types::Url;
+use super::uri;
+use lsp_types::Uri;
 use serde_json::{json, Value};
 
 use super::documents::{path_of, Documents};
@@ -62,22 +63,19 @@ impl Rendered {
 
 /// The answer to a `harel/render` request with `params`.
 pub(crate) fn render_request(documents: &Documents, params: &Value) -> Value {
-    let uri = params
-        .get("uri")
-        .and_then(Value::as_str)
-        .and_then(|u| Url::parse(u).ok());
+    let uri = params.get("uri").and_then(Value::as_str).and_then(uri::parse);
     let Some(uri) = uri else {
         return json!({"error": "no document uri"});
     };
     let Some(text) = documents.text(&uri) else {
-        return json!({"error": format!("cannot read {uri}")});
+        return json!({"error": format!("cannot read {}", uri.as_str())});
     };
     let machine = params.get("machine").and_then(Value::as_str);
     render_text(&text, &uri, machine).to_json()
 }
 
 /// The preview of `text` (the document `uri`), of `machine` when given.
-pub(crate) fn render_text(text: &str, uri: &Url, machine: Option<&str>) -> Rendered {
+pub(crate) fn render_text(text: &str, uri: &Uri, machine: Option<&str>) -> Rendered {
     let origin = path_of(uri);
     let program = match stm_core::dsl::parse(text) {
         Ok(program) => program,
@@ -195,8 +193,8 @@ fn render_fragment(text: &str, fragment: &str, origin: Option<&std::path::Path>)
 mod tests {
     use super::*;
 
-    fn uri() -> Url {
-        Url::parse("file:///nowhere/x.stm").expect("a url")
+    fn uri() -> Uri {
+        uri::parse("file:///nowhere/x.stm").expect("a url")
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! declaration wins); fragments and machines of an imported file take its alias
 //! (`import "x.stm" as r` makes `r.Retry`).
 
-use lsp_types::{Location, Url};
+use lsp_types::{Location, Uri};
 
 use super::documents::Documents;
 use super::index::{
@@ -16,13 +16,13 @@ use super::index::{
 /// What a name was resolved to, and where.
 #[derive(Debug, Clone)]
 pub(crate) enum Declaration {
-    State(Url, StateDecl),
-    Event(Url, EventDecl),
-    Guard(Url, GuardDecl),
+    State(Uri, StateDecl),
+    Event(Uri, EventDecl),
+    Guard(Uri, GuardDecl),
     /// The fragment and the name it is used by (its alias prefix included).
-    Fragment(Url, FragmentDecl, String),
-    Machine(Url, NamedDecl, String),
-    Action(Url, BindingDecl),
+    Fragment(Uri, FragmentDecl, String),
+    Machine(Uri, NamedDecl, String),
+    Action(Uri, BindingDecl),
 }
 
 impl Declaration {
@@ -43,7 +43,7 @@ impl Declaration {
 /// The declaration `occurrence` (in the document `uri`, indexed as `index`) refers to.
 pub(crate) fn resolve(
     documents: &Documents,
-    uri: &Url,
+    uri: &Uri,
     index: &FileIndex,
     occurrence: &Occurrence,
 ) -> Option<Declaration> {
@@ -73,7 +73,7 @@ pub(crate) fn resolve(
 
 /// The declaration of `name` as a `kind` among `index`'s (a file whose fragments and
 /// machines are named with `prefix`).
-fn find_in(uri: &Url, index: &FileIndex, prefix: &str, kind: SymbolKind, name: &str) -> Option<Declaration> {
+fn find_in(uri: &Uri, index: &FileIndex, prefix: &str, kind: SymbolKind, name: &str) -> Option<Declaration> {
     let uri = uri.clone();
     match kind {
         SymbolKind::State => None,
@@ -107,8 +107,8 @@ fn find_in(uri: &Url, index: &FileIndex, prefix: &str, kind: SymbolKind, name: &
 
 /// Every event declared in the document or its imports (the local ones first), each
 /// name once.
-pub(crate) fn visible_events(documents: &Documents, uri: &Url, index: &FileIndex) -> Vec<(Url, EventDecl)> {
-    let mut out: Vec<(Url, EventDecl)> = index.events.iter().map(|e| (uri.clone(), e.clone())).collect();
+pub(crate) fn visible_events(documents: &Documents, uri: &Uri, index: &FileIndex) -> Vec<(Uri, EventDecl)> {
+    let mut out: Vec<(Uri, EventDecl)> = index.events.iter().map(|e| (uri.clone(), e.clone())).collect();
     for imported in documents.imports(uri, index).into_iter().rev() {
         for event in imported.index.events {
             if !out.iter().any(|(_, e)| e.name == event.name) {
