@@ -4,7 +4,7 @@
 //! - `stm`: validated with the real `stm validate` (its imports resolve against a copy of
 //!   `examples/lib/`);
 //! - `console`: a transcript: each `$ ` line (with `\` continuations) is run (`stm …`, or
-//!   `cargo run -p stm [--no-default-features] -- …`, as the built `stm`), in a scratch
+//!   `cargo run [--profile quick] -p stm [--no-default-features] -- …`, as the built `stm`), in a scratch
 //!   directory that sees `examples/`, and what follows it, up to the next `$ `, is what it
 //!   must print (stdout then stderr; versions, ids and times normalised; a `...` line
 //!   stands for any lines); `cd DIR` moves the rest of the transcript;
@@ -397,6 +397,7 @@ fn console_transcripts_print_what_the_docs_show() {
                 }
                 ["stm", rest @ ..] => rest.iter().map(|s| s.to_string()).collect(),
                 ["cargo", "run", "-p", "stm", "--no-default-features", "--", rest @ ..]
+                | ["cargo", "run", "--profile", "quick", "-p", "stm", "--no-default-features", "--", rest @ ..]
                 | ["cargo", "run", "-p", "stm", "--", rest @ ..] => {
                     rest.iter().map(|s| s.to_string()).collect()
                 }

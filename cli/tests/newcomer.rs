@@ -50,7 +50,16 @@ fn failure(out: &Output) -> (String, i32) {
 fn the_first_command_prints_what_the_readme_shows() {
     let (command, expected) = readme_blocks("first-run");
     let words = shell_words(&command);
-    let prefix = ["cargo", "run", "-p", "stm", "--no-default-features", "--"];
+    let prefix = [
+        "cargo",
+        "run",
+        "--profile",
+        "quick",
+        "-p",
+        "stm",
+        "--no-default-features",
+        "--",
+    ];
     assert_eq!(&words[..prefix.len()], prefix, "{command}");
     let out = stm_alone(&as_strs(&words[prefix.len()..]));
     assert!(out.status.success(), "{}", stderr(&out));
