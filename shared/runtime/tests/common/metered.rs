@@ -151,7 +151,10 @@ impl MeteredStore {
             }
             if self.on() {
                 let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
-                uncounted(|| self.meter.read_units(DUE_INDEX, &shard, units, now));
+                // charged when the page is read (the clock), not at the sweep's `now`: a
+                // long sweep's pages spread over its seconds
+                let at = self.now();
+                uncounted(|| self.meter.read_units(DUE_INDEX, &shard, units, at));
             }
         }
         if !all_shards {
@@ -168,7 +171,7 @@ impl MeteredStore {
                     TIMERS,
                     "(full scan)",
                     scan_units * seconds / DEFAULT_TIMER_FULL_SCAN_INTERVAL.as_secs_f64(),
-                    now,
+                    self.now(),
                 )
             });
         }

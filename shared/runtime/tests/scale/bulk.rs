@@ -45,15 +45,22 @@ async fn sweeps(sim: &mut Sim, from: f64, until: f64) {
     sim.run(|| None, Some((from.floor() + 1.0, until))).await;
 }
 
+/// A simulation charging nothing yet, with one started execution of `machine`, `id`: the
+/// template a workload copies into the store.
+async fn with_template(env: &Env, machine: &str, id: &str) -> Sim {
+    let mut sim = Sim::new(&env.defs);
+    sim.store.set_enabled(false);
+    sim.create(machine, id, None).await;
+    sim.drain().await;
+    sim
+}
+
 /// A bulk suspend of `n` executions whose timers come due while they are suspended, then
 /// their resume: the suspended timers leave the due index (nothing read or fired while
 /// held), and on resume every overdue one fires and its execution finishes.
 pub(crate) async fn run_bulk_suspend(env: &Env) -> Row {
     let n = env.cfg.bulk_timed;
-    let mut sim = Sim::new(&env.defs);
-    sim.store.set_enabled(false);
-    sim.create("Sleeper", "sleeper", None).await;
-    sim.drain().await;
+    let mut sim = with_template(env, "Sleeper", "sleeper").await;
     // due once every suspend is done, and 30 s into the suspension
     let suspended_until = START + 1.0 + n as f64 / BULK_RATE;
     let due = suspended_until + 30.0;
@@ -111,10 +118,7 @@ pub(crate) async fn run_bulk_suspend(env: &Env) -> Row {
 /// re-read and a cancel each.
 pub(crate) async fn run_bulk_by_state(env: &Env) -> Row {
     let n = env.cfg.bulk_by_state;
-    let mut sim = Sim::new(&env.defs);
-    sim.store.set_enabled(false);
-    sim.create("Counter", "counter", None).await;
-    sim.drain().await;
+    let mut sim = with_template(env, "Counter", "counter").await;
     sim.seed_copies("counter", n - 1, |i| format!("busy{i}"), |_| None, |_| false)
         .await;
     sim.begin_measuring();
@@ -142,10 +146,7 @@ pub(crate) async fn run_bulk_by_state(env: &Env) -> Row {
 /// stopping before its `Timeout`, takes that many runs. The Timeouts are counted, not run.
 pub(crate) async fn run_timers_due(env: &Env) -> Row {
     let n = env.cfg.due_at_once;
-    let mut sim = Sim::new(&env.defs);
-    sim.store.set_enabled(false);
-    sim.create("Sleeper", "sleeper", None).await;
-    sim.drain().await;
+    let mut sim = with_template(env, "Sleeper", "sleeper").await;
     let due = START + 10.0;
     // the template keeps its 30-day timer: the n copies' are due
     sim.seed_copies("sleeper", n, |i| format!("due{i}"), |_| Some(due), |_| false)

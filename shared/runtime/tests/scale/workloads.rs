@@ -87,20 +87,13 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
     let arrivals_total = (producer_rate * env.cfg.window).round() as usize;
     // the same arrivals for the small and the large table
     let mut rng = stm_testkit::Rng::new(0x5CA1E ^ rate as u64);
-    let mut i = 0;
-    let arrivals = move || {
-        if i >= arrivals_total {
-            return None;
-        }
-        let at = t0 + i as f64 / producer_rate;
-        i += 1;
-        let target = if rng.unit() * producer_rate < duo_rate {
+    let arrivals = evenly_spaced(t0, producer_rate, arrivals_total, move |_| {
+        if rng.unit() * producer_rate < duo_rate {
             format!("d{}", rng.index(duos))
         } else {
             format!("c{}", rng.index(counters))
-        };
-        Some((at, target, Event::new("Ping")))
-    };
+        }
+    });
     let window_end = t0 + env.cfg.window;
     sim.run(arrivals, Some((t0, window_end))).await;
     let relayed = sim.relay(window_end.max(sim.clock.now())).await;
@@ -143,6 +136,25 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
     row
 }
 
+/// `total` Pings from `t0` at `rate` a second, evenly spaced, the `i`th to `target(i)`.
+fn evenly_spaced(
+    t0: f64,
+    rate: f64,
+    total: usize,
+    mut target: impl FnMut(usize) -> String,
+) -> impl FnMut() -> Option<(f64, String, Event)> {
+    let mut i = 0;
+    move || {
+        if i >= total {
+            return None;
+        }
+        let at = t0 + i as f64 / rate;
+        let to = target(i);
+        i += 1;
+        Some((at, to, Event::new("Ping")))
+    }
+}
+
 /// `n` idle executions straight into the store (no events, nothing charged): copies of a
 /// started `Sleeper` (its 30-day timer armed), every other one suspended (its timer held).
 async fn seed_idle(sim: &mut Sim, n: usize) {
@@ -164,16 +176,8 @@ pub(crate) async fn run_hot(env: &Env, rate: f64) -> Row {
     sim.begin_measuring();
     sim.watched = Some("hot".to_string());
     let total = (rate * env.cfg.window).round() as usize;
-    let mut i = 0;
-    let arrivals = move || {
-        if i >= total {
-            return None;
-        }
-        let at = t0 + i as f64 / rate;
-        i += 1;
-        Some((at, "hot".to_string(), Event::new("Ping")))
-    };
-    sim.run(arrivals, None).await;
+    sim.run(evenly_spaced(t0, rate, total, |_| "hot".to_string()), None)
+        .await;
     sim.relay(sim.clock.now()).await;
     sim.assert_clean("hot execution");
     let offered = sim.tally.events as f64 / env.cfg.window;
@@ -222,16 +226,8 @@ pub(crate) async fn run_status_events(env: &Env, rate: f64) -> Row {
     let t0 = sim.clock.now().ceil() + 1.0;
     sim.set_time(t0);
     sim.begin_measuring();
-    let mut i = 0;
-    let arrivals = move || {
-        if i >= n {
-            return None;
-        }
-        let at = t0 + i as f64 / rate;
-        i += 1;
-        Some((at, format!("o{}", i - 1), Event::new("Ping")))
-    };
-    sim.run(arrivals, None).await;
+    sim.run(evenly_spaced(t0, rate, n, |i| format!("o{i}")), None)
+        .await;
     let relayed = sim.relay(sim.clock.now()).await;
     sim.assert_clean("status events");
     assert_eq!(
