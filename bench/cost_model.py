@@ -909,6 +909,29 @@ def main(argv=None) -> None:
 
     print()
     capacity_modes(a)
+    print()
+    print(cost_line(a))
+
+
+def cost_line(a) -> str:
+    """The run's one-line summary: the realistic mix (emits and near timers at their
+    ratios) for the cheapest layout, without coalescing or producer batching, on-demand at
+    100 M transitions a month and provisioned at 1,000 M, and the harel-compatible layout's
+    cost against it (on-demand at 100 M)."""
+    e, t = a.emit_ratio, a.timer_ratio
+
+    def mix(layout: str, mode: str, volume: float) -> float:
+        x = argparse.Namespace(**vars(a))
+        x.capacity_mode, x.transitions_per_month = mode, volume
+        return per_transition(x, Design(layout, layout), e, t)["total"] * 1e6
+
+    cheap = mix("cheap", "on-demand", 100e6)
+    provisioned = mix("cheap", "provisioned", 1e9)
+    harel = mix("harel", "on-demand", 100e6)
+    return (
+        f"cost: mix ${cheap:.2f} on-demand at 100 M, ${provisioned:.2f} provisioned at 1,000 M; "
+        f"harel layout {harel / cheap:.2f} times the cheapest"
+    )
 
 
 def capacity_modes(a) -> None:

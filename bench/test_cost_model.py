@@ -454,6 +454,10 @@ def main() -> None:
     text = run([])
     check("output names what $1.10 needs", "needs coalescing or producer batching" in text, text[-400:])
     check("the header gives the measured item", f"item {code['execution_item_bytes']} B" in text, text.splitlines()[0])
+    last = text.rstrip().splitlines()[-1]
+    check("the last line is the summary, its mix the capacity table's (2.54 on-demand at 100 M, 1.62 provisioned at 1,000 M)",
+          re.fullmatch(r"cost: mix \$2\.54 on-demand at 100 M, \$1\.62 provisioned at 1,000 M; harel layout \d\.\d\d times the cheapest", last) is not None,
+          last)
     check("the old flags still run",
           "**total**" in run(["--trace", "--emit-ratio", "0.5", "--burst", "2", "--item-bytes", "2048", "--lambda-ms", "12"]))
     print("all checks passed")
