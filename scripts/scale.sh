@@ -16,13 +16,15 @@
 #
 # Usage:
 #   bash scripts/scale.sh            # full: 1k, 10k and 100k events/s, 10^6 idle executions,
-#                                    # a relay backlog of 10^6 rows (~6 min on 2 cores)
-#   bash scripts/scale.sh --quick    # quick: 1k and 10k events/s, 10^4 of each (~30 s: the
+#                                    # relay backlogs of 10^6 rows and of 105 MB of packed
+#                                    # rows, 10^5 timed executions suspended and resumed,
+#                                    # 10^6 cancelled by state, 10^6 timers due at once
+#                                    # (~22 min on 2 cores)
+#   bash scripts/scale.sh --quick    # quick: 1k and 10k events/s, 10^4 of each (~60 s: the
 #                                    # run `cargo test --workspace` makes in CI)
 #
-# Both run the debug build `cargo test` already makes (dependencies at opt-level 1): the
-# full simulation takes about 6 minutes there, less than a cold release build of the test
-# (fat LTO, one codegen unit, the AWS SDK) takes on 2 cores before it could start.
+# Both run the debug build `cargo test` already makes (dependencies at opt-level 1): no
+# cold release build of the test (fat LTO, one codegen unit, the AWS SDK) before it starts.
 # Honours CARGO_TARGET_DIR.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,7 +34,7 @@ QUICK=0
 for arg in "$@"; do
     case "$arg" in
         --quick) QUICK=1 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "unknown argument: $arg (usage: bash scripts/scale.sh [--quick])" >&2; exit 2 ;;
     esac
 done

@@ -47,8 +47,6 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
     };
     let tickers = (mix.timer_share * rate * TICKER_PERIOD).round() as usize;
     if mix.idle > 0 {
-        // first: MemoryStore keeps its timers in arming order and removes one by shifting
-        // those after it, so the active timers, armed after the idle ones, stay cheap
         seed_idle(&mut sim, mix.idle).await;
     }
     let counter_machine = if mix.churn { "Flipper" } else { "Counter" };
