@@ -27,6 +27,7 @@ mod monitor;
 mod new;
 #[cfg(feature = "aws")]
 mod ops;
+mod percent;
 mod plural;
 #[cfg(feature = "aws")]
 mod purge;

@@ -19,18 +19,7 @@ pub(crate) fn to_file_path(uri: &Uri) -> Option<PathBuf> {
         return None;
     }
     let path = path.split(['?', '#']).next()?;
-    let mut bytes = Vec::with_capacity(path.len());
-    let mut raw = path.bytes();
-    while let Some(b) = raw.next() {
-        if b == b'%' {
-            let hex = [raw.next()?, raw.next()?];
-            let hex = std::str::from_utf8(&hex).ok()?;
-            bytes.push(u8::from_str_radix(hex, 16).ok()?);
-        } else {
-            bytes.push(b);
-        }
-    }
-    String::from_utf8(bytes).ok().map(PathBuf::from)
+    crate::percent::decode(path).map(PathBuf::from)
 }
 
 /// The `file:` URI of an absolute path (`None` for a relative one or one that is not UTF-8).
@@ -38,15 +27,8 @@ pub(crate) fn from_file_path(path: &Path) -> Option<Uri> {
     if !path.is_absolute() {
         return None;
     }
-    let mut text = String::from("file://");
-    for b in path.to_str()?.bytes() {
-        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
-            text.push(char::from(b));
-        } else {
-            text.push_str(&format!("%{b:02X}"));
-        }
-    }
-    parse(&text)
+    let segments: Vec<String> = path.to_str()?.split('/').map(crate::percent::url_part).collect();
+    parse(&format!("file://{}", segments.join("/")))
 }
 
 #[cfg(test)]

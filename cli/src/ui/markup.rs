@@ -3,8 +3,6 @@
 //! through [`esc`] (text and attributes) or [`url_part`] (links): an execution's id,
 //! context or event data is never markup.
 
-use std::fmt::Write;
-
 /// `text` safe in HTML text and in a quoted attribute.
 pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -21,19 +19,7 @@ pub(crate) fn esc(text: &str) -> String {
     out
 }
 
-/// `text` percent-encoded for a path segment or a query value: everything but the
-/// unreserved characters (an execution id may hold `/`, `?`, `#` or `&`).
-pub(crate) fn url_part(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(byte as char);
-        } else {
-            let _ = write!(out, "%{byte:02X}");
-        }
-    }
-    out
-}
+pub(crate) use crate::percent::url_part;
 
 /// The link to execution `id`'s page.
 pub(crate) fn execution_href(id: &str) -> String {

@@ -119,7 +119,7 @@ mod rows;
 pub mod schema;
 mod states;
 mod store;
-pub use states::{state_index_key, SMALL_STATE_INDEX};
+pub use states::{state_index_key, state_key, SMALL_STATE_INDEX};
 mod timers;
 mod trace;
 mod ttl;

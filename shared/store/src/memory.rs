@@ -54,27 +54,35 @@ struct Armed {
     arming: u64,
 }
 
-/// A timer's place in due order: `fire_at` (totally ordered), the execution, the path.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct DueKey(FireAt, String, String);
+/// A timer in the order a sweep fires in ([`due_order`](crate::due::due_order), the one a
+/// cursor pages by).
+#[derive(Debug, Clone)]
+struct DueKey(DueTimer);
 
-#[derive(Debug, Clone, Copy)]
-struct FireAt(f64);
-
-impl PartialEq for FireAt {
+impl PartialEq for DueKey {
     fn eq(&self, other: &Self) -> bool {
-        self.0.total_cmp(&other.0).is_eq()
+        self.cmp(other).is_eq()
     }
 }
-impl Eq for FireAt {}
-impl PartialOrd for FireAt {
+impl Eq for DueKey {}
+impl PartialOrd for DueKey {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for FireAt {
+impl Ord for DueKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
+        crate::due::due_order(&self.0, &other.0)
+    }
+}
+
+impl DueKey {
+    fn of(key: &(String, String), fire_at: f64) -> DueKey {
+        DueKey(DueTimer {
+            execution_id: key.0.clone(),
+            path: key.1.clone(),
+            fire_at,
+        })
     }
 }
 
@@ -98,23 +106,12 @@ impl Inner {
     /// `after` (the last a sweep's cursor gave).
     fn due_after(&self, now: f64, after: Option<&DueTimer>, limit: usize) -> Vec<DueTimer> {
         use std::ops::Bound;
-        let start = match after {
-            Some(last) => Bound::Excluded(DueKey(
-                FireAt(last.fire_at),
-                last.execution_id.clone(),
-                last.path.clone(),
-            )),
-            None => Bound::Unbounded,
-        };
+        let start = after.map_or(Bound::Unbounded, |last| Bound::Excluded(DueKey(last.clone())));
         self.due_order
             .range((start, Bound::Unbounded))
-            .take_while(|DueKey(fire_at, _, _)| fire_at.0 <= now)
+            .take_while(|key| key.0.fire_at <= now)
             .take(limit.max(1))
-            .map(|DueKey(fire_at, id, path)| DueTimer {
-                execution_id: id.clone(),
-                path: path.clone(),
-                fire_at: fire_at.0,
-            })
+            .map(|key| key.0.clone())
             .collect()
     }
 
@@ -138,8 +135,7 @@ impl Inner {
             .insert(key.1.clone());
         self.arming.insert(arming, key.clone());
         if !held {
-            self.due_order
-                .insert(DueKey(FireAt(fire_at), key.0.clone(), key.1.clone()));
+            self.due_order.insert(DueKey::of(&key, fire_at));
         }
         self.timers.insert(
             key,
@@ -155,8 +151,7 @@ impl Inner {
         if let Some(armed) = self.timers.remove(key) {
             self.arming.remove(&armed.arming);
             if !armed.held {
-                self.due_order
-                    .remove(&DueKey(FireAt(armed.fire_at), key.0.clone(), key.1.clone()));
+                self.due_order.remove(&DueKey::of(key, armed.fire_at));
             }
         }
         if let Some(paths) = self.timer_paths.get_mut(&key.0) {

@@ -62,7 +62,7 @@
 //! written by every commit.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -70,14 +70,14 @@ use stm_core::{Execution, Map};
 use stm_runtime::{Clock, ManualClock};
 // DynamoDB's limits and the store's constants, as the DynamoDB store has them
 use stm_store::dynamodb::{
-    state_index_key, timer_shard, DEFAULT_TIMER_FULL_SCAN_INTERVAL, MAX_BATCH_GET_KEYS, MAX_ITEM_BYTES,
-    MAX_TRANSACTION_ITEMS, STATE_SHARDS, TIMER_SHARDS,
+    state_index_key, state_key, timer_shard, DEFAULT_TIMER_FULL_SCAN_INTERVAL, MAX_BATCH_GET_KEYS,
+    MAX_ITEM_BYTES, MAX_TRANSACTION_ITEMS, STATE_SHARDS, TIMER_SHARDS,
 };
 use stm_store::{
     Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, ListQuery, MemoryStore, OutboxEntry,
     PendingRows, PendingSeq, SpawnEntry, StoreError, TimerOp, Written,
 };
-use stm_testkit::heap::{uncounted, UncountedScope};
+use stm_testkit::heap::{uncounted, Transient, UncountedScope};
 use stm_testkit::meter::PartitionMeter;
 
 // this file is loaded by `#[path]`, so its child needs one too
@@ -111,8 +111,6 @@ pub struct MeteredStore {
     clock: Arc<ManualClock>,
     /// Off: nothing is charged (a simulation's setup).
     enabled: AtomicBool,
-    /// DynamoDB requests charged so far (the meter's count, cheap to read).
-    requests: AtomicU64,
     /// Execution id -> its item's size as last written.
     exe_sizes: Mutex<HashMap<String, usize>>,
     /// The pending rows' sizes, the tables' bytes, each execution's last rows block.
@@ -125,7 +123,7 @@ pub struct MeteredStore {
     last_sweep: Mutex<Option<f64>>,
     /// The requests charged since the last [`take_calls`](Self::take_calls), by
     /// operation, in order: what a caller's time is sampled from.
-    calls: Mutex<Vec<String>>,
+    calls: Mutex<Vec<&'static str>>,
 }
 
 impl MeteredStore {
@@ -145,17 +143,7 @@ impl MeteredStore {
             if bytes.is_none() && !all_shards {
                 continue;
             }
-            let bytes = bytes.unwrap_or(0);
-            for _ in 0..bytes.div_ceil(PAGE_BYTES).max(1) {
-                self.request("Query");
-            }
-            if self.on() {
-                let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
-                // charged when the page is read (the clock), not at the sweep's `now`: a
-                // long sweep's pages spread over its seconds
-                let at = self.now();
-                uncounted(|| self.meter.read_units(DUE_INDEX, &shard, units, at));
-            }
+            self.query_index(DUE_INDEX, &shard, bytes.unwrap_or(0));
         }
         if !all_shards {
             return;
@@ -177,13 +165,26 @@ impl MeteredStore {
         }
     }
 
+    /// An eventually consistent `Query` of one key of a global secondary index that reads
+    /// `bytes` of entries: a request per MB page, billed on the bytes (at least half a unit)
+    /// when it is read (the clock: a long sweep's pages spread over its seconds).
+    fn query_index(&self, index: &str, key: &str, bytes: usize) {
+        for _ in 0..bytes.div_ceil(PAGE_BYTES).max(1) {
+            self.request("Query");
+        }
+        if self.on() {
+            let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
+            let at = self.now();
+            uncounted(|| self.meter.read_units(index, key, units, at));
+        }
+    }
+
     pub fn new(clock: Arc<ManualClock>) -> Self {
         MeteredStore {
             inner: MemoryStore::new(),
             meter: PartitionMeter::new(),
             clock,
             enabled: AtomicBool::new(true),
-            requests: AtomicU64::new(0),
             exe_sizes: Mutex::default(),
             rows: Mutex::default(),
             serial: Mutex::new(0.0),
@@ -194,7 +195,7 @@ impl MeteredStore {
     }
 
     /// The operations of the requests charged since the last call, in order.
-    pub fn take_calls(&self) -> Vec<String> {
+    pub fn take_calls(&self) -> Vec<&'static str> {
         std::mem::take(&mut *lock(&self.calls))
     }
 
@@ -206,14 +207,8 @@ impl MeteredStore {
     /// Forget what was charged (the meter and the request count).
     pub fn reset(&self) {
         self.meter.reset();
-        self.requests.store(0, Ordering::SeqCst);
         *lock(&self.last_sweep) = None;
         lock(&self.calls).clear();
-    }
-
-    /// DynamoDB requests charged since the last reset.
-    pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::SeqCst)
     }
 
     /// A serial caller: every request advances the clock by `seconds` (0: off).
@@ -236,13 +231,12 @@ impl MeteredStore {
         self.clock.now()
     }
 
-    fn request(&self, op: &str) {
+    fn request(&self, op: &'static str) {
         if self.on() {
             uncounted(|| {
                 self.meter.request(op);
-                lock(&self.calls).push(op.to_string());
+                lock(&self.calls).push(op);
             });
-            self.requests.fetch_add(1, Ordering::SeqCst);
             let step = *lock(&self.serial);
             if step > 0.0 {
                 self.clock.advance(step);
@@ -396,6 +390,13 @@ impl MeteredStore {
     }
 }
 
+/// What the in-memory store does in DynamoDB's place (sorting every pending row to answer
+/// a bounded read, say): its peak is DynamoDB's, not the calling function's, whose peak
+/// memory counts only what the call hands back ([`Transient`]).
+fn dynamodb_work() -> Transient {
+    Transient::begin()
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -427,8 +428,7 @@ impl ExecutionStore for MeteredStore {
         id: &str,
         event_ids: &[&str],
     ) -> Result<(Option<Execution>, Vec<bool>), StoreError> {
-        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
-        let _store_work = stm_testkit::heap::Transient::begin();
+        let _work = dynamodb_work();
         let (exe, marks) = self.inner.load_for_events(id, event_ids).await?;
         self.request("BatchGetItem");
         let bytes = match &exe {
@@ -573,8 +573,7 @@ impl ExecutionStore for MeteredStore {
         paths: &[String],
         entered_by: Option<f64>,
     ) -> Result<Vec<stm_store::InState>, StoreError> {
-        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
-        let _store_work = stm_testkit::heap::Transient::begin();
+        let _work = dynamodb_work();
         let found = self.inner.in_states(definition_id, paths, entered_by).await?;
         const ENTRY_BYTES: usize = 100;
         if found.len() <= stm_store::dynamodb::SMALL_STATE_INDEX as usize {
@@ -589,26 +588,17 @@ impl ExecutionStore for MeteredStore {
                 }
             }
         }
-        let now = self.now();
         for path in paths {
-            for shard in 0..STATE_SHARDS {
-                let key = format!("{definition_id}#{path}#{shard}");
-                let bytes = per_key.get(&key).copied().unwrap_or(0);
-                for _ in 0..bytes.div_ceil(PAGE_BYTES).max(1) {
-                    self.request("Query");
-                }
-                if self.on() {
-                    let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
-                    uncounted(|| self.meter.read_units(STATE_INDEX, &key, units, now));
-                }
+            for shard in 0..u64::from(STATE_SHARDS) {
+                let key = state_key(definition_id, path, shard);
+                self.query_index(STATE_INDEX, &key, per_key.get(&key).copied().unwrap_or(0));
             }
         }
         Ok(found)
     }
 
     async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
-        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
-        let _store_work = stm_testkit::heap::Transient::begin();
+        let _work = dynamodb_work();
         let page = self.inner.list_executions(query).await?;
         // a Scan page of the executions table, billed on what it returned (approximate:
         // a filtered scan reads more than it returns)
@@ -621,8 +611,7 @@ impl ExecutionStore for MeteredStore {
     }
 
     async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
-        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
-        let _store_work = stm_testkit::heap::Transient::begin();
+        let _work = dynamodb_work();
         let rows = self.inner.pending_outbox().await?;
         let bytes = lock(&self.rows).table_bytes(OUTBOX);
         self.scan(OUTBOX, bytes);
@@ -638,8 +627,7 @@ impl ExecutionStore for MeteredStore {
     }
 
     async fn pending_spawns(&self) -> Result<Vec<SpawnEntry>, StoreError> {
-        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
-        let _store_work = stm_testkit::heap::Transient::begin();
+        let _work = dynamodb_work();
         let rows = self.inner.pending_spawns().await?;
         let bytes = lock(&self.rows).table_bytes(SPAWNS);
         self.scan(SPAWNS, bytes);
@@ -678,8 +666,7 @@ impl ExecutionStore for MeteredStore {
         limit: usize,
         settled_before: f64,
     ) -> Result<Vec<PendingSeq>, StoreError> {
-        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
-        let _store_work = stm_testkit::heap::Transient::begin();
+        let _work = dynamodb_work();
         let seqs = self.inner.oldest_pending_seqs(limit, settled_before).await?;
         if limit > 0 {
             // both tables scanned whole, the lowest `limit` seqs kept
@@ -694,8 +681,7 @@ impl ExecutionStore for MeteredStore {
     }
 
     async fn pending_rows(&self, spawns: &[i64], outbox: &[i64]) -> Result<PendingRows, StoreError> {
-        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
-        let _store_work = stm_testkit::heap::Transient::begin();
+        let _work = dynamodb_work();
         let rows = self.inner.pending_rows(spawns, outbox).await?;
         let keys: Vec<(&'static str, i64)> = spawns
             .iter()
@@ -714,8 +700,7 @@ impl ExecutionStore for MeteredStore {
     }
 
     async fn due_timers(&self, now: f64) -> Result<Vec<DueTimer>, StoreError> {
-        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
-        let _store_work = stm_testkit::heap::Transient::begin();
+        let _work = dynamodb_work();
         let due = self.inner.due_timers(now).await?;
         self.meter_due(&due, now, true);
         Ok(due)
@@ -728,8 +713,7 @@ impl ExecutionStore for MeteredStore {
         cursor: &mut DueCursor,
         limit: usize,
     ) -> Result<Vec<DueTimer>, StoreError> {
-        // the in-memory store's own work is DynamoDB's, not the function's (its peak)
-        let _store_work = stm_testkit::heap::Transient::begin();
+        let _work = dynamodb_work();
         let first = cursor.is_start();
         let due = self.inner.due_page(now, cursor, limit).await?;
         self.meter_due(&due, now, first);

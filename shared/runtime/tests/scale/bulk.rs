@@ -5,7 +5,7 @@
 
 use stm_runtime::{sweeper, Clock};
 
-use crate::config::{lock, memory_share, DDB_SECONDS, SQS_SECONDS, START, SWEEPER_RESIDENT_MIB};
+use crate::config::{memory_share, START, SWEEPER_RESIDENT_MIB};
 use crate::results::{count_label, Env, Row};
 use crate::sim::{Operation, Sim};
 
@@ -157,21 +157,15 @@ pub(crate) async fn run_timers_due(env: &Env) -> Row {
     // the sweep's load spread over its seconds: it fires SWEEP_CONCURRENCY executions'
     // timers at once, so the clock advances by that share of each request's pace
     let share = 1.0 / sweeper::SWEEP_CONCURRENCY as f64;
-    sim.store.set_serial(DDB_SECONDS * share);
-    *lock(&sim.queue.serial) = SQS_SECONDS * share;
+    sim.pace(share);
     let mark = stm_testkit::heap::Mark::now();
     let summary = sweeper::sweep(sim.store.as_ref(), sim.queue.as_ref(), sim.clock.now())
         .await
         .expect("sweep");
     let heap = mark.peak_above();
-    sim.store.set_serial(0.0);
-    *lock(&sim.queue.serial) = 0.0;
+    sim.pace(0.0);
     assert_eq!(summary.fired, n, "timers due at once: {summary:?}");
-    let calls = sim.store.take_calls();
-    let queue_calls = sim.queue.take_calls();
-    let serial = sim
-        .latency
-        .serial(calls.iter().map(String::as_str).chain(queue_calls));
+    let serial = sim.calls_time();
     let seconds = serial / sweeper::SWEEP_CONCURRENCY as f64;
     let d = env.deployment;
     let per_run = (d.sweeper_timeout - sweeper::SWEEP_DEADLINE_MARGIN.as_secs_f64()).max(1.0);

@@ -3,7 +3,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -65,10 +65,6 @@ struct QueueState {
 pub(crate) struct SimQueue {
     state: Mutex<QueueState>,
     clock: Arc<ManualClock>,
-    requests: AtomicU64,
-    /// Messages accepted by `publish_batch`, and their bytes.
-    published: AtomicU64,
-    pub(crate) published_bytes: AtomicU64,
     /// Count what is published but keep nothing (the relay backlog's pass).
     pub(crate) discard: AtomicBool,
     /// The clock's advance per request (a serial caller; 0: none).
@@ -94,9 +90,6 @@ impl SimQueue {
         SimQueue {
             state: Mutex::default(),
             clock,
-            requests: AtomicU64::new(0),
-            published: AtomicU64::new(0),
-            published_bytes: AtomicU64::new(0),
             discard: AtomicBool::new(false),
             serial: Mutex::new(0.0),
             actions: Mutex::default(),
@@ -142,21 +135,13 @@ impl SimQueue {
     fn count_requests(&self, action: &'static str, n: u64) {
         self.tally(action, n);
         lock(&self.calls).extend(std::iter::repeat_n(action, n as usize));
-        self.requests.fetch_add(n, Ordering::SeqCst);
         let step = *lock(&self.serial);
         if step > 0.0 {
             self.clock.advance(step * n as f64);
         }
     }
 
-    pub(crate) fn requests(&self) -> u64 {
-        self.requests.load(Ordering::SeqCst)
-    }
-
     pub(crate) fn reset_counts(&self) {
-        self.requests.store(0, Ordering::SeqCst);
-        self.published.store(0, Ordering::SeqCst);
-        self.published_bytes.store(0, Ordering::SeqCst);
         lock(&self.actions).clear();
         lock(&self.calls).clear();
         lock(&self.latencies).clear();
@@ -303,15 +288,10 @@ impl Queue for SimQueue {
         let plan = plan_batches(messages);
         let now = self.clock.now();
         self.count_requests("SendMessageBatch", plan.batches.len() as u64);
-        let discard = self.discard.load(Ordering::SeqCst);
-        let mut st = lock(&self.state);
-        for &index in plan.batches.iter().flatten() {
-            let message = &messages[index];
-            self.published.fetch_add(1, Ordering::SeqCst);
-            self.published_bytes
-                .fetch_add(message.sqs_bytes() as u64, Ordering::SeqCst);
-            if !discard {
-                SimQueue::push(&mut st, message.clone(), now);
+        if !self.discard.load(Ordering::SeqCst) {
+            let mut st = lock(&self.state);
+            for &index in plan.batches.iter().flatten() {
+                SimQueue::push(&mut st, messages[index].clone(), now);
             }
         }
         plan.refused

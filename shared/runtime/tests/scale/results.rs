@@ -133,7 +133,6 @@ pub(crate) fn measured_row(
 ) -> (Row, MeterReport) {
     let report = sim.store.meter.report();
     let t = &sim.tally;
-    let pe = per_event(&report, t.events as f64, env.prices);
     let seconds_per_event = worker_seconds_per_event(sim);
     let concurrency = offered * seconds_per_event;
     let sqs = sim.queue.action_loads();
@@ -154,31 +153,27 @@ pub(crate) fn measured_row(
         "worker",
         memory_share(WORKER_RESIDENT_MIB, t.worker_heap, d.worker_memory_mb),
     )];
-    if t.sweep_ddb > 0 {
+    if t.sweeps > 0 {
         memory.push((
             "sweeper",
             memory_share(SWEEPER_RESIDENT_MIB, t.sweep_heap, d.sweeper_memory_mb),
         ));
     }
-    let row = Row {
-        workload: workload.to_string(),
-        rate: rate_label(rate),
-        offered: Some(offered),
-        served: Some(quotas.served(offered)),
-        hottest: report.hottest().cloned(),
-        requests_per_event: pe.requests,
-        reads_per_event: pe.reads,
-        writes_per_event: pe.writes,
-        concurrency: Some(concurrency),
-        cost_per_million: pe.cost,
-        sqs_per_event: sqs_requests as f64 / t.events.max(1) as f64,
-        latency: event_latency(sim),
-        binding: Some(quotas),
-        memory,
-        note: format!("{:.1} ms/event", seconds_per_event * 1e3),
-        gated: true,
-        failed: None,
-    };
+    let mut row = Row::once(
+        workload.to_string(),
+        &rate_label(rate),
+        &report,
+        t.events as f64,
+        env.prices,
+    );
+    row.offered = Some(offered);
+    row.served = Some(quotas.served(offered));
+    row.concurrency = Some(concurrency);
+    row.sqs_per_event = sqs_requests as f64 / t.events.max(1) as f64;
+    row.latency = event_latency(sim);
+    row.binding = Some(quotas);
+    row.memory = memory;
+    row.note = format!("{:.1} ms/event", seconds_per_event * 1e3);
     (row, report)
 }
 

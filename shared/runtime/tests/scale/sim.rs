@@ -11,7 +11,7 @@ use stm_runtime::{
 };
 use stm_store::{Commit, ExecutionStore, TimerOp};
 
-use crate::config::START;
+use crate::config::{DDB_SECONDS, SQS_SECONDS, START};
 use crate::latency::Sampler;
 use crate::metered::MeteredStore;
 use crate::queue::SimQueue;
@@ -26,21 +26,14 @@ pub(crate) struct Tally {
     /// Records reported failed, and the first reasons.
     failed: u64,
     reasons: Vec<String>,
-    /// The requests the worker's handler made.
-    pub(crate) worker_ddb: u64,
-    pub(crate) worker_sqs: u64,
-    /// The worker's invocations and their modelled seconds (the event source's invoke and
-    /// the handler's calls, one after another): what its concurrency is made of.
-    pub(crate) invocations: u64,
+    /// The worker's invocations' modelled seconds (the event source's invoke and the
+    /// handler's calls, one after another): what its concurrency is made of.
     pub(crate) worker_seconds: f64,
-    /// Each batch's cycle in its group: receive, invoke, handler, delete.
-    pub(crate) cycles: Vec<f64>,
     /// The most heap one invocation of the worker held above its start.
     pub(crate) worker_heap: usize,
-    /// The sweeps' requests, their modelled seconds, the timers they fired and the most
-    /// heap one sweep held.
-    pub(crate) sweep_ddb: u64,
-    pub(crate) sweep_sqs: u64,
+    /// The sweeps run, their modelled seconds, the timers they fired and the most heap one
+    /// sweep held.
+    pub(crate) sweeps: u64,
     pub(crate) sweep_seconds: f64,
     pub(crate) fired: u64,
     pub(crate) sweep_heap: usize,
@@ -138,7 +131,7 @@ impl Sim {
         self.store.reset();
         self.store.set_enabled(true);
         self.queue.reset_counts();
-        self.store.take_calls();
+        self.forget_calls();
         self.tally = Tally::default();
     }
 
@@ -216,6 +209,30 @@ impl Sim {
         done.unwrap_or_else(|e| panic!("{command:?} {id}: {e}"));
     }
 
+    /// A serial caller (the relay's run, one long sweep): every DynamoDB and SQS request
+    /// advances the clock by `share` of the serial pace ([`DDB_SECONDS`], [`SQS_SECONDS`]),
+    /// so its load spreads over the seconds it takes; 0 turns the pace off.
+    pub(crate) fn pace(&self, share: f64) {
+        self.store.set_serial(DDB_SECONDS * share);
+        *crate::config::lock(&self.queue.serial) = SQS_SECONDS * share;
+    }
+
+    /// Forget the requests logged so far: [`calls_time`](Self::calls_time) then times what
+    /// comes after.
+    pub(crate) fn forget_calls(&self) {
+        self.store.take_calls();
+        self.queue.take_calls();
+    }
+
+    /// The modelled time of the DynamoDB and SQS requests made since the last
+    /// [`forget_calls`](Self::forget_calls) (or call of this), one after another, each drawn
+    /// from the latency table.
+    pub(crate) fn calls_time(&mut self) -> f64 {
+        let store = self.store.take_calls();
+        let queue = self.queue.take_calls();
+        self.latency.serial(store.into_iter().chain(queue))
+    }
+
     /// One batch of the group ready first, through the worker's real handler.
     async fn batch(&mut self, at: f64) {
         self.set_time(at);
@@ -228,21 +245,13 @@ impl Sim {
                 .settle(&group, taken, &BatchOutcome::default(), now, now);
             return;
         }
-        let (ddb, sqs) = (self.store.requests(), self.queue.requests());
-        self.store.take_calls();
-        self.queue.take_calls();
+        self.forget_calls();
         // the event source's receive of the group's batch, then its invoke
         self.queue.tally("ReceiveMessage", 1);
         let mark = stm_testkit::heap::Mark::now();
         let outcome = self.worker.handle_batch(&records).await;
         let heap = mark.peak_above();
-        let ddb = self.store.requests() - ddb;
-        let sqs = self.queue.requests() - sqs;
-        let store_calls = self.store.take_calls();
-        let queue_calls = self.queue.take_calls();
-        let handler = self
-            .latency
-            .serial(store_calls.iter().map(String::as_str).chain(queue_calls));
+        let handler = self.calls_time();
         let invoked = self.latency.serial(["Invoke"]) + handler;
         let mut cycle = self.latency.serial(["ReceiveMessage"]) + invoked;
         if outcome.records.len() > outcome.failed_ids().len() {
@@ -253,13 +262,8 @@ impl Sim {
         let now = self.clock.now();
         self.queue.settle(&group, taken, &outcome, now, now + cycle);
         let t = &mut self.tally;
-        t.worker_ddb += ddb;
-        t.worker_sqs += sqs;
-        t.invocations += 1;
         t.worker_seconds += invoked;
-        t.cycles.push(cycle);
         t.worker_heap = t.worker_heap.max(heap);
-        let latency = cycle;
         let mut handled = 0;
         for (_, result) in &outcome.records {
             use stm_runtime::worker::Handled;
@@ -280,7 +284,7 @@ impl Sim {
         }
         t.events += handled;
         if self.watched.as_deref() == Some(group.as_str()) {
-            t.watched_busy += latency;
+            t.watched_busy += cycle;
             t.watched_events += handled;
             t.watched_batches += 1;
         }
@@ -288,21 +292,14 @@ impl Sim {
 
     async fn sweep(&mut self, at: f64) {
         self.set_time(at);
-        let (ddb, sqs) = (self.store.requests(), self.queue.requests());
-        self.store.take_calls();
-        self.queue.take_calls();
+        self.forget_calls();
         let mark = stm_testkit::heap::Mark::now();
         let summary = sweeper::sweep(self.store.as_ref(), self.queue.as_ref(), self.clock.now())
             .await
             .expect("sweep");
         let heap = mark.peak_above();
-        let store_calls = self.store.take_calls();
-        let queue_calls = self.queue.take_calls();
-        self.tally.sweep_seconds += self
-            .latency
-            .serial(store_calls.iter().map(String::as_str).chain(queue_calls));
-        self.tally.sweep_ddb += self.store.requests() - ddb;
-        self.tally.sweep_sqs += self.queue.requests() - sqs;
+        self.tally.sweep_seconds += self.calls_time();
+        self.tally.sweeps += 1;
         self.tally.fired += summary.fired as u64;
         self.tally.sweep_heap = self.tally.sweep_heap.max(heap);
     }

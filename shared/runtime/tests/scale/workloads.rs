@@ -8,10 +8,7 @@ use stm_core::{Event, Execution, Status};
 use stm_runtime::{relay, Clock};
 use stm_store::{Commit, ExecutionStore};
 
-use crate::config::{
-    lock, memory_share, DDB_SECONDS, EVENTS_PER_EXECUTION, RELAY_RESIDENT_MIB, SQS_SECONDS, START,
-    TICKER_PERIOD,
-};
+use crate::config::{memory_share, EVENTS_PER_EXECUTION, RELAY_RESIDENT_MIB, START, TICKER_PERIOD};
 use crate::metered;
 use crate::results::{count_label, measured_row, worker_seconds_per_event, Env, Row};
 use crate::sim::Sim;
@@ -406,21 +403,15 @@ async fn relay_run(sim: &mut Sim, env: &Env, name: String, rows: usize, backlog_
     let t0 = START + 1.0;
     sim.set_time(t0);
     sim.begin_measuring();
-    sim.store.set_serial(DDB_SECONDS);
-    *lock(&sim.queue.serial) = SQS_SECONDS;
+    sim.pace(1.0);
     let mark = stm_testkit::heap::Mark::now();
     let summary = relay::relay_pending(sim.store.as_ref(), sim.queue.as_ref())
         .await
         .expect("relay run");
     let heap = mark.peak_above();
-    sim.store.set_serial(0.0);
-    *lock(&sim.queue.serial) = 0.0;
-    let store_calls = sim.store.take_calls();
-    let queue_calls = sim.queue.take_calls();
+    sim.pace(0.0);
     // the run's time: its calls one after another, each drawn from the latency table
-    let seconds = sim
-        .latency
-        .serial(store_calls.iter().map(String::as_str).chain(queue_calls));
+    let seconds = sim.calls_time();
     assert_eq!(summary.forwarded, rows, "{name}: {summary:?}");
     assert_eq!(sim.store.rows_bytes(), 0, "{name}: rows left pending");
     let report = sim.store.meter.report();

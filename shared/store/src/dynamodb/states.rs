@@ -71,7 +71,9 @@ fn state_shard(id: &str) -> u64 {
     u64::from_be_bytes(first) % u64::from(STATE_SHARDS)
 }
 
-fn state_key(definition_id: &str, path: &str, shard: u64) -> String {
+/// The [`STATE_INDEX`] partition key of `shard` of state `path` of machine `definition_id`:
+/// what a look at that state queries (the scale simulator's meter charges it there).
+pub fn state_key(definition_id: &str, path: &str, shard: u64) -> String {
     format!("{definition_id}#{path}#{shard}")
 }
 
