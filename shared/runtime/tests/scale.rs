@@ -67,9 +67,10 @@
 //!   next to idle executions (half waiting on a 30-day timer, half suspended) seeded straight
 //!   into the store: the flatness pair;
 //! - relay backlog: pending outbox rows (10^4 quick, 10^6 full) seeded straight into the
-//!   store, one run of the scheduled relay's code, serial (the clock advances by the
-//!   latency model's time per request): requests and units per forwarded row, the run's
-//!   modelled time against the relay function's `Timeout`, and what it held at once (the
+//!   store, one run of the scheduled relay's code (its lanes and its scan's segments timed
+//!   side by side): requests and units per forwarded row, the run's modelled time against
+//!   the relay function's `Timeout` and the one-minute runs the backlog takes to drain
+//!   (the goal: 5 minutes for 10^6 rows), and what it held at once (the
 //!   most seqs and row bytes one store call handed back, with the rows' messages) against
 //!   its `MemorySize` (both from template.yaml): the ceiling row.
 //!

@@ -62,7 +62,7 @@
 //! written by every commit.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -98,6 +98,9 @@ pub const TRACE: &str = "trace";
 
 /// A `Scan` or `Query` page.
 const PAGE_BYTES: usize = 1024 * 1024;
+/// The parallel segments of the DynamoDB store's scan of a rows table (its
+/// `SCAN_SEGMENTS`): the pages of one scan go that many at a time.
+const SCAN_SEGMENTS: usize = 8;
 /// Deletes per `BatchWriteItem` (DynamoDB's limit, the store's `BATCH_WRITE_MAX`).
 const BATCH_WRITE_ITEMS: usize = 25;
 /// A timer item's size when none was seen yet (bench/cost_inputs.json).
@@ -121,9 +124,63 @@ pub struct MeteredStore {
     timer_bytes: Mutex<(usize, usize)>,
     /// When the last sweep's share of the full scan was charged.
     last_sweep: Mutex<Option<f64>>,
-    /// The requests charged since the last [`take_calls`](Self::take_calls), by
-    /// operation, in order: what a caller's time is sampled from.
-    calls: Mutex<Vec<&'static str>>,
+    /// The requests charged since the last [`take_calls`](Self::take_calls), in order:
+    /// what a caller's time is sampled from.
+    calls: Mutex<Vec<Call>>,
+}
+
+/// One request in a caller's time: its kind, its place among all the simulation's
+/// requests (the store's and the queue's logs merge by it), and what it runs beside.
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    pub kind: &'static str,
+    pub order: u64,
+    pub beside: Beside,
+}
+
+/// How a request runs beside its neighbours in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beside {
+    /// One after another.
+    Serial,
+    /// In a lane of a relay delivery: the delivery's lanes run side by side, each lane's
+    /// requests one after another.
+    Lane(stm_runtime::relay::RelayLane),
+    /// One of `group`'s requests, spread over `width` chains side by side (a parallel
+    /// scan's segments, a read's `BatchGetItem`s).
+    Chains { group: u64, width: usize },
+}
+
+impl Call {
+    /// A request of `kind` now: in the relay's lane if it runs in one, else `beside`.
+    pub fn now(kind: &'static str, beside: Beside) -> Call {
+        static ORDER: AtomicU64 = AtomicU64::new(0);
+        let beside = stm_runtime::relay::current_lane().map_or(beside, Beside::Lane);
+        Call {
+            kind,
+            order: ORDER.fetch_add(1, Ordering::Relaxed),
+            beside,
+        }
+    }
+
+    /// A new group of requests side by side.
+    pub fn chains(width: usize) -> Beside {
+        static GROUP: AtomicU64 = AtomicU64::new(0);
+        Beside::Chains {
+            group: GROUP.fetch_add(1, Ordering::Relaxed),
+            width: width.max(1),
+        }
+    }
+
+    /// How many requests run side by side with this one: the clock's advance per request
+    /// of a serial caller is divided by it.
+    pub fn side_by_side(&self) -> usize {
+        match self.beside {
+            Beside::Serial => 1,
+            Beside::Lane(lane) => lane.of,
+            Beside::Chains { width, .. } => width,
+        }
+    }
 }
 
 impl MeteredStore {
@@ -194,8 +251,8 @@ impl MeteredStore {
         }
     }
 
-    /// The operations of the requests charged since the last call, in order.
-    pub fn take_calls(&self) -> Vec<&'static str> {
+    /// The requests charged since the last call, in order.
+    pub fn take_calls(&self) -> Vec<Call> {
         std::mem::take(&mut *lock(&self.calls))
     }
 
@@ -232,14 +289,20 @@ impl MeteredStore {
     }
 
     fn request(&self, op: &'static str) {
+        self.request_beside(op, Beside::Serial);
+    }
+
+    /// A request that runs `beside` others (see [`Call::now`]).
+    fn request_beside(&self, op: &'static str, beside: Beside) {
         if self.on() {
+            let call = Call::now(op, beside);
             uncounted(|| {
                 self.meter.request(op);
-                lock(&self.calls).push(op);
+                lock(&self.calls).push(call);
             });
             let step = *lock(&self.serial);
             if step > 0.0 {
-                self.clock.advance(step);
+                self.clock.advance(step / call.side_by_side() as f64);
             }
         }
     }
@@ -276,10 +339,21 @@ impl MeteredStore {
 
     /// A consistent `Scan` of all of `table` (its pending rows' bytes), in 1 MB pages.
     fn scan(&self, table: &'static str, bytes: usize) {
+        self.scan_in(table, bytes, 1);
+    }
+
+    /// A scan of `table` in `segments` parallel segments: its pages billed as
+    /// [`scan`](Self::scan)'s, and timed that many at a time.
+    fn scan_in(&self, table: &'static str, bytes: usize, segments: usize) {
         let pages = bytes.div_ceil(PAGE_BYTES).max(1);
+        let segments = if segments > 1 {
+            Call::chains(segments)
+        } else {
+            Beside::Serial
+        };
         for page in 0..pages {
             let page_bytes = bytes.saturating_sub(page * PAGE_BYTES).min(PAGE_BYTES);
-            self.request("Scan");
+            self.request_beside("Scan", segments);
             if self.on() {
                 let units = page_bytes.div_ceil(4096).max(1) as f64;
                 uncounted(|| {
@@ -296,13 +370,14 @@ impl MeteredStore {
             let book = lock(&self.rows);
             keys.iter().map(|(table, seq)| book.size(table, *seq)).collect()
         };
+        let side_by_side = Call::chains(keys.len().div_ceil(MAX_BATCH_GET_KEYS));
         for chunk in keys
             .iter()
             .zip(sizes)
             .collect::<Vec<_>>()
             .chunks(MAX_BATCH_GET_KEYS)
         {
-            self.request("BatchGetItem");
+            self.request_beside("BatchGetItem", side_by_side);
             for ((table, seq), bytes) in chunk {
                 self.read(table, &seq.to_string(), *bytes);
             }
@@ -674,8 +749,8 @@ impl ExecutionStore for MeteredStore {
                 let book = lock(&self.rows);
                 (book.table_bytes(SPAWNS), book.table_bytes(OUTBOX))
             };
-            self.scan(SPAWNS, spawns);
-            self.scan(OUTBOX, outbox);
+            self.scan_in(SPAWNS, spawns, SCAN_SEGMENTS);
+            self.scan_in(OUTBOX, outbox, SCAN_SEGMENTS);
         }
         Ok(seqs)
     }

@@ -17,16 +17,19 @@ use super::{event, observable};
 #[allow(unused_imports)] // a test binary without a randomized suite leaves some unused
 pub use stm_testkit::{env_u64, Rng, SeedOnFailure};
 
-/// The relay's bounds drawn: reads of 1 to 100 rows, passes of 1 to 300, small as often as
-/// large ([`Rng::spread`]). The production relay's are 100 and 100,000, under which a
-/// suite's few rows share one read: a reorder across reads would never show, and with
-/// reads of 2 (the crash suite's) a reorder inside one would rarely.
+/// The relay's bounds drawn: reads of 1 to 100 rows, passes of 1 to 300, lanes of 1 to 30
+/// messages, small as often as large ([`Rng::spread`]). The production relay's are 2,000,
+/// 100,000 and 100, under which a suite's few rows share one read and one lane: a reorder
+/// across reads or lanes would never show, and with reads of 2 (the crash suite's) a
+/// reorder inside one would rarely.
 pub fn relay_bounds(rng: &mut Rng) -> stm_runtime::relay::RelayBounds {
     stm_runtime::relay::RelayBounds {
         read_rows: rng.spread(100) as usize,
         pass_rows: rng.spread(300) as usize,
         // from below one row's size (a read of one row, whatever its size) to many rows
         read_bytes: rng.spread(20_000) as usize,
+        // one lane per message (16 side by side) to one for the whole read
+        lane_messages: rng.spread(30) as usize,
     }
 }
 

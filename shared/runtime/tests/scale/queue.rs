@@ -14,6 +14,7 @@ use stm_runtime::worker::BatchOutcome;
 use stm_runtime::{Clock, ManualClock, OutgoingMessage, Queue, Record};
 
 use crate::config::{lock, VISIBILITY_SECONDS};
+use crate::metered::{Beside, Call};
 
 /// Whole microseconds: the queue's order of simulated times.
 fn micros(t: f64) -> i64 {
@@ -72,7 +73,7 @@ pub(crate) struct SimQueue {
     /// (action, second) -> requests.
     actions: Mutex<BTreeMap<(&'static str, i64), u64>>,
     /// The handlers' requests since the last `take_calls`, by action.
-    calls: Mutex<Vec<&'static str>>,
+    calls: Mutex<Vec<Call>>,
     /// Each deleted message's seconds from its send to its delete.
     pub(crate) latencies: Mutex<Vec<f64>>,
 }
@@ -120,7 +121,7 @@ impl SimQueue {
     }
 
     /// The handlers' requests since the last call, by action.
-    pub(crate) fn take_calls(&self) -> Vec<&'static str> {
+    pub(crate) fn take_calls(&self) -> Vec<Call> {
         std::mem::take(&mut *lock(&self.calls))
     }
 
@@ -128,17 +129,19 @@ impl SimQueue {
     /// the handler's time, not as SQS requests.
     pub(crate) fn handler_call(&self, action: &'static str, n: u64) {
         self.tally(action, n);
-        lock(&self.calls).extend(std::iter::repeat_n(action, n as usize));
+        lock(&self.calls).extend((0..n).map(|_| Call::now(action, Beside::Serial)));
     }
 
     /// A handler's `n` requests of `action`: counted, and in its time.
     fn count_requests(&self, action: &'static str, n: u64) {
         self.tally(action, n);
-        lock(&self.calls).extend(std::iter::repeat_n(action, n as usize));
+        let calls: Vec<Call> = (0..n).map(|_| Call::now(action, Beside::Serial)).collect();
         let step = *lock(&self.serial);
         if step > 0.0 {
-            self.clock.advance(step * n as f64);
+            let side_by_side = calls.first().map_or(1, Call::side_by_side);
+            self.clock.advance(step * n as f64 / side_by_side as f64);
         }
+        lock(&self.calls).extend(calls);
     }
 
     pub(crate) fn reset_counts(&self) {

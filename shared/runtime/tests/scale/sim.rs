@@ -225,12 +225,14 @@ impl Sim {
     }
 
     /// The modelled time of the DynamoDB and SQS requests made since the last
-    /// [`forget_calls`](Self::forget_calls) (or call of this), one after another, each drawn
-    /// from the latency table.
+    /// [`forget_calls`](Self::forget_calls) (or call of this), in the order they were made,
+    /// each drawn from the latency table: one after another, but the relay's lanes and a
+    /// parallel scan's segments side by side ([`Sampler::timed`](crate::latency::Sampler::timed)).
     pub(crate) fn calls_time(&mut self) -> f64 {
-        let store = self.store.take_calls();
-        let queue = self.queue.take_calls();
-        self.latency.serial(store.into_iter().chain(queue))
+        let mut calls = self.store.take_calls();
+        calls.extend(self.queue.take_calls());
+        calls.sort_by_key(|call| call.order);
+        self.latency.timed(&calls)
     }
 
     /// One batch of the group ready first, through the worker's real handler.

@@ -304,8 +304,10 @@ pub(crate) async fn run_fanout(env: &Env, n: usize) -> Row {
 }
 
 /// The scheduled relay over a backlog of pending rows seeded straight into the store: one
-/// run of `relay_pending`, serial (the clock advances by a fixed pace per request, its time
-/// drawn from the latency table), whatever passes it takes.
+/// run of `relay_pending` whatever passes it takes, its time drawn from the latency table
+/// (its lanes and its scan's segments side by side; the clock advances by a fixed pace per
+/// request, divided among the requests side by side, so its load spreads over the seconds
+/// it takes).
 pub(crate) async fn run_relay_backlog(env: &Env, backlog: Backlog) -> Row {
     let mut sim = Sim::new(&env.defs);
     sim.store.set_enabled(false);
@@ -417,9 +419,12 @@ async fn relay_run(sim: &mut Sim, env: &Env, name: String, rows: usize, backlog_
     let report = sim.store.meter.report();
     let row_bytes = backlog_bytes as f64 / rows as f64;
     let d = env.deployment;
+    // the scheduled relay runs once a minute (`RelaySchedule`), each run up to its Timeout
+    let runs = (seconds / d.relay_timeout).ceil().max(1.0);
+    let drained_minutes = (runs - 1.0) + (seconds - (runs - 1.0) * d.relay_timeout) / 60.0;
     let per_invocation = if seconds > d.relay_timeout {
         format!(
-            "{:.0} rows in its {:.0} s Timeout",
+            "{:.0} rows in its {:.0} s Timeout; drained by {runs:.0} one-minute runs in {drained_minutes:.1} min",
             rows as f64 * d.relay_timeout / seconds,
             d.relay_timeout
         )

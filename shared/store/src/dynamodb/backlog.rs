@@ -106,7 +106,8 @@ impl DynamoDbStore {
         Ok(lowest.into_sorted_vec())
     }
 
-    /// The rows of these seqs still pending: consistent `BatchGetItem`s of 100 keys.
+    /// The rows of these seqs still pending: consistent `BatchGetItem`s of 100 keys, side
+    /// by side (a relay's read of 2,000 rows is 20 requests in about the time of one).
     pub(super) async fn rows_by_seq(
         &self,
         spawns: &[i64],
@@ -120,22 +121,28 @@ impl DynamoDbStore {
         };
         let mut keys = keyed(&self.tables.spawns, spawns);
         keys.extend(keyed(&self.tables.outbox, outbox));
-        let mut found: Vec<(String, Item)> = Vec::new();
-        for chunk in keys.chunks(MAX_BATCH_GET_KEYS) {
+        let read = |chunk: &[(String, Item)]| {
             let mut by_table: HashMap<String, Vec<Item>> = HashMap::new();
             for (table, key) in chunk {
                 by_table.entry(table.clone()).or_default().push(key.clone());
             }
-            let mut request = HashMap::new();
-            for (table, keys) in by_table {
-                let keys = KeysAndAttributes::builder()
-                    .set_keys(Some(keys))
-                    .consistent_read(true)
-                    .build()
-                    .map_err(build_err)?;
-                request.insert(table, keys);
+            async move {
+                let mut request = HashMap::new();
+                for (table, keys) in by_table {
+                    let keys = KeysAndAttributes::builder()
+                        .set_keys(Some(keys))
+                        .consistent_read(true)
+                        .build()
+                        .map_err(build_err)?;
+                    request.insert(table, keys);
+                }
+                self.batch_get(request).await
             }
-            for (table, items) in self.batch_get(request).await? {
+        };
+        let answers = futures_util::future::try_join_all(keys.chunks(MAX_BATCH_GET_KEYS).map(read)).await?;
+        let mut found: Vec<(String, Item)> = Vec::new();
+        for answer in answers {
+            for (table, items) in answer {
                 found.extend(items.into_iter().map(|item| (table.clone(), item)));
             }
         }
