@@ -121,9 +121,21 @@ fn the_worker_takes_fifo_batches_and_reports_partial_failures() {
             "{param}.MaxValue must keep BatchSize <= 10"
         );
     }
+    // capped by default; `WorkerScaling=groups` takes the cap off (the source then scales to
+    // the queue's active message groups, bounded by the account's concurrency)
+    let scaling = r.eval(&p["ScalingConfig"]).expect("ScalingConfig evaluates");
+    let cap = scaling.as_ref().map(|s| r.string(&s["MaximumConcurrency"]));
     assert!(
-        !p["ScalingConfig"]["MaximumConcurrency"].is_null(),
-        "the worker's concurrency is bounded"
+        matches!(&cap, Some(Ok(n)) if n.parse::<u32>().is_ok_and(|n| (2..=1_000).contains(&n))),
+        "the worker's concurrency is bounded by default, within ScalingConfig's 2..=1000: {scaling:?}"
+    );
+    let uncapped = Resolver::new(&t, &[("WorkerScaling", "groups")]);
+    assert_eq!(
+        uncapped
+            .eval(&p["ScalingConfig"])
+            .expect("ScalingConfig evaluates"),
+        None,
+        "WorkerScaling=groups leaves ScalingConfig out"
     );
     for (name, event) in events {
         assert_eq!(event["Type"], "SQS", "the worker has no other trigger ({name})");

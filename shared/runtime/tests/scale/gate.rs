@@ -141,8 +141,9 @@ fn print_table(rows: &[Row], env: &Env) {
         "latency model: each call drawn from its kind's distribution (the table below); a batch's cycle in its group \
          is the event source's receive, its invoke, the handler's calls one after another and the delete; \
          concurrency = offered x the worker's modelled s/event (invoke + handler); served = offered capped by every \
-         quota (SQS FIFO high throughput {:.0} requests/s per action; one event source {:.0} instances; DynamoDB's \
-         table-level and Lambda's account quotas raised as the run needs, listed below); latency: an event's send to \
+         quota (SQS FIFO high throughput {:.0} requests/s per action; the worker's event source capped at {:.0} \
+         instances, or at its active message groups with WorkerScaling=groups; DynamoDB's table-level and Lambda's \
+         account quotas raised as the run needs, listed below); latency: an event's send to \
          its delete; peak memory: the function's resident memory at init plus the most heap one call held (counted), \
          against its MemorySize",
         quotas::SQS_ACTION_TPS,
@@ -182,6 +183,7 @@ fn print_table(rows: &[Row], env: &Env) {
 /// reaches it: one line each.
 fn print_raises(rows: &[Row], rate: &str) {
     let mut raise: std::collections::BTreeMap<String, f64> = Default::default();
+    let mut settings: std::collections::BTreeSet<String> = Default::default();
     let (mut ramp, mut warm): (f64, f64) = (0.0, 0.0);
     for row in rows.iter().filter(|r| r.rate == rate) {
         if let Some(b) = &row.binding {
@@ -189,16 +191,20 @@ fn print_raises(rows: &[Row], rate: &str) {
                 let held = raise.entry(quota.clone()).or_default();
                 *held = held.max(*to);
             }
+            settings.extend(b.settings.iter().cloned());
             ramp = ramp.max(b.ramp_minutes);
             warm = warm.max(b.warm_minutes);
         }
     }
     println!("quotas to raise for {rate}:");
-    if raise.is_empty() {
+    if raise.is_empty() && settings.is_empty() {
         println!("  none: every figure is within AWS's defaults");
     }
     for (quota, to) in &raise {
         println!("  {quota}: at least {to:.0}");
+    }
+    for setting in &settings {
+        println!("  set {setting}");
     }
     println!(
         "  ramp: the event source reaches the concurrency needed in {ramp:.1} min (5 instances, then 300 a minute); \

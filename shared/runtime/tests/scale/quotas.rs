@@ -5,8 +5,9 @@
 //! "Served" is the offered rate capped by every quota as the docs tell users to set them
 //! before production traffic (docs/performance.md, "Service quotas to raise"): the
 //! adjustable ones (DynamoDB's table-level throughput, Lambda's concurrent executions)
-//! raised to what the run needs, the fixed ones as they are (SQS FIFO's per-action rate in
-//! high-throughput mode, an event source's 1,000 instances).
+//! raised to what the run needs, the template's worker cap taken off past 1,000 instances
+//! (`WorkerScaling=groups`), the fixed ones as they are (SQS FIFO's per-action rate in
+//! high-throughput mode).
 
 use stm_testkit::meter::MeterReport;
 
@@ -28,9 +29,14 @@ pub(crate) const NEW_TABLE_READS: f64 = 12_000.0;
 /// adjustable.
 pub(crate) const SQS_ACTION_TPS: f64 = 70_000.0;
 /// Lambda, "Configuring scaling behavior for SQS event source mappings": the event source
-/// adds up to 300 instances a minute after its first 5 (a FIFO source scales to its active
-/// message groups; the same ramp is assumed for it); `ScalingConfig` `MaximumConcurrency`
-/// is 2 to 1,000.
+/// adds up to 300 instances a minute after its first 5; a FIFO source scales to its active
+/// message groups, or to `ScalingConfig` `MaximumConcurrency` (2 to 1,000) when set,
+/// whichever is lower (the same page's note on FIFO queues, and the Knowledge Center's
+/// "optimal concurrency" article: "If you use FIFO event source mapping, then functions can
+/// scale in concurrency to the number of active message groups"). The template sets it
+/// (`WorkerMaxConcurrency`) unless `WorkerScaling` is `groups`: the docs tell a deployment
+/// that needs more than 1,000 instances to take the cap off, so a run binds on it only if
+/// it needs fewer.
 pub(crate) const EVENT_SOURCE_START: f64 = 5.0;
 pub(crate) const EVENT_SOURCE_RAMP_PER_MINUTE: f64 = 300.0;
 pub(crate) const EVENT_SOURCE_MAX: f64 = 1_000.0;
@@ -59,6 +65,8 @@ pub(crate) struct Binding {
     pub(crate) caps: Vec<(String, f64)>,
     /// The increases a user must request at this rate: (quota, to what).
     pub(crate) raise: Vec<(String, f64)>,
+    /// The template's settings a user must change at this rate.
+    pub(crate) settings: Vec<String>,
     /// The busiest SQS action's requests a second against its quota.
     pub(crate) sqs_share: f64,
     /// The busiest table's units a second against the table-level quota.
@@ -133,24 +141,23 @@ pub(crate) fn binding(
             ));
         }
     }
-    // Lambda: one event source starts at most 1,000 instances; the account's quota is
-    // raised to what the run needs
+    // Lambda: the worker's event source scales to the groups' need (the simulation's
+    // concurrency, at most one instance per active group); past `ScalingConfig`'s 1,000 the
+    // template's cap comes off (`WorkerScaling=groups`), and the account's quota is raised to
+    // twice the worker's (the template's default leaves half of it to the other functions
+    // of the Region)
     if concurrency > 0.0 {
-        b.caps.push((
-            format!("event source {EVENT_SOURCE_MAX:.0} instances"),
-            offered * EVENT_SOURCE_MAX / concurrency,
-        ));
+        if concurrency > EVENT_SOURCE_MAX {
+            b.settings
+                .push("WorkerScaling=groups (template parameter: no cap of 1,000 instances)".into());
+        }
         if concurrency > ACCOUNT_CONCURRENCY / 2.0 {
-            // twice the worker's: the template's default leaves half of the account's
-            // concurrency to the other functions of the Region
             b.raise.push((
                 "Lambda concurrent executions (twice the worker's)".into(),
-                2.0 * concurrency.min(EVENT_SOURCE_MAX),
+                2.0 * concurrency,
             ));
         }
-        b.ramp_minutes = ((concurrency.min(EVENT_SOURCE_MAX) - EVENT_SOURCE_START)
-            / EVENT_SOURCE_RAMP_PER_MINUTE)
-            .max(0.0);
+        b.ramp_minutes = ((concurrency - EVENT_SOURCE_START) / EVENT_SOURCE_RAMP_PER_MINUTE).max(0.0);
     }
     b.caps.sort_by(|a, b| a.1.total_cmp(&b.1));
     b
@@ -159,6 +166,37 @@ pub(crate) fn binding(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run that needs more worker instances than `ScalingConfig` allows is told to take
+    /// the template's cap off and to raise the account's quota, and its event source then
+    /// caps nothing (a FIFO source scales to its active groups); one within the cap is not.
+    #[test]
+    fn past_a_thousand_instances_the_cap_comes_off_and_binds_nothing() {
+        let report = MeterReport {
+            hottest_per_table: Vec::new(),
+            units_per_table: Vec::new(),
+            table_peaks: Vec::new(),
+            requests: Default::default(),
+            seconds: 1.0,
+        };
+        let wide = binding(&report, &[], 100_000.0, 100_000.0, 2_800.0);
+        assert!(
+            wide.settings
+                .iter()
+                .any(|s| s.starts_with("WorkerScaling=groups")),
+            "{wide:?}"
+        );
+        assert!(wide
+            .raise
+            .iter()
+            .any(|(q, n)| q.starts_with("Lambda concurrent executions") && (*n - 5_600.0).abs() < 1e-9));
+        assert!((wide.served(100_000.0) - 100_000.0).abs() < 1e-9, "{wide:?}");
+        let narrow = binding(&report, &[], 10_000.0, 10_000.0, 280.0);
+        assert!(
+            narrow.settings.is_empty() && narrow.raise.is_empty(),
+            "{narrow:?}"
+        );
+    }
 
     /// A run at half its offered rate scales its peaks up: the quota that binds at the
     /// offered rate is the one reported, with the increase it needs.

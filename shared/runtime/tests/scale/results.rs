@@ -143,10 +143,11 @@ pub(crate) fn measured_row(
         .sum();
     let mut quotas = binding(&report, &sqs, offered, offered, concurrency);
     let d = env.deployment;
-    if concurrency > d.worker_max_concurrency {
+    // past 1,000 the cap comes off instead (`binding`'s settings)
+    if concurrency > d.worker_max_concurrency && concurrency <= crate::quotas::EVENT_SOURCE_MAX {
         quotas.raise.push((
             "WorkerMaxConcurrency (template parameter)".into(),
-            concurrency.min(crate::quotas::EVENT_SOURCE_MAX).ceil(),
+            concurrency.ceil(),
         ));
     }
     let mut memory = vec![(
