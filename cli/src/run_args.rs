@@ -9,19 +9,24 @@
 
 use std::ffi::OsString;
 
+/// An argument as read here: its text, or the argument itself when it is not UTF-8. Each
+/// argument's UTF-8 is checked once, when it is read, not again by every pass over it.
+type Read = Result<String, OsString>;
+
 /// `args` (the program name first) without `run`'s event flags, and those events, in
 /// order. Only when the subcommand is `run`; otherwise `args` as they are and no events.
 pub fn split_run_events(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
+    let args: Vec<Read> = args.into_iter().map(OsString::into_string).collect();
     let Some(command_at) = args
         .iter()
         .skip(1)
         .position(|a| !is_global_flag(a))
         .map(|i| i + 1)
     else {
-        return (args, Vec::new());
+        return (unread(args), Vec::new());
     };
-    if args[command_at] != "run" || !all_plain(&args[command_at + 1..]) {
-        return (args, Vec::new());
+    if text(&args[command_at]) != Some("run") || !all_plain(&args[command_at + 1..]) {
+        return (unread(args), Vec::new());
     }
     // checked: now move the arguments rather than copy them (a separate `-e`'s value
     // becomes the event's text without a copy)
@@ -29,25 +34,39 @@ pub fn split_run_events(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
     // at most one event per two arguments: no reallocation while 20,000 are taken out
     let mut events = Vec::with_capacity(args.len() / 2);
     let mut rest = args.into_iter();
-    kept.extend(rest.by_ref().take(command_at + 1));
+    kept.extend(rest.by_ref().take(command_at + 1).map(os_string));
     while let Some(arg) = rest.next() {
-        let Some(text) = arg.to_str() else {
-            kept.push(arg);
+        let Ok(text) = arg else {
+            kept.push(os_string(arg));
             continue;
         };
-        match classify(text) {
+        match classify(&text) {
             Arg::EndOfFlags => {
-                kept.push(arg);
-                kept.extend(rest);
+                kept.push(text.into());
+                kept.extend(rest.map(os_string));
                 break;
             }
             // `all_plain` saw a UTF-8 value here
-            Arg::Flag => events.extend(rest.next().and_then(|v| v.into_string().ok())),
+            Arg::Flag => events.extend(rest.next().and_then(Result::ok)),
             Arg::Value(v) => events.push(v.to_string()),
-            Arg::Other | Arg::Refused => kept.push(arg),
+            Arg::Other | Arg::Refused => kept.push(text.into()),
         }
     }
     (kept, events)
+}
+
+/// The argument's text, if it is UTF-8.
+fn text(arg: &Read) -> Option<&str> {
+    arg.as_deref().ok()
+}
+
+/// The argument back as the command line gave it (no copy).
+fn os_string(arg: Read) -> OsString {
+    arg.map_or_else(|raw| raw, OsString::from)
+}
+
+fn unread(args: Vec<Read>) -> Vec<OsString> {
+    args.into_iter().map(os_string).collect()
 }
 
 /// What one argument after `run` is, to this fast path.
@@ -84,16 +103,16 @@ fn classify(text: &str) -> Arg<'_> {
 /// Whether every event flag in `rest` (the arguments after `run`) is plainly one of the
 /// shapes taken here: a separate value that is UTF-8 and does not start with `-` (clap
 /// refuses or reads otherwise), and no `-e=KIND`.
-fn all_plain(rest: &[OsString]) -> bool {
+fn all_plain(rest: &[Read]) -> bool {
     let mut rest = rest.iter();
     while let Some(arg) = rest.next() {
-        let Some(text) = arg.to_str() else {
+        let Some(arg) = text(arg) else {
             continue;
         };
-        match classify(text) {
+        match classify(arg) {
             Arg::EndOfFlags => return true,
             Arg::Refused => return false,
-            Arg::Flag => match rest.next().and_then(|v| v.to_str()) {
+            Arg::Flag => match rest.next().and_then(text) {
                 Some(v) if !v.starts_with('-') => {}
                 _ => return false,
             },
@@ -104,8 +123,8 @@ fn all_plain(rest: &[OsString]) -> bool {
 }
 
 /// The flags `stm` takes before its subcommand.
-fn is_global_flag(arg: &OsString) -> bool {
-    arg == "-v" || arg == "--verbose"
+fn is_global_flag(arg: &Read) -> bool {
+    matches!(text(arg), Some("-v" | "--verbose"))
 }
 
 #[cfg(test)]

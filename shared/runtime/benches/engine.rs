@@ -125,9 +125,21 @@ fn main() {
     };
     let evs = events(count);
     // `BENCH_ONLY=engine-step|json-step|driver-step`: one of the rows, once, and nothing
-    // else, for `bench/engine-vs-base.sh` to count its instructions under callgrind
+    // else, for `bench/engine-vs-base.sh` to count its instructions under callgrind;
+    // `BENCH_ONLY=engine-rate`: the engine step's events/s, one round, the number alone (for
+    // `bench/stm-run-vs-harel.sh`, which sets the whole `stm run` process against it)
     if let Ok(only) = std::env::var("BENCH_ONLY") {
         match only.as_str() {
+            "engine-rate" => {
+                let mut exe = Execution::new("bench", "Loop");
+                engine::start(&defn, &mut exe, 0.0, &mut NoActions).expect("start");
+                let (eps, _) = measure(count, || {
+                    for ev in &evs {
+                        engine::process(&defn, &mut exe, ev, 0.0, &mut NoActions).expect("step");
+                    }
+                });
+                println!("{eps:.0}");
+            }
             "engine-step" => {
                 let mut exe = Execution::new("bench", "Loop");
                 engine::start(&defn, &mut exe, 0.0, &mut NoActions).expect("start");
@@ -160,7 +172,7 @@ fn main() {
                 });
             }
             other => {
-                eprintln!("BENCH_ONLY={other:?}: use engine-step, json-step or driver-step");
+                eprintln!("BENCH_ONLY={other:?}: use engine-step, engine-rate, json-step or driver-step");
                 std::process::exit(2);
             }
         }

@@ -258,34 +258,31 @@ impl ExecutionStore for MemoryStore {
     }
 
     async fn commit(&self, exe: &mut Execution, commit: Commit) -> Result<Written, StoreError> {
-        let mut inner = self.lock();
-        let stored = inner.executions.get(&exe.id).map(|e| e.version);
-        let ok = match stored {
-            None => exe.version == 0,
-            Some(v) => v == exe.version,
-        };
-        if !ok {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        // one lookup for the CAS and the write
+        let stored = inner.executions.get_mut(&exe.id);
+        let found = stored.as_ref().map(|e| e.version);
+        if found.unwrap_or(0) != exe.version {
             return Err(StoreError::Conflict {
                 id: exe.id.clone(),
                 expected: exe.version,
-                found: stored,
+                found,
             });
         }
         exe.version += 1;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        match StateEntry::at_commit(exe, inner.states.get(&exe.id), now) {
-            Some(entry) => inner.states.insert(exe.id.clone(), entry),
-            None => inner.states.remove(&exe.id),
-        };
-        match inner.executions.get_mut(&exe.id) {
+        match stored {
             // overwrite in place: reuses the stored copy's buffers
             Some(stored) => stored.clone_from(exe),
             None => {
                 inner.executions.insert(exe.id.clone(), exe.clone());
             }
         }
+        StateEntry::commit_into(&mut inner.states, exe, || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64())
+        });
         let mut written = Written::default();
         for spawn in commit.spawns {
             inner.last_seq += 1;
@@ -333,7 +330,7 @@ impl ExecutionStore for MemoryStore {
             }
         }
         for step in commit.traces {
-            MemoryStore::record_trace(&mut inner, self.trace_max, &exe.id, step);
+            MemoryStore::record_trace(inner, self.trace_max, &exe.id, step);
         }
         if !written.outbox.is_empty() || !written.spawns.is_empty() {
             inner.last_rows.insert(exe.id.clone(), written.clone());
