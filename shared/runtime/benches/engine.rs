@@ -75,6 +75,20 @@ fn measure<F: FnMut()>(count: usize, mut f: F) -> (f64, f64) {
     (count as f64 / secs, allocs)
 }
 
+/// The bench's execution, started.
+fn started(defn: &stm_core::Definition) -> Execution {
+    let mut exe = Execution::new("bench", "Loop");
+    engine::start(defn, &mut exe, 0.0, &mut NoActions).expect("start");
+    exe
+}
+
+/// The pure engine step over `evs`: what the `engine step only` row times.
+fn step_all(defn: &stm_core::Definition, exe: &mut Execution, evs: &[Event]) {
+    for ev in evs {
+        engine::process(defn, exe, ev, 0.0, &mut NoActions).expect("step");
+    }
+}
+
 /// The embedded runner over a MemoryStore, running `defn` (what `stm run` builds).
 fn embedded_driver(defn: &stm_core::Definition) -> Driver {
     let mut defs = Definitions::new();
@@ -131,26 +145,17 @@ fn main() {
     if let Ok(only) = std::env::var("BENCH_ONLY") {
         match only.as_str() {
             "engine-rate" => {
-                let mut exe = Execution::new("bench", "Loop");
-                engine::start(&defn, &mut exe, 0.0, &mut NoActions).expect("start");
-                let (eps, _) = measure(count, || {
-                    for ev in &evs {
-                        engine::process(&defn, &mut exe, ev, 0.0, &mut NoActions).expect("step");
-                    }
-                });
+                let mut exe = started(&defn);
+                let (eps, _) = measure(count, || step_all(&defn, &mut exe, &evs));
                 println!("{eps:.0}");
             }
             "engine-step" => {
-                let mut exe = Execution::new("bench", "Loop");
-                engine::start(&defn, &mut exe, 0.0, &mut NoActions).expect("start");
-                for ev in &evs {
-                    engine::process(&defn, &mut exe, ev, 0.0, &mut NoActions).expect("step");
-                }
+                let mut exe = started(&defn);
+                step_all(&defn, &mut exe, &evs);
                 println!("{}", exe.processed_events);
             }
             "json-step" => {
-                let mut exe = Execution::new("bench", "Loop");
-                engine::start(&defn, &mut exe, 0.0, &mut NoActions).expect("start");
+                let exe = started(&defn);
                 let mut json = exe.to_json();
                 for ev in &evs {
                     let mut e = Execution::from_json(&json).expect("decode");
@@ -208,13 +213,8 @@ fn main() {
         (best[0], allocs[0]) = (best[0].max(eps), a);
 
         // the pure engine step
-        let mut exe = Execution::new("bench", "Loop");
-        engine::start(&defn, &mut exe, 0.0, &mut NoActions).expect("start");
-        let (eps, a) = measure(count, || {
-            for ev in &evs {
-                engine::process(&defn, &mut exe, ev, 0.0, &mut NoActions).expect("step");
-            }
-        });
+        let mut exe = started(&defn);
+        let (eps, a) = measure(count, || step_all(&defn, &mut exe, &evs));
         (best[1], allocs[1]) = (best[1].max(eps), a);
 
         // JSON decode + step + encode

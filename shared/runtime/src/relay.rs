@@ -454,8 +454,11 @@ async fn publish_lane(
     let mut rest = messages.into_iter().peekable();
     while rest.peek().is_some() {
         // one chunk is one SendMessageBatch (the queue's own cut, `plan_batches`, keeps it
-        // whole), so a failure in it holds back the rest of its group: by count and bytes
-        let mut chunk: Vec<(OutgoingMessage, Ackable)> = Vec::with_capacity(MAX_BATCH);
+        // whole), so a failure in it holds back the rest of its group: by count and bytes.
+        // Its messages and their rows side by side: the messages go to the queue as they
+        // are, not copied
+        let mut messages: Vec<OutgoingMessage> = Vec::with_capacity(MAX_BATCH);
+        let mut ackables: Vec<Ackable> = Vec::with_capacity(MAX_BATCH);
         let mut size = BatchSize::default();
         while let Some((message, ackable)) = rest.peek() {
             let held = blocked_before.contains(&message.group_id) || lane.blocked.contains(&message.group_id);
@@ -484,33 +487,33 @@ async fn publish_lane(
                 break;
             }
             size.add(bytes);
-            if let Some(entry) = rest.next() {
-                chunk.push(entry);
+            if let Some((message, ackable)) = rest.next() {
+                messages.push(message);
+                ackables.push(ackable);
             }
         }
-        if chunk.is_empty() {
+        if messages.is_empty() {
             continue;
         }
-        let messages: Vec<OutgoingMessage> = chunk.iter().map(|(m, _)| m.clone()).collect();
         let failures = queue.publish_batch(&messages).await;
         let failed_at: HashSet<usize> = failures.iter().map(|f| f.index).collect();
         for failure in &failures {
-            if let Some((message, _)) = chunk.get(failure.index) {
+            if let Some(message) = messages.get(failure.index) {
                 tracing::warn!(
                     group_id = %message.group_id, code = %failure.code, error = %failure.message,
                     "publish failed; the entry stays pending for the next relay run"
                 );
             }
         }
-        let (mut spawns_done, mut outbox_done) = (Vec::new(), Vec::with_capacity(chunk.len()));
+        let (mut spawns_done, mut outbox_done) = (Vec::new(), Vec::with_capacity(messages.len()));
         let mut published = 0;
-        for (i, (message, ackable)) in chunk.into_iter().enumerate() {
+        for (i, (message, ackable)) in messages.into_iter().zip(ackables).enumerate() {
             if failed_at.contains(&i) {
                 // hold back the rest of this group (a later chunk) so its order survives.
                 // A later message of the group inside this very chunk was already
                 // accepted by SQS and cannot be recalled: it is acked (at-least-once
                 // either way).
-                lane.blocked.insert(message.group_id.clone());
+                lane.blocked.insert(message.group_id);
                 if let Ackable::Spawn(seq) = ackable {
                     keep_pending(seq);
                 }

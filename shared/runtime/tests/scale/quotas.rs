@@ -88,13 +88,15 @@ impl Binding {
 
 /// The quotas against a run at `offered` events/s: its busiest second per table and per
 /// SQS action scaled to the offered rate (the run's measured rate is `measured`), and the
-/// concurrency it needs.
+/// concurrency it needs against the template's cap on the worker (`worker_cap`,
+/// `WorkerMaxConcurrency`'s default).
 pub(crate) fn binding(
     report: &MeterReport,
     sqs: &[ActionLoad],
     measured: f64,
     offered: f64,
     concurrency: f64,
+    worker_cap: f64,
 ) -> Binding {
     let mut b = Binding::default();
     let scale = if measured > 0.0 { offered / measured } else { 1.0 };
@@ -150,6 +152,11 @@ pub(crate) fn binding(
         if concurrency > EVENT_SOURCE_MAX {
             b.settings
                 .push("WorkerScaling=groups (template parameter: no cap of 1,000 instances)".into());
+        } else if concurrency > worker_cap {
+            b.raise.push((
+                "WorkerMaxConcurrency (template parameter)".into(),
+                concurrency.ceil(),
+            ));
         }
         if concurrency > ACCOUNT_CONCURRENCY / 2.0 {
             b.raise.push((
@@ -179,7 +186,7 @@ mod tests {
             requests: Default::default(),
             seconds: 1.0,
         };
-        let wide = binding(&report, &[], 100_000.0, 100_000.0, 2_800.0);
+        let wide = binding(&report, &[], 100_000.0, 100_000.0, 2_800.0, 500.0);
         assert!(
             wide.settings
                 .iter()
@@ -191,7 +198,7 @@ mod tests {
             .iter()
             .any(|(q, n)| q.starts_with("Lambda concurrent executions") && (*n - 5_600.0).abs() < 1e-9));
         assert!((wide.served(100_000.0) - 100_000.0).abs() < 1e-9, "{wide:?}");
-        let narrow = binding(&report, &[], 10_000.0, 10_000.0, 280.0);
+        let narrow = binding(&report, &[], 10_000.0, 10_000.0, 280.0, 500.0);
         assert!(
             narrow.settings.is_empty() && narrow.raise.is_empty(),
             "{narrow:?}"
@@ -214,7 +221,7 @@ mod tests {
             requests: 50_000,
             peak_per_second: 50_000,
         }];
-        let b = binding(&report, &sqs, 50_000.0, 100_000.0, 800.0);
+        let b = binding(&report, &sqs, 50_000.0, 100_000.0, 800.0, 500.0);
         // deletes: 100,000/s at the offered rate, 70,000 allowed
         assert_eq!(b.caps[0].0, "SQS delete 70000/s");
         assert!((b.served(100_000.0) - 70_000.0).abs() < 1e-6);

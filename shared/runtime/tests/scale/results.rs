@@ -141,15 +141,15 @@ pub(crate) fn measured_row(
         .filter(|a| a.action != "PutEvents")
         .map(|a| a.requests)
         .sum();
-    let mut quotas = binding(&report, &sqs, offered, offered, concurrency);
     let d = env.deployment;
-    // past 1,000 the cap comes off instead (`binding`'s settings)
-    if concurrency > d.worker_max_concurrency && concurrency <= crate::quotas::EVENT_SOURCE_MAX {
-        quotas.raise.push((
-            "WorkerMaxConcurrency (template parameter)".into(),
-            concurrency.ceil(),
-        ));
-    }
+    let quotas = binding(
+        &report,
+        &sqs,
+        offered,
+        offered,
+        concurrency,
+        d.worker_max_concurrency,
+    );
     let mut memory = vec![(
         "worker",
         memory_share(WORKER_RESIDENT_MIB, t.worker_heap, d.worker_memory_mb),
