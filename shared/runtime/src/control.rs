@@ -13,9 +13,10 @@
 //!   execution goes to CANCELLING and a `Cancel` is emitted in the same commit (the
 //!   worker drains the backlog until it arrives); otherwise it is forceful.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use stm_core::{engine, Event, Execution, Map, Status};
+use stm_core::{engine, Definition, Event, Execution, Map, Status};
 use stm_store::{Commit, OutboxEntry};
 
 use crate::driver::{check_event_size, Driver};
@@ -140,22 +141,9 @@ impl Control {
     /// declaration when the execution exists.
     pub async fn send(&self, execution_id: &str, event: &Event) -> Result<(), ControlError> {
         stm_aws::as_function("operator", async {
-            if event.kind == "Start" {
-                return Err(ControlError::StartRefused);
-            }
-            // before anything else (a pending Start is not published for an event that could
-            // never follow it)
-            check_event_size(execution_id, event)?;
-            if let Some(exe) = self.driver.store.load(execution_id).await? {
-                // pinned to a version this deploy does not have: nothing to check the
-                // event against, and the worker parks it until that version is back
-                if let Some(defn) = self.driver.definition_if_deployed(&exe)? {
-                    Driver::check_event(&defn, event)?;
-                }
-                if exe.status == Status::Pending {
-                    self.deliver_last_block(execution_id, Before::EventToPending)
-                        .await?;
-                }
+            Self::check_alone(execution_id, event)?;
+            if let Some(defn) = self.ready_for_events(execution_id).await? {
+                Driver::check_event(&defn, event)?;
             }
             let message = OutgoingMessage::event(execution_id, event);
             match self
@@ -172,6 +160,154 @@ impl Control {
             }
         })
         .await
+    }
+
+    /// Publish several events, each to its execution and each checked as [`send`] checks
+    /// one, in as few requests as SQS allows (ten messages to a `SendMessageBatch`): how a
+    /// producer sends past the queue's per-action quota (70,000 requests a second for a
+    /// FIFO queue in high-throughput mode, each batch one request). One answer per event,
+    /// in order. An event its check refuses holds back no other; an event SQS refuses, or
+    /// whose execution could not be read, holds back the execution's later events
+    /// ([`ControlError::HeldBack`]), so an execution's events never arrive out of order.
+    /// Each execution is read once, however many of the events are its.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stm_core::Event;
+    /// use stm_runtime::{ActionRegistry, Control, Definitions, Driver, MemoryQueue};
+    ///
+    /// let text = "event Go { n: int }\nmachine M {\n  initial A\n  state A {}\n  final B done\n  from A to B on Go\n}\n";
+    /// let mut definitions = Definitions::new();
+    /// definitions.register(stm_core::dsl::load_definition_str(text, None, None).expect("valid"));
+    /// let driver = Driver::new(Arc::new(stm_store::MemoryStore::new()), definitions, ActionRegistry::with_builtins());
+    /// let control = Control::new(driver, Arc::new(MemoryQueue::default()));
+    /// let go = |n: serde_json::Value| {
+    ///     let mut data = stm_core::Map::new();
+    ///     data.insert("n".to_string(), n);
+    ///     Event::with_data("Go", data)
+    /// };
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(async {
+    /// control.create("M", None, Some("m-1")).await.expect("created");
+    /// control.create("M", None, Some("m-2")).await.expect("created");
+    /// let answers = control
+    ///     .send_batch(&[
+    ///         ("m-1".to_string(), go(1.into())),
+    ///         ("m-2".to_string(), go("two".into())),
+    ///         ("m-2".to_string(), go(2.into())),
+    ///     ])
+    ///     .await;
+    /// assert!(answers[0].is_ok() && answers[2].is_ok());
+    /// // Go's n is an int: that event alone is refused, and says why
+    /// let refused = answers[1].as_ref().expect_err("n is not an int");
+    /// assert!(refused.to_string().contains("'n' must be int"), "{refused}");
+    /// # });
+    /// ```
+    ///
+    /// [`send`]: Self::send
+    pub async fn send_batch(&self, events: &[(String, Event)]) -> Vec<Result<(), ControlError>> {
+        stm_aws::as_function("operator", async {
+            let mut answers: Vec<Result<(), ControlError>> = Vec::with_capacity(events.len());
+            // each execution read once: its machine, or (`Err`) none because its first event
+            // got the reason and its later ones are held back
+            let mut machines: HashMap<&str, Result<Option<Arc<Definition>>, ()>> = HashMap::new();
+            for (execution_id, event) in events {
+                if let Err(refused) = Self::check_alone(execution_id, event) {
+                    answers.push(Err(refused));
+                    continue;
+                }
+                let answer = match machines.get(execution_id.as_str()) {
+                    Some(Ok(Some(defn))) => Driver::check_event(defn, event).map_err(ControlError::from),
+                    Some(Ok(None)) => Ok(()),
+                    Some(Err(())) => Err(ControlError::HeldBack {
+                        execution_id: execution_id.clone(),
+                    }),
+                    None => match self.ready_for_events(execution_id).await {
+                        Ok(defn) => {
+                            let answer = match &defn {
+                                Some(defn) => Driver::check_event(defn, event).map_err(ControlError::from),
+                                None => Ok(()),
+                            };
+                            machines.insert(execution_id, Ok(defn));
+                            answer
+                        }
+                        Err(why) => {
+                            machines.insert(execution_id, Err(()));
+                            Err(why)
+                        }
+                    },
+                };
+                answers.push(answer);
+            }
+            // in waves, the n-th event of each execution in the n-th: an execution is in a
+            // request at most once, and one that SQS refused sends nothing after it
+            let mut waves: Vec<Vec<usize>> = Vec::new();
+            let mut sent_before: HashMap<&str, usize> = HashMap::new();
+            for (i, (execution_id, _)) in events.iter().enumerate() {
+                if answers[i].is_ok() {
+                    let wave = sent_before.entry(execution_id).or_default();
+                    if waves.len() <= *wave {
+                        waves.push(Vec::new());
+                    }
+                    waves[*wave].push(i);
+                    *wave += 1;
+                }
+            }
+            let mut refused: std::collections::HashSet<&str> = std::collections::HashSet::new();
+            for wave in waves {
+                let mut sending = Vec::with_capacity(wave.len());
+                for i in wave {
+                    let execution_id = events[i].0.as_str();
+                    if refused.contains(execution_id) {
+                        answers[i] = Err(ControlError::HeldBack {
+                            execution_id: execution_id.to_string(),
+                        });
+                    } else {
+                        sending.push(i);
+                    }
+                }
+                let messages: Vec<OutgoingMessage> = sending
+                    .iter()
+                    .map(|&i| OutgoingMessage::event(&events[i].0, &events[i].1))
+                    .collect();
+                for failure in self.queue.publish_batch(&messages).await {
+                    if let Some(&i) = sending.get(failure.index) {
+                        refused.insert(events[i].0.as_str());
+                        answers[i] = Err(ControlError::Refused {
+                            code: failure.code,
+                            message: failure.message,
+                        });
+                    }
+                }
+            }
+            answers
+        })
+        .await
+    }
+
+    /// What SQS or the engine refuses of an event before any read: a `Start` (only
+    /// `create` starts an execution), an event too large for a message.
+    fn check_alone(execution_id: &str, event: &Event) -> Result<(), ControlError> {
+        if event.kind == "Start" {
+            return Err(ControlError::StartRefused);
+        }
+        check_event_size(execution_id, event)?;
+        Ok(())
+    }
+
+    /// Ready `execution_id` for events: its machine when it exists and this deploy has its
+    /// version (`None`: nothing to check against, and the worker parks its events until
+    /// that version is back), after publishing a `PENDING` execution's `Start` if that is
+    /// still pending (an event must not reach the group before it).
+    async fn ready_for_events(&self, execution_id: &str) -> Result<Option<Arc<Definition>>, ControlError> {
+        let Some(exe) = self.driver.store.load(execution_id).await? else {
+            return Ok(None);
+        };
+        let defn = self.driver.definition_if_deployed(&exe)?;
+        if exe.status == Status::Pending {
+            self.deliver_last_block(execution_id, Before::EventToPending)
+                .await?;
+        }
+        Ok(defn)
     }
 
     /// Cancel respecting the machine: cooperative when the active state models `Cancel`,

@@ -95,6 +95,8 @@ mod randomized;
 mod refused_entries;
 #[path = "aws_faults/sdk_retries.rs"]
 mod sdk_retries;
+#[path = "aws_faults/send_batch.rs"]
+mod send_batch;
 #[path = "aws_faults/settings.rs"]
 mod settings;
 #[path = "aws_faults/stats.rs"]

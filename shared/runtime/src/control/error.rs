@@ -47,6 +47,13 @@ pub enum ControlError {
         entries(*.failed)
     )]
     RowsUnpublished { execution_id: String, failed: usize },
+    /// `send_batch`: an earlier event of the same execution in the batch was not sent, and
+    /// this one would have overtaken it.
+    #[error(
+        "not sent: an earlier event of execution {execution_id} in this batch was not sent, and \
+         this one would have overtaken it; send them again in order"
+    )]
+    HeldBack { execution_id: String },
     /// A redrive its rules refuse (harel's `ValueError`).
     #[error(transparent)]
     Redrive(#[from] RedriveRefusal),
@@ -79,7 +86,8 @@ impl ControlError {
             ControlError::StartRefused => "EventError",
             ControlError::Refused { .. }
             | ControlError::StartUnpublished { .. }
-            | ControlError::RowsUnpublished { .. } => "TransportError",
+            | ControlError::RowsUnpublished { .. }
+            | ControlError::HeldBack { .. } => "TransportError",
             ControlError::Redrive(_) | ControlError::Migration(_) => "ValueError",
         }
     }

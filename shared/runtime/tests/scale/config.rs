@@ -161,6 +161,7 @@ fn template_number(name: &str, key: &str) -> f64 {
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Deployment {
+    pub(crate) worker_batch_size: f64,
     pub(crate) worker_max_concurrency: f64,
     pub(crate) worker_memory_mb: f64,
     pub(crate) relay_memory_mb: f64,
@@ -171,6 +172,7 @@ pub(crate) struct Deployment {
 
 pub(crate) fn deployment() -> Deployment {
     Deployment {
+        worker_batch_size: template_number("WorkerBatchSize", "Default"),
         worker_max_concurrency: template_number("WorkerMaxConcurrency", "Default"),
         worker_memory_mb: template_number("WorkerMemorySize", "Default"),
         relay_memory_mb: template_number("Relay", "MemorySize"),

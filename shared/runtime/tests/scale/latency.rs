@@ -102,7 +102,7 @@ pub(crate) const CALLS: &[CallLatency] = &[
         kind: "ReceiveMessage",
         p50: 0.010,
         p99: 0.035,
-        source: "assumed: the event source's receive of a group's batch",
+        source: "assumed: the event source's receive of a batch (one group's messages or several)",
     },
     CallLatency {
         kind: "DeleteMessageBatch",

@@ -15,11 +15,15 @@ use stm_runtime::{Clock, ManualClock, OutgoingMessage, Queue, Record};
 
 use crate::config::{lock, VISIBILITY_SECONDS};
 use crate::metered::{Beside, Call};
+use crate::quotas::SQS_ACTION_TPS;
 
 /// Whole microseconds: the queue's order of simulated times.
 fn micros(t: f64) -> i64 {
     (t * 1e6).round() as i64
 }
+
+/// An SQS action in one whole second of simulated time.
+type ActionSecond = (&'static str, i64);
 
 #[derive(Debug, Clone)]
 pub(crate) struct Queued {
@@ -43,6 +47,11 @@ struct Group {
 #[derive(Debug, Default)]
 struct QueueState {
     groups: HashMap<String, Group>,
+    /// When the event source's next receive may start: its receives are paced at the
+    /// queue's per-action quota ([`SQS_ACTION_TPS`]), past which SQS throttles them.
+    receive_at: f64,
+    /// The producer's sends so far (every tenth starts a `SendMessageBatch`).
+    produced: u64,
     ready: BinaryHeap<Reverse<(i64, u64, String)>>,
     tie: u64,
     next_id: u64,
@@ -52,13 +61,22 @@ struct QueueState {
     queued: usize,
 }
 
-/// SQS FIFO in simulated time: per-group order, one batch of a group at a time, up to 10
-/// messages per batch, deduplication, visibility. It counts every SQS request by action and
-/// second (what the queue's per-action quota is compared with): the handlers' (a
-/// `SendMessageBatch` per request `plan_batches` cuts, a `ChangeMessageVisibility`), also
-/// logged for their time ([`take_calls`](SimQueue::take_calls)); the producer's sends (a
-/// `SendMessage` an event, [`SimQueue::inject`]); and the event source's receives and
-/// deletes, which the simulation counts with [`tally`](SimQueue::tally).
+/// SQS FIFO in simulated time: per-group order, one receive of a group in flight at a time,
+/// deduplication, visibility. A receive takes up to the event source's batch size
+/// (`WorkerBatchSize`, at most 10 for FIFO) of the messages ready at its time: as many of
+/// the first group's as it can, then other ready groups' (the Knowledge Center's "Why
+/// doesn't my Amazon SQS FIFO queue return all messages or messages in other message
+/// groups?": a receive "can also return messages from other available message groups";
+/// Lambda's SQS parameters: no batching window on a FIFO source). The event source
+/// receives at most [`SQS_ACTION_TPS`] times a second, so under load a receive carries
+/// more groups instead of the quota throttling it.
+///
+/// It counts every SQS request and the messages it carried by action and second (what the
+/// queue's per-action quota is compared with): the handlers' (a `SendMessageBatch` per
+/// request `plan_batches` cuts, a `ChangeMessageVisibility`), also logged for their time
+/// ([`take_calls`](SimQueue::take_calls)); the producer's sends, ten to a
+/// `SendMessageBatch` ([`SimQueue::inject`]); and the event source's receives and deletes,
+/// which the simulation counts with [`tally`](SimQueue::tally).
 ///
 /// Not `MemoryQueue`: its deduplication window and visibility run on the wall clock and
 /// its receive scans the whole queue, quadratic at 10^5 messages.
@@ -70,25 +88,38 @@ pub(crate) struct SimQueue {
     pub(crate) discard: AtomicBool,
     /// The clock's advance per request (a serial caller; 0: none).
     pub(crate) serial: Mutex<f64>,
-    /// (action, second) -> requests.
-    actions: Mutex<BTreeMap<(&'static str, i64), u64>>,
+    /// (action, second) -> (requests, messages).
+    actions: Mutex<BTreeMap<ActionSecond, (u64, u64)>>,
+    /// The most messages a receive takes (the event source's batch size).
+    batch_size: usize,
     /// The handlers' requests since the last `take_calls`, by action.
     calls: Mutex<Vec<Call>>,
     /// Each deleted message's seconds from its send to its delete.
     pub(crate) latencies: Mutex<Vec<f64>>,
 }
 
-/// One SQS action's requests in a run: all of them, and its busiest second's.
+/// One SQS action's requests in a run: all of them, its busiest second's, and the most
+/// messages they carried in one second.
 #[derive(Debug, Clone)]
 pub(crate) struct ActionLoad {
     pub(crate) action: &'static str,
     pub(crate) requests: u64,
     pub(crate) peak_per_second: u64,
+    pub(crate) peak_messages_per_second: u64,
+}
+
+/// What one receive of the event source took: its records in the order handed to the
+/// worker, and each group's messages, kept until [`SimQueue::settle`].
+#[derive(Debug, Default)]
+pub(crate) struct Received {
+    pub(crate) records: Vec<Record>,
+    taken: Vec<(String, Vec<Queued>)>,
 }
 
 impl SimQueue {
-    pub(crate) fn new(clock: Arc<ManualClock>) -> Self {
+    pub(crate) fn new(clock: Arc<ManualClock>, batch_size: usize) -> Self {
         SimQueue {
+            batch_size: batch_size.clamp(1, 10),
             state: Mutex::default(),
             clock,
             discard: AtomicBool::new(false),
@@ -99,23 +130,29 @@ impl SimQueue {
         }
     }
 
-    /// Count `n` requests of `action` now (not in any handler's time).
-    pub(crate) fn tally(&self, action: &'static str, n: u64) {
+    /// Count `n` requests of `action` now (not in any handler's time), carrying
+    /// `messages` messages in all.
+    pub(crate) fn tally(&self, action: &'static str, n: u64, messages: u64) {
         let second = self.clock.now().floor() as i64;
-        *lock(&self.actions).entry((action, second)).or_default() += n;
+        let mut actions = lock(&self.actions);
+        let counts = actions.entry((action, second)).or_default();
+        counts.0 += n;
+        counts.1 += messages;
     }
 
     /// Each action's requests since the last reset, and its busiest second's.
     pub(crate) fn action_loads(&self) -> Vec<ActionLoad> {
         let mut loads: BTreeMap<&'static str, ActionLoad> = BTreeMap::new();
-        for (&(action, _), &n) in lock(&self.actions).iter() {
+        for (&(action, _), &(n, messages)) in lock(&self.actions).iter() {
             let load = loads.entry(action).or_insert(ActionLoad {
                 action,
                 requests: 0,
                 peak_per_second: 0,
+                peak_messages_per_second: 0,
             });
             load.requests += n;
             load.peak_per_second = load.peak_per_second.max(n);
+            load.peak_messages_per_second = load.peak_messages_per_second.max(messages);
         }
         loads.into_values().collect()
     }
@@ -127,14 +164,14 @@ impl SimQueue {
 
     /// A handler's `n` requests of another service (`PutEvents`): counted by action and in
     /// the handler's time, not as SQS requests.
-    pub(crate) fn handler_call(&self, action: &'static str, n: u64) {
-        self.tally(action, n);
+    pub(crate) fn handler_call(&self, action: &'static str, n: u64, entries: u64) {
+        self.tally(action, n, entries);
         lock(&self.calls).extend((0..n).map(|_| Call::now(action, Beside::Serial)));
     }
 
-    /// A handler's `n` requests of `action`: counted, and in its time.
-    fn count_requests(&self, action: &'static str, n: u64) {
-        self.tally(action, n);
+    /// A handler's `n` requests of `action`, carrying `messages`: counted, and in its time.
+    fn count_requests(&self, action: &'static str, n: u64, messages: u64) {
+        self.tally(action, n, messages);
         let calls: Vec<Call> = (0..n).map(|_| Call::now(action, Beside::Serial)).collect();
         let step = *lock(&self.serial);
         if step > 0.0 {
@@ -197,71 +234,105 @@ impl SimQueue {
         }
     }
 
-    /// A producer's send: a `SendMessage` of its own.
+    /// A producer's send: ten to a `SendMessageBatch`, as docs/performance.md tells a
+    /// producer past SQS's per-action quota to send (`Control::send_batch` does).
     pub(crate) fn inject(&self, target: &str, event: &Event) {
         let now = self.clock.now();
-        self.tally("SendMessage", 1);
-        SimQueue::push(&mut lock(&self.state), OutgoingMessage::event(target, event), now);
+        let mut st = lock(&self.state);
+        let starts_batch = st.produced.is_multiple_of(10);
+        st.produced += 1;
+        self.tally("SendMessageBatch", u64::from(starts_batch), 1);
+        SimQueue::push(&mut st, OutgoingMessage::event(target, event), now);
     }
 
-    /// When the next batch of any group can start.
+    /// When the event source's next receive can start: a group is ready and the receive's
+    /// pace allows it.
     pub(crate) fn next_ready(&self) -> Option<f64> {
         let mut st = lock(&self.state);
         loop {
             let Reverse((at, _, group)) = st.ready.peek()?;
             if st.groups.get(group).and_then(|g| g.scheduled) == Some(*at) {
-                return Some(*at as f64 / 1e6);
+                return Some((*at as f64 / 1e6).max(st.receive_at));
             }
             st.ready.pop();
         }
     }
 
-    /// The batch of the group that is ready first, at `now`: its group, its records and
-    /// the messages (kept until [`settle`](Self::settle)).
-    pub(crate) fn take_batch(&self) -> Option<(String, Vec<Record>, Vec<Queued>)> {
+    /// The event source's receive at `at`: up to its batch size of the messages ready
+    /// then, the group ready first first, as many of each group's as fit (what a group
+    /// does not get waits for the receive's delete, as SQS holds a group with messages in
+    /// flight).
+    pub(crate) fn take_batch(&self, at: f64) -> Option<Received> {
         let mut st = lock(&self.state);
-        let (at, group_id) = loop {
-            let Reverse((at, _, group)) = st.ready.pop()?;
-            if st.groups.get(&group).and_then(|g| g.scheduled) == Some(at) {
-                break (at, group);
-            }
-        };
-        let group = st.groups.get_mut(&group_id)?;
-        group.scheduled = None;
-        let mut taken = Vec::new();
-        while taken.len() < 10 && group.messages.front().is_some_and(|m| micros(m.visible_at) <= at) {
-            if let Some(mut m) = group.messages.pop_front() {
-                m.receive_count += 1;
-                taken.push(m);
-            }
+        let until = micros(at);
+        if until < micros(st.receive_at) {
+            return None; // the quota's pace: not yet
         }
-        let records = taken
-            .iter()
-            .map(|m| Record {
+        let mut received = Received::default();
+        while received.records.len() < self.batch_size {
+            let Some(Reverse((ready, _, group_id))) = st.ready.peek().cloned() else {
+                break;
+            };
+            if ready > until {
+                break;
+            }
+            st.ready.pop();
+            let Some(group) = st.groups.get_mut(&group_id) else {
+                continue;
+            };
+            if group.scheduled != Some(ready) {
+                continue; // an entry a later schedule replaced
+            }
+            group.scheduled = None;
+            let mut taken = Vec::new();
+            while received.records.len() + taken.len() < self.batch_size
+                && group
+                    .messages
+                    .front()
+                    .is_some_and(|m| micros(m.visible_at) <= until)
+            {
+                if let Some(mut m) = group.messages.pop_front() {
+                    m.receive_count += 1;
+                    taken.push(m);
+                }
+            }
+            received.records.extend(taken.iter().map(|m| Record {
                 message_id: m.message_id.clone(),
                 receipt_handle: Some(format!("{}#{}", m.message_id, m.receive_count)),
                 body: m.message.body.clone(),
                 group_id: Some(group_id.clone()),
                 kind: m.message.spawn.then(|| SPAWN_KIND.to_string()),
                 receive_count: m.receive_count,
-            })
-            .collect();
-        Some((group_id, records, taken))
+            }));
+            received.taken.push((group_id, taken));
+        }
+        if received.taken.is_empty() {
+            return None;
+        }
+        st.receive_at = st.receive_at.max(at) + 1.0 / SQS_ACTION_TPS;
+        Some(received)
     }
 
     /// After the worker's batch: the failed records go back to the front of their group
-    /// (visible when the worker released them), the rest are deleted; the group is busy
-    /// until `free_at`.
-    pub(crate) fn settle(
+    /// (visible when the worker released them), the rest are deleted; each group of the
+    /// receive is busy until `free_at`.
+    pub(crate) fn settle(&self, received: Received, outcome: &BatchOutcome, now: f64, free_at: f64) {
+        let failed: HashSet<String> = outcome.failed_ids().into_iter().collect();
+        let mut st = lock(&self.state);
+        for (group_id, taken) in received.taken {
+            self.settle_group(&mut st, &group_id, taken, &failed, now, free_at);
+        }
+    }
+
+    fn settle_group(
         &self,
+        st: &mut QueueState,
         group_id: &str,
         taken: Vec<Queued>,
-        outcome: &BatchOutcome,
+        failed: &HashSet<String>,
         now: f64,
         free_at: f64,
     ) {
-        let failed: HashSet<String> = outcome.failed_ids().into_iter().collect();
-        let mut st = lock(&self.state);
         let mut back = Vec::new();
         for mut m in taken {
             let receipt = format!("{}#{}", m.message_id, m.receive_count);
@@ -280,7 +351,7 @@ impl SimQueue {
             }
             group.free_at = free_at;
             // kept when empty: its next batch still waits for `free_at`
-            SimQueue::schedule(&mut st, group_id);
+            SimQueue::schedule(st, group_id);
         }
     }
 }
@@ -290,7 +361,8 @@ impl Queue for SimQueue {
     async fn publish_batch(&self, messages: &[OutgoingMessage]) -> Vec<PublishFailure> {
         let plan = plan_batches(messages);
         let now = self.clock.now();
-        self.count_requests("SendMessageBatch", plan.batches.len() as u64);
+        let sent = plan.batches.iter().map(Vec::len).sum::<usize>();
+        self.count_requests("SendMessageBatch", plan.batches.len() as u64, sent as u64);
         if !self.discard.load(Ordering::SeqCst) {
             let mut st = lock(&self.state);
             for &index in plan.batches.iter().flatten() {
@@ -315,9 +387,71 @@ impl Queue for SimQueue {
     }
 
     async fn change_visibility(&self, receipt_handle: &str, seconds: i32) -> Result<(), QueueError> {
-        self.count_requests("ChangeMessageVisibility", 1);
+        self.count_requests("ChangeMessageVisibility", 1, 1);
         let at = self.clock.now() + f64::from(seconds.max(0));
         lock(&self.state).released.insert(receipt_handle.to_string(), at);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receive fills its batch from several ready groups, each group's messages in order
+    /// and the first group's first; what a group did not get waits for the receive's
+    /// delete; and the next receive waits for the quota's pace.
+    #[test]
+    fn a_receive_takes_several_groups_and_holds_what_did_not_fit() {
+        let clock = Arc::new(ManualClock::new(100.0));
+        let queue = SimQueue::new(clock.clone(), 10);
+        for group in ["a", "b", "c"] {
+            for n in 0..4 {
+                let mut event = Event::new("Ping");
+                event.id = format!("{group}{n}");
+                queue.inject(group, &event);
+            }
+        }
+        let at = queue.next_ready().expect("ready");
+        let received = queue.take_batch(at).expect("a receive");
+        let ids: Vec<String> = received
+            .records
+            .iter()
+            .map(|r| {
+                let body: serde_json::Value = serde_json::from_str(&r.body).expect("json");
+                body["id"].as_str().unwrap_or_default().to_string()
+            })
+            .collect();
+        assert_eq!(ids, ["a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3", "c0", "c1"]);
+        // c's last two wait for the delete: no receive takes them while c is in flight
+        assert_eq!(queue.next_ready(), None, "c is in flight");
+        queue.settle(received, &BatchOutcome::default(), at, at + 0.05);
+        let next = queue.next_ready().expect("c's rest");
+        assert!((next - (at + 0.05)).abs() < 1e-6, "{next}");
+        // the producer's twelve sends went out as two batches
+        let sends = queue
+            .action_loads()
+            .into_iter()
+            .find(|a| a.action == "SendMessageBatch")
+            .expect("sends");
+        assert_eq!((sends.requests, sends.peak_messages_per_second), (2, 12));
+    }
+
+    /// Receives are paced at the quota: a group ready at once still waits for the slot
+    /// after the last receive.
+    #[test]
+    fn receives_keep_to_the_quota() {
+        let clock = Arc::new(ManualClock::new(100.0));
+        let queue = SimQueue::new(clock.clone(), 1);
+        queue.inject("a", &Event::new("Ping"));
+        queue.inject("b", &Event::new("Ping"));
+        let first = queue.next_ready().expect("ready");
+        queue.take_batch(first).expect("a");
+        let second = queue.next_ready().expect("b");
+        assert!(
+            (second - (first + 1.0 / SQS_ACTION_TPS)).abs() < 1e-9,
+            "{first} {second}"
+        );
+        assert!(queue.take_batch(first).is_none(), "b taken before its slot");
     }
 }

@@ -28,6 +28,10 @@ pub(crate) const NEW_TABLE_READS: f64 = 12_000.0;
 /// (Ireland), 19,000 in US East (Ohio) and Europe (Frankfurt). The us-east-1 figure; not
 /// adjustable.
 pub(crate) const SQS_ACTION_TPS: f64 = 70_000.0;
+/// EventBridge, "Amazon EventBridge quotas": `PutEvents`, 10,000 requests a second per
+/// account in us-east-1 (18,750 invocations of rules' targets); raised through Service
+/// Quotas. The status events' bus is counted against it.
+pub(crate) const PUT_EVENTS_TPS: f64 = 10_000.0;
 /// Lambda, "Configuring scaling behavior for SQS event source mappings": the event source
 /// adds up to 300 instances a minute after its first 5; a FIFO source scales to its active
 /// message groups, or to `ScalingConfig` `MaximumConcurrency` (2 to 1,000) when set,
@@ -52,7 +56,7 @@ fn sqs_action(request: &str) -> Option<&'static str> {
         "ReceiveMessage" => Some("receive"),
         "DeleteMessage" | "DeleteMessageBatch" => Some("delete"),
         "ChangeMessageVisibility" => Some("change visibility"),
-        // EventBridge's PutEvents: counted, its quota not modelled
+        // EventBridge's PutEvents: its own quota, an increase to request (below)
         _ => None,
     }
 }
@@ -90,6 +94,10 @@ impl Binding {
 /// SQS action scaled to the offered rate (the run's measured rate is `measured`), and the
 /// concurrency it needs against the template's cap on the worker (`worker_cap`,
 /// `WorkerMaxConcurrency`'s default).
+///
+/// The event source's receives and deletes are paced at the quota (`queue.rs`), so their
+/// requests cannot tell how close it binds: they are counted by the messages they carry,
+/// `batch_size` (`WorkerBatchSize`) to a request when the quota binds.
 pub(crate) fn binding(
     report: &MeterReport,
     sqs: &[ActionLoad],
@@ -97,6 +105,7 @@ pub(crate) fn binding(
     offered: f64,
     concurrency: f64,
     worker_cap: f64,
+    batch_size: f64,
 ) -> Binding {
     let mut b = Binding::default();
     let scale = if measured > 0.0 { offered / measured } else { 1.0 };
@@ -130,8 +139,20 @@ pub(crate) fn binding(
     // SQS: each action's busiest second at the offered rate, against the fixed quota
     let mut per_action: std::collections::BTreeMap<&'static str, f64> = Default::default();
     for load in sqs {
+        let paced = matches!(load.action, "ReceiveMessage" | "DeleteMessageBatch");
+        let requests = if paced {
+            load.peak_messages_per_second as f64 / batch_size.max(1.0)
+        } else {
+            load.peak_per_second as f64
+        };
         if let Some(action) = sqs_action(load.action) {
-            *per_action.entry(action).or_default() += load.peak_per_second as f64 * scale;
+            *per_action.entry(action).or_default() += requests * scale;
+        }
+        if load.action == "PutEvents" && load.peak_per_second as f64 * scale > PUT_EVENTS_TPS {
+            b.raise.push((
+                "EventBridge PutEvents requests a second".into(),
+                load.peak_per_second as f64 * scale,
+            ));
         }
     }
     for (action, tps) in per_action {
@@ -186,7 +207,7 @@ mod tests {
             requests: Default::default(),
             seconds: 1.0,
         };
-        let wide = binding(&report, &[], 100_000.0, 100_000.0, 2_800.0, 500.0);
+        let wide = binding(&report, &[], 100_000.0, 100_000.0, 2_800.0, 500.0, 10.0);
         assert!(
             wide.settings
                 .iter()
@@ -198,7 +219,7 @@ mod tests {
             .iter()
             .any(|(q, n)| q.starts_with("Lambda concurrent executions") && (*n - 5_600.0).abs() < 1e-9));
         assert!((wide.served(100_000.0) - 100_000.0).abs() < 1e-9, "{wide:?}");
-        let narrow = binding(&report, &[], 10_000.0, 10_000.0, 280.0, 500.0);
+        let narrow = binding(&report, &[], 10_000.0, 10_000.0, 280.0, 500.0, 10.0);
         assert!(
             narrow.settings.is_empty() && narrow.raise.is_empty(),
             "{narrow:?}"
@@ -217,13 +238,14 @@ mod tests {
             seconds: 1.0,
         };
         let sqs = [ActionLoad {
-            action: "DeleteMessageBatch",
+            action: "SendMessageBatch",
             requests: 50_000,
             peak_per_second: 50_000,
+            peak_messages_per_second: 60_000,
         }];
-        let b = binding(&report, &sqs, 50_000.0, 100_000.0, 800.0, 500.0);
-        // deletes: 100,000/s at the offered rate, 70,000 allowed
-        assert_eq!(b.caps[0].0, "SQS delete 70000/s");
+        let b = binding(&report, &sqs, 50_000.0, 100_000.0, 800.0, 500.0, 10.0);
+        // sends: 100,000 requests/s at the offered rate, 70,000 allowed
+        assert_eq!(b.caps[0].0, "SQS send 70000/s");
         assert!((b.served(100_000.0) - 70_000.0).abs() < 1e-6);
         assert!(b
             .raise
@@ -232,5 +254,76 @@ mod tests {
         assert!((b.table_share - 1.5).abs() < 1e-9);
         // 60,000 writes from 4,000: 4 doublings
         assert_eq!(b.warm_minutes, 120.0);
+    }
+
+    /// The event source's receives are paced at the quota, so they bind by the messages
+    /// they carry, ten to a request: 100,000 receives a second of one message each need
+    /// 10,000 full ones, and 800,000 messages a second are past what 70,000 can carry.
+    #[test]
+    fn receives_bind_by_the_messages_they_carry() {
+        let report = MeterReport {
+            hottest_per_table: Vec::new(),
+            units_per_table: Vec::new(),
+            table_peaks: Vec::new(),
+            requests: Default::default(),
+            seconds: 1.0,
+        };
+        let receives = |messages: u64| {
+            [ActionLoad {
+                action: "ReceiveMessage",
+                requests: 70_000,
+                peak_per_second: 70_000,
+                peak_messages_per_second: messages,
+            }]
+        };
+        let light = binding(
+            &report,
+            &receives(100_000),
+            100_000.0,
+            100_000.0,
+            800.0,
+            1_000.0,
+            10.0,
+        );
+        assert!((light.served(100_000.0) - 100_000.0).abs() < 1e-6, "{light:?}");
+        assert!((light.sqs_share - 1.0 / 7.0).abs() < 1e-9, "{light:?}");
+        let heavy = binding(
+            &report,
+            &receives(800_000),
+            100_000.0,
+            100_000.0,
+            800.0,
+            1_000.0,
+            10.0,
+        );
+        assert_eq!(heavy.caps[0].0, "SQS receive 70000/s");
+        assert!((heavy.served(100_000.0) - 87_500.0).abs() < 1e-6, "{heavy:?}");
+    }
+
+    /// The status events' bus past EventBridge's 10,000 requests a second is an increase
+    /// to request, not a cap.
+    #[test]
+    fn put_events_past_its_quota_is_an_increase() {
+        let report = MeterReport {
+            hottest_per_table: Vec::new(),
+            units_per_table: Vec::new(),
+            table_peaks: Vec::new(),
+            requests: Default::default(),
+            seconds: 1.0,
+        };
+        let puts = [ActionLoad {
+            action: "PutEvents",
+            requests: 6_000,
+            peak_per_second: 6_000,
+            peak_messages_per_second: 30_000,
+        }];
+        let b = binding(&report, &puts, 50_000.0, 100_000.0, 800.0, 1_000.0, 10.0);
+        assert!(
+            b.raise
+                .iter()
+                .any(|(q, n)| q.starts_with("EventBridge PutEvents") && (*n - 12_000.0).abs() < 1e-6),
+            "{b:?}"
+        );
+        assert!((b.served(100_000.0) - 100_000.0).abs() < 1e-6, "{b:?}");
     }
 }

@@ -149,6 +149,7 @@ pub(crate) fn measured_row(
         offered,
         concurrency,
         d.worker_max_concurrency,
+        d.worker_batch_size,
     );
     let mut memory = vec![(
         "worker",

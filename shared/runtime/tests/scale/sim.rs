@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use stm_core::{Event, Execution, Status};
-use stm_runtime::worker::BatchOutcome;
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, ManualClock, Worker, WorkerSettings,
 };
@@ -78,7 +77,7 @@ struct CountedBus {
 impl stm_runtime::status::StatusBus for CountedBus {
     async fn put(&self, events: &[stm_runtime::status::BusEvent]) -> Vec<stm_runtime::queue::PublishFailure> {
         self.queue
-            .handler_call("PutEvents", events.len().div_ceil(10) as u64);
+            .handler_call("PutEvents", events.len().div_ceil(10) as u64, events.len() as u64);
         Vec::new()
     }
 }
@@ -97,7 +96,8 @@ impl Sim {
     fn built(defs: &Definitions, status_events: bool) -> Sim {
         let clock = Arc::new(ManualClock::new(START));
         let store = Arc::new(MeteredStore::new(clock.clone()));
-        let queue = Arc::new(SimQueue::new(clock.clone()));
+        let batch_size = crate::config::deployment().worker_batch_size as usize;
+        let queue = Arc::new(SimQueue::new(clock.clone(), batch_size));
         let mut driver = Driver::new(store.clone(), defs.clone(), ActionRegistry::with_builtins())
             .with_clock(clock.clone());
         if status_events {
@@ -235,59 +235,79 @@ impl Sim {
         self.latency.timed(&calls)
     }
 
-    /// One batch of the group ready first, through the worker's real handler.
+    /// One receive of the event source (the messages ready first, of one group or
+    /// several), through the worker's real handler.
     async fn batch(&mut self, at: f64) {
         self.set_time(at);
-        let Some((group, records, taken)) = self.queue.take_batch() else {
+        let Some(received) = self.queue.take_batch(at) else {
             return;
         };
-        if records.is_empty() {
-            let now = self.clock.now();
-            self.queue
-                .settle(&group, taken, &BatchOutcome::default(), now, now);
-            return;
-        }
         self.forget_calls();
-        // the event source's receive of the group's batch, then its invoke
-        self.queue.tally("ReceiveMessage", 1);
+        // the event source's receive, then its invoke
+        self.queue
+            .tally("ReceiveMessage", 1, received.records.len() as u64);
         let mark = stm_testkit::heap::Mark::now();
-        let outcome = self.worker.handle_batch(&records).await;
+        let outcome = self.worker.handle_batch(&received.records).await;
         let heap = mark.peak_above();
         let handler = self.calls_time();
         let invoked = self.latency.serial(["Invoke"]) + handler;
         let mut cycle = self.latency.serial(["ReceiveMessage"]) + invoked;
-        if outcome.records.len() > outcome.failed_ids().len() {
+        let failed = outcome.failed_ids().len();
+        if outcome.records.len() > failed {
             // the event source deletes what the handler did not report failed
-            self.queue.tally("DeleteMessageBatch", 1);
+            self.queue
+                .tally("DeleteMessageBatch", 1, (outcome.records.len() - failed) as u64);
             cycle += self.latency.serial(["DeleteMessageBatch"]);
         }
+        // the watched group's records (the hot execution's latency is its own)
+        let watched_ids: std::collections::HashSet<String> = match self.watched.as_deref() {
+            Some(w) => received
+                .records
+                .iter()
+                .filter(|r| r.group_id.as_deref() == Some(w))
+                .map(|r| r.message_id.clone())
+                .collect(),
+            None => Default::default(),
+        };
+        let watched = !watched_ids.is_empty();
         let now = self.clock.now();
-        self.queue.settle(&group, taken, &outcome, now, now + cycle);
+        self.queue.settle(received, &outcome, now, now + cycle);
         let t = &mut self.tally;
         t.worker_seconds += invoked;
         t.worker_heap = t.worker_heap.max(heap);
         let mut handled = 0;
-        for (_, result) in &outcome.records {
+        let mut watched_handled = 0;
+        for (record, result) in &outcome.records {
             use stm_runtime::worker::Handled;
-            match result {
-                Ok(Handled::Processed { .. } | Handled::Spawned { .. }) => handled += 1,
+            let counts = match result {
+                Ok(Handled::Processed { .. } | Handled::Spawned { .. }) => true,
                 Ok(Handled::Broadcast { .. }) => {
-                    handled += 1;
                     t.broadcasts += 1;
+                    true
                 }
-                Ok(_) => t.noops += 1,
+                Ok(_) => {
+                    t.noops += 1;
+                    false
+                }
                 Err(why) => {
                     t.failed += 1;
                     if t.reasons.len() < 5 {
-                        t.reasons.push(format!("{group}: {why:?}"));
+                        t.reasons.push(format!("{record}: {why:?}"));
                     }
+                    false
+                }
+            };
+            if counts {
+                handled += 1;
+                if watched_ids.contains(record) {
+                    watched_handled += 1;
                 }
             }
         }
         t.events += handled;
-        if self.watched.as_deref() == Some(group.as_str()) {
+        if watched {
             t.watched_busy += cycle;
-            t.watched_events += handled;
+            t.watched_events += watched_handled;
             t.watched_batches += 1;
         }
     }

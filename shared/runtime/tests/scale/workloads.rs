@@ -246,7 +246,7 @@ pub(crate) async fn run_status_events(env: &Env, rate: f64) -> Row {
     let offered = sim.tally.events as f64 / env.cfg.window;
     let (mut row, _) = measured_row(&sim, "status events (every event completes)", rate, offered, env);
     row.note += &format!(
-        "; {:.2} PutEvents a completion (EventBridge's quota not modelled)",
+        "; {:.2} PutEvents a completion (against EventBridge's 10,000 a second: the run's list says when to raise it)",
         puts as f64 / n.max(1) as f64
     );
     row
