@@ -54,10 +54,7 @@ async fn a_commit_whose_flush_died_is_delivered_before_the_next_event() {
     for occurrence in [2, 3] {
         let id = format!("regression-after-commit-{occurrence}");
         let (expected, _, _) = reference(&defs, &sc, &id, knobs, Rng::new(1)).await;
-        let point = CrashPoint {
-            boundary: Boundary::AfterCommit,
-            occurrence,
-        };
+        let point = CrashPoint::at(Boundary::AfterCommit, occurrence);
         let plan = CrashPlan::new(vec![point]);
         let mut crashed = Harness::memory(&defs, plan.clone(), knobs, Rng::new(1));
         let what = format!("Fork, burst, crash {point:?}");

@@ -56,8 +56,23 @@ pub(crate) enum Actor {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CrashPoint {
     pub(crate) boundary: Boundary,
-    /// 1-based: the Nth time the run reaches the boundary.
+    /// 1-based: the Nth time the run reaches the boundary (by `by`, when it names a
+    /// function).
     pub(crate) occurrence: u64,
+    /// Only this function's reaches count: a boundary two functions share (the worker's
+    /// inline flush and the relay both publish) where one of them seldom gets there.
+    pub(crate) by: Option<Actor>,
+}
+
+impl CrashPoint {
+    /// The `occurrence`th time the run reaches `boundary`, whoever reaches it.
+    pub(crate) fn at(boundary: Boundary, occurrence: u64) -> Self {
+        CrashPoint {
+            boundary,
+            occurrence,
+            by: None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -65,6 +80,8 @@ pub(crate) struct PlanState {
     pub(crate) armed: Vec<CrashPoint>,
     /// How often each boundary was reached (by a live process), over the whole run.
     seen: [u64; 7],
+    /// The same, by the function that reached it.
+    seen_by: std::collections::BTreeMap<(Boundary, Actor), u64>,
     dead: bool,
     actor: Actor,
     /// The crashes injected, in order.
@@ -72,6 +89,14 @@ pub(crate) struct PlanState {
     /// Per durable commit that wrote spawn intents, the intents each of its spawn rows
     /// holds, in seq order (one each, unless the store packed them).
     spawn_rows: Vec<Vec<usize>>,
+}
+
+/// How often a run reached each boundary ([`Boundary::index`]), and how often of those the
+/// relay reached [`Boundary::AfterPublish`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reached {
+    pub(crate) boundaries: [u64; 7],
+    pub(crate) relay_publishes: u64,
 }
 
 /// The crash schedule shared by the store and queue wrappers of one run.
@@ -83,6 +108,7 @@ impl CrashPlan {
         CrashPlan(Arc::new(Mutex::new(PlanState {
             armed,
             seen: [0; 7],
+            seen_by: Default::default(),
             dead: false,
             actor: Actor::Worker,
             hits: Vec::new(),
@@ -117,18 +143,38 @@ impl CrashPlan {
         debug_assert!(!st.dead, "a dead process reached {boundary:?}");
         st.seen[boundary.index()] += 1;
         let occurrence = st.seen[boundary.index()];
-        let point = CrashPoint { boundary, occurrence };
-        if st.armed.contains(&point) {
+        let actor = st.actor;
+        let by_actor = {
+            let n = st.seen_by.entry((boundary, actor)).or_default();
+            *n += 1;
+            *n
+        };
+        let hit = st.armed.iter().copied().find(|p| {
+            p.boundary == boundary
+                && match p.by {
+                    None => p.occurrence == occurrence,
+                    Some(by) => by == actor && p.occurrence == by_actor,
+                }
+        });
+        if let Some(point) = hit {
             st.dead = true;
-            let actor = st.actor;
             st.hits.push((point, actor));
             return true;
         }
         false
     }
 
-    pub(crate) fn seen(&self) -> [u64; 7] {
-        self.lock().seen
+    /// How often the run reached each boundary, and how often the relay published.
+    pub(crate) fn reached(&self) -> Reached {
+        let st = self.lock();
+        Reached {
+            boundaries: st.seen,
+            relay_publishes: st
+                .seen_by
+                .get(&(Boundary::AfterPublish, Actor::Relay))
+                .copied()
+                .unwrap_or(0),
+        }
     }
 
     pub(crate) fn hits(&self) -> Vec<(CrashPoint, Actor)> {

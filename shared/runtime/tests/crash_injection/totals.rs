@@ -7,7 +7,7 @@ use stm_runtime::Definitions;
 
 use crate::common::scenarios::{relay_bounds, Outcome, Rng, Scenario, Tally};
 use crate::harness::{Harness, Knobs, RunStats, MAX_ROUNDS};
-use crate::plan::{Actor, Boundary, CrashPlan, CrashPoint, BOUNDARIES};
+use crate::plan::{Actor, Boundary, CrashPlan, CrashPoint, Reached, BOUNDARIES};
 
 #[derive(Default)]
 pub(crate) struct Totals {
@@ -52,7 +52,23 @@ impl Totals {
 /// (a later crash shifts the counts, so a point may also land on a retry, or miss). The
 /// first goes to the reachable boundary with the fewest crashes so far, so that the rare
 /// ones (the sweeper's, the relay's) are covered by a small sample too; the rest are random.
-pub(crate) fn crash_points(rng: &mut Rng, reached: &[u64; 7], totals: &Totals) -> Vec<CrashPoint> {
+/// Until the relay has died after a publish, a run in which it publishes gets a point
+/// there too: most publishes are the worker's inline flush, so a sample drawn by boundary
+/// alone may never give the relay one.
+pub(crate) fn crash_points(rng: &mut Rng, reached: &Reached, totals: &Totals) -> Vec<CrashPoint> {
+    let mut points = boundary_points(rng, &reached.boundaries, totals);
+    let relay_uncovered = totals.after_publish_by.get(&Actor::Relay).copied().unwrap_or(0) == 0;
+    if relay_uncovered && reached.relay_publishes > 0 {
+        points.push(CrashPoint {
+            boundary: Boundary::AfterPublish,
+            occurrence: 1 + rng.below(reached.relay_publishes),
+            by: Some(Actor::Relay),
+        });
+    }
+    points
+}
+
+fn boundary_points(rng: &mut Rng, reached: &[u64; 7], totals: &Totals) -> Vec<CrashPoint> {
     let candidates: Vec<Boundary> = BOUNDARIES
         .iter()
         .copied()
@@ -71,7 +87,7 @@ pub(crate) fn crash_points(rng: &mut Rng, reached: &[u64; 7], totals: &Totals) -
             };
             // a little past the clean count too: retries reach a boundary more often
             let occurrence = 1 + rng.below(reached[boundary.index()] + 1);
-            CrashPoint { boundary, occurrence }
+            CrashPoint::at(boundary, occurrence)
         })
         .collect()
 }
@@ -169,9 +185,9 @@ pub(crate) async fn reference(
     id: &str,
     knobs: Knobs,
     rng: Rng,
-) -> (Outcome, RunStats, [u64; 7]) {
+) -> (Outcome, RunStats, Reached) {
     let plan = CrashPlan::new(Vec::new());
     let mut clean = Harness::memory(defs, plan.clone(), knobs, rng);
     let expected = clean.run(sc, id, &format!("{id} (crash-free)")).await;
-    (expected, clean.stats, plan.seen())
+    (expected, clean.stats, plan.reached())
 }

@@ -264,7 +264,7 @@ async fn a_packed_wide_fan_out_survives_crashes_between_its_pieces_over_dynamodb
     let layout = wide_layout(&defs).await;
     // the publish of the inline flush that holds the first row's last intent
     let first_row_done = layout[0].div_ceil(PUBLISH_BATCH) as u64;
-    let at = |boundary, occurrence| CrashPoint { boundary, occurrence };
+    let at = CrashPoint::at;
     let case = |what, inline_flush, point, actor, acked_at_crash| WideCase {
         what,
         inline_flush,
@@ -360,23 +360,17 @@ pub(crate) async fn random_wide_runs(seed: u64, count: u64) -> Totals {
         let mut knobs = knobs(&mut rng, &sc);
         let piece = match n % 3 {
             // the first publishes carry the parent's intents, whoever sends them
-            0 => CrashPoint {
-                boundary: Boundary::AfterPublish,
-                occurrence: 1 + rng.below((WIDE_WIDTH / PUBLISH_BATCH) as u64),
-            },
+            0 => CrashPoint::at(
+                Boundary::AfterPublish,
+                1 + rng.below((WIDE_WIDTH / PUBLISH_BATCH) as u64),
+            ),
             // the relay's first run reads the parent's few packed rows (2 a read, 3 a pass)
             1 => {
                 knobs.inline_flush = false;
                 knobs.relay = WIDE_RELAY;
-                CrashPoint {
-                    boundary: Boundary::BetweenRelayReads,
-                    occurrence: 1 + rng.below(3),
-                }
+                CrashPoint::at(Boundary::BetweenRelayReads, 1 + rng.below(3))
             }
-            _ => CrashPoint {
-                boundary: Boundary::AfterCommit,
-                occurrence: 1,
-            },
+            _ => CrashPoint::at(Boundary::AfterCommit, 1),
         };
         let run_rng = Rng::new(rng.next());
         let id = format!("rw{n}-widefanout");
