@@ -207,10 +207,12 @@ async fn answer_doorbells(
     settle(doorbells, messages, &failed).await
 }
 
-/// Doorbell batches answered at once by the local stack, as Lambda's SQS pollers start
-/// with five concurrent invocations: a handler waiting out one batch's sub-second
-/// remainder must not hold up a batch that is due sooner.
-const DOORBELL_INVOCATIONS: usize = 5;
+/// Batches the local stack hands to a function at once, per queue: Lambda's SQS pollers
+/// start with five concurrent invocations (*Configuring scaling behavior for SQS event
+/// source mappings*). A handler waiting out one batch (a doorbell's sub-second remainder,
+/// a record's DynamoDB calls) must not hold up the batches of other message groups; SQS
+/// keeps one batch of a FIFO group in flight at a time, so a group's order holds.
+const START_INVOCATIONS: usize = 5;
 
 /// Between empty short polls (`wait_seconds` 0), a pause, so an idle poller does not
 /// spin. (Short polls keep moto responsive: its long polls hold the server.)
@@ -218,6 +220,53 @@ async fn idle(wait_seconds: i32) {
     if wait_seconds <= 0 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Poll `queue` until `stop` turns true with up to [`START_INVOCATIONS`] handlers running
+/// at once: a free invocation first, then a batch for it, handed to `invoke` on a task of
+/// its own. `what` names the poller in its log. The invocations under way finish their
+/// batches before it returns.
+async fn poll_concurrently<F, Fut>(
+    queue: std::sync::Arc<dyn Queue>,
+    batch_size: usize,
+    visibility_seconds: i32,
+    wait_seconds: i32,
+    what: &'static str,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    invoke: F,
+) where
+    F: Fn(Vec<ReceivedMessage>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let invocations = std::sync::Arc::new(tokio::sync::Semaphore::new(START_INVOCATIONS));
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        let Ok(invocation) = invocations.clone().acquire_owned().await else {
+            break;
+        };
+        while running.try_join_next().is_some() {}
+        match queue.receive(batch_size, visibility_seconds, wait_seconds).await {
+            Ok(messages) if messages.is_empty() => idle(wait_seconds).await,
+            Ok(messages) => {
+                let handled = invoke(messages);
+                running.spawn(async move {
+                    handled.await;
+                    drop(invocation);
+                });
+            }
+            Err(err) => {
+                tracing::error!(error = %err, poller = what, "receive failed; retrying in 1 s");
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    }
+    while running.join_next().await.is_some() {}
 }
 
 /// Run the worker poller, the relay and the sweeper until `stop` turns true: the whole
@@ -248,78 +297,55 @@ pub async fn run_with_doorbells(
     let wait_seconds = settings.wait_seconds;
     let doorbell_poller = doorbells.map(|doorbells| {
         let (store, queue, clock) = (store.clone(), queue.clone(), clock.clone());
-        let mut stop = stop.clone();
-        tokio::spawn(async move {
-            let invocations = std::sync::Arc::new(tokio::sync::Semaphore::new(DOORBELL_INVOCATIONS));
-            let mut running = tokio::task::JoinSet::new();
-            loop {
-                if *stop.borrow() {
-                    break;
+        let stop = stop.clone();
+        tokio::spawn(poll_concurrently(
+            doorbells.clone(),
+            10,
+            30,
+            wait_seconds,
+            "doorbells",
+            stop,
+            move |messages| {
+                let (doorbells, store, queue, clock) =
+                    (doorbells.clone(), store.clone(), queue.clone(), clock.clone());
+                async move {
+                    let now = move || clock.now();
+                    answer_doorbells(
+                        doorbells.as_ref(),
+                        store.as_ref(),
+                        queue.as_ref(),
+                        &messages,
+                        &now,
+                    )
+                    .await;
                 }
-                // a free invocation first, then a batch for it
-                let Ok(invocation) = invocations.clone().acquire_owned().await else {
-                    break;
-                };
-                while running.try_join_next().is_some() {}
-                match doorbells.receive(10, 30, wait_seconds).await {
-                    Ok(messages) if messages.is_empty() => idle(wait_seconds).await,
-                    Ok(messages) => {
-                        let (doorbells, store, queue, clock) =
-                            (doorbells.clone(), store.clone(), queue.clone(), clock.clone());
-                        running.spawn(async move {
-                            let now = move || clock.now();
-                            answer_doorbells(
-                                doorbells.as_ref(),
-                                store.as_ref(),
-                                queue.as_ref(),
-                                &messages,
-                                &now,
-                            )
-                            .await;
-                            drop(invocation);
-                        });
-                    }
-                    Err(err) => {
-                        tracing::error!(error = %err, "doorbell receive failed; retrying in 1 s");
-                        tokio::select! {
-                            _ = stop.changed() => break,
-                            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        }
-                    }
-                }
-            }
-            // let the invocations under way finish their batches
-            while running.join_next().await.is_some() {}
-        })
+            },
+        ))
     });
     // the poller runs on its own task: a schedule tick must never cancel a batch midway
-    let poller = {
-        let queue = queue.clone();
-        let mut stop = stop.clone();
-        tokio::spawn(async move {
-            loop {
-                if *stop.borrow() {
-                    return;
-                }
-                match poll_once(queue.as_ref(), &worker, &settings).await {
-                    Ok(outcome) if outcome.received > 0 => tracing::debug!(
-                        received = outcome.received,
-                        deleted = outcome.deleted,
-                        failed = outcome.failed.len(),
-                        "worker invocation"
-                    ),
-                    Ok(_) => idle(settings.wait_seconds).await,
-                    Err(err) => {
-                        tracing::error!(error = %err, "receive failed; retrying in 1 s");
-                        tokio::select! {
-                            _ = stop.changed() => return,
-                            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        }
-                    }
-                }
+    let worker_queue = queue.clone();
+    let poller = tokio::spawn(poll_concurrently(
+        queue.clone(),
+        settings.batch_size,
+        settings.visibility_seconds,
+        settings.wait_seconds,
+        "worker",
+        stop.clone(),
+        move |messages| {
+            let (queue, worker) = (worker_queue.clone(), worker.clone());
+            async move {
+                let records: Vec<Record> = messages.iter().map(Record::from_received).collect();
+                let failed = worker.handle_invocation(&records, None).await;
+                let outcome = settle(queue.as_ref(), &messages, &failed).await;
+                tracing::debug!(
+                    received = outcome.received,
+                    deleted = outcome.deleted,
+                    failed = outcome.failed.len(),
+                    "worker invocation"
+                );
             }
-        })
-    };
+        },
+    ));
     let mut relay_tick = tokio::time::interval(schedules.relay_every);
     let mut sweep_tick = tokio::time::interval(schedules.sweep_every);
     relay_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -358,4 +384,88 @@ pub async fn run_with_doorbells(
         let _ = doorbell_poller.await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::queue::{MemoryQueue, OutgoingMessage};
+
+    /// The local poller hands up to five batches to the function at once, as Lambda's
+    /// pollers start, and never two of one FIFO group: eight groups' messages, one a batch,
+    /// each invocation held a while.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn five_invocations_at_once_and_one_batch_of_a_group_at_a_time() {
+        let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::default());
+        let mut messages = Vec::new();
+        for group in 0..8 {
+            for n in 0..3 {
+                let mut event = stm_core::Event::new("Ping");
+                event.id = format!("g{group}-{n}");
+                messages.push(OutgoingMessage::event(&format!("g{group}"), &event));
+            }
+        }
+        assert!(queue.publish_batch(&messages).await.is_empty());
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let groups_in_flight = Arc::new(Mutex::new(Vec::<String>::new()));
+        let handled = Arc::new(AtomicUsize::new(0));
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
+        let poller = {
+            let (queue, running, most, groups_in_flight, handled) = (
+                queue.clone(),
+                running.clone(),
+                most.clone(),
+                groups_in_flight.clone(),
+                handled.clone(),
+            );
+            tokio::spawn(poll_concurrently(
+                queue.clone(),
+                1,
+                30,
+                0,
+                "test",
+                stop,
+                move |received| {
+                    let (queue, running, most, groups_in_flight, handled) = (
+                        queue.clone(),
+                        running.clone(),
+                        most.clone(),
+                        groups_in_flight.clone(),
+                        handled.clone(),
+                    );
+                    async move {
+                        let group = received[0].group_id.clone().unwrap_or_default();
+                        {
+                            let mut in_flight = groups_in_flight.lock().expect("groups");
+                            assert!(!in_flight.contains(&group), "two batches of {group} at once");
+                            in_flight.push(group.clone());
+                        }
+                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        groups_in_flight.lock().expect("groups").retain(|g| *g != group);
+                        settle(queue.as_ref(), &received, &[]).await;
+                        handled.fetch_add(received.len(), Ordering::SeqCst);
+                    }
+                },
+            ))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while handled.load(Ordering::SeqCst) < 24 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        stop_tx.send(true).expect("stop");
+        poller.await.expect("the poller ends");
+        assert_eq!(handled.load(Ordering::SeqCst), 24, "every message handled");
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            START_INVOCATIONS,
+            "invocations at once"
+        );
+    }
 }
