@@ -81,17 +81,21 @@ impl SweepError {
     }
 }
 
-/// How many executions' due timers one sweep fires at once (each a load, a publish and a
-/// delete: about 20 ms in all, so one after another a sweep fired ~50 timers a second).
-pub const SWEEP_CONCURRENCY: usize = 32;
+/// How many executions' due timers one sweep fires at once (each two reads side by side,
+/// a publish and a delete: about 27 ms in all, so one after another a sweep fired ~40
+/// timers a second, and 32 at once ~1,200, an eighth of the 10,000 a second that 10%
+/// timers at 100,000 events/s need). A whole page at once: at most two requests of each
+/// timer are in flight, 512 connections, within Lambda's 1,024 file descriptors
+/// (*Lambda quotas*, "Function configuration, deployment, and execution").
+pub const SWEEP_CONCURRENCY: usize = SWEEP_PAGE;
 
 /// How many due timers a sweep reads and fires at a time: what it holds is this page and
 /// the due index's read-ahead (`stm_store::DueCursor`), whatever is due.
 pub const SWEEP_PAGE: usize = 256;
 
 /// How long before the invocation's deadline the scheduled sweep stops reading pages: the
-/// page in hand is fired within it (8 rounds of [`SWEEP_CONCURRENCY`], each a few round
-/// trips, with the store's bounded retries).
+/// page in hand is fired within it (one round of [`SWEEP_CONCURRENCY`], a few round trips,
+/// with the store's bounded retries).
 pub const SWEEP_DEADLINE_MARGIN: Duration = Duration::from_secs(5);
 
 /// What one sweep takes on.
