@@ -394,6 +394,16 @@ mod tests {
     use super::*;
     use crate::queue::{MemoryQueue, OutgoingMessage};
 
+    /// What the test's invocations saw: how many ran at once (now, and at most), the groups
+    /// in flight, the messages handled.
+    #[derive(Default)]
+    struct Probe {
+        running: AtomicUsize,
+        most: AtomicUsize,
+        groups_in_flight: Mutex<Vec<String>>,
+        handled: AtomicUsize,
+    }
+
     /// The local poller hands up to five batches to the function at once, as Lambda's
     /// pollers start, and never two of one FIFO group: eight groups' messages, one a batch,
     /// each invocation held a while.
@@ -409,19 +419,10 @@ mod tests {
             }
         }
         assert!(queue.publish_batch(&messages).await.is_empty());
-        let running = Arc::new(AtomicUsize::new(0));
-        let most = Arc::new(AtomicUsize::new(0));
-        let groups_in_flight = Arc::new(Mutex::new(Vec::<String>::new()));
-        let handled = Arc::new(AtomicUsize::new(0));
+        let probe = Arc::new(Probe::default());
         let (stop_tx, stop) = tokio::sync::watch::channel(false);
         let poller = {
-            let (queue, running, most, groups_in_flight, handled) = (
-                queue.clone(),
-                running.clone(),
-                most.clone(),
-                groups_in_flight.clone(),
-                handled.clone(),
-            );
+            let (queue, probe) = (queue.clone(), probe.clone());
             tokio::spawn(poll_concurrently(
                 queue.clone(),
                 1,
@@ -430,40 +431,38 @@ mod tests {
                 "test",
                 stop,
                 move |received| {
-                    let (queue, running, most, groups_in_flight, handled) = (
-                        queue.clone(),
-                        running.clone(),
-                        most.clone(),
-                        groups_in_flight.clone(),
-                        handled.clone(),
-                    );
+                    let (queue, probe) = (queue.clone(), probe.clone());
                     async move {
                         let group = received[0].group_id.clone().unwrap_or_default();
                         {
-                            let mut in_flight = groups_in_flight.lock().expect("groups");
+                            let mut in_flight = probe.groups_in_flight.lock().expect("groups");
                             assert!(!in_flight.contains(&group), "two batches of {group} at once");
                             in_flight.push(group.clone());
                         }
-                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-                        most.fetch_max(now, Ordering::SeqCst);
+                        let now = probe.running.fetch_add(1, Ordering::SeqCst) + 1;
+                        probe.most.fetch_max(now, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_millis(30)).await;
-                        running.fetch_sub(1, Ordering::SeqCst);
-                        groups_in_flight.lock().expect("groups").retain(|g| *g != group);
+                        probe.running.fetch_sub(1, Ordering::SeqCst);
+                        probe
+                            .groups_in_flight
+                            .lock()
+                            .expect("groups")
+                            .retain(|g| *g != group);
                         settle(queue.as_ref(), &received, &[]).await;
-                        handled.fetch_add(received.len(), Ordering::SeqCst);
+                        probe.handled.fetch_add(received.len(), Ordering::SeqCst);
                     }
                 },
             ))
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while handled.load(Ordering::SeqCst) < 24 && std::time::Instant::now() < deadline {
+        while probe.handled.load(Ordering::SeqCst) < 24 && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         stop_tx.send(true).expect("stop");
         poller.await.expect("the poller ends");
-        assert_eq!(handled.load(Ordering::SeqCst), 24, "every message handled");
+        assert_eq!(probe.handled.load(Ordering::SeqCst), 24, "every message handled");
         assert_eq!(
-            most.load(Ordering::SeqCst),
+            probe.most.load(Ordering::SeqCst),
             START_INVOCATIONS,
             "invocations at once"
         );

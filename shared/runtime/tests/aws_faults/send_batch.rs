@@ -16,7 +16,6 @@ use serde_json::json;
 use stm_core::Event;
 use stm_runtime::queue::{HookedQueue, PublishFailure, QueueHook};
 use stm_runtime::{ActionRegistry, Control, ControlError, Driver, OutgoingMessage, Queue, SqsQueue};
-use stm_store::{CreateOptions, DynamoDbStore};
 use stm_testkit::strict::entry_faults::SQS_FAILED_ENTRY;
 
 use crate::common::scenarios::{env_u64, Rng, SeedOnFailure};
@@ -54,26 +53,12 @@ async fn send_batch_answers_each_event_and_keeps_each_executions_order() {
     let mut injected = 0;
     for round in 0..6u64 {
         let mut rng = Rng::new(seed).fork(round);
-        let prefix = stm_testkit::unique_prefix("sendbatch");
-        let store = DynamoDbStore::create_with(
-            Some(moto.endpoint()),
-            stm_testkit::REGION,
-            CreateOptions {
-                prefix: prefix.clone(),
-                ..CreateOptions::default()
-            },
-        )
-        .await
-        .expect("tables");
-        let client = SqsQueue::client(Some(moto.endpoint()), stm_testkit::REGION).await;
-        let queue_name = format!("{prefix}-events");
-        let urls = SqsQueue::ensure(&client, &queue_name, 30, 50)
-            .await
-            .expect("queue");
-        let sqs = Arc::new(SqsQueue::new(client, urls.queue_url.clone()));
+        let parts = crate::common::moto_parts("sendbatch", 30, 50).await;
+        let queue_name = format!("{}-events", parts.prefix);
+        let sqs = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
         let hooked = Arc::new(HookedQueue::new(sqs.clone(), Calls::default()));
         let driver = Driver::new(
-            Arc::new(store),
+            parts.store.clone(),
             crate::common::definitions(),
             ActionRegistry::with_builtins(),
         );

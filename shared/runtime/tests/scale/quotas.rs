@@ -195,18 +195,23 @@ pub(crate) fn binding(
 mod tests {
     use super::*;
 
-    /// A run that needs more worker instances than `ScalingConfig` allows is told to take
-    /// the template's cap off and to raise the account's quota, and its event source then
-    /// caps nothing (a FIFO source scales to its active groups); one within the cap is not.
-    #[test]
-    fn past_a_thousand_instances_the_cap_comes_off_and_binds_nothing() {
-        let report = MeterReport {
+    /// A run whose tables bind nothing.
+    fn quiet_report() -> MeterReport {
+        MeterReport {
             hottest_per_table: Vec::new(),
             units_per_table: Vec::new(),
             table_peaks: Vec::new(),
             requests: Default::default(),
             seconds: 1.0,
-        };
+        }
+    }
+
+    /// A run that needs more worker instances than `ScalingConfig` allows is told to take
+    /// the template's cap off and to raise the account's quota, and its event source then
+    /// caps nothing (a FIFO source scales to its active groups); one within the cap is not.
+    #[test]
+    fn past_a_thousand_instances_the_cap_comes_off_and_binds_nothing() {
+        let report = quiet_report();
         let wide = binding(&report, &[], 100_000.0, 100_000.0, 2_800.0, 500.0, 10.0);
         assert!(
             wide.settings
@@ -231,11 +236,8 @@ mod tests {
     #[test]
     fn the_tightest_quota_caps_what_is_served() {
         let report = MeterReport {
-            hottest_per_table: Vec::new(),
-            units_per_table: Vec::new(),
             table_peaks: vec![("executions".into(), 10_000.0, 30_000.0)],
-            requests: Default::default(),
-            seconds: 1.0,
+            ..quiet_report()
         };
         let sqs = [ActionLoad {
             action: "SendMessageBatch",
@@ -261,13 +263,7 @@ mod tests {
     /// 10,000 full ones, and 800,000 messages a second are past what 70,000 can carry.
     #[test]
     fn receives_bind_by_the_messages_they_carry() {
-        let report = MeterReport {
-            hottest_per_table: Vec::new(),
-            units_per_table: Vec::new(),
-            table_peaks: Vec::new(),
-            requests: Default::default(),
-            seconds: 1.0,
-        };
+        let report = quiet_report();
         let receives = |messages: u64| {
             [ActionLoad {
                 action: "ReceiveMessage",
@@ -304,13 +300,7 @@ mod tests {
     /// to request, not a cap.
     #[test]
     fn put_events_past_its_quota_is_an_increase() {
-        let report = MeterReport {
-            hottest_per_table: Vec::new(),
-            units_per_table: Vec::new(),
-            table_peaks: Vec::new(),
-            requests: Default::default(),
-            seconds: 1.0,
-        };
+        let report = quiet_report();
         let puts = [ActionLoad {
             action: "PutEvents",
             requests: 6_000,
