@@ -118,8 +118,17 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
         let per_timer = sweep_seconds / fired as f64;
         let sweeper_cap = stm_runtime::sweeper::SWEEP_CONCURRENCY as f64 / per_timer.max(1e-9);
         let timer_rate = fired as f64 / env.cfg.window;
+        let timers_capped = offered - timer_rate + timer_rate.min(sweeper_cap);
         if let Some(served) = row.served.as_mut() {
-            *served = served.min(offered - timer_rate + timer_rate.min(sweeper_cap));
+            *served = served.min(timers_capped);
+        }
+        // named where the run says what bound it, as the quotas are
+        if let Some(binding) = row.binding.as_mut() {
+            binding.caps.push((
+                format!("the sweeper's {sweeper_cap:.0} timers/s"),
+                offered * sweeper_cap / timer_rate.max(1e-9),
+            ));
+            binding.caps.sort_by(|a, b| a.1.total_cmp(&b.1));
         }
         row.note += &format!(
             "; sweeper: {:.0} timers/s needed, a sweep fires {:.0}/s ({} at once)",
