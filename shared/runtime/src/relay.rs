@@ -276,7 +276,7 @@ impl<'b> Delivery<'b> {
         for entry in pending {
             split[lane_of(&entry.0.group_id, lanes)].push(entry);
         }
-        let delivery = NEXT_DELIVERY.fetch_add(1, Ordering::Relaxed);
+        let delivery = new_strands();
         let (blocked, unpublished) = (&self.blocked, &unpublished);
         let published = futures_util::future::join_all(
             split
@@ -284,12 +284,12 @@ impl<'b> Delivery<'b> {
                 .enumerate()
                 .filter(|(_, messages)| !messages.is_empty())
                 .map(|(index, messages)| {
-                    let lane = RelayLane {
+                    in_strand(
                         delivery,
                         index,
-                        of: lanes,
-                    };
-                    LANE.scope(lane, publish_lane(store, queue, blocked, unpublished, messages))
+                        lanes,
+                        publish_lane(store, queue, blocked, unpublished, messages),
+                    )
                 }),
         )
         .await;
@@ -391,7 +391,9 @@ async fn ack_rows(
     }
 }
 
-/// Which lane of which delivery a future runs in ([`current_lane`]).
+/// Which lane of which delivery a future runs in ([`current_lane`]): the relay's lanes, and
+/// the sweeper's slots of a page (`sweeper::SWEEP_CONCURRENCY` executions' timers at once,
+/// each slot taking the next execution when its last is done).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RelayLane {
     /// The delivery, numbered in this process from 0.
@@ -413,6 +415,30 @@ static NEXT_DELIVERY: AtomicU64 = AtomicU64::new(0);
 /// them so).
 pub fn current_lane() -> Option<RelayLane> {
     LANE.try_with(|lane| *lane).ok()
+}
+
+/// A new set of side-by-side strands (a delivery's lanes, a sweep page's slots), numbered
+/// in this process.
+pub(crate) fn new_strands() -> u64 {
+    NEXT_DELIVERY.fetch_add(1, Ordering::Relaxed)
+}
+
+/// `work` run as strand `index` of `of` in the set `strands` ([`current_lane`]).
+pub(crate) async fn in_strand<F: std::future::Future>(
+    strands: u64,
+    index: usize,
+    of: usize,
+    work: F,
+) -> F::Output {
+    LANE.scope(
+        RelayLane {
+            delivery: strands,
+            index,
+            of,
+        },
+        work,
+    )
+    .await
 }
 
 /// The lane of a message group among `lanes`: FNV-1a of its id, the same in every process.

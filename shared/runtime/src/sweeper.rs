@@ -83,19 +83,23 @@ impl SweepError {
 
 /// How many executions' due timers one sweep fires at once (each two reads side by side,
 /// a publish and a delete: about 27 ms in all, so one after another a sweep fired ~40
-/// timers a second, and 32 at once ~1,200, an eighth of the 10,000 a second that 10%
-/// timers at 100,000 events/s need). A whole page at once: at most two requests of each
-/// timer are in flight, 512 connections, within Lambda's 1,024 file descriptors
-/// (*Lambda quotas*, "Function configuration, deployment, and execution").
-pub const SWEEP_CONCURRENCY: usize = SWEEP_PAGE;
+/// timers a second). Each of these slots takes the page's next execution as soon as its
+/// last is done. At most two requests of each timer are in flight, 512 connections,
+/// within Lambda's 1,024 file descriptors (*Lambda quotas*, "Function configuration,
+/// deployment, and execution"). Until 2026-12-06: 32.
+pub const SWEEP_CONCURRENCY: usize = 256;
 
 /// How many due timers a sweep reads and fires at a time: what it holds is this page and
-/// the due index's read-ahead (`stm_store::DueCursor`), whatever is due.
-pub const SWEEP_PAGE: usize = 256;
+/// the due index's read-ahead (`stm_store::DueCursor`), whatever is due (about 1 MB).
+/// Sixteen times [`SWEEP_CONCURRENCY`], so its slots stay busy through most of a page:
+/// the next page is read once the last of this one is done, which keeps an execution's
+/// timers in order across pages, and leaves the slots idle while the page's slowest
+/// finish.
+pub const SWEEP_PAGE: usize = 16 * SWEEP_CONCURRENCY;
 
 /// How long before the invocation's deadline the scheduled sweep stops reading pages: the
-/// page in hand is fired within it (one round of [`SWEEP_CONCURRENCY`], a few round trips,
-/// with the store's bounded retries).
+/// page in hand is fired within it (sixteen rounds of [`SWEEP_CONCURRENCY`], each a few
+/// round trips: about half a second, with the store's bounded retries).
 pub const SWEEP_DEADLINE_MARGIN: Duration = Duration::from_secs(5);
 
 /// What one sweep takes on.
@@ -233,14 +237,24 @@ async fn fire_page(
     }
     let mut groups = by_execution.into_iter();
     let mut fired = FuturesUnordered::new();
+    // the slots: each runs one execution's timers at a time, then takes the next (the
+    // simulator times a slot's requests one after another, the slots side by side)
+    let strands = crate::relay::new_strands();
+    let mut free: Vec<usize> = (0..SWEEP_CONCURRENCY).rev().collect();
     loop {
-        while fired.len() < SWEEP_CONCURRENCY {
-            match groups.next() {
-                Some(timers) => fired.push(fire_in_order(store, queue, timers)),
-                None => break,
-            }
+        while let Some(&slot) = free.last() {
+            let Some(timers) = groups.next() else { break };
+            free.pop();
+            let work = fire_in_order(store, queue, timers);
+            fired.push(async move {
+                let part = crate::relay::in_strand(strands, slot, SWEEP_CONCURRENCY, work).await;
+                (slot, part)
+            });
         }
-        let Some(part) = fired.next().await else { break };
+        let Some((slot, part)) = fired.next().await else {
+            break;
+        };
+        free.push(slot);
         summary.add(part);
     }
 }

@@ -194,13 +194,20 @@ impl MeteredStore {
                 .entry(timer_shard(&timer.execution_id, &timer.path))
                 .or_default() += timer_bytes(&timer.execution_id, &timer.path);
         }
+        // the shards' queries go out together (the DynamoDB store's `read_pages`)
+        let queried = if all_shards {
+            TIMER_SHARDS as usize
+        } else {
+            per_shard.len()
+        };
+        let together = Call::chains(queried);
         for k in 0..TIMER_SHARDS {
             let shard = format!("due#{k}");
             let bytes = per_shard.get(&shard).copied();
             if bytes.is_none() && !all_shards {
                 continue;
             }
-            self.query_index(DUE_INDEX, &shard, bytes.unwrap_or(0));
+            self.query_index(DUE_INDEX, &shard, bytes.unwrap_or(0), together);
         }
         if !all_shards {
             return;
@@ -225,9 +232,9 @@ impl MeteredStore {
     /// An eventually consistent `Query` of one key of a global secondary index that reads
     /// `bytes` of entries: a request per MB page, billed on the bytes (at least half a unit)
     /// when it is read (the clock: a long sweep's pages spread over its seconds).
-    fn query_index(&self, index: &str, key: &str, bytes: usize) {
+    fn query_index(&self, index: &str, key: &str, bytes: usize, beside: Beside) {
         for _ in 0..bytes.div_ceil(PAGE_BYTES).max(1) {
-            self.request("Query");
+            self.request_beside("Query", beside);
         }
         if self.on() {
             let units = bytes.div_ceil(4096).max(1) as f64 / 2.0;
@@ -666,7 +673,12 @@ impl ExecutionStore for MeteredStore {
         for path in paths {
             for shard in 0..u64::from(STATE_SHARDS) {
                 let key = state_key(definition_id, path, shard);
-                self.query_index(STATE_INDEX, &key, per_key.get(&key).copied().unwrap_or(0));
+                self.query_index(
+                    STATE_INDEX,
+                    &key,
+                    per_key.get(&key).copied().unwrap_or(0),
+                    Beside::Serial,
+                );
             }
         }
         Ok(found)

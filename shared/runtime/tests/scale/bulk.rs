@@ -142,7 +142,7 @@ pub(crate) async fn run_bulk_by_state(env: &Env) -> Row {
 
 /// `n` timers due at once: one sweep, unbounded, measured: what it held (bounded by its
 /// page and cursor, not by `n`), and its time from the latency table with its
-/// `SWEEP_CONCURRENCY` executions fired at once; the scheduled sweeper, a run a minute each
+/// `SWEEP_CONCURRENCY` slots side by side; the scheduled sweeper, a run a minute each
 /// stopping before its `Timeout`, takes that many runs. The Timeouts are counted, not run.
 pub(crate) async fn run_timers_due(env: &Env) -> Row {
     let n = env.cfg.due_at_once;
@@ -155,9 +155,9 @@ pub(crate) async fn run_timers_due(env: &Env) -> Row {
     sim.set_time(due + 1.0);
     sim.begin_measuring();
     // the sweep's load spread over its seconds: it fires SWEEP_CONCURRENCY executions'
-    // timers at once, so the clock advances by that share of each request's pace
-    let share = 1.0 / sweeper::SWEEP_CONCURRENCY as f64;
-    sim.pace(share);
+    // timers at once, so each request advances the clock by that share of its pace (the
+    // store and the queue divide it among the slots)
+    sim.pace(1.0);
     let mark = stm_testkit::heap::Mark::now();
     let summary = sweeper::sweep(sim.store.as_ref(), sim.queue.as_ref(), sim.clock.now())
         .await
@@ -165,8 +165,8 @@ pub(crate) async fn run_timers_due(env: &Env) -> Row {
     let heap = mark.peak_above();
     sim.pace(0.0);
     assert_eq!(summary.fired, n, "timers due at once: {summary:?}");
-    let serial = sim.calls_time();
-    let seconds = serial / sweeper::SWEEP_CONCURRENCY as f64;
+    // the slots side by side, each slot's requests one after another
+    let seconds = sim.calls_time();
     let d = env.deployment;
     let per_run = (d.sweeper_timeout - sweeper::SWEEP_DEADLINE_MARGIN.as_secs_f64()).max(1.0);
     let runs = (seconds / per_run).ceil().max(1.0);

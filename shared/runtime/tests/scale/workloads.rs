@@ -113,10 +113,10 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
     let sweep_seconds = t.sweep_seconds;
     let (mut row, _) = measured_row(&sim, workload, rate, offered, env);
     if fired > 0 {
-        // a sweep fires `SWEEP_CONCURRENCY` executions' timers at once: what it fires per
-        // second caps the timer events served
-        let per_timer = sweep_seconds / fired as f64;
-        let sweeper_cap = stm_runtime::sweeper::SWEEP_CONCURRENCY as f64 / per_timer.max(1e-9);
+        // a sweep fires `SWEEP_CONCURRENCY` executions' timers at once, each slot's one
+        // after another (its modelled time is its longest slot's, a page at a time): what it
+        // fires per modelled second caps the timer events served
+        let sweeper_cap = fired as f64 / sweep_seconds.max(1e-9);
         let timer_rate = fired as f64 / env.cfg.window;
         let timers_capped = offered - timer_rate + timer_rate.min(sweeper_cap);
         if let Some(served) = row.served.as_mut() {
