@@ -45,7 +45,8 @@
 //!   (its invoke and its handler).
 //! - **Served** = offered capped by every quota (`scale/quotas.rs`); for the hot execution
 //!   min(offered, its group's ceiling); with timers, the timer events are also capped by
-//!   what a sweep fires per second (`SWEEP_CONCURRENCY` executions' timers at once).
+//!   what a sweep fires per modelled second (`SWEEP_CONCURRENCY` slots side by side, each
+//!   slot's timers one after another, a page at a time).
 //! - **Peak memory** = the function's resident memory at init plus the most heap one call
 //!   held, counted by the test's allocator (`stm_testkit::heap`).
 //!
