@@ -13,7 +13,7 @@
 //!   execution goes to CANCELLING and a `Cancel` is emitted in the same commit (the
 //!   worker drains the backlog until it arrives); otherwise it is forceful.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use stm_core::{engine, Definition, Event, Execution, Map, Status};
@@ -215,28 +215,25 @@ impl Control {
                     answers.push(Err(refused));
                     continue;
                 }
-                let answer = match machines.get(execution_id.as_str()) {
-                    Some(Ok(Some(defn))) => Driver::check_event(defn, event).map_err(ControlError::from),
-                    Some(Ok(None)) => Ok(()),
-                    Some(Err(())) => Err(ControlError::HeldBack {
-                        execution_id: execution_id.clone(),
-                    }),
-                    None => match self.ready_for_events(execution_id).await {
+                if !machines.contains_key(execution_id.as_str()) {
+                    match self.ready_for_events(execution_id).await {
                         Ok(defn) => {
-                            let answer = match &defn {
-                                Some(defn) => Driver::check_event(defn, event).map_err(ControlError::from),
-                                None => Ok(()),
-                            };
                             machines.insert(execution_id, Ok(defn));
-                            answer
                         }
                         Err(why) => {
                             machines.insert(execution_id, Err(()));
-                            Err(why)
+                            answers.push(Err(why));
+                            continue;
                         }
-                    },
-                };
-                answers.push(answer);
+                    }
+                }
+                answers.push(match &machines[execution_id.as_str()] {
+                    Ok(Some(defn)) => Driver::check_event(defn, event).map_err(ControlError::from),
+                    Ok(None) => Ok(()),
+                    Err(()) => Err(ControlError::HeldBack {
+                        execution_id: execution_id.clone(),
+                    }),
+                });
             }
             // in waves, the n-th event of each execution in the n-th: an execution is in a
             // request at most once, and one that SQS refused sends nothing after it
@@ -252,7 +249,7 @@ impl Control {
                     *wave += 1;
                 }
             }
-            let mut refused: std::collections::HashSet<&str> = std::collections::HashSet::new();
+            let mut refused: HashSet<&str> = HashSet::new();
             for wave in waves {
                 let mut sending = Vec::with_capacity(wave.len());
                 for i in wave {

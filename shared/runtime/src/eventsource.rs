@@ -87,9 +87,15 @@ pub async fn poll_once(
     if messages.is_empty() {
         return Ok(PollOutcome::default());
     }
+    Ok(invoke_worker(queue, worker, &messages).await)
+}
+
+/// One worker invocation on a received batch, as Lambda's event source makes it: the
+/// handler with the batch's records, then the partial-batch settle.
+async fn invoke_worker(queue: &dyn Queue, worker: &Worker, messages: &[ReceivedMessage]) -> PollOutcome {
     let records: Vec<Record> = messages.iter().map(Record::from_received).collect();
     let failed = worker.handle_invocation(&records, None).await;
-    Ok(settle(queue, &messages, &failed).await)
+    settle(queue, messages, &failed).await
 }
 
 /// The partial-batch contract, as the event source mapping applies it: delete every
@@ -297,14 +303,13 @@ pub async fn run_with_doorbells(
     let wait_seconds = settings.wait_seconds;
     let doorbell_poller = doorbells.map(|doorbells| {
         let (store, queue, clock) = (store.clone(), queue.clone(), clock.clone());
-        let stop = stop.clone();
         tokio::spawn(poll_concurrently(
             doorbells.clone(),
             10,
             30,
             wait_seconds,
             "doorbells",
-            stop,
+            stop.clone(),
             move |messages| {
                 let (doorbells, store, queue, clock) =
                     (doorbells.clone(), store.clone(), queue.clone(), clock.clone());
@@ -334,9 +339,7 @@ pub async fn run_with_doorbells(
         move |messages| {
             let (queue, worker) = (worker_queue.clone(), worker.clone());
             async move {
-                let records: Vec<Record> = messages.iter().map(Record::from_received).collect();
-                let failed = worker.handle_invocation(&records, None).await;
-                let outcome = settle(queue.as_ref(), &messages, &failed).await;
+                let outcome = invoke_worker(queue.as_ref(), &worker, &messages).await;
                 tracing::debug!(
                     received = outcome.received,
                     deleted = outcome.deleted,

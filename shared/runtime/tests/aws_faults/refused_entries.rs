@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 
 use stm_core::{Event, Execution};
 use stm_runtime::relay::{self, RelayBounds};
-use stm_runtime::{Queue, SqsQueue};
+use stm_runtime::SqsQueue;
 use stm_store::{Commit, CreateOptions, DynamoDbStore, ExecutionStore};
 use stm_testkit::strict::entry_faults::SQS_FAILED_ENTRY;
 
+use crate::common::queue_view::{consume_by_group, event_id};
 use crate::common::scenarios::env_u64;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,22 +95,11 @@ async fn a_refused_entry_holds_back_its_group_over_sqs() {
     );
 
     // what a consumer receives, group by group
-    let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut empty = 0;
-    while empty < 2 {
-        let messages = queue.receive(10, 30, 0).await.expect("receive");
-        if messages.is_empty() {
-            empty += 1;
-            continue;
-        }
-        for m in messages {
-            let body: serde_json::Value = serde_json::from_str(&m.body).expect("an event");
-            got.entry(m.group_id.clone().unwrap_or_default())
-                .or_default()
-                .push(body["id"].as_str().unwrap_or_default().to_string());
-            queue.delete(&m.receipt_handle).await.expect("delete");
-        }
-    }
+    let got: BTreeMap<String, Vec<String>> = consume_by_group(&queue)
+        .await
+        .into_iter()
+        .map(|(group, bodies)| (group, bodies.iter().map(event_id).collect()))
+        .collect();
     assert_eq!(
         got, expected,
         "each group in commit order, each message once (entries refused: {counts:?})"

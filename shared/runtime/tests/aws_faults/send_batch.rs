@@ -18,6 +18,7 @@ use stm_runtime::queue::{HookedQueue, PublishFailure, QueueHook};
 use stm_runtime::{ActionRegistry, Control, ControlError, Driver, OutgoingMessage, Queue, SqsQueue};
 use stm_testkit::strict::entry_faults::SQS_FAILED_ENTRY;
 
+use crate::common::queue_view::{consume_by_group, event_id};
 use crate::common::scenarios::{env_u64, Rng, SeedOnFailure};
 
 /// What each `publish_batch` call sent: its messages' execution ids.
@@ -181,24 +182,19 @@ async fn send_batch_answers_each_event_and_keeps_each_executions_order() {
         }
 
         // what a consumer receives, execution by execution (the Starts aside)
-        let mut got: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut empty = 0;
-        while empty < 2 {
-            let messages = sqs.receive(10, 30, 0).await.expect("receive");
-            if messages.is_empty() {
-                empty += 1;
-                continue;
-            }
-            for m in messages {
-                let body: serde_json::Value = serde_json::from_str(&m.body).expect("an event");
-                if body["kind"] != "Start" {
-                    got.entry(m.group_id.clone().unwrap_or_default())
-                        .or_default()
-                        .push(body["id"].as_str().unwrap_or_default().to_string());
-                }
-                sqs.delete(&m.receipt_handle).await.expect("delete");
-            }
-        }
+        let got: BTreeMap<String, Vec<String>> = consume_by_group(sqs.as_ref())
+            .await
+            .into_iter()
+            .map(|(group, bodies)| {
+                let ids: Vec<String> = bodies
+                    .iter()
+                    .filter(|b| b["kind"] != "Start")
+                    .map(event_id)
+                    .collect();
+                (group, ids)
+            })
+            .filter(|(_, ids)| !ids.is_empty())
+            .collect();
         assert_eq!(
             got, expected,
             "round {round}: each event answered Ok once, in its execution's order, and no other"

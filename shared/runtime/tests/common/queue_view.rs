@@ -1,6 +1,8 @@
 //! What a test inspects of the queue under test, in memory or on SQS: its depth, what is
-//! visible in it, and that it and its dead-letter queue were left empty.
+//! visible in it, that it and its dead-letter queue were left empty, and what a consumer
+//! receives from it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use stm_runtime::queue::ReceivedMessage;
@@ -50,4 +52,32 @@ impl QueueView {
             }
         }
     }
+}
+
+/// What a consumer receives from `queue` until two receives in a row find nothing: each
+/// message's body (an event's JSON), deleted once received, by message group in the order
+/// received.
+pub async fn consume_by_group(queue: &dyn Queue) -> BTreeMap<String, Vec<serde_json::Value>> {
+    let mut got: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    let mut empty = 0;
+    while empty < 2 {
+        let messages = queue.receive(10, 30, 0).await.expect("receive");
+        if messages.is_empty() {
+            empty += 1;
+            continue;
+        }
+        for m in messages {
+            let body: serde_json::Value = serde_json::from_str(&m.body).expect("an event");
+            got.entry(m.group_id.clone().unwrap_or_default())
+                .or_default()
+                .push(body);
+            queue.delete(&m.receipt_handle).await.expect("delete");
+        }
+    }
+    got
+}
+
+/// An event body's `id`.
+pub fn event_id(body: &serde_json::Value) -> String {
+    body["id"].as_str().unwrap_or_default().to_string()
 }

@@ -195,6 +195,17 @@ pub(crate) fn binding(
 mod tests {
     use super::*;
 
+    /// An action's load in a run: its requests, all in its busiest second, and the most
+    /// messages they carried in one second.
+    fn load(action: &'static str, requests: u64, messages: u64) -> ActionLoad {
+        ActionLoad {
+            action,
+            requests,
+            peak_per_second: requests,
+            peak_messages_per_second: messages,
+        }
+    }
+
     /// A run whose tables bind nothing.
     fn quiet_report() -> MeterReport {
         MeterReport {
@@ -239,12 +250,7 @@ mod tests {
             table_peaks: vec![("executions".into(), 10_000.0, 30_000.0)],
             ..quiet_report()
         };
-        let sqs = [ActionLoad {
-            action: "SendMessageBatch",
-            requests: 50_000,
-            peak_per_second: 50_000,
-            peak_messages_per_second: 60_000,
-        }];
+        let sqs = [load("SendMessageBatch", 50_000, 60_000)];
         let b = binding(&report, &sqs, 50_000.0, 100_000.0, 800.0, 500.0, 10.0);
         // sends: 100,000 requests/s at the offered rate, 70,000 allowed
         assert_eq!(b.caps[0].0, "SQS send 70000/s");
@@ -264,14 +270,7 @@ mod tests {
     #[test]
     fn receives_bind_by_the_messages_they_carry() {
         let report = quiet_report();
-        let receives = |messages: u64| {
-            [ActionLoad {
-                action: "ReceiveMessage",
-                requests: 70_000,
-                peak_per_second: 70_000,
-                peak_messages_per_second: messages,
-            }]
-        };
+        let receives = |messages: u64| [load("ReceiveMessage", 70_000, messages)];
         let light = binding(
             &report,
             &receives(100_000),
@@ -301,12 +300,7 @@ mod tests {
     #[test]
     fn put_events_past_its_quota_is_an_increase() {
         let report = quiet_report();
-        let puts = [ActionLoad {
-            action: "PutEvents",
-            requests: 6_000,
-            peak_per_second: 6_000,
-            peak_messages_per_second: 30_000,
-        }];
+        let puts = [load("PutEvents", 6_000, 30_000)];
         let b = binding(&report, &puts, 50_000.0, 100_000.0, 800.0, 1_000.0, 10.0);
         assert!(
             b.raise
