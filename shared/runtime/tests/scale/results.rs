@@ -176,7 +176,36 @@ pub(crate) fn measured_row(
     row.binding = Some(quotas);
     row.memory = memory;
     row.note = format!("{:.1} ms/event", seconds_per_event * 1e3);
+    if t.fired > 0 {
+        cap_by_sweeper(&mut row, t.fired, t.sweep_seconds, offered, env.cfg.window);
+    }
     (row, report)
+}
+
+/// A run's timers against its sweeps: a sweep fires `SWEEP_CONCURRENCY` executions'
+/// timers at once, each slot's one after another (its modelled time is its longest
+/// slot's, a page at a time), so what it fires per modelled second caps the timer events
+/// served; named where the run says what bound it, as the quotas are.
+fn cap_by_sweeper(row: &mut Row, fired: u64, sweep_seconds: f64, offered: f64, window: f64) {
+    let sweeper_cap = fired as f64 / sweep_seconds.max(1e-9);
+    let timer_rate = fired as f64 / window;
+    let timers_capped = offered - timer_rate + timer_rate.min(sweeper_cap);
+    if let Some(served) = row.served.as_mut() {
+        *served = served.min(timers_capped);
+    }
+    if let Some(binding) = row.binding.as_mut() {
+        binding.caps.push((
+            format!("the sweeper's {sweeper_cap:.0} timers/s"),
+            offered * sweeper_cap / timer_rate.max(1e-9),
+        ));
+        binding.caps.sort_by(|a, b| a.1.total_cmp(&b.1));
+    }
+    row.note += &format!(
+        "; sweeper: {:.0} timers/s needed, a sweep fires {:.0}/s ({} at once)",
+        timer_rate,
+        sweeper_cap,
+        stm_runtime::sweeper::SWEEP_CONCURRENCY
+    );
 }
 
 pub(crate) struct Env {

@@ -109,35 +109,7 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
         );
     }
     let offered = t.events as f64 / env.cfg.window;
-    let fired = t.fired;
-    let sweep_seconds = t.sweep_seconds;
-    let (mut row, _) = measured_row(&sim, workload, rate, offered, env);
-    if fired > 0 {
-        // a sweep fires `SWEEP_CONCURRENCY` executions' timers at once, each slot's one
-        // after another (its modelled time is its longest slot's, a page at a time): what it
-        // fires per modelled second caps the timer events served
-        let sweeper_cap = fired as f64 / sweep_seconds.max(1e-9);
-        let timer_rate = fired as f64 / env.cfg.window;
-        let timers_capped = offered - timer_rate + timer_rate.min(sweeper_cap);
-        if let Some(served) = row.served.as_mut() {
-            *served = served.min(timers_capped);
-        }
-        // named where the run says what bound it, as the quotas are
-        if let Some(binding) = row.binding.as_mut() {
-            binding.caps.push((
-                format!("the sweeper's {sweeper_cap:.0} timers/s"),
-                offered * sweeper_cap / timer_rate.max(1e-9),
-            ));
-            binding.caps.sort_by(|a, b| a.1.total_cmp(&b.1));
-        }
-        row.note += &format!(
-            "; sweeper: {:.0} timers/s needed, a sweep fires {:.0}/s ({} at once)",
-            timer_rate,
-            sweeper_cap,
-            stm_runtime::sweeper::SWEEP_CONCURRENCY
-        );
-    }
-    row
+    measured_row(&sim, workload, rate, offered, env).0
 }
 
 /// `total` Pings from `t0` at `rate` a second, evenly spaced, the `i`th to `target(i)`.
