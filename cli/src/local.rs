@@ -109,6 +109,17 @@ pub struct LocalArgs {
         value_name = "LEVEL"
     )]
     pub status_events: String,
+    /// How new executions keep their fan-outs' joins, as a deployment's `FanOutJoin`:
+    /// `children` (harel's, each instance in its parent's item: about 3,000 at most) or
+    /// `counted` (any width; not read by harel).
+    #[arg(
+        long,
+        env = stm_env::FAN_OUT_JOIN,
+        default_value = "children",
+        value_parser = ["children", "counted"],
+        value_name = "LAYOUT"
+    )]
+    pub fan_out_join: String,
 }
 
 /// `stm local`, until Ctrl-C or SIGTERM.
@@ -277,6 +288,7 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
         // the flag's (whose default is the variable's) and the local bus's name
         (stm_env::STATUS_EVENTS, args.status_events.clone()),
         (stm_env::EVENT_BUS, format!("{}-status", dep.tables.prefix)),
+        (stm_env::FAN_OUT_JOIN, args.fan_out_join.clone()),
     ];
     let config = stm_runtime::config::FunctionConfig::from_lookup(|name| {
         stack
@@ -295,7 +307,8 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
     stm_runtime::config::check_actions(&definitions, &actions)?;
     let driver = Driver::new(store.clone(), definitions, actions)
         .with_trace(args.trace)
-        .with_status_events(config.status_events);
+        .with_status_events(config.status_events)
+        .with_fan_out_join(config.fan_out_join);
     let doorbell = Arc::new(stm_runtime::doorbell::SqsDoorbell::new(
         client.clone(),
         doorbell_url.clone(),

@@ -110,19 +110,33 @@ async fn children_of(
     budget: &mut usize,
 ) -> Result<Vec<ChildNode>> {
     let mut nodes = Vec::new();
-    for (cid, cs) in &exe.children {
-        let mut node = ChildNode {
-            id: cid.clone(),
-            root_path: cs.root_path.clone(),
-            submachine: cs.submachine,
-            finished: cs.finished,
-            outcome: cs.outcome.clone(),
+    let tracked = exe.children.iter().map(|(cid, cs)| ChildNode {
+        id: cid.clone(),
+        root_path: cs.root_path.clone(),
+        submachine: cs.submachine,
+        finished: cs.finished,
+        outcome: cs.outcome.clone(),
+        record: None,
+        children: Vec::new(),
+    });
+    // a counted join keeps no entry per instance: its bit says whether it reported, and
+    // its own record what it became
+    let counted = exe.joins.iter().flat_map(|join| {
+        (0..join.total).map(move |i| ChildNode {
+            id: join.child_id(i),
+            root_path: String::new(),
+            submachine: true,
+            finished: join.has_reported(i),
+            outcome: None,
             record: None,
             children: Vec::new(),
-        };
+        })
+    });
+    for mut node in tracked.chain(counted) {
+        let cid = node.id.clone();
         if *budget > 0 {
             *budget -= 1;
-            if let Some(child) = store.load(cid).await? {
+            if let Some(child) = store.load(&cid).await? {
                 node.record = Some(ChildRecord {
                     definition_id: child.definition_id.clone(),
                     status: child.status,

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::Map;
 
+pub mod counted_join;
 pub(crate) mod keep_unknown;
+pub use counted_join::{CountedJoin, FanOutJoin};
 use keep_unknown::deserialize_keeping_unknown;
 
 /// Lifecycle status of an execution (harel's `Status`).
@@ -215,6 +217,15 @@ pub struct Execution {
     /// held here, in the execution's own item, until it is back.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parked_events: Vec<Event>,
+    /// How this execution keeps its fan-outs' joins, fixed when it starts (the
+    /// deployment's setting; a child takes its parent's). harel does not know the field:
+    /// only `children` is harel's layout.
+    #[serde(skip_serializing_if = "FanOutJoin::is_children")]
+    pub fan_out_join: FanOutJoin,
+    /// [`FanOutJoin::Counted`]'s joins, one per fan-out site (a handful at most: a `Vec`
+    /// keeps the execution, which every step's futures hold, small).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub joins: Vec<CountedJoin>,
     #[serde(flatten)]
     pub extra: Map,
 }
@@ -245,6 +256,8 @@ deserialize_keeping_unknown!(Execution,
         expires_at: Option<f64> = None,
         definition_version: Option<crate::version::Version> = None,
         parked_events: Vec<Event> = Vec::new(),
+        fan_out_join: FanOutJoin = FanOutJoin::Children,
+        joins: Vec<CountedJoin> = Vec::new(),
     },
     unknown: extra,
 );
@@ -276,6 +289,8 @@ impl Clone for Execution {
             expires_at: self.expires_at,
             definition_version: self.definition_version,
             parked_events: self.parked_events.clone(),
+            fan_out_join: self.fan_out_join,
+            joins: self.joins.clone(),
             extra: self.extra.clone(),
         }
     }
@@ -307,6 +322,8 @@ impl Clone for Execution {
         self.expires_at = source.expires_at;
         self.definition_version = source.definition_version;
         self.parked_events.clone_from(&source.parked_events);
+        self.fan_out_join = source.fan_out_join;
+        self.joins.clone_from(&source.joins);
         clone_json_from(&mut self.extra, &source.extra);
     }
 }
@@ -364,8 +381,25 @@ impl Execution {
             expires_at: None,
             definition_version: None,
             parked_events: Vec::new(),
+            fan_out_join: FanOutJoin::Children,
+            joins: Vec::new(),
             extra: Map::new(),
         }
+    }
+
+    /// Every child this execution has spawned and still tracks: its `children`, then
+    /// each counted join's instances.
+    pub fn child_ids(&self) -> impl Iterator<Item = String> + '_ {
+        let counted = self
+            .joins
+            .iter()
+            .flat_map(|join| (0..join.total).map(|i| join.child_id(i)));
+        self.children.keys().cloned().chain(counted)
+    }
+
+    /// Whether a child it tracks has not reported its end yet.
+    pub fn has_unfinished_children(&self) -> bool {
+        self.children.values().any(|c| !c.finished) || self.joins.iter().any(|j| !j.is_complete())
     }
 
     /// Set the bookkeeping timestamps for a commit about to happen at `now`

@@ -24,6 +24,7 @@ pub const DEDUPE_MARKS: &str = "STM_DEDUPE_MARKS";
 pub const COALESCE: &str = "STM_COALESCE";
 pub const STATE_INDEX: &str = "STM_STATE_INDEX";
 pub const STATUS_EVENTS: &str = "STM_STATUS_EVENTS";
+pub const FAN_OUT_JOIN: &str = "STM_FAN_OUT_JOIN";
 pub const EVENT_BUS: &str = "STM_EVENT_BUS";
 pub const ACTIONS: &str = "STM_ACTIONS";
 pub const ACTION_TIMEOUT_SECONDS: &str = "STM_ACTION_TIMEOUT_SECONDS";

@@ -466,12 +466,20 @@ pub fn join_success(input: ActionInput<'_>) -> Result<Value, ActionError> {
             ),
         )
     };
-    let oks: Vec<bool> = match input.context.get("region_results") {
+    // each entry as (every instance it stands for succeeded, one of them did): a harel
+    // entry stands for one region or instance, a counted join's for its whole fan-out
+    let oks: Vec<(bool, bool)> = match input.context.get("region_results") {
         None => Vec::new(),
         Some(Value::Object(results)) => results
             .values()
             .map(|r| match r {
-                Value::Object(r) => Ok(r.get("outcome").and_then(Value::as_str) == Some("success")),
+                Value::Object(r) => Ok(match counted_successes(r) {
+                    Some((succeeded, total)) => (succeeded == total && total > 0, succeeded > 0),
+                    None => {
+                        let ok = r.get("outcome").and_then(Value::as_str) == Some("success");
+                        (ok, ok)
+                    }
+                }),
                 other => Err(no_attribute(other, "get")),
             })
             .collect::<Result<_, _>>()?,
@@ -483,11 +491,24 @@ pub fn join_success(input: ActionInput<'_>) -> Result<Value, ActionError> {
     };
     let passed = !oks.is_empty()
         && if all {
-            oks.iter().all(|b| *b)
+            oks.iter().all(|(every, _)| *every)
         } else {
-            oks.iter().any(|b| *b)
+            oks.iter().any(|(_, some)| *some)
         };
     Ok(Value::from(if passed { "pass" } else { "fail" }))
+}
+
+/// A counted join's `region_results` entry (`stm_core::CountedJoin::summary`): its
+/// instances that succeeded, and how many there are.
+fn counted_successes(entry: &Map) -> Option<(u64, u64)> {
+    let Some(Value::Object(outcomes)) = entry.get("outcomes") else {
+        return None;
+    };
+    let total = entry.get("total")?.as_u64()?;
+    Some((
+        outcomes.get("success").and_then(Value::as_u64).unwrap_or(0),
+        total,
+    ))
 }
 
 #[cfg(test)]
@@ -554,5 +575,40 @@ mod tests {
             call(join_success, &mut ctx, json!({"mode": "any"})),
             json!("pass")
         );
+    }
+
+    /// A counted join's one entry decides `join all` and `join any` as harel's entries,
+    /// one per instance, would: every mix of outcomes over one to six instances.
+    #[test]
+    fn join_success_reads_a_counted_join_as_its_instances() {
+        for n in 1..=6u64 {
+            for mask in 0..(1u32 << n) {
+                let mut join = stm_core::CountedJoin::new("Fan".into(), "p:Fan:0:".into(), "Fan".into(), n);
+                let mut harel = Map::new();
+                let empty = Map::new();
+                for i in 0..n {
+                    let outcome = if mask & (1 << i) != 0 { "success" } else { "failed" };
+                    join.record(
+                        i,
+                        stm_core::execution::counted_join::Report {
+                            outcome: Some(outcome),
+                            result: &empty,
+                        },
+                    );
+                    harel.insert(format!("Fan:{i}"), json!({ "outcome": outcome }));
+                }
+                for mode in ["all", "any"] {
+                    let mut by_instance = Map::new();
+                    by_instance.insert("region_results".into(), Value::Object(harel.clone()));
+                    let mut counted = Map::new();
+                    counted.insert("region_results".into(), json!({ "Fan": join.summary() }));
+                    assert_eq!(
+                        call(join_success, &mut counted, json!({ "mode": mode })),
+                        call(join_success, &mut by_instance, json!({ "mode": mode })),
+                        "join {mode} over {n} instances, successes {mask:b}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -74,6 +74,9 @@ pub struct FunctionConfig {
     /// `STM_STATUS_EVENTS` (`none`, the default, `failures` or `all`): which status
     /// changes are announced on the status bus ([`crate::status`]).
     pub status_events: crate::status::StatusEvents,
+    /// `STM_FAN_OUT_JOIN` (`children`, the default, or `counted`): how a new execution
+    /// keeps its fan-outs' joins, see `stm_core::FanOutJoin`.
+    pub fan_out_join: stm_core::FanOutJoin,
     /// `STM_EVENT_BUS`: the EventBridge bus status events go to (required unless
     /// `STM_STATUS_EVENTS` is `none`).
     pub event_bus: Option<String>,
@@ -235,6 +238,16 @@ impl FunctionConfig {
                 )
             })?,
         };
+        let fan_out_join = match get(vars::FAN_OUT_JOIN) {
+            None => stm_core::FanOutJoin::Children,
+            Some(v) => v.trim().parse().map_err(|_| {
+                bad(
+                    vars::FAN_OUT_JOIN,
+                    &v,
+                    "expected `children` (harel's: each instance in its parent's item) or `counted` (any width, counted)",
+                )
+            })?,
+        };
         let actions = ActionConfig::from_lookup(get)?;
         Ok(FunctionConfig {
             table_prefix: get(vars::TABLE_PREFIX).unwrap_or_else(|| DEFAULT_PREFIX.into()),
@@ -250,6 +263,7 @@ impl FunctionConfig {
             coalesce,
             state_index,
             status_events,
+            fan_out_join,
             event_bus,
             actions,
             region: region(get),
@@ -401,7 +415,8 @@ pub fn driver(
     check_actions(&definitions, &actions)?;
     Ok(Driver::new(store, definitions, actions)
         .with_trace(config.trace)
-        .with_status_events(config.status_events))
+        .with_status_events(config.status_events)
+        .with_fan_out_join(config.fan_out_join))
 }
 
 #[cfg(test)]

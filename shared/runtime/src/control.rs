@@ -495,9 +495,9 @@ impl Control {
             let Some(parent) = self.driver.store.load(&id).await? else {
                 continue;
             };
-            for child_id in parent.children.keys() {
-                match self.commit_status(child_id, status).await {
-                    Ok(_) => frontier.push(child_id.clone()),
+            for child_id in parent.child_ids() {
+                match self.commit_status(&child_id, status).await {
+                    Ok(_) => frontier.push(child_id),
                     // a child whose spawn intent is still on its way has no record yet
                     Err(ControlError::UnknownExecution(_)) => {}
                     Err(e) => return Err(e),

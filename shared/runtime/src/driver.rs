@@ -73,6 +73,9 @@ pub struct Driver {
     pub trace: bool,
     /// Which status changes its commits announce ([`crate::status`]).
     pub status_events: crate::status::StatusEvents,
+    /// How the executions it starts keep their fan-outs' joins (a child takes its
+    /// parent's).
+    pub fan_out_join: stm_core::FanOutJoin,
 }
 
 impl std::fmt::Debug for Driver {
@@ -95,7 +98,14 @@ impl Driver {
             clock: Arc::new(SystemClock),
             trace: false,
             status_events: crate::status::StatusEvents::None,
+            fan_out_join: stm_core::FanOutJoin::Children,
         }
+    }
+
+    /// Executions created from now on keep their fan-outs' joins as `join` says.
+    pub fn with_fan_out_join(mut self, join: stm_core::FanOutJoin) -> Self {
+        self.fan_out_join = join;
+        self
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {

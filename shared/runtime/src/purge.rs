@@ -171,7 +171,7 @@ async fn collect_tree(
     }
     let mut frontier: Vec<usize> = (0..found.len()).collect();
     let mut missing = Vec::new();
-    let mut listed: Vec<String> = root.children.keys().cloned().collect();
+    let mut listed: Vec<String> = root.child_ids().collect();
     loop {
         for child_id in listed.drain(..) {
             if child_id == root.id || found.iter().any(|e| e.id == child_id) || missing.contains(&child_id) {
@@ -186,7 +186,7 @@ async fn collect_tree(
             }
         }
         match frontier.pop() {
-            Some(i) => listed.extend(found[i].children.keys().cloned()),
+            Some(i) => listed.extend(found[i].child_ids()),
             None => break,
         }
     }

@@ -66,6 +66,11 @@ impl Step<'_> {
                 let first = ids::child_id(format!("{prefix}0"));
                 if !self.exe.children.keys().any(|c| c.starts_with(&prefix))
                     && !self.exe.children.contains_key(&first)
+                    && !self
+                        .exe
+                        .joins
+                        .iter()
+                        .any(|j| j.site == n.full_path && j.prefix == prefix)
                 {
                     self.fan_out(active)?;
                 }

@@ -71,6 +71,7 @@ impl Step<'_> {
             }
         }
         self.exe.children.clear();
+        self.exe.joins.clear();
         self.exe.context.clear();
         if self.exe.parent_id.is_none() || self.exe.definition_fqn.is_some() {
             self.defn.with_context_defaults(&mut self.exe.context);
@@ -122,19 +123,21 @@ impl Step<'_> {
             .get("child_id")
             .and_then(Value::as_str)
             .map(str::to_string);
-        if let Some(state) = cid.as_ref().and_then(|c| self.exe.children.get_mut(c)) {
-            state.finished = true;
-            state.outcome = event
-                .data
-                .get("outcome")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            state.result = event
+        let outcome = event.data.get("outcome").and_then(Value::as_str);
+        let result = || -> Map {
+            event
                 .data
                 .iter()
                 .filter(|(k, _)| !RESERVED_FINISHED_KEYS.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+                .collect()
+        };
+        if let Some(state) = cid.as_ref().and_then(|c| self.exe.children.get_mut(c)) {
+            state.finished = true;
+            state.outcome = outcome.map(str::to_string);
+            state.result = result();
+        } else if let Some(cid) = cid.as_deref().filter(|_| !self.exe.joins.is_empty()) {
+            self.report_to_counted_join(cid, outcome, &result());
         }
         if let Some(Value::Array(raw)) = event.data.get("__deferred__") {
             for raw_event in raw {

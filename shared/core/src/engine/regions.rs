@@ -4,7 +4,8 @@
 
 use super::{ChildSpec, Effect, Step, StepError, StepResult};
 use crate::definition::NodeId;
-use crate::execution::{ChildState, Event};
+use crate::execution::counted_join::Report;
+use crate::execution::{ChildState, CountedJoin, Event, FanOutJoin};
 use crate::ids;
 use crate::pyvalue;
 use crate::{Map, Value};
@@ -21,6 +22,7 @@ impl Step<'_> {
         let n = defn.node(node);
         let seq = self.exe.invoke_seq.get(&n.full_path).copied().unwrap_or(0);
         self.exe.children.clear();
+        self.exe.joins.clear();
         let mut specs = Vec::with_capacity(n.children.len());
         for &child in &n.children {
             let child_path = defn.path(child);
@@ -70,6 +72,20 @@ impl Step<'_> {
                 )))
             }
         };
+        let counted = self.exe.fan_out_join == FanOutJoin::Counted;
+        if counted {
+            // this entry's join replaces the site's last one, as `retain` above drops
+            // harel's entries of it
+            let prefix = format!("{}:{}:{}:", self.exe.id, n.full_path, seq);
+            let join = CountedJoin::new(
+                n.full_path.clone(),
+                prefix,
+                n.full_path.clone(),
+                items.len() as u64,
+            );
+            self.exe.joins.retain(|j| j.site != n.full_path);
+            self.exe.joins.push(join);
+        }
         let mut specs = Vec::with_capacity(items.len());
         for (i, item) in items.into_iter().enumerate() {
             let child_id = ids::child_id(format!("{}:{}:{}:{}", self.exe.id, n.full_path, seq, i));
@@ -86,10 +102,12 @@ impl Step<'_> {
                 "__invoke_fqn__".into(),
                 n.invoke.clone().map_or(Value::Null, Value::from),
             );
-            let mut state = ChildState::new("");
-            state.submachine = true;
-            state.key = format!("{}:{}", n.full_path, i);
-            self.exe.children.insert(child_id.clone(), state);
+            if !counted {
+                let mut state = ChildState::new("");
+                state.submachine = true;
+                state.key = format!("{}:{}", n.full_path, i);
+                self.exe.children.insert(child_id.clone(), state);
+            }
             specs.push(ChildSpec {
                 child_id,
                 root_path: String::new(),
@@ -117,7 +135,7 @@ impl Step<'_> {
     /// cancel every region still running.
     pub(super) fn leave_regions(&mut self, node: NodeId) {
         let path = self.defn.path(node).to_string();
-        *self.exe.invoke_seq.entry(path).or_insert(0) += 1;
+        *self.exe.invoke_seq.entry(path.clone()).or_insert(0) += 1;
         let unfinished: Vec<String> = self
             .exe
             .children
@@ -125,7 +143,16 @@ impl Step<'_> {
             .filter(|(cid, cs)| !cs.finished && self.region_of(node, cid, cs))
             .map(|(cid, _)| cid.clone())
             .collect();
-        for cid in unfinished {
+        // a counted join is kept until its instances have all reported, as harel keeps
+        // cancelled children until theirs: a later join waits for them either way
+        let counted: Vec<String> = self
+            .exe
+            .joins
+            .iter()
+            .find(|j| j.site == path)
+            .map(|join| join.unreported().map(|i| join.child_id(i)).collect())
+            .unwrap_or_default();
+        for cid in unfinished.into_iter().chain(counted) {
             self.effects.push(Effect::Emit {
                 to: Some(cid),
                 event: Event::new("Cancel"),
@@ -134,7 +161,19 @@ impl Step<'_> {
     }
 
     pub(super) fn joined(&self) -> bool {
-        self.exe.children.values().all(|c| c.finished)
+        !self.exe.has_unfinished_children()
+    }
+
+    /// Record `cid`'s report in the counted join it belongs to, if any. Returns whether
+    /// it was one of a counted join's instances (reported before or not).
+    pub(super) fn report_to_counted_join(&mut self, cid: &str, outcome: Option<&str>, result: &Map) -> bool {
+        for join in &mut self.exe.joins {
+            if let Some(index) = join.index_of(cid) {
+                join.record(index, Report { outcome, result });
+                return true;
+            }
+        }
+        false
     }
 
     pub(super) fn any_region_failed(&self) -> bool {
@@ -164,6 +203,10 @@ impl Step<'_> {
             }
             reported |= cs.outcome.is_some() || r.len() > 1;
             results.insert(key, Value::Object(r));
+        }
+        for join in &self.exe.joins {
+            reported |= join.reports() > 0;
+            results.insert(join.site.clone(), join.summary());
         }
         if reported {
             self.exe

@@ -4,7 +4,9 @@ use super::*;
 use crate::definition::Node;
 
 use crate::definition::{EventFilter, Transition};
+use crate::execution::FanOutJoin;
 use crate::ids;
+use indexmap::IndexMap;
 
 /// A two-state loop built by hand: A --Go--> B --Back--> A.
 fn two_state() -> Definition {
@@ -185,4 +187,108 @@ fn timeout_event_id_is_stable() {
     let ev = timeout_event("x", "A.B", 1030.0);
     assert_eq!(ev.id, "timeout:x:A.B:1030.0");
     assert_eq!(ev.data.get("fire_at"), Some(&serde_json::json!(1030.0)));
+}
+
+/// A counted join steps as harel's `children` do: over random walks of reports (in any
+/// order, some twice, some stale from a fan-out already left), leaving and re-entering
+/// the fan-out, both layouts spawn and cancel the same children and move through the
+/// same states, and the counted join's outcomes are what harel's entries add up to.
+#[test]
+fn counted_joins_step_as_harels_children_do() {
+    let defn = crate::dsl::load_definition_str(SPAWNERS, Some("Spawner"), None).expect("machine");
+    struct JoinPasses;
+    impl ActionHost for JoinPasses {
+        fn call(&mut self, _: &ActionCall<'_>, _: &mut Map) -> Result<Value, ActionError> {
+            Ok(Value::from("pass"))
+        }
+    }
+    let seed = stm_testkit::env_u64("STM_COUNTED_JOIN_SEED", 0xC0_7E);
+    let _report = stm_testkit::SeedOnFailure::new(
+        "counted_joins_step_as_harels_children_do",
+        "STM_COUNTED_JOIN_SEED",
+        seed,
+    );
+    let mut rng = stm_testkit::Rng::new(seed);
+    for walk in 0..200 {
+        // a parent id long enough to bound its children's ids, now and then
+        let id = if rng.chance(20) {
+            "q".repeat(125)
+        } else {
+            format!("p{walk}")
+        };
+        let items: Vec<Value> = (0..rng.between(0, 12)).map(|i| Value::from(i)).collect();
+        let mut harel = Execution::new(id.clone(), "Spawner");
+        harel.context.insert("items".into(), Value::Array(items));
+        let mut counted = harel.clone();
+        counted.fan_out_join = FanOutJoin::Counted;
+        let step = |exe: &mut Execution, ev: Option<&Event>| match ev {
+            None => start(&defn, exe, 0.0, &mut JoinPasses).expect("start"),
+            Some(ev) => process(&defn, exe, ev, 0.0, &mut JoinPasses).expect("process"),
+        };
+        let mut all_spawned = spawned(&step(&mut harel, None));
+        assert_eq!(
+            spawned(&step(&mut counted, None)),
+            all_spawned,
+            "walk {walk}: the spawn"
+        );
+        let mut outcomes: IndexMap<String, String> = IndexMap::new();
+        for at in 0..rng.between(1, 40) {
+            let event = match rng.below(10) {
+                0 => Event::new("Stop"),
+                1 => Event::new("Again"),
+                _ if !all_spawned.is_empty() => {
+                    let child = rng.pick(&all_spawned).clone();
+                    let outcome = outcomes
+                        .entry(child.clone())
+                        .or_insert_with(|| if rng.chance(80) { "success" } else { "failed" }.to_string())
+                        .clone();
+                    let mut ev = finished(&child);
+                    ev.data.insert("outcome".into(), Value::from(outcome));
+                    ev
+                }
+                _ => Event::new("Again"),
+            };
+            let by_children = step(&mut harel, Some(&event));
+            let by_count = step(&mut counted, Some(&event));
+            let context = format!("walk {walk}, event {at} ({})", event.kind);
+            assert_eq!(spawned(&by_count), spawned(&by_children), "{context}: spawned");
+            assert_eq!(
+                cancelled(&by_count),
+                cancelled(&by_children),
+                "{context}: cancelled"
+            );
+            assert_eq!(
+                counted.active_path, harel.active_path,
+                "{context}: the active state"
+            );
+            assert_eq!(counted.status, harel.status, "{context}: the status");
+            assert_eq!(
+                counted.has_unfinished_children(),
+                harel.has_unfinished_children(),
+                "{context}"
+            );
+            all_spawned.extend(spawned(&by_children));
+            if let (Some(Value::Object(by_instance)), Some(Value::Object(by_site))) = (
+                harel.context.get("region_results"),
+                counted.context.get("region_results"),
+            ) {
+                let mut tally: IndexMap<String, u64> = IndexMap::new();
+                for (_, entry) in by_instance.iter().filter(|(key, _)| key.starts_with("Fan:")) {
+                    let outcome = entry.get("outcome").and_then(Value::as_str).unwrap_or("none");
+                    *tally.entry(outcome.to_string()).or_default() += 1;
+                }
+                let summary = by_site.get("Fan").and_then(|s| s.get("outcomes")).cloned();
+                let mut counts: Vec<(String, u64)> = summary
+                    .and_then(|s| s.as_object().cloned())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.as_u64().unwrap_or(0)))
+                    .collect();
+                let mut expected: Vec<(String, u64)> = tally.into_iter().collect();
+                counts.sort();
+                expected.sort();
+                assert_eq!(counts, expected, "{context}: the join's outcomes");
+            }
+        }
+    }
 }

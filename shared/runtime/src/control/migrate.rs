@@ -248,6 +248,9 @@ impl Control {
                 state.root_path = place("the region", &state.root_path.clone(), !state.finished);
             }
         }
+        for join in &mut exe.joins {
+            join.site = place("the fan-out", &join.site.clone(), false);
+        }
         exe.invoke_seq = std::mem::take(&mut exe.invoke_seq)
             .into_iter()
             .map(|(site, n)| (place("the invoke", &site, false), n))

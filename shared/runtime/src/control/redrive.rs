@@ -86,7 +86,7 @@ pub(crate) fn redrive_refusal(defn: &Definition, exe: &Execution, target: &str) 
             break;
         }
     }
-    if exe.children.values().any(|c| !c.finished) {
+    if exe.has_unfinished_children() {
         return Some(RedriveRefusal::UnfinishedChildren);
     }
     None

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use stm_core::{Execution, Value};
+use stm_core::{Execution, FanOutJoin, Value};
 use stm_store::SpawnEntry;
 
 use super::{Driver, DriverError, StepReport};
@@ -38,9 +38,12 @@ impl Driver {
         if self.store.load(&entry.child_id).await?.is_some() {
             return Ok(None);
         }
-        let parent = match parents.known.get(&entry.parent_id) {
-            Some(parent) => parent.clone(),
-            None => {
+        let mut context = entry.context.clone();
+        let carried = carried_parent(&entry.parent_id, &mut context).map(Arc::new);
+        let parent = match (carried, parents.known.get(&entry.parent_id)) {
+            (Some(carried), _) => Some(carried),
+            (None, Some(parent)) => parent.clone(),
+            (None, None) => {
                 let parent = self.store.load(&entry.parent_id).await?.map(Arc::new);
                 if parents.known.len() >= SpawnParents::CAPACITY {
                     parents.known.clear();
@@ -50,7 +53,6 @@ impl Driver {
             }
         };
         let parent = parent.as_deref();
-        let mut context = entry.context.clone();
         let fqn = match context.shift_remove("__invoke_fqn__") {
             Some(Value::String(s)) => Some(s),
             _ => None,
@@ -77,12 +79,63 @@ impl Driver {
         child.parent_id = Some(entry.parent_id.clone());
         child.child_id = Some(entry.child_id.clone());
         child.priority = parent.map_or(0, |p| p.priority);
+        child.fan_out_join = parent.map_or(self.fan_out_join, |p| p.fan_out_join);
         match self.run_step(&mut child, None).await {
             // another relay created it between our load and our insert: same outcome
             Err(e) if e.is_conflict() => Ok(None),
             other => other.map(Some),
         }
     }
+}
+
+/// The context key under which a counted parent's spawn intents carry what a child takes
+/// from its parent (see [`carry_parent`]); taken out before the child starts.
+const CARRIED_PARENT: &str = "__parent__";
+
+/// Have `intents` carry what their children take from `parent`, so that creating them
+/// reads no parent: the machine and version it runs (a child runs the same, or the
+/// submachine pinned with it), its priority, its join layout. A wide fan-out's parent
+/// holds its whole collection in its context (10,000 recipients are about 70 KB), and
+/// reading it once per batch of ten children would spend that key's read units many
+/// times over. Only a [`FanOutJoin::Counted`] parent's intents carry it: in harel's
+/// layout a harel worker may create the child and would keep the key in its context.
+/// The facts are the parent's as it spawned, which is what a child should take.
+pub(crate) fn carry_parent(parent: &Execution, intents: &mut [stm_store::SpawnIntent]) {
+    if parent.fan_out_join != FanOutJoin::Counted || intents.is_empty() {
+        return;
+    }
+    let mut facts = stm_core::Map::new();
+    facts.insert("definition_id".into(), Value::from(parent.definition_id.as_str()));
+    facts.insert(
+        "definition_version".into(),
+        serde_json::to_value(parent.definition_version).unwrap_or(Value::Null),
+    );
+    facts.insert(
+        "definition_fqn".into(),
+        parent.definition_fqn.as_deref().map_or(Value::Null, Value::from),
+    );
+    facts.insert("priority".into(), Value::from(parent.priority));
+    let facts = Value::Object(facts);
+    for intent in intents {
+        intent.context.insert(CARRIED_PARENT.into(), facts.clone());
+    }
+}
+
+/// The parent as [`carry_parent`] carried it in `context` (taken out of it), if it did:
+/// an execution with just those facts, in place of reading the parent.
+fn carried_parent(parent_id: &str, context: &mut stm_core::Map) -> Option<Execution> {
+    let Value::Object(facts) = context.shift_remove(CARRIED_PARENT)? else {
+        return None;
+    };
+    let mut parent = Execution::new(parent_id, facts.get("definition_id")?.as_str()?);
+    parent.definition_version = serde_json::from_value(facts.get("definition_version")?.clone()).ok()?;
+    parent.definition_fqn = facts
+        .get("definition_fqn")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    parent.priority = facts.get("priority")?.as_i64()?;
+    parent.fan_out_join = FanOutJoin::Counted;
+    Some(parent)
 }
 
 /// The parents a worker's batch has read to create their children

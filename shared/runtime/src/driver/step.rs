@@ -202,6 +202,11 @@ impl Driver {
         original: Option<&StepError>,
     ) -> Result<Collected, DriverError> {
         let now = self.clock.now();
+        if exe.status == Status::Pending && exe.parent_id.is_none() {
+            // a root takes the deployment's layout as it starts, whichever client created
+            // it (a child took its parent's when it was created)
+            exe.fan_out_join = self.fan_out_join;
+        }
         let mut host = RegistryHost {
             actions: &self.actions,
             keys,
@@ -213,7 +218,11 @@ impl Driver {
         };
         let ran = std::mem::take(&mut host.ran);
         let err = match result {
-            Ok(effects) => return Ok(Collected::from_effects(effects, ran)),
+            Ok(effects) => {
+                let mut collected = Collected::from_effects(effects, ran);
+                super::spawn::carry_parent(exe, &mut collected.spawns);
+                return Ok(collected);
+            }
             Err(err @ StepError::Invalid(_)) => return Err(DriverError::Engine(err)),
             Err(StepError::Raised { type_name, message }) => {
                 return Err(DriverError::Raised { type_name, message })

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use stm_core::{Event, Execution, Status};
+use stm_core::{Event, Execution, FanOutJoin, Status};
 use stm_runtime::{
     relay, sweeper, ActionRegistry, Clock, Control, Definitions, Driver, ManualClock, Worker, WorkerSettings,
 };
@@ -84,22 +84,28 @@ impl stm_runtime::status::StatusBus for CountedBus {
 
 impl Sim {
     pub(crate) fn new(defs: &Definitions) -> Sim {
-        Sim::built(defs, false)
+        Sim::built(defs, false, FanOutJoin::Children)
+    }
+
+    /// Whose executions keep their fan-outs' joins as `join` says.
+    pub(crate) fn with_fan_out_join(defs: &Definitions, join: FanOutJoin) -> Sim {
+        Sim::built(defs, false, join)
     }
 
     /// With status events: every status change an execution's commit makes goes on a
     /// (counted) bus.
     pub(crate) fn with_status_events(defs: &Definitions) -> Sim {
-        Sim::built(defs, true)
+        Sim::built(defs, true, FanOutJoin::Children)
     }
 
-    fn built(defs: &Definitions, status_events: bool) -> Sim {
+    fn built(defs: &Definitions, status_events: bool, join: FanOutJoin) -> Sim {
         let clock = Arc::new(ManualClock::new(START));
         let store = Arc::new(MeteredStore::new(clock.clone()));
         let batch_size = crate::config::deployment().worker_batch_size as usize;
         let queue = Arc::new(SimQueue::new(clock.clone(), batch_size));
         let mut driver = Driver::new(store.clone(), defs.clone(), ActionRegistry::with_builtins())
-            .with_clock(clock.clone());
+            .with_clock(clock.clone())
+            .with_fan_out_join(join);
         if status_events {
             driver = driver.with_status_events(stm_runtime::status::StatusEvents::All);
         }
