@@ -10,7 +10,7 @@ use stm_store::{Commit, ExecutionStore};
 
 use crate::config::{memory_share, EVENTS_PER_EXECUTION, RELAY_RESIDENT_MIB, START, TICKER_PERIOD};
 use crate::metered;
-use crate::results::{count_label, measured_row, worker_seconds_per_event, Env, Row};
+use crate::results::{count_label, count_missing_timers, measured_row, worker_seconds_per_event, Env, Row};
 use crate::sim::Sim;
 
 /// A mix: the producer's Pings to Counters and Duo parents, Tickers' timeouts, and
@@ -129,30 +129,6 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
         );
     }
     row
-}
-
-/// The Tickers' timers are a closed loop: a timer fired late arms its next one late, so a
-/// run whose timers fall behind makes fewer timer events than its rate needs (`needed` in
-/// the window), and its measured rate would hide it. Those it needed and did not fire in
-/// the window are offered and not served.
-fn count_missing_timers(row: &mut Row, needed: f64, t: &crate::sim::Tally, window: f64) {
-    let fired = (t.fired + t.doorbell_fired) as f64;
-    let missing = (needed - fired).max(0.0) / window;
-    if missing <= 0.0 {
-        return;
-    }
-    let (Some(offered), Some(served)) = (row.offered, row.served) else {
-        return;
-    };
-    row.offered = Some(offered + missing);
-    if let Some(binding) = row.binding.as_mut() {
-        binding.caps.push((
-            format!("timers fired late: {fired:.0} in the window of {needed:.0} needed"),
-            served,
-        ));
-        binding.caps.sort_by(|a, b| a.1.total_cmp(&b.1));
-    }
-    row.note += &format!("; {missing:.0} timer events/s short: their timers fired late");
 }
 
 /// `total` Pings from `t0` at `rate` a second, evenly spaced, the `i`th to `target(i)`.
