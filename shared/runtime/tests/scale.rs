@@ -54,7 +54,9 @@
 //!   also capped by what a sweep fires per modelled second (`SWEEP_CONCURRENCY` slots side
 //!   by side, each slot's timers one after another, a page at a time), and those the
 //!   doorbells fired by what `DoorbellMaxConcurrency` instances fire a second (an
-//!   instance's timers per busy second, its waits for `fire_at` included).
+//!   instance's timers per second of work: a trigger behind its doorbells receives them
+//!   due and waits for none); the timer events a late timer kept from happening (a
+//!   `Ticker` re-arms when its `Timeout` is stepped) are offered and not served.
 //! - **Peak memory** = the function's resident memory at init plus the most heap one call
 //!   held, counted by the test's allocator (`stm_testkit::heap`).
 //!

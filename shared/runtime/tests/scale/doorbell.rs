@@ -19,7 +19,8 @@
 //! so they count in a run's SQS requests per event but against no quota (`quotas.rs`).
 //! What bounds the doorbells is the trigger's concurrency: at most `DoorbellMaxConcurrency`
 //! invocations at once, each holding its instance from its receive to its delete, waits
-//! for `fire_at` included.
+//! for `fire_at` included. Every instance up to that is taken as warm and ready: the event
+//! source's scaling from its first few pollers is not modelled.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
