@@ -1,5 +1,6 @@
 //! The scale simulator and its gate: the REAL worker (`Worker::handle_batch`), relay
-//! (`relay::relay_pending`) and sweeper (`sweeper::sweep`) over a metered in-memory store
+//! (`relay::relay_pending`) and sweeper (`sweeper::sweep`, and its doorbell trigger's
+//! `doorbell::handle_doorbells`) over a metered in-memory store
 //! (`common/metered.rs`: DynamoDB's requests and units per partition key, as the DynamoDB
 //! store would send them) and an in-memory SQS FIFO queue ([`SimQueue`](queue::SimQueue)),
 //! in SIMULATED time.
@@ -36,17 +37,26 @@
 //! invocation), and is busy for the batch's cycle: the event source's receive, its invoke,
 //! the handler's calls one after another and the delete, each drawn from its kind's
 //! latency distribution (`scale/latency.rs`). Groups are independent (as many Lambda
-//! instances as needed); within a group everything is serial. The sweeper runs every
-//! simulated second (the template's schedule is a minute; near timers ring doorbells, not
-//! modelled: this is the sweeper's path at its most frequent), the relay once per run,
-//! after the window.
+//! instances as needed); within a group everything is serial. A commit that arms a timer
+//! due within 15 minutes rings its doorbell (`Worker::ring`): a message on a standard
+//! queue, delayed to the whole second before its `fire_at`, which the sweeper's SQS
+//! trigger hands to `doorbell::handle_doorbells` in batches of up to its `BatchSize`, at
+//! most `DoorbellMaxConcurrency` invocations at once (`scale/doorbell.rs`); a record
+//! waits in its invocation until its `fire_at`, then fires its timer. The sweeper runs
+//! every simulated second (the template's schedule is a minute: this is the sweeper's
+//! path at its most frequent) and fires what no doorbell fired first; the relay runs once
+//! per run, after the window.
 //!
 //! - **Lambda concurrency needed** = offered events/s x modelled worker seconds per event
 //!   (its invoke and its handler).
 //! - **Served** = offered capped by every quota (`scale/quotas.rs`); for the hot execution
-//!   min(offered, its group's ceiling); with timers, the timer events are also capped by
-//!   what a sweep fires per modelled second (`SWEEP_CONCURRENCY` slots side by side, each
-//!   slot's timers one after another, a page at a time).
+//!   min(offered, its group's ceiling); with timers, the timer events the sweeps fired are
+//!   also capped by what a sweep fires per modelled second (`SWEEP_CONCURRENCY` slots side
+//!   by side, each slot's timers one after another, a page at a time), and those the
+//!   doorbells fired by what `DoorbellMaxConcurrency` instances fire a second (an
+//!   instance's timers per second of work: a trigger behind its doorbells receives them
+//!   due and waits for none); the timer events a late timer kept from happening (a
+//!   `Ticker` re-arms when its `Timeout` is stepped) are offered and not served.
 //! - **Peak memory** = the function's resident memory at init plus the most heap one call
 //!   held, counted by the test's allocator (`stm_testkit::heap`).
 //!
@@ -56,8 +66,8 @@
 //! `Counter`s (10 events/s each on average, at least 1,000 of them) and to `Duo` parents (a
 //! broadcast: the parent's commit writes one outbox row for its region, which the inline
 //! flush publishes: an event to another execution); `Ticker`s arm a 1.5 s timer that the
-//! sweeper fires, and its `Timeout` moves them to their other timed state, which cancels
-//! the old timer and arms the next (every 2 s, sweeps being whole seconds).
+//! doorbell (or the sweeper) fires, and its `Timeout` moves them to their other timed
+//! state, which cancels the old timer and arms the next.
 //! - plain: only `Counter`s;
 //! - emits: 10% of the events are emitted by another execution's commit;
 //! - timers: 10% of the events are `Timeout`s (the cost model's default share);
@@ -81,8 +91,9 @@
 //!
 //! One file per concern, under `scale/`: `config.rs` (the run's configuration, the gate's
 //! constants, the prices and the deployment's figures), `latency.rs` (the latency model),
-//! `quotas.rs` (AWS's quotas), `queue.rs` (the simulated SQS FIFO queue), `sim.rs` (the
-//! simulation: worker, relay, sweeper and control plane in simulated time), `results.rs` (a
+//! `quotas.rs` (AWS's quotas), `queue.rs` (the simulated SQS FIFO queue), `doorbell.rs`
+//! (the doorbells' standard queue and its trigger's instances), `sim.rs` (the
+//! simulation: worker, relay, sweeper, doorbells and control plane in simulated time), `results.rs` (a
 //! run's row), `workloads.rs` and `bulk.rs` (the workloads) and `gate.rs` (the table, the
 //! gate and the test).
 
@@ -100,6 +111,8 @@ mod metered;
 mod bulk;
 #[path = "scale/config.rs"]
 mod config;
+#[path = "scale/doorbell.rs"]
+mod doorbell;
 #[path = "scale/gate.rs"]
 mod gate;
 #[path = "scale/latency.rs"]

@@ -31,8 +31,10 @@ pub(crate) const VISIBILITY_SECONDS: f64 = 360.0;
 /// The share of events that emit, and that are timeouts, in the mixed workloads.
 pub(crate) const EMIT_SHARE: f64 = 0.1;
 pub(crate) const TIMER_SHARE: f64 = 0.1;
-/// The `Ticker`'s timer fires every this many seconds (1.5 s, swept at whole seconds).
-pub(crate) const TICKER_PERIOD: f64 = 2.0;
+/// The `Ticker`'s timer fires every this many seconds: its `timeout` (1.5 s, in
+/// `tests/machines/scale.stm`), fired by its doorbell at its `fire_at`. (2 s while the
+/// simulation left every timer to its sweeps, at whole seconds.)
+pub(crate) const TICKER_PERIOD: f64 = 1.5;
 /// Events per second per active execution, on average.
 pub(crate) const EVENTS_PER_EXECUTION: f64 = 10.0;
 
@@ -168,6 +170,11 @@ pub(crate) struct Deployment {
     pub(crate) relay_timeout: f64,
     pub(crate) sweeper_memory_mb: f64,
     pub(crate) sweeper_timeout: f64,
+    /// The sweeper's SQS trigger on the doorbell queue: its `MaximumConcurrency`
+    /// (`DoorbellMaxConcurrency`) and `BatchSize`, and the queue's `VisibilityTimeout`.
+    pub(crate) doorbell_max_concurrency: f64,
+    pub(crate) doorbell_batch_size: f64,
+    pub(crate) timer_queue_visibility: f64,
 }
 
 pub(crate) fn deployment() -> Deployment {
@@ -179,6 +186,10 @@ pub(crate) fn deployment() -> Deployment {
         relay_timeout: template_number("Relay", "Timeout"),
         sweeper_memory_mb: template_number("Sweeper", "MemorySize"),
         sweeper_timeout: template_number("Sweeper", "Timeout"),
+        doorbell_max_concurrency: template_number("DoorbellMaxConcurrency", "Default"),
+        // the one `BatchSize` in the sweeper's block: its `Doorbells` event's
+        doorbell_batch_size: template_number("Sweeper", "BatchSize"),
+        timer_queue_visibility: template_number("TimerQueue", "VisibilityTimeout"),
     }
 }
 
@@ -199,4 +210,22 @@ pub(crate) fn definitions() -> Definitions {
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One simulation at a time in this process: the heap counter a function's peak memory is
+/// read from (`stm_testkit::heap`) is the process's, so a test's simulation running beside
+/// the gate's would move the gate's figures.
+static ONE_SIMULATION: Mutex<()> = Mutex::new(());
+
+/// Run `simulation` to its end on a runtime of its own (as `#[tokio::test]` would), no
+/// other simulation of this process running meanwhile. The future is on the heap: the
+/// gate's nests every workload's, and a debug build's are large enough that, pinned on
+/// the test thread's 2 MB stack, they overflowed it.
+pub(crate) fn simulate<T>(simulation: impl std::future::Future<Output = T>) -> T {
+    let _alone = lock(&ONE_SIMULATION);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for the simulation")
+        .block_on(Box::pin(simulation))
 }

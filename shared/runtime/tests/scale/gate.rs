@@ -6,7 +6,7 @@ use stm_core::FanOutJoin;
 
 use crate::bulk::{run_bulk_by_state, run_bulk_suspend, run_timers_due};
 use crate::config::{
-    definitions, deployment, prices, Config, EMIT_SHARE, FLAT_TOLERANCE, GATE_MEMORY, GATE_SERVED,
+    definitions, deployment, prices, simulate, Config, EMIT_SHARE, FLAT_TOLERANCE, GATE_MEMORY, GATE_SERVED,
     GATE_SHARE, TIMER_SHARE,
 };
 use crate::latency::CALLS;
@@ -153,13 +153,17 @@ fn print_table(rows: &[Row], env: &Env) {
     );
     println!(
         "limits per partition key: {:.0} WCU/s, {:.0} RCU/s (hottest second); DynamoDB on-demand ${}/M WRU, ${}/M RRU \
-         (bench/cost_model.py); {:.0} s of arrivals per run; sweeper every 1 s, relay once per run; per event: \
-         every DynamoDB request and unit (worker, sweeper, relay); notes: the worker's modelled ms per event",
+         (bench/cost_model.py); {:.0} s of arrivals per run; sweeper every 1 s, relay once per run; near timers' \
+         doorbells answered by at most {:.0} sweeper invocations at once (DoorbellMaxConcurrency), {:.0} to a batch; \
+         per event: every DynamoDB request and unit (worker, sweeper and its doorbells, relay); notes: the worker's \
+         modelled ms per event",
         stm_testkit::meter::PARTITION_WRITE_UNITS,
         stm_testkit::meter::PARTITION_READ_UNITS,
         env.prices.write,
         env.prices.read,
-        env.cfg.window
+        env.cfg.window,
+        env.deployment.doorbell_max_concurrency,
+        env.deployment.doorbell_batch_size
     );
     line(headers.iter().map(|h| h.to_string()).collect());
     line(widths.iter().map(|w| "-".repeat(*w)).collect());
@@ -226,14 +230,13 @@ fn progress(row: Row, started: std::time::Instant) -> Row {
     row
 }
 
-#[tokio::test]
-pub(crate) async fn scale() {
-    // on the heap: every workload's futures nest in this one, and a debug build's are
-    // large enough that, pinned on the test thread's 2 MB stack, they overflowed it
-    Box::pin(every_workload()).await;
+#[test]
+pub(crate) fn scale() {
+    simulate(run());
 }
 
-async fn every_workload() {
+/// Every workload, the table and the gate.
+async fn run() {
     let cfg = Config::from_env();
     let env = Env {
         defs: definitions(),

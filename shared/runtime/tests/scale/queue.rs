@@ -171,8 +171,15 @@ impl SimQueue {
 
     /// A handler's `n` requests of `action`, carrying `messages`: counted, and in its time.
     fn count_requests(&self, action: &'static str, n: u64, messages: u64) {
+        self.standard_requests(action, action, n, messages);
+    }
+
+    /// A handler's `n` requests on another queue (the doorbells' standard queue, whose
+    /// requests no FIFO quota counts): tallied as `action`, in the handler's time as the
+    /// latency table's `kind`.
+    pub(crate) fn standard_requests(&self, action: &'static str, kind: &'static str, n: u64, messages: u64) {
         self.tally(action, n, messages);
-        let calls: Vec<Call> = (0..n).map(|_| Call::now(action, Beside::Serial)).collect();
+        let calls: Vec<Call> = (0..n).map(|_| Call::now(kind, Beside::Serial)).collect();
         let step = *lock(&self.serial);
         if step > 0.0 {
             let side_by_side = calls.first().map_or(1, Call::side_by_side);

@@ -56,7 +56,10 @@ fn sqs_action(request: &str) -> Option<&'static str> {
         "ReceiveMessage" => Some("receive"),
         "DeleteMessage" | "DeleteMessageBatch" => Some("delete"),
         "ChangeMessageVisibility" => Some("change visibility"),
-        // EventBridge's PutEvents: its own quota, an increase to request (below)
+        // the doorbells' standard queue (`doorbell.rs`): "a nearly unlimited number of API
+        // calls per second, per API action" (*Getting started with Amazon SQS standard
+        // queues*), no quota to count them against; and EventBridge's PutEvents: its own
+        // quota, an increase to request (below)
         _ => None,
     }
 }
@@ -293,6 +296,28 @@ mod tests {
         );
         assert_eq!(heavy.caps[0].0, "SQS receive 70000/s");
         assert!((heavy.served(100_000.0) - 87_500.0).abs() < 1e-6, "{heavy:?}");
+    }
+
+    /// The doorbells' standard queue counts against no quota, however many requests it
+    /// takes (SQS gives a standard queue a nearly unlimited rate per action), and its
+    /// requests do not add to the FIFO event queue's.
+    #[test]
+    fn doorbell_queue_requests_cap_nothing() {
+        use crate::doorbell::{CHANGE_VISIBILITY, DELETE, RECEIVE, SEND};
+        let report = quiet_report();
+        let doorbells = [
+            load(SEND, 200_000, 2_000_000),
+            load(RECEIVE, 200_000, 2_000_000),
+            load(DELETE, 200_000, 2_000_000),
+            load(CHANGE_VISIBILITY, 200_000, 200_000),
+            load("SendMessageBatch", 35_000, 100_000),
+        ];
+        let b = binding(&report, &doorbells, 100_000.0, 100_000.0, 800.0, 1_000.0, 10.0);
+        assert!((b.served(100_000.0) - 100_000.0).abs() < 1e-6, "{b:?}");
+        assert!(
+            (b.sqs_share - 0.5).abs() < 1e-9,
+            "the event queue's sends alone: {b:?}"
+        );
     }
 
     /// The status events' bus past EventBridge's 10,000 requests a second is an increase

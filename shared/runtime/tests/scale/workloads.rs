@@ -10,7 +10,7 @@ use stm_store::{Commit, ExecutionStore};
 
 use crate::config::{memory_share, EVENTS_PER_EXECUTION, RELAY_RESIDENT_MIB, START, TICKER_PERIOD};
 use crate::metered;
-use crate::results::{count_label, measured_row, worker_seconds_per_event, Env, Row};
+use crate::results::{count_label, count_missing_timers, measured_row, worker_seconds_per_event, Env, Row};
 use crate::sim::Sim;
 
 /// A mix: the producer's Pings to Counters and Duo parents, Tickers' timeouts, and
@@ -53,16 +53,21 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
     for i in 0..duos {
         sim.create("Duo", &format!("d{i}"), None).await;
     }
-    // half the tickers a second later: the sweeps alternate between the halves
-    for i in 0..tickers.div_ceil(2) {
-        sim.create("Ticker", &format!("t{}", 2 * i), None).await;
-    }
     sim.drain().await;
-    sim.set_time(START + 1.0);
-    for i in 0..tickers / 2 {
-        sim.create("Ticker", &format!("t{}", 2 * i + 1), None).await;
+    // the window's start
+    let t0 = START + 2.0;
+    // the tickers started evenly over the period before the window, a slice at a time, so
+    // that their timers come due evenly through it, as a deployment's many timers do (a
+    // doorbell fires each at its `fire_at`; a burst of them at once would only measure
+    // how the trigger's instances absorb a burst)
+    const SLICES: usize = 15;
+    for slice in 0..SLICES {
+        sim.set_time(t0 - TICKER_PERIOD + TICKER_PERIOD * slice as f64 / SLICES as f64);
+        for i in (slice..tickers).step_by(SLICES) {
+            sim.create("Ticker", &format!("t{i}"), None).await;
+        }
+        sim.drain().await;
     }
-    sim.drain().await;
     sim.assert_clean(&format!("{workload} setup"));
     if mix.sized {
         // the Duos' regions are executions too
@@ -75,7 +80,6 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
     }
     let workload = workload.as_str();
 
-    let t0 = START + 2.0;
     sim.set_time(t0);
     sim.begin_measuring();
     let producer_rate = duo_rate + counter_rate;
@@ -90,7 +94,11 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
         }
     });
     let window_end = t0 + env.cfg.window;
-    sim.run(arrivals, Some((t0, window_end))).await;
+    // sweeps at every whole second of the window and at its end (just past it for the
+    // doorbells' trigger): the last sweep fires what the window made due and no doorbell
+    // fired (without it, a timer due in the window's last second would wait for a sweep
+    // the run never makes)
+    sim.run(arrivals, Some((t0, window_end + 1e-3))).await;
     let relayed = sim.relay(window_end.max(sim.clock.now())).await;
     sim.assert_clean(workload);
     assert_eq!(
@@ -102,14 +110,25 @@ pub(crate) async fn run_mix(env: &Env, workload: &str, mix: Mix, rate: f64) -> R
         assert!(t.broadcasts > 0, "{workload}: no emitting commit");
     }
     if mix.timer_share > 0.0 {
+        let fired = t.fired + t.doorbell_fired;
         assert!(
-            t.fired as usize >= tickers,
-            "{workload}: {} of {tickers} timers fired",
-            t.fired
+            fired as usize >= tickers,
+            "{workload}: {fired} of {tickers} timers fired ({} by sweeps, {} by doorbells)",
+            t.fired,
+            t.doorbell_fired
         );
     }
     let offered = t.events as f64 / env.cfg.window;
-    measured_row(&sim, workload, rate, offered, env).0
+    let (mut row, _) = measured_row(&sim, workload, rate, offered, env);
+    if mix.timer_share > 0.0 {
+        count_missing_timers(
+            &mut row,
+            tickers as f64 * env.cfg.window / TICKER_PERIOD,
+            t,
+            env.cfg.window,
+        );
+    }
+    row
 }
 
 /// `total` Pings from `t0` at `rate` a second, evenly spaced, the `i`th to `target(i)`.
@@ -399,7 +418,7 @@ async fn relay_run(sim: &mut Sim, env: &Env, name: String, rows: usize, backlog_
     sim.begin_measuring();
     sim.pace(1.0);
     let mark = stm_testkit::heap::Mark::now();
-    let summary = relay::relay_pending(sim.store.as_ref(), sim.queue.as_ref())
+    let summary = Box::pin(relay::relay_pending(sim.store.as_ref(), sim.queue.as_ref()))
         .await
         .expect("relay run");
     let heap = mark.peak_above();
