@@ -216,7 +216,7 @@ fn counted_joins_step_as_harels_children_do() {
         } else {
             format!("p{walk}")
         };
-        let items: Vec<Value> = (0..rng.between(0, 12)).map(|i| Value::from(i)).collect();
+        let items: Vec<Value> = (0..rng.between(0, 12)).map(Value::from).collect();
         let mut harel = Execution::new(id.clone(), "Spawner");
         harel.context.insert("items".into(), Value::Array(items));
         let mut counted = harel.clone();

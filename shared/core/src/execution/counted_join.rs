@@ -297,7 +297,7 @@ mod tests {
                 },
             );
         }
-        let listed_len = serde_json::to_string(&join.listed).unwrap().len();
+        let listed_len = serde_json::to_string(&join.listed).expect("JSON").len();
         assert!(listed_len <= LISTED_BUDGET, "{listed_len}");
         assert_eq!(join.listed.len() as u64 + join.unlisted, 400);
         assert!(join.listed.contains_key("Fan:0"));
@@ -310,9 +310,9 @@ mod tests {
         for i in [0, 7, 8, 20] {
             join.record(i, success());
         }
-        let text = serde_json::to_string(&join).unwrap();
+        let text = serde_json::to_string(&join).expect("JSON");
         assert!(text.contains("\"reported\":\"810110\""), "{text}");
-        let back: CountedJoin = serde_json::from_str(&text).unwrap();
+        let back: CountedJoin = serde_json::from_str(&text).expect("reads back");
         assert_eq!(back, join);
         assert_eq!(back.unreported().count(), 17);
     }
