@@ -129,6 +129,13 @@ fn fan_out_joins(width: usize, layout: Layout) {
                 json!({ "success": width }),
                 "every child succeeded"
             );
+            // the reports went to the join's rows: the parent was written when created,
+            // started and joined (its version counts commits), never per child
+            assert_eq!(
+                parent["version"],
+                json!(3),
+                "the parent heard the join once: {parent}"
+            );
             let summary = &parent["context"]["region_results"]["Notifying"];
             assert_eq!(
                 (&summary["outcome"], &summary["total"]),

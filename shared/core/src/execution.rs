@@ -13,7 +13,7 @@ use crate::Map;
 
 pub mod counted_join;
 pub(crate) mod keep_unknown;
-pub use counted_join::{CountedJoin, FanOutJoin};
+pub use counted_join::{CountedJoin, FanOutJoin, JoinSlot};
 use keep_unknown::deserialize_keeping_unknown;
 
 /// Lifecycle status of an execution (harel's `Status`).
@@ -226,6 +226,10 @@ pub struct Execution {
     /// keeps the execution, which every step's futures hold, small).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub joins: Vec<CountedJoin>,
+    /// Set on an instance of a counted join: where its end is reported (boxed: most
+    /// executions have none, and every step's futures hold an execution).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub join_slot: Option<Box<JoinSlot>>,
     #[serde(flatten)]
     pub extra: Map,
 }
@@ -258,6 +262,7 @@ deserialize_keeping_unknown!(Execution,
         parked_events: Vec<Event> = Vec::new(),
         fan_out_join: FanOutJoin = FanOutJoin::Children,
         joins: Vec<CountedJoin> = Vec::new(),
+        join_slot: Option<Box<JoinSlot>> = None,
     },
     unknown: extra,
 );
@@ -291,6 +296,7 @@ impl Clone for Execution {
             parked_events: self.parked_events.clone(),
             fan_out_join: self.fan_out_join,
             joins: self.joins.clone(),
+            join_slot: self.join_slot.clone(),
             extra: self.extra.clone(),
         }
     }
@@ -324,6 +330,7 @@ impl Clone for Execution {
         self.parked_events.clone_from(&source.parked_events);
         self.fan_out_join = source.fan_out_join;
         self.joins.clone_from(&source.joins);
+        self.join_slot.clone_from(&source.join_slot);
         clone_json_from(&mut self.extra, &source.extra);
     }
 }
@@ -383,6 +390,7 @@ impl Execution {
             parked_events: Vec::new(),
             fan_out_join: FanOutJoin::Children,
             joins: Vec::new(),
+            join_slot: None,
             extra: Map::new(),
         }
     }

@@ -27,7 +27,7 @@ pub use definition::{Definition, Node, NodeId, NodeKind};
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 /// A `HashSet` with the fast hasher.
 pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
-pub use execution::{ChildState, CountedJoin, Event, Execution, FanOutJoin, Status};
+pub use execution::{ChildState, CountedJoin, Event, Execution, FanOutJoin, JoinSlot, Status};
 
 /// A JSON object, insertion-ordered like a Python dict.
 pub type Map = serde_json::Map<String, serde_json::Value>;

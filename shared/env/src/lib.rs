@@ -64,6 +64,8 @@ pub const MOTO_ENV: &str = "STM_MOTO_ENV";
 pub const SHAPES_SEED: &str = "STM_SHAPES_SEED";
 /// The seed of the store contract's drawn due timers and page limits (`stm_store::contract`).
 pub const DUE_PAGES_SEED: &str = "STM_DUE_PAGES_SEED";
+/// The seed of the store contract's counted-join reports.
+pub const JOIN_REPORTS_SEED: &str = "STM_JOIN_REPORTS_SEED";
 /// How many shapes the store contract draws.
 pub const SHAPES: &str = "STM_SHAPES";
 

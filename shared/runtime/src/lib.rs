@@ -34,6 +34,7 @@ pub mod definitions;
 pub mod doorbell;
 pub mod driver;
 pub mod eventsource;
+mod join;
 pub mod metrics;
 pub mod purge;
 pub mod queue;

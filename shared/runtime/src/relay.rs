@@ -258,9 +258,14 @@ impl<'b> Delivery<'b> {
         let unpublished = Mutex::new(unpublished);
         let mut no_target: Vec<Ackable> = Vec::new();
         let mut notices: Vec<&OutboxEntry> = Vec::new();
+        let mut reports = Vec::new();
         for entry in outbox {
             if is_notice(entry) {
                 notices.push(entry);
+                continue;
+            }
+            if let Some(report) = crate::join::report_of(entry) {
+                reports.push((entry, report));
                 continue;
             }
             match OutgoingMessage::outbox(entry) {
@@ -299,6 +304,28 @@ impl<'b> Delivery<'b> {
             self.blocked.extend(lane.blocked);
         }
         self.announce(store, &notices).await;
+        // after the lanes: a report's deferred events and tally go to its parent's group,
+        // behind whatever this delivery sent it
+        self.report(store, queue, reports).await;
+    }
+
+    /// Record the counted joins' reports (`crate::join`) and ack their rows; a report that
+    /// failed stays pending (counted in `failed` and `remaining`).
+    async fn report(
+        &mut self,
+        store: &dyn ExecutionStore,
+        queue: &dyn Queue,
+        reports: Vec<(&OutboxEntry, stm_store::JoinReport)>,
+    ) {
+        if reports.is_empty() {
+            return;
+        }
+        let reported = crate::join::deliver_reports(store, queue, reports).await;
+        self.summary.failed += reported.left;
+        self.summary.remaining += reported.left;
+        let done: Vec<Ackable> = reported.done.iter().map(|seq| Ackable::Outbox(*seq)).collect();
+        let delivered = done.len();
+        self.ack(store, &done, delivered).await;
     }
 
     /// Put the status events the bus's level publishes on the bus, and ack what it took

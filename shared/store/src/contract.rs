@@ -17,6 +17,7 @@
 
 mod cas;
 mod dedupe;
+mod joins;
 mod limits;
 mod listing;
 mod purge;
@@ -38,6 +39,7 @@ pub use cas::{
 pub use dedupe::{
     burst_commit_records_every_mark, dedupe_remembers_its_window, load_for_event_with_and_without_mark,
 };
+pub use joins::join_reports_count_each_instance_once;
 pub use limits::{
     oversized_context_is_too_large, too_many_transaction_items_is_too_large, unstorable_timer_is_too_large,
 };
@@ -95,6 +97,7 @@ macro_rules! store_contract_tests {
             purge_while_paging_skips_nothing,
             in_states_follow_each_commit,
             in_states_finds_every_match_in_order,
+            join_reports_count_each_instance_once,
         );
     };
     (@each $make:path; $($check:ident),* $(,)?) => {

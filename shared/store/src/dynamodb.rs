@@ -110,6 +110,7 @@ mod backlog;
 mod commit;
 pub mod due;
 pub(crate) mod item;
+mod join;
 mod listing;
 mod load;
 mod provision;

@@ -20,6 +20,7 @@ mod due;
 #[cfg(feature = "aws")]
 pub mod dynamodb;
 mod error;
+pub mod join;
 mod memory;
 pub mod states;
 
@@ -34,6 +35,7 @@ pub use error::{
     AttributeType, BoxError, CancelReason, CancelledAction, Corruption, Malformation, NumberRefusal, Refusal,
     StoreError, Unstorable,
 };
+pub use join::{JoinReport, JoinTally};
 pub use memory::MemoryStore;
 pub use states::InState;
 
@@ -489,6 +491,12 @@ pub trait ExecutionStore: Send + Sync {
     /// died between the execution and its rows is finished by a retry. A stale copy can
     /// never bring it back: its commit fails the CAS as for any absent execution.
     async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError>;
+
+    /// Record one instance's end in its counted join's rows (module [`join`]): `Some` with
+    /// the join's tally when every instance has now reported (this report or an earlier
+    /// one: a report recorded again answers as the first did once the join is full), so
+    /// its delivery can tell the parent at once. Idempotent.
+    async fn report_to_join(&self, report: &JoinReport) -> Result<Option<JoinTally>, StoreError>;
 
     /// The ids of the stored executions that begin with `prefix`, matched literally
     /// (no character is a wildcard): a tree's descendants are found by `"{root id}:"`.

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use stm_core::{Execution, FastMap, FastSet, Map, Value};
 
+use crate::join::{self, JoinReport, JoinTally};
 use crate::states::StateEntry;
 use crate::{
     ArmedTimer, Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, InState,
@@ -44,6 +45,8 @@ struct Inner {
     last_rows: FastMap<String, Written>,
     /// execution id -> its state index entry (the executions not DONE or CANCELLED).
     states: FastMap<String, StateEntry>,
+    /// A counted join's rows ([`crate::join`]): row key -> its set.
+    join_rows: FastMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// An armed timer.
@@ -224,6 +227,31 @@ impl MemoryStore {
 impl ExecutionStore for MemoryStore {
     async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
         Ok(self.lock().executions.get(id).cloned())
+    }
+
+    async fn report_to_join(&self, report: &JoinReport) -> Result<Option<JoinTally>, StoreError> {
+        let slot = &report.slot;
+        let mut inner = self.lock();
+        let shard = join::shard_of(slot.index);
+        let row = inner
+            .join_rows
+            .entry(join::shard_key(&slot.prefix, shard))
+            .or_default();
+        row.insert(join::element(report));
+        if (row.len() as u64) < join::shard_size(slot.total, shard) {
+            return Ok(None);
+        }
+        let root = inner.join_rows.entry(join::root_key(&slot.prefix)).or_default();
+        root.insert(shard.to_string());
+        if (root.len() as u64) < join::shards(slot.total) {
+            return Ok(None);
+        }
+        let rows = &inner.join_rows;
+        let elements = (0..join::shards(slot.total))
+            .filter_map(|s| rows.get(&join::shard_key(&slot.prefix, s)))
+            .flatten()
+            .map(String::as_str);
+        Ok(Some(join::tally(elements)))
     }
 
     async fn load_for_event(

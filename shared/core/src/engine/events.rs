@@ -19,7 +19,13 @@ pub(super) fn deferring_state(defn: &Definition, active: NodeId, kind: &str) -> 
         .find(|n| defn.node(*n).defer.contains(kind))
 }
 
-const RESERVED_FINISHED_KEYS: [&str; 3] = ["child_id", "outcome", "__deferred__"];
+const RESERVED_FINISHED_KEYS: [&str; 5] = [
+    "child_id",
+    "outcome",
+    "__deferred__",
+    crate::execution::counted_join::JOIN_SLOT_KEY,
+    crate::execution::counted_join::JOINED_KEY,
+];
 
 impl Step<'_> {
     fn deferred_kinds_contain(&self, kind: &str) -> bool {
@@ -138,6 +144,8 @@ impl Step<'_> {
             state.result = result();
         } else if let Some(cid) = cid.as_deref().filter(|_| !self.exe.joins.is_empty()) {
             self.report_to_counted_join(cid, outcome, &result());
+        } else if let Some(joined) = event.data.get(crate::execution::counted_join::JOINED_KEY) {
+            self.complete_counted_join(joined)?;
         }
         if let Some(Value::Array(raw)) = event.data.get("__deferred__") {
             for raw_event in raw {

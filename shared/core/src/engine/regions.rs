@@ -4,8 +4,8 @@
 
 use super::{ChildSpec, Effect, Step, StepError, StepResult};
 use crate::definition::NodeId;
-use crate::execution::counted_join::Report;
-use crate::execution::{ChildState, CountedJoin, Event, FanOutJoin};
+use crate::execution::counted_join::{Report, JOIN_SLOT_KEY};
+use crate::execution::{ChildState, CountedJoin, Event, FanOutJoin, JoinSlot};
 use crate::ids;
 use crate::pyvalue;
 use crate::{Map, Value};
@@ -73,16 +73,12 @@ impl Step<'_> {
             }
         };
         let counted = self.exe.fan_out_join == FanOutJoin::Counted;
+        let prefix = format!("{}:{}:{}:", self.exe.id, n.full_path, seq);
+        let total = items.len() as u64;
         if counted {
             // this entry's join replaces the site's last one, as `retain` above drops
             // harel's entries of it
-            let prefix = format!("{}:{}:{}:", self.exe.id, n.full_path, seq);
-            let join = CountedJoin::new(
-                n.full_path.clone(),
-                prefix,
-                n.full_path.clone(),
-                items.len() as u64,
-            );
+            let join = CountedJoin::new(n.full_path.clone(), prefix.clone(), n.full_path.clone(), total);
             self.exe.joins.retain(|j| j.site != n.full_path);
             self.exe.joins.push(join);
         }
@@ -102,7 +98,17 @@ impl Step<'_> {
                 "__invoke_fqn__".into(),
                 n.invoke.clone().map_or(Value::Null, Value::from),
             );
-            if !counted {
+            if counted {
+                let slot = JoinSlot {
+                    prefix: prefix.clone(),
+                    index: i as u64,
+                    total,
+                };
+                ctx.insert(
+                    JOIN_SLOT_KEY.into(),
+                    serde_json::to_value(slot).unwrap_or(Value::Null),
+                );
+            } else {
                 let mut state = ChildState::new("");
                 state.submachine = true;
                 state.key = format!("{}:{}", n.full_path, i);
@@ -162,6 +168,42 @@ impl Step<'_> {
 
     pub(super) fn joined(&self) -> bool {
         !self.exe.has_unfinished_children()
+    }
+
+    /// A counted join's whole tally, recorded outside the parent and delivered at once
+    /// (`{prefix, outcomes: {outcome: n}, others: [[index, outcome]]}`): the join is
+    /// complete. One for a join already complete, or left for good, changes nothing.
+    pub(super) fn complete_counted_join(&mut self, joined: &Value) -> StepResult {
+        let bad = |what: &str| StepError::Invalid(format!("a joined report without {what}: {joined}"));
+        let prefix = joined
+            .get("prefix")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("its prefix"))?;
+        let mut outcomes = indexmap::IndexMap::new();
+        for (outcome, n) in joined
+            .get("outcomes")
+            .and_then(Value::as_object)
+            .ok_or_else(|| bad("its outcomes"))?
+        {
+            outcomes.insert(
+                outcome.clone(),
+                n.as_u64().ok_or_else(|| bad("counted outcomes"))?,
+            );
+        }
+        let others: Vec<(u64, String)> = joined
+            .get("others")
+            .and_then(Value::as_array)
+            .map(|others| {
+                others
+                    .iter()
+                    .filter_map(|pair| Some((pair.get(0)?.as_u64()?, pair.get(1)?.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(join) = self.exe.joins.iter_mut().find(|j| j.prefix == prefix) {
+            join.complete(outcomes, &others);
+        }
+        Ok(())
     }
 
     /// Record `cid`'s report in the counted join it belongs to, if any. Returns whether

@@ -292,3 +292,51 @@ fn counted_joins_step_as_harels_children_do() {
         }
     }
 }
+
+/// A counted join's whole tally, delivered at once (`__joined__`: its reports were
+/// recorded outside the parent), completes the join: the parent moves on, the counts are
+/// the tally's, the instances that did not succeed are listed; a second tally, or one for
+/// another entry of the site, changes nothing.
+#[test]
+fn a_delivered_tally_completes_a_counted_join_once() {
+    let defn = crate::dsl::load_definition_str(SPAWNERS, Some("Spawner"), None).expect("machine");
+    struct JoinPasses;
+    impl ActionHost for JoinPasses {
+        fn call(&mut self, _: &ActionCall<'_>, _: &mut Map) -> Result<Value, ActionError> {
+            Ok(Value::from("pass"))
+        }
+    }
+    let mut exe = Execution::new("p", "Spawner");
+    exe.fan_out_join = FanOutJoin::Counted;
+    exe.context
+        .insert("items".into(), serde_json::json!(["a", "b", "c"]));
+    let spawned = spawned(&start(&defn, &mut exe, 0.0, &mut JoinPasses).expect("start"));
+    assert_eq!(spawned.len(), 3);
+    assert!(exe.children.is_empty(), "no entry per instance");
+    let tally = |prefix: &str| {
+        let mut data = Map::new();
+        data.insert(
+            crate::execution::counted_join::JOINED_KEY.into(),
+            serde_json::json!({"prefix": prefix, "outcomes": {"success": 2, "failed": 1}, "others": [[1, "failed"]]}),
+        );
+        Event::with_data("Finished", data)
+    };
+    // another entry's tally (an earlier seq) is not this join's
+    process(&defn, &mut exe, &tally("p:Fan:9:"), 0.0, &mut JoinPasses).expect("stale");
+    assert_eq!(exe.active_path.as_deref(), Some("Fan"), "still joining");
+    process(&defn, &mut exe, &tally("p:Fan:0:"), 0.0, &mut JoinPasses).expect("joined");
+    assert_eq!(exe.active_path.as_deref(), Some("Joined"));
+    let summary = &exe.context["region_results"]["Fan"];
+    assert_eq!(
+        summary["outcomes"],
+        serde_json::json!({"success": 2, "failed": 1})
+    );
+    assert_eq!(summary["outcome"], serde_json::json!("failed"));
+    assert_eq!(
+        summary["listed"],
+        serde_json::json!({"Fan:1": {"outcome": "failed"}})
+    );
+    let before = exe.clone();
+    process(&defn, &mut exe, &tally("p:Fan:0:"), 0.0, &mut JoinPasses).expect("again");
+    assert_eq!(exe.joins, before.joins, "a second tally changes nothing");
+}

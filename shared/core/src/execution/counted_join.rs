@@ -98,6 +98,24 @@ pub struct CountedJoin {
     pub listed_bytes: u64,
 }
 
+/// Which instance of which counted join an execution is: the fan-out put it in the
+/// instance's spawn (`__join__` in its context), and the instance's `Finished` carries it,
+/// so its report can be recorded without its parent (the runtime's join rows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinSlot {
+    /// The join's [`CountedJoin::prefix`].
+    pub prefix: String,
+    pub index: u64,
+    pub total: u64,
+}
+
+/// The context and event key a [`JoinSlot`] travels under.
+pub const JOIN_SLOT_KEY: &str = "__join__";
+
+/// The `Finished` data key of a whole join's tally, recorded elsewhere and delivered at
+/// once ([`CountedJoin::complete`]).
+pub const JOINED_KEY: &str = "__joined__";
+
 /// A report as a join records it.
 #[derive(Debug, Clone, Copy)]
 pub struct Report<'a> {
@@ -174,9 +192,37 @@ impl CountedJoin {
         if report.outcome == Some("success") && report.result.is_empty() {
             return true; // counted: its entry would say only what the count says
         }
+        self.list(index, report.outcome, report.result);
+        true
+    }
+
+    /// Every instance reported, as `outcomes` counts them; `others` are the instances
+    /// that did not succeed, with their outcome (listed within the budget). What a join
+    /// recorded outside its parent comes back as. Returns false (and changes nothing) if
+    /// the join had completed already.
+    pub fn complete(&mut self, outcomes: IndexMap<String, u64>, others: &[(u64, String)]) -> bool {
+        if self.is_complete() {
+            return false;
+        }
+        for index in 0..self.total {
+            self.reported[(index / 8) as usize] |= 1 << (index % 8);
+        }
+        self.outcomes = outcomes;
+        self.listed = Map::new();
+        self.listed_bytes = 0;
+        self.unlisted = 0;
+        let empty = Map::new();
+        for (index, outcome) in others {
+            self.list(*index, Some(outcome), &empty);
+        }
+        true
+    }
+
+    /// Keep one report whole if it fits [`LISTED_BUDGET`], else count it unlisted.
+    fn list(&mut self, index: u64, outcome: Option<&str>, result: &Map) {
         let mut entry = Map::new();
-        entry.insert("outcome".into(), report.outcome.map_or(Value::Null, Value::from));
-        for (k, v) in report.result {
+        entry.insert("outcome".into(), outcome.map_or(Value::Null, Value::from));
+        for (k, v) in result {
             entry.insert(k.clone(), v.clone());
         }
         let key = format!("{}:{index}", self.key);
@@ -189,7 +235,6 @@ impl CountedJoin {
         } else {
             self.unlisted += 1;
         }
-        true
     }
 
     /// The site's one `region_results` entry: `outcome` is `"success"` when every

@@ -117,6 +117,14 @@ impl ExecutionStore for GatedStore {
         self.inner.is_processed(id, event_id).await
     }
 
+    async fn report_to_join(
+        &self,
+        report: &stm_store::JoinReport,
+    ) -> Result<Option<stm_store::JoinTally>, StoreError> {
+        self.pause("report_to_join").await;
+        self.inner.report_to_join(report).await
+    }
+
     async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
         self.inner.list_executions(query).await
     }

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use stm_core::{Execution, FanOutJoin, Value};
+use stm_core::execution::counted_join::JOIN_SLOT_KEY;
+use stm_core::{Execution, FanOutJoin, JoinSlot, Value};
 use stm_store::SpawnEntry;
 
 use super::{Driver, DriverError, StepReport};
@@ -71,7 +72,13 @@ impl Driver {
                 None => return Err(DriverError::UnknownExecution(entry.parent_id.clone())),
             },
         };
+        // a counted join's instance: where its end is reported, out of its context
+        let join_slot = context
+            .shift_remove(JOIN_SLOT_KEY)
+            .and_then(|slot| serde_json::from_value::<JoinSlot>(slot).ok())
+            .map(Box::new);
         let mut child = Execution::new(entry.child_id.clone(), child_defn.id.clone());
+        child.join_slot = join_slot;
         child.definition_version = child_defn.version;
         child.definition_fqn = fqn;
         child.root_path = entry.root_path.clone();
@@ -118,6 +125,23 @@ pub(crate) fn carry_parent(parent: &Execution, intents: &mut [stm_store::SpawnIn
     let facts = Value::Object(facts);
     for intent in intents {
         intent.context.insert(CARRIED_PARENT.into(), facts.clone());
+    }
+}
+
+/// Have a counted join's instance's `Finished` (among `emits`) carry its [`JoinSlot`]: its
+/// delivery then records the report in the join's rows instead of sending it to the
+/// parent (`crate::join`).
+pub(crate) fn mark_join_report(exe: &Execution, emits: &mut [(Option<String>, stm_core::Event)]) {
+    let (Some(slot), Some(parent)) = (&exe.join_slot, &exe.parent_id) else {
+        return;
+    };
+    let Ok(slot) = serde_json::to_value(slot) else {
+        return;
+    };
+    for (to, event) in emits {
+        if to.as_ref() == Some(parent) && event.kind == "Finished" {
+            event.data.insert(JOIN_SLOT_KEY.into(), slot.clone());
+        }
     }
 }
 

@@ -221,6 +221,7 @@ impl Driver {
             Ok(effects) => {
                 let mut collected = Collected::from_effects(effects, ran);
                 super::spawn::carry_parent(exe, &mut collected.spawns);
+                super::spawn::mark_join_report(exe, &mut collected.emits);
                 return Ok(collected);
             }
             Err(err @ StepError::Invalid(_)) => return Err(DriverError::Engine(err)),

@@ -38,6 +38,8 @@ pub enum Call<'a> {
         commit: &'a stm_store::Commit,
     },
     IsProcessed,
+    /// A counted join's report recorded in its rows.
+    ReportToJoin,
     ListExecutions,
     InStates,
     PendingOutbox,
@@ -174,8 +176,8 @@ macro_rules! forward_through_hook {
         const _: () = {
             use stm_core::{Execution, Map};
             use stm_store::{
-                Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, OutboxEntry,
-                PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
+                Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, InState, JoinReport, JoinTally,
+                ListQuery, OutboxEntry, PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
             };
 
             #[async_trait::async_trait]
@@ -207,6 +209,9 @@ macro_rules! forward_through_hook {
                 }
                 async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {
                     through(self, Call::IsProcessed, || self.inner().is_processed(id, event_id)).await
+                }
+                async fn report_to_join(&self, report: &JoinReport) -> Result<Option<JoinTally>, StoreError> {
+                    through(self, Call::ReportToJoin, || self.inner().report_to_join(report)).await
                 }
                 async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
                     through(self, Call::ListExecutions, || self.inner().list_executions(query)).await

@@ -95,6 +95,8 @@ pub const TIMERS: &str = "timers";
 pub const DUE_INDEX: &str = "timers.due_index";
 pub const STATE_INDEX: &str = "executions.state_index";
 pub const TRACE: &str = "trace";
+/// A counted join's rows (`stm_store::join`).
+pub const COUNTERS: &str = "counters";
 
 /// A `Scan` or `Query` page.
 const PAGE_BYTES: usize = 1024 * 1024;
@@ -635,6 +637,45 @@ impl ExecutionStore for MeteredStore {
             }
         }
         Ok(written)
+    }
+
+    async fn report_to_join(
+        &self,
+        report: &stm_store::JoinReport,
+    ) -> Result<Option<stm_store::JoinTally>, StoreError> {
+        let slot = &report.slot;
+        let shard = slot.index / stm_store::join::SHARD;
+        let shards = slot.total.div_ceil(stm_store::join::SHARD);
+        // a shard row's set holds up to SHARD `index=outcome` elements: charged full, as
+        // its last writes are (UpdateItem's units are the item's larger size)
+        let row_bytes = 40 + 14 * stm_store::join::SHARD as usize;
+        let before = self.inner.report_to_join(report).await?;
+        self.request("UpdateItem");
+        self.write(
+            COUNTERS,
+            &format!("join:{}#{shard}", slot.prefix),
+            row_bytes,
+            false,
+        );
+        if before.is_some()
+            || (slot.index % stm_store::join::SHARD) + 1 == stm_store::join::SHARD.min(slot.total)
+        {
+            // (approximately) the shard's filling report also adds it to the root row
+            self.request("UpdateItem");
+            self.write(
+                COUNTERS,
+                &format!("join:{}", slot.prefix),
+                40 + 6 * shards as usize,
+                false,
+            );
+        }
+        if before.is_some() {
+            self.request("BatchGetItem");
+            for s in 0..shards {
+                self.read(COUNTERS, &format!("join:{}#{s}", slot.prefix), row_bytes);
+            }
+        }
+        Ok(before)
     }
 
     async fn is_processed(&self, id: &str, event_id: &str) -> Result<bool, StoreError> {

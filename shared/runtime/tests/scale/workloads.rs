@@ -273,11 +273,11 @@ pub(crate) async fn run_fanout(env: &Env, n: usize, join: FanOutJoin) -> Row {
     let name = format!("fan-out {} children ({join} join)", count_label(n));
     let (mut row, _) = measured_row(&sim, &name, 0.0, offered, env);
     row.rate = "1 fan-out".to_string();
-    // the join goes through the parent's item, one execution's key by definition: a
-    // ceiling to report, as the hot execution's. A counted join takes the per-child
-    // bytes and the item limit off it, but each burst of ten reports still rewrites the
-    // parent's whole item, its collection included
-    row.gated = false;
+    // harel's join goes through the parent's item, one execution's key by definition: a
+    // ceiling to report, as the hot execution's. A counted join's reports go to rows of
+    // their own, each shard's a key of its own, and the parent is written once for the
+    // join: every key of the fan-out is under the gate like any other workload's
+    row.gated = join == FanOutJoin::Counted;
     row.binding = None;
     row.offered = None;
     row.served = None;
@@ -289,8 +289,11 @@ pub(crate) async fn run_fanout(env: &Env, n: usize, join: FanOutJoin) -> Row {
             assert_eq!(children, n, "fan-out: every child created");
             let how = match join {
                 FanOutJoin::Counted => format!(
-                    "the parent keeps a bit and a count a child ({} B of join in its item)",
-                    serde_json::to_string(&exe.joins).map_or(0, |s| s.len())
+                    "the reports go to the join's rows (one per {} children), the parent is written once \
+                     for the join ({} B of join in its item, version {})",
+                    stm_store::join::SHARD,
+                    serde_json::to_string(&exe.joins).map_or(0, |s| s.len()),
+                    exe.version
                 ),
                 _ => "the join rewrites the parent's item (~130 B a child) once per Finished: \
                       DynamoDB throttles that key and the join takes longer"

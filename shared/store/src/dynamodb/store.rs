@@ -6,14 +6,18 @@ use stm_core::{Execution, Map};
 
 use super::DynamoDbStore;
 use crate::{
-    ArmedTimer, Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, InState, ListQuery, OutboxEntry,
-    PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
+    ArmedTimer, Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, InState, JoinReport, JoinTally,
+    ListQuery, OutboxEntry, PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
 };
 
 #[async_trait]
 impl ExecutionStore for DynamoDbStore {
     async fn load(&self, id: &str) -> Result<Option<Execution>, StoreError> {
         self.load_execution(id).await
+    }
+
+    async fn report_to_join(&self, report: &JoinReport) -> Result<Option<JoinTally>, StoreError> {
+        self.record_join_report(report).await
     }
 
     async fn load_for_event(
