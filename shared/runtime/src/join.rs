@@ -27,7 +27,7 @@ pub(crate) fn report_of(entry: &OutboxEntry) -> Option<JoinReport> {
     if entry.event.kind != "Finished" || entry.target_id.is_none() {
         return None;
     }
-    let slot: JoinSlot = serde_json::from_value(entry.event.data.get(JOIN_SLOT_KEY)?.clone()).ok()?;
+    let slot = JoinSlot::from_value(entry.event.data.get(JOIN_SLOT_KEY)?)?;
     let outcome = entry
         .event
         .data
@@ -158,10 +158,12 @@ mod tests {
         data.insert("child_id".into(), Value::from(format!("p:Fan:0:{index}")));
         let outcome = if index == 1 { "failed" } else { "success" };
         data.insert("outcome".into(), Value::from(outcome));
-        data.insert(
-            JOIN_SLOT_KEY.into(),
-            json!({"prefix": "p:Fan:0:", "index": index, "total": total}),
-        );
+        let slot = JoinSlot {
+            prefix: "p:Fan:0:".into(),
+            index,
+            total,
+        };
+        data.insert(JOIN_SLOT_KEY.into(), slot.to_value());
         if deferred {
             data.insert(
                 "__deferred__".into(),

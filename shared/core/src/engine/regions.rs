@@ -104,10 +104,7 @@ impl Step<'_> {
                     index: i as u64,
                     total,
                 };
-                ctx.insert(
-                    JOIN_SLOT_KEY.into(),
-                    serde_json::to_value(slot).unwrap_or(Value::Null),
-                );
+                ctx.insert(JOIN_SLOT_KEY.into(), slot.to_value());
             } else {
                 let mut state = ChildState::new("");
                 state.submachine = true;

@@ -112,6 +112,20 @@ pub struct JoinSlot {
 /// The context and event key a [`JoinSlot`] travels under.
 pub const JOIN_SLOT_KEY: &str = "__join__";
 
+impl JoinSlot {
+    /// As it travels: its JSON in one string. A fan-out's spawn holds one per instance,
+    /// copied through the commit and the flush, and a string is one allocation where an
+    /// object is a map of three.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_string(self).map_or(Value::Null, Value::from)
+    }
+
+    /// The slot [`to_value`](Self::to_value) wrote, if `value` is one.
+    pub fn from_value(value: &Value) -> Option<JoinSlot> {
+        serde_json::from_str(value.as_str()?).ok()
+    }
+}
+
 /// The `Finished` data key of a whole join's tally, recorded elsewhere and delivered at
 /// once ([`CountedJoin::complete`]).
 pub const JOINED_KEY: &str = "__joined__";

@@ -75,7 +75,7 @@ impl Driver {
         // a counted join's instance: where its end is reported, out of its context
         let join_slot = context
             .shift_remove(JOIN_SLOT_KEY)
-            .and_then(|slot| serde_json::from_value::<JoinSlot>(slot).ok())
+            .and_then(|slot| JoinSlot::from_value(&slot))
             .map(Box::new);
         let mut child = Execution::new(entry.child_id.clone(), child_defn.id.clone());
         child.join_slot = join_slot;
@@ -122,7 +122,9 @@ pub(crate) fn carry_parent(parent: &Execution, intents: &mut [stm_store::SpawnIn
         parent.definition_fqn.as_deref().map_or(Value::Null, Value::from),
     );
     facts.insert("priority".into(), Value::from(parent.priority));
-    let facts = Value::Object(facts);
+    // one string (its JSON) rather than an object: every intent of a wide fan-out holds
+    // a copy through the commit and the flush, and a string is one allocation
+    let facts = Value::from(Value::Object(facts).to_string());
     for intent in intents {
         intent.context.insert(CARRIED_PARENT.into(), facts.clone());
     }
@@ -135,9 +137,7 @@ pub(crate) fn mark_join_report(exe: &Execution, emits: &mut [(Option<String>, st
     let (Some(slot), Some(parent)) = (&exe.join_slot, &exe.parent_id) else {
         return;
     };
-    let Ok(slot) = serde_json::to_value(slot) else {
-        return;
-    };
+    let slot = slot.to_value();
     for (to, event) in emits {
         if to.as_ref() == Some(parent) && event.kind == "Finished" {
             event.data.insert(JOIN_SLOT_KEY.into(), slot.clone());
@@ -148,7 +148,10 @@ pub(crate) fn mark_join_report(exe: &Execution, emits: &mut [(Option<String>, st
 /// The parent as [`carry_parent`] carried it in `context` (taken out of it), if it did:
 /// an execution with just those facts, in place of reading the parent.
 fn carried_parent(parent_id: &str, context: &mut stm_core::Map) -> Option<Execution> {
-    let Value::Object(facts) = context.shift_remove(CARRIED_PARENT)? else {
+    let Value::String(facts) = context.shift_remove(CARRIED_PARENT)? else {
+        return None;
+    };
+    let Value::Object(facts) = serde_json::from_str::<Value>(&facts).ok()? else {
         return None;
     };
     let mut parent = Execution::new(parent_id, facts.get("definition_id")?.as_str()?);
