@@ -264,7 +264,10 @@ async fn poll_concurrently<F, Fut>(
                 });
             }
             Err(err) => {
-                tracing::error!(error = %err, poller = what, "receive failed; retrying in 1 s");
+                // a warning, not an error: nothing is lost (the messages stay queued) and
+                // the poller tries again, as Lambda's does; an emulator kept busy by
+                // thousands of children at once times a receive out now and then
+                tracing::warn!(error = %err, poller = what, "receive failed; retrying in 1 s");
                 tokio::select! {
                     _ = stop.changed() => break,
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
