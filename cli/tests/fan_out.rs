@@ -102,9 +102,13 @@ fn fan_out_joins(width: usize, layout: Layout) {
         }
         assert!(
             Instant::now() < deadline,
-            "the fan-out did not join in {patience:?}: {} of {width} children finished, last look: {}\n{}",
+            "the fan-out did not join in {patience:?}: {} of {width} children finished, {}\n{}",
             reported(&last),
-            if out.status.success() { "answered".to_string() } else { stderr(&out) },
+            if out.status.success() {
+                "the last look answered".to_string()
+            } else {
+                stderr(&out)
+            },
             local.console()
         );
         std::thread::sleep(Duration::from_secs(2));

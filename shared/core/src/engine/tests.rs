@@ -90,6 +90,14 @@ machine Spawner {
 }
 "#;
 
+/// The join's selector (`harel.lib.join_success`): every instance succeeds here.
+struct JoinPasses;
+impl ActionHost for JoinPasses {
+    fn call(&mut self, _: &ActionCall<'_>, _: &mut Map) -> Result<Value, ActionError> {
+        Ok(Value::from("pass"))
+    }
+}
+
 fn spawned(effects: &[Effect]) -> Vec<String> {
     effects
         .iter()
@@ -130,13 +138,6 @@ fn bounded_child_ids_keep_the_children_bookkeeping() {
     let parent = "p".repeat(125);
     let mut exe = Execution::new(parent.clone(), "Spawner");
     exe.context.insert("items".into(), serde_json::json!(["a", "b"]));
-    // the join's selector (`harel.lib.join_success`): every instance succeeds here
-    struct JoinPasses;
-    impl ActionHost for JoinPasses {
-        fn call(&mut self, _: &ActionCall<'_>, _: &mut Map) -> Result<Value, ActionError> {
-            Ok(Value::from("pass"))
-        }
-    }
     let step = |exe: &mut Execution, ev: Option<Event>| match ev {
         None => start(&defn, exe, 0.0, &mut JoinPasses).expect("start"),
         Some(ev) => process(&defn, exe, &ev, 0.0, &mut JoinPasses).expect("process"),
@@ -196,16 +197,10 @@ fn timeout_event_id_is_stable() {
 #[test]
 fn counted_joins_step_as_harels_children_do() {
     let defn = crate::dsl::load_definition_str(SPAWNERS, Some("Spawner"), None).expect("machine");
-    struct JoinPasses;
-    impl ActionHost for JoinPasses {
-        fn call(&mut self, _: &ActionCall<'_>, _: &mut Map) -> Result<Value, ActionError> {
-            Ok(Value::from("pass"))
-        }
-    }
-    let seed = stm_testkit::env_u64("STM_COUNTED_JOIN_SEED", 0xC0_7E);
+    let seed = stm_testkit::env_u64(stm_env::COUNTED_JOIN_SEED, 0xC0_7E);
     let _report = stm_testkit::SeedOnFailure::new(
         "counted_joins_step_as_harels_children_do",
-        "STM_COUNTED_JOIN_SEED",
+        stm_env::COUNTED_JOIN_SEED,
         seed,
     );
     let mut rng = stm_testkit::Rng::new(seed);
@@ -300,12 +295,6 @@ fn counted_joins_step_as_harels_children_do() {
 #[test]
 fn a_delivered_tally_completes_a_counted_join_once() {
     let defn = crate::dsl::load_definition_str(SPAWNERS, Some("Spawner"), None).expect("machine");
-    struct JoinPasses;
-    impl ActionHost for JoinPasses {
-        fn call(&mut self, _: &ActionCall<'_>, _: &mut Map) -> Result<Value, ActionError> {
-            Ok(Value::from("pass"))
-        }
-    }
     let mut exe = Execution::new("p", "Spawner");
     exe.fan_out_join = FanOutJoin::Counted;
     exe.context
