@@ -41,7 +41,7 @@ use stm_testkit::{Fault, FaultProxy, Principal, REGION};
 static ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Every variable a function reads (ARCHITECTURE.md), cleared before each set-up.
-const VARIABLES: [&str; 16] = [
+const VARIABLES: [&str; 17] = [
     "STM_TABLE_PREFIX",
     "STM_QUEUE_URL",
     "STM_TIMER_QUEUE_URL",
@@ -54,6 +54,7 @@ const VARIABLES: [&str; 16] = [
     "STM_ACTIONS",
     "STM_STATUS_EVENTS",
     "STM_EVENT_BUS",
+    "STM_FAN_OUT_JOIN",
     "STM_ACTION_TIMEOUT_SECONDS",
     "STM_ACTION_MAX_RESPONSE_BYTES",
     "AWS_ENDPOINT_URL",
@@ -276,9 +277,15 @@ fn data(json: serde_json::Value) -> Map {
 async fn worker_role_is_exactly_what_the_worker_sends() {
     // trace on with a ring of 2: the trace put, the ring delete and the trace-end query
     // every status event on: the inline flush puts them on the status bus
+    // the counted join: a fan-out's reports go to its join's rows in `counters`
     let stack = Stack::new(
         "iam_worker",
-        &[("Trace", "true"), ("TraceMax", "2"), ("StatusEvents", "all")],
+        &[
+            ("Trace", "true"),
+            ("TraceMax", "2"),
+            ("StatusEvents", "all"),
+            ("FanOutJoin", "counted"),
+        ],
         Principal::Worker,
     )
     .await;
@@ -402,6 +409,36 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
         order3.active_path.as_deref(),
         Some("Payment.Backoff"),
         "order-3 waits on its backoff timer"
+    );
+
+    // a counted fan-out: each parcel's end is added to its join's row (`UpdateItem` on
+    // `counters`), and the last one reads the join's rows back (`BatchGetItem`) and sends
+    // the parent its tally
+    control
+        .create(
+            "Shipment",
+            Some(data(serde_json::json!({"parcels": ["p1", "p2"]}))),
+            Some("ship-1"),
+        )
+        .await
+        .expect("create ship-1");
+    assert_eq!(stack.deliver(&worker, &arn).await, 0, "ship-1 fans out");
+    for i in 0..2 {
+        let parcel = format!("ship-1:Dispatching:0:{i}");
+        control
+            .send(
+                &parcel,
+                &Event::new("Delivered").with_id(format!("{parcel}-delivered")),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("deliver {parcel}: {e}"));
+    }
+    assert_eq!(stack.deliver(&worker, &arn).await, 0, "the parcels report");
+    let ship = stack.store.load("ship-1").await.expect("load").expect("ship-1");
+    assert_eq!(
+        (ship.status, ship.active_path.as_deref(), ship.version),
+        (stm_core::Status::Done, Some("Complete"), 3),
+        "ship-1 joined once, by its tally: {ship:?}"
     );
 
     // the sample events, verbatim, as the Lambda event source would hand them over (their
@@ -558,6 +595,31 @@ async fn relay_role_is_exactly_what_the_relay_sends() {
         ..Commit::default()
     };
     stack.store.commit(&mut exe, commit).await.expect("commit");
+    // a counted join's last instance's report, left pending: the relay adds it to the
+    // join's row and reads the rows back to send the parent its tally
+    let mut instance = Execution::new("relay-parent:Fan:0:0", "Shipment");
+    let mut report = data(serde_json::json!({"child_id": "relay-parent:Fan:0:0", "outcome": "success"}));
+    let slot = stm_core::JoinSlot {
+        prefix: "relay-parent:Fan:0:".into(),
+        index: 0,
+        total: 1,
+    };
+    report.insert(
+        stm_core::execution::counted_join::JOIN_SLOT_KEY.into(),
+        slot.to_value(),
+    );
+    let commit = Commit {
+        emits: vec![(
+            Some("relay-parent".to_string()),
+            Event::with_data("Finished", report).with_id("report-0"),
+        )],
+        ..Commit::default()
+    };
+    stack
+        .store
+        .commit(&mut instance, commit)
+        .await
+        .expect("commit the report");
 
     let context = stack.function("Relay", Function::Relay).await;
     // what functions/relay/src/main.rs runs per invocation (the payload is not read)
@@ -575,7 +637,7 @@ async fn relay_role_is_exactly_what_the_relay_sends() {
     )
     .await
     .expect("relay");
-    assert_eq!(summary.forwarded, 3, "{summary:?}");
+    assert_eq!(summary.forwarded, 4, "{summary:?}");
     assert_eq!(summary.remaining, 0, "{summary:?}");
     assert!(stack.store.pending_outbox().await.expect("outbox").is_empty());
     assert!(stack.store.pending_spawns().await.expect("spawns").is_empty());

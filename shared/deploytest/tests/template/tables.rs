@@ -110,8 +110,9 @@ fn every_store_table_is_declared_with_the_seed_key_schema() {
             "{id}: the data outlives the stack"
         );
         // dedupe marks expire; so do finished executions and trace rows when a retention
-        // is set (the items say when: the TTL itself deletes nothing that lacks the attribute)
-        if ["processed", "executions", "trace"].contains(&spec.name) {
+        // is set, and a counted join's rows in `counters` (the items say when: the TTL
+        // itself deletes nothing that lacks the attribute, as harel's seq items do)
+        if ["processed", "executions", "trace", "counters"].contains(&spec.name) {
             assert_eq!(
                 p["TimeToLiveSpecification"],
                 json!({"AttributeName": TTL_ATTRIBUTE, "Enabled": true}),
@@ -120,7 +121,7 @@ fn every_store_table_is_declared_with_the_seed_key_schema() {
         } else {
             assert!(
                 p["TimeToLiveSpecification"].is_null(),
-                "{id}: only processed, executions and trace have a TTL"
+                "{id}: only processed, executions, trace and counters have a TTL"
             );
         }
         // the key types the store writes
