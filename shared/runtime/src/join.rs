@@ -13,9 +13,9 @@
 //! sent twice finds the join complete and changes nothing; a deferred-only `Finished` sent
 //! twice is dropped by the parent's dedupe mark (its event id is the report's).
 
-use stm_core::execution::counted_join::{JOINED_KEY, JOIN_SLOT_KEY};
+use stm_core::execution::counted_join::{Joined, JOINED_KEY, JOIN_SLOT_KEY};
 use stm_core::{Event, JoinSlot, Map, Value};
-use stm_store::{ExecutionStore, JoinReport, JoinTally, OutboxEntry};
+use stm_store::{ExecutionStore, JoinReport, OutboxEntry};
 
 use crate::queue::{OutgoingMessage, Queue};
 
@@ -89,8 +89,16 @@ async fn deliver_one(
     match store.report_to_join(report).await {
         Ok(None) => true,
         Ok(Some(tally)) => {
-            let event = Event::with_data("Finished", joined_data(&report.slot.prefix, &tally))
-                .with_id(format!("joined:{}", report.slot.prefix));
+            let joined = Joined {
+                prefix: report.slot.prefix.clone(),
+                tally,
+            };
+            let mut data = Map::new();
+            data.insert(
+                JOINED_KEY.into(),
+                serde_json::to_value(&joined).unwrap_or(Value::Null),
+            );
+            let event = Event::with_data("Finished", data).with_id(format!("joined:{}", report.slot.prefix));
             publish(queue, entry, event).await
         }
         Err(err) => {
@@ -101,27 +109,6 @@ async fn deliver_one(
             false
         }
     }
-}
-
-/// `Finished` data carrying a whole tally, as the engine reads it.
-fn joined_data(prefix: &str, tally: &JoinTally) -> Map {
-    let outcomes: Map = tally
-        .outcomes
-        .iter()
-        .map(|(outcome, n)| (outcome.clone(), Value::from(*n)))
-        .collect();
-    let others: Vec<Value> = tally
-        .others
-        .iter()
-        .map(|(index, outcome)| Value::Array(vec![Value::from(*index), Value::from(outcome.as_str())]))
-        .collect();
-    let mut joined = Map::new();
-    joined.insert("prefix".into(), Value::from(prefix));
-    joined.insert("outcomes".into(), Value::Object(outcomes));
-    joined.insert("others".into(), Value::Array(others));
-    let mut data = Map::new();
-    data.insert(JOINED_KEY.into(), Value::Object(joined));
-    data
 }
 
 /// Send `event` to the parent `entry` is addressed to, deduplicated by `entry`'s row.

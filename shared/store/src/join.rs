@@ -10,7 +10,7 @@
 //! parent as one event. Every write is to a small row of its own, and each row takes at
 //! most [`SHARD`] writes.
 
-use indexmap::IndexMap;
+pub use stm_core::execution::counted_join::JoinTally;
 use stm_core::execution::counted_join::NO_OUTCOME;
 use stm_core::JoinSlot;
 
@@ -23,14 +23,6 @@ pub struct JoinReport {
     pub slot: JoinSlot,
     /// Its outcome (`None`: it ended without one).
     pub outcome: Option<String>,
-}
-
-/// A counted join every instance of which has reported: the outcomes counted, and the
-/// instances that did not succeed with theirs, lowest first.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct JoinTally {
-    pub outcomes: IndexMap<String, u64>,
-    pub others: Vec<(u64, String)>,
 }
 
 pub(crate) fn shard_of(index: u64) -> u64 {

@@ -4,7 +4,7 @@
 
 use super::{ChildSpec, Effect, Step, StepError, StepResult};
 use crate::definition::NodeId;
-use crate::execution::counted_join::{Report, JOIN_SLOT_KEY};
+use crate::execution::counted_join::{Joined, Report, JOIN_SLOT_KEY};
 use crate::execution::{ChildState, CountedJoin, Event, FanOutJoin, JoinSlot};
 use crate::ids;
 use crate::pyvalue;
@@ -171,34 +171,10 @@ impl Step<'_> {
     /// (`{prefix, outcomes: {outcome: n}, others: [[index, outcome]]}`): the join is
     /// complete. One for a join already complete, or left for good, changes nothing.
     pub(super) fn complete_counted_join(&mut self, joined: &Value) -> StepResult {
-        let bad = |what: &str| StepError::Invalid(format!("a joined report without {what}: {joined}"));
-        let prefix = joined
-            .get("prefix")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad("its prefix"))?;
-        let mut outcomes = indexmap::IndexMap::new();
-        for (outcome, n) in joined
-            .get("outcomes")
-            .and_then(Value::as_object)
-            .ok_or_else(|| bad("its outcomes"))?
-        {
-            outcomes.insert(
-                outcome.clone(),
-                n.as_u64().ok_or_else(|| bad("counted outcomes"))?,
-            );
-        }
-        let others: Vec<(u64, String)> = joined
-            .get("others")
-            .and_then(Value::as_array)
-            .map(|others| {
-                others
-                    .iter()
-                    .filter_map(|pair| Some((pair.get(0)?.as_u64()?, pair.get(1)?.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if let Some(join) = self.exe.joins.iter_mut().find(|j| j.prefix == prefix) {
-            join.complete(outcomes, &others);
+        let joined: Joined = serde_json::from_value(joined.clone())
+            .map_err(|e| StepError::Invalid(format!("a joined report that does not read: {e}: {joined}")))?;
+        if let Some(join) = self.exe.joins.iter_mut().find(|j| j.prefix == joined.prefix) {
+            join.complete(joined.tally.outcomes, &joined.tally.others);
         }
         Ok(())
     }

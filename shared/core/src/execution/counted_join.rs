@@ -130,6 +130,25 @@ impl JoinSlot {
 /// once ([`CountedJoin::complete`]).
 pub const JOINED_KEY: &str = "__joined__";
 
+/// A counted join every instance of which has reported: the outcomes counted, and the
+/// instances that did not succeed with theirs, lowest first.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct JoinTally {
+    pub outcomes: IndexMap<String, u64>,
+    /// `[index, outcome]` pairs.
+    pub others: Vec<(u64, String)>,
+}
+
+/// A whole join's tally as its parent's `Finished` carries it under [`JOINED_KEY`]: the
+/// runtime writes it, the engine reads it ([`CountedJoin::complete`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Joined {
+    /// The join's [`CountedJoin::prefix`].
+    pub prefix: String,
+    #[serde(flatten)]
+    pub tally: JoinTally,
+}
+
 /// A report as a join records it.
 #[derive(Debug, Clone, Copy)]
 pub struct Report<'a> {

@@ -95,6 +95,15 @@ impl Driver {
     }
 }
 
+/// What a child takes from its parent, as [`carry_parent`] carries it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ParentFacts {
+    definition_id: String,
+    definition_version: Option<stm_core::version::Version>,
+    definition_fqn: Option<String>,
+    priority: i64,
+}
+
 /// The context key under which a counted parent's spawn intents carry what a child takes
 /// from its parent (see [`carry_parent`]); taken out before the child starts.
 const CARRIED_PARENT: &str = "__parent__";
@@ -111,20 +120,18 @@ pub(crate) fn carry_parent(parent: &Execution, intents: &mut [stm_store::SpawnIn
     if parent.fan_out_join != FanOutJoin::Counted || intents.is_empty() {
         return;
     }
-    let mut facts = stm_core::Map::new();
-    facts.insert("definition_id".into(), Value::from(parent.definition_id.as_str()));
-    facts.insert(
-        "definition_version".into(),
-        serde_json::to_value(parent.definition_version).unwrap_or(Value::Null),
-    );
-    facts.insert(
-        "definition_fqn".into(),
-        parent.definition_fqn.as_deref().map_or(Value::Null, Value::from),
-    );
-    facts.insert("priority".into(), Value::from(parent.priority));
+    let facts = ParentFacts {
+        definition_id: parent.definition_id.clone(),
+        definition_version: parent.definition_version,
+        definition_fqn: parent.definition_fqn.clone(),
+        priority: parent.priority,
+    };
     // one string (its JSON) rather than an object: every intent of a wide fan-out holds
     // a copy through the commit and the flush, and a string is one allocation
-    let facts = Value::from(Value::Object(facts).to_string());
+    let Ok(facts) = serde_json::to_string(&facts) else {
+        return;
+    };
+    let facts = Value::from(facts);
     for intent in intents {
         intent.context.insert(CARRIED_PARENT.into(), facts.clone());
     }
@@ -151,16 +158,11 @@ fn carried_parent(parent_id: &str, context: &mut stm_core::Map) -> Option<Execut
     let Value::String(facts) = context.shift_remove(CARRIED_PARENT)? else {
         return None;
     };
-    let Value::Object(facts) = serde_json::from_str::<Value>(&facts).ok()? else {
-        return None;
-    };
-    let mut parent = Execution::new(parent_id, facts.get("definition_id")?.as_str()?);
-    parent.definition_version = serde_json::from_value(facts.get("definition_version")?.clone()).ok()?;
-    parent.definition_fqn = facts
-        .get("definition_fqn")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    parent.priority = facts.get("priority")?.as_i64()?;
+    let facts: ParentFacts = serde_json::from_str(&facts).ok()?;
+    let mut parent = Execution::new(parent_id, facts.definition_id);
+    parent.definition_version = facts.definition_version;
+    parent.definition_fqn = facts.definition_fqn;
+    parent.priority = facts.priority;
     parent.fan_out_join = FanOutJoin::Counted;
     Some(parent)
 }
