@@ -28,7 +28,7 @@ mod timeline;
 pub(crate) use chart::{state_tree, BoxKind, StateBox};
 pub(crate) use children::ChildNode;
 pub(crate) use explain::TraceExplainer;
-pub(crate) use gather::{gather, ExecutionView, MAX_TREE_NODES};
+pub(crate) use gather::{gather, ExecutionView, MAX_PARKED_SHOWN, MAX_TREE_NODES};
 pub(crate) use source::SourceView;
 pub(crate) use steps::{ContextChange, TraceStep};
 pub(crate) use timeline::{region_traces, timeline, trace_line};

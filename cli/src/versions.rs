@@ -320,7 +320,8 @@ mod in_use {
 
     use crate::ops::Tables;
 
-    /// Live executions of one (machine, version): by active state, and parked events.
+    /// Live executions of one (machine, version): by active state, and how many have
+    /// events parked.
     #[derive(Default)]
     struct Usage {
         by_state: BTreeMap<String, usize>,
@@ -347,7 +348,7 @@ mod in_use {
                 *u.by_state
                     .entry(s.active_path.clone().unwrap_or_else(|| "(not started)".into()))
                     .or_default() += 1;
-                u.parked += s.parked_events;
+                u.parked += usize::from(s.parked);
             }
             match page.next_cursor {
                 Some(cursor) => query.cursor = Some(cursor),
@@ -394,7 +395,10 @@ mod in_use {
                     String::new()
                 },
                 if u.parked > 0 {
-                    format!(", {}", crate::plural::count(u.parked, "parked event"))
+                    format!(
+                        ", {} with parked events",
+                        crate::plural::count(u.parked, "execution")
+                    )
                 } else {
                     String::new()
                 }

@@ -32,7 +32,13 @@ pub(crate) struct ExecutionView {
     pub leaves: Vec<String>,
     /// The machine's `.stm` source, where its file is readable here.
     pub source: Option<SourceView>,
+    /// The kinds of the events waiting to step on it (parked), oldest first, at most
+    /// [`MAX_PARKED_SHOWN`].
+    pub parked: Vec<String>,
 }
+
+/// The most parked events a page lists (each one read from its row).
+pub(crate) const MAX_PARKED_SHOWN: usize = 50;
 
 /// Load execution `id` and everything its console page shows; `None` if there is no such
 /// execution.
@@ -76,6 +82,11 @@ pub(crate) async fn gather(connected: &Connected, id: &str) -> Result<Option<Exe
         .map(|defn| leaves_under(defn, &execution.root_path))
         .unwrap_or_default();
     let source = definition.ok().and_then(|defn| source_view(&defn, &active));
+    let parked = stm_store::waiting_on(store, &execution, MAX_PARKED_SHOWN)
+        .await?
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
     Ok(Some(ExecutionView {
         execution,
         steps,
@@ -84,6 +95,7 @@ pub(crate) async fn gather(connected: &Connected, id: &str) -> Result<Option<Exe
         diagram,
         leaves,
         source,
+        parked,
     }))
 }
 

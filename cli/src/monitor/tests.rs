@@ -83,6 +83,7 @@ fn view() -> ExecutionView {
             ORDER,
             &[6, 8].into_iter().collect(),
         )),
+        parked: Vec::new(),
     }
 }
 

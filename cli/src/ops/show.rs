@@ -16,6 +16,7 @@ use stm_store::{ExecutionStore, ListQuery};
 use super::{load, opt, Tables};
 use crate::errors::usage;
 use crate::inspect::TraceExplainer;
+use crate::inspect::MAX_PARKED_SHOWN;
 
 /// An execution: status, active path, context, and its children as a tree.
 #[derive(Args)]
@@ -142,12 +143,15 @@ async fn describe(
         if let Some(version) = exe.definition_version {
             out.push(format!("{indent}  machine version: {version}"));
         }
-        if !exe.parked_events.is_empty() {
-            let kinds: Vec<&str> = exe.parked_events.iter().map(|e| e.kind.as_str()).collect();
-            out.push(format!(
-                "{indent}  parked (its version is not deployed): {}",
-                kinds.join(", ")
-            ));
+        let parked = stm_store::waiting_on(store, &exe, MAX_PARKED_SHOWN).await?;
+        if !parked.is_empty() {
+            let kinds: Vec<&str> = parked.iter().map(|e| e.kind.as_str()).collect();
+            let why = if exe.status == Status::Suspended {
+                "until it is resumed"
+            } else {
+                "its version is not deployed"
+            };
+            out.push(format!("{indent}  parked ({why}): {}", kinds.join(", ")));
         }
         let child_indent = format!("{indent}    ");
         let mut children = Vec::new();

@@ -186,12 +186,16 @@ pub(crate) fn execution_page(view: &ExecutionView, flash: Option<&Flash>) -> Str
             esc(error)
         );
     }
-    if !exe.parked_events.is_empty() {
-        let kinds: Vec<&str> = exe.parked_events.iter().map(|e| e.kind.as_str()).collect();
+    if !view.parked.is_empty() {
+        let until = if exe.status == Status::Suspended {
+            "it is resumed"
+        } else {
+            "its version is deployed"
+        };
         let _ = write!(
             body,
-            r#"<p class="warning">Parked until its version is deployed: {}</p>"#,
-            esc(&kinds.join(", "))
+            r#"<p class="warning">Parked until {until}: {}</p>"#,
+            esc(&view.parked.join(", "))
         );
     }
     body.push_str("<h2>Statechart</h2>");

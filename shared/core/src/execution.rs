@@ -215,8 +215,16 @@ pub struct Execution {
     pub definition_version: Option<crate::version::Version>,
     /// Events that arrived while the pinned version was not deployed, oldest first:
     /// held here, in the execution's own item, until it is back.
+    /// Kept for items written before parked events had rows of their own: a release
+    /// steps these first. Nothing appends to it any more.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parked_events: Vec<Event>,
+    /// `Some(n)` while events wait for this execution in rows of their own (the store's
+    /// parked rows, numbered from 1): every one numbered after `n` is still to step.
+    /// Parking writes the event's row, not this item (but for the first of a run, which
+    /// sets this field), so a parked event costs its own size, not the item's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked_after: Option<u64>,
     /// How this execution keeps its fan-outs' joins, fixed when it starts (the
     /// deployment's setting; a child takes its parent's). harel does not know the field:
     /// only `children` is harel's layout.
@@ -260,6 +268,7 @@ deserialize_keeping_unknown!(Execution,
         expires_at: Option<f64> = None,
         definition_version: Option<crate::version::Version> = None,
         parked_events: Vec<Event> = Vec::new(),
+        parked_after: Option<u64> = None,
         fan_out_join: FanOutJoin = FanOutJoin::Children,
         joins: Vec<CountedJoin> = Vec::new(),
         join_slot: Option<Box<JoinSlot>> = None,
@@ -294,6 +303,7 @@ impl Clone for Execution {
             expires_at: self.expires_at,
             definition_version: self.definition_version,
             parked_events: self.parked_events.clone(),
+            parked_after: self.parked_after,
             fan_out_join: self.fan_out_join,
             joins: self.joins.clone(),
             join_slot: self.join_slot.clone(),
@@ -328,6 +338,7 @@ impl Clone for Execution {
         self.expires_at = source.expires_at;
         self.definition_version = source.definition_version;
         self.parked_events.clone_from(&source.parked_events);
+        self.parked_after = source.parked_after;
         self.fan_out_join = source.fan_out_join;
         self.joins.clone_from(&source.joins);
         self.join_slot.clone_from(&source.join_slot);
@@ -388,6 +399,7 @@ impl Execution {
             expires_at: None,
             definition_version: None,
             parked_events: Vec::new(),
+            parked_after: None,
             fan_out_join: FanOutJoin::Children,
             joins: Vec::new(),
             join_slot: None,
@@ -408,6 +420,12 @@ impl Execution {
     /// Whether a child it tracks has not reported its end yet.
     pub fn has_unfinished_children(&self) -> bool {
         self.children.values().any(|c| !c.finished) || self.joins.iter().any(|j| !j.is_complete())
+    }
+
+    /// Whether events wait to step on it: on the item (written before parked rows) or in
+    /// rows of their own.
+    pub fn has_parked(&self) -> bool {
+        !self.parked_events.is_empty() || self.parked_after.is_some()
     }
 
     /// Set the bookkeeping timestamps for a commit about to happen at `now`
@@ -454,7 +472,7 @@ pub use crate::pyjson::to_pydantic_json;
 
 /// The fields of ours an execution record may carry beyond harel's model: pydantic
 /// ignores them when harel reads the item (and drops them if harel rewrites it).
-pub const FIELDS_HAREL_IGNORES: [&str; 2] = ["definition_version", "parked_events"];
+pub const FIELDS_HAREL_IGNORES: [&str; 3] = ["definition_version", "parked_events", "parked_after"];
 
 /// A random 32-hex-digit id, the shape of Python's `uuid.uuid4().hex`.
 ///

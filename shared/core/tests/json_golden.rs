@@ -118,12 +118,14 @@ fn harel_reads_what_we_write() {
     built.deferred.push(Event::new("Late").with_id("late-1"));
     built.stamp(1764410400.25);
     ours.push(("Execution".into(), built.to_json(), built.to_json()));
-    // a pinned execution with a parked event: harel reads it, and drops our two fields
+    // a pinned execution with parked events (on the item, as before parked rows, and in
+    // rows): harel reads it, and drops our fields
     let mut pinned = built.clone();
     pinned.definition_version = Some("2f25f4c713d54788".parse().expect("a version"));
     pinned
         .parked_events
         .push(Event::new("Parked").with_id("parked-1"));
+    pinned.parked_after = Some(3);
     assert!(pinned
         .to_json()
         .contains(r#""definition_version":"2f25f4c713d54788""#));

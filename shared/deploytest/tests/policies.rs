@@ -411,6 +411,24 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
         "order-3 waits on its backoff timer"
     );
 
+    // parking: order-3 suspended, two events kept in rows of their own (a number taken
+    // by `UpdateItem`; the first's row and claim put with the item's commit, the second's
+    // with a `ConditionCheck` of the item); resumed, the next event releases them (the
+    // last number read by `GetItem`, the rows by `BatchGetItem`, each deleted with its
+    // step's commit)
+    control.suspend("order-3").await.expect("suspend order-3");
+    for i in 0..3 {
+        if i == 2 {
+            control.resume("order-3").await.expect("resume order-3");
+        }
+        let event = Event::with_data("PaymentFailed", data(serde_json::json!({"reason": "again"})))
+            .with_id(format!("order-3-parked-{i}"));
+        control.send("order-3", &event).await.expect("send to order-3");
+        assert_eq!(stack.deliver(&worker, &arn).await, 0, "order-3's event {i}");
+    }
+    let order3 = stack.store.load("order-3").await.expect("load").expect("order-3");
+    assert_eq!(order3.parked_after, None, "order-3 released what it parked");
+
     // a counted fan-out: each parcel's end is added to its join's row (`UpdateItem` on
     // `counters`), and the last one reads the join's rows back (`BatchGetItem`) and sends
     // the parent its tally

@@ -66,6 +66,8 @@ pub const SHAPES_SEED: &str = "STM_SHAPES_SEED";
 pub const DUE_PAGES_SEED: &str = "STM_DUE_PAGES_SEED";
 /// The seed of the store contract's counted-join reports.
 pub const JOIN_REPORTS_SEED: &str = "STM_JOIN_REPORTS_SEED";
+/// The seed of the store contract's parked rows (how many, which numbers are holes).
+pub const PARKED_ROWS_SEED: &str = "STM_PARKED_ROWS_SEED";
 /// The seed of the engine's walks comparing counted joins with harel's children.
 pub const COUNTED_JOIN_SEED: &str = "STM_COUNTED_JOIN_SEED";
 /// How many shapes the store contract draws.

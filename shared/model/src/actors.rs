@@ -325,8 +325,12 @@ fn work(model: &Protocol, s: &mut State, worker: Worker, refused: Option<usize>)
             if !cas_holds(model, item, expect) {
                 return Worker::Release(rec);
             }
+            // the first of a run commits the item (it sets `parked_after`); the others
+            // write their row only, checking the version
+            if item.parked.len == 0 {
+                item.version += 1;
+            }
             item.parked.push(rec.msg);
-            item.version += 1;
             if releasing {
                 release(model, s, rec, s.items[rec.msg.group()])
             } else {

@@ -431,7 +431,7 @@ impl Control {
             if let Some(notice) = crate::status::notice(level, before, &exe, now) {
                 commit.emits.push((None, notice));
             }
-            if status == Status::Running && !exe.parked_events.is_empty() {
+            if status == Status::Running && exe.has_parked() {
                 commit.timers.push(stm_store::TimerOp::Schedule {
                     path: crate::driver::PARKED_PATH.into(),
                     fire_at: now,

@@ -34,7 +34,7 @@ pub use burst::{Burst, BurstStepError, BurstWritten};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use embedded::Held;
 pub use error::{check_event_size, check_execution_id, DriverError};
-pub(crate) use parking::log_release;
+pub(crate) use parking::{log_release, Releasing};
 pub(crate) use plan::{is_recheck, PARKED_PATH};
 pub use plan::{plan, region_ids, route, Arrival, Plan};
 pub use spawn::SpawnParents;

@@ -514,9 +514,9 @@ impl Worker {
         })
     }
 
-    /// An event for a `SUSPENDED` execution: kept on its item until `resume` (the driver's
-    /// parking). Only an event that would take the item past DynamoDB's 400 KB waits in
-    /// SQS instead, hidden with the park back-off, and says so.
+    /// An event for a `SUSPENDED` execution: kept in a row of its own until `resume` (the
+    /// driver's parking). Only an event whose row would pass DynamoDB's 400 KB waits in SQS
+    /// instead, hidden with the park back-off, and says so.
     async fn park_suspended(&self, exe: &mut Execution, event: &Event) -> Result<Handled, Failed> {
         match self.driver.park_while_suspended(exe, event).await {
             Ok(true) => Ok(Handled::ParkedWhileSuspended {
@@ -528,8 +528,8 @@ impl Worker {
                     execution_id = %exe.id,
                     event_id = %event.id,
                     reason = %why,
-                    "event left in SQS: execution {} is SUSPENDED and its item has no room for it; \
-                     resume it before the queue's retention runs out",
+                    "event left in SQS: execution {} is SUSPENDED and the event is too large to keep \
+                     in a row; resume it before the queue's retention runs out",
                     exe.id
                 );
                 Err(Failed::Parked)
@@ -547,7 +547,7 @@ impl Worker {
     ///
     /// - the last block is published before the first release commit repoints the item
     ///   (a release that stopped half-way, its record redelivered, left it there);
-    /// - `event` itself is first appended to the parked events (a commit without rows) and
+    /// - `event` itself is first parked behind them (its row, no outbox rows) and
     ///   released last: every redelivery of it then finds it parked (the release resumes,
     ///   last block first) or processed (a duplicate, which publishes the last block),
     ///   never neither, as it would after a crash between the last release commit and its
@@ -567,24 +567,31 @@ impl Worker {
         flushed: &mut RelaySummary,
     ) -> Result<Release, Failed> {
         self.flush_pending(&exe.id, flushed).await?;
-        let mut takes_event = exe.parked_events.iter().any(|p| p.id == event.id);
-        if !crate::driver::is_recheck(event) && !takes_event {
-            match self.driver.append_parked(exe, event).await {
-                Ok(()) => takes_event = true,
-                // no room on the item for one more: it steps after the release, as it did
+        let mut takes_event = false;
+        if !crate::driver::is_recheck(event) {
+            match Box::pin(self.driver.keep_parked(exe, event, Vec::new())).await {
+                // kept now, or kept already (a redelivery): it steps last among them
+                Ok(_) => takes_event = true,
+                // no room for its row: it steps after the released ones, as it did
                 // before (a crash between the two then leaves the last release commit's
                 // rows to the scheduled relay)
                 Err(DriverError::Store(stm_store::StoreError::TooLarge(why))) => tracing::warn!(
                     execution_id = %exe.id,
                     event_id = %event.id,
                     reason = %why,
-                    "the event steps after the released ones without being parked first: the item has no room for it"
+                    "the event steps after the released ones without being parked first: its row is too large"
                 ),
                 Err(err) => return Err(classify(err)),
             }
         }
         crate::driver::log_release(exe);
-        while let Some(report) = self.driver.release_next(defn, exe).await.map_err(classify)? {
+        let mut releasing = crate::driver::Releasing::default();
+        while let Some(report) = self
+            .driver
+            .release_next(defn, exe, &mut releasing)
+            .await
+            .map_err(classify)?
+        {
             self.ring(&exe.id, &report).await;
             self.flush(&exe.id, &report, flushed).await?;
         }

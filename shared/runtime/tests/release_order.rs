@@ -299,7 +299,7 @@ async fn release(at: usize, fault: Fault, tick_after_resume: bool, backend: Back
         run.tick(n).await;
     }
     run.worker_alone().await;
-    assert_eq!(run.stack.load(PARENT).await.parked_events.len(), 5);
+    assert_eq!(run.stack.parked(PARENT).await.len(), 5);
     run.stack.control.resume(PARENT).await.expect("resume");
     run.arm();
     if tick_after_resume {

@@ -57,7 +57,7 @@ async fn state(stack: &Stack, id: &str) -> (Option<String>, Status, Option<Versi
         exe.active_path,
         exe.status,
         exe.definition_version,
-        exe.parked_events.len(),
+        stack.parked(id).await.len(),
     )
 }
 
@@ -142,7 +142,8 @@ async fn pinned_executions_step_on_their_version_park_without_it_and_migrate() {
         (parked.active_path.as_deref(), parked.status),
         (Some("Busy"), Status::Running)
     );
-    let kinds: Vec<&str> = parked.parked_events.iter().map(|e| e.kind.as_str()).collect();
+    let waiting = dropped.parked("b").await;
+    let kinds: Vec<&str> = waiting.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, ["Back", "Go"]);
     assert!(
         parts

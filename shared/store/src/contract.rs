@@ -20,6 +20,7 @@ mod dedupe;
 mod joins;
 mod limits;
 mod listing;
+mod parked;
 mod purge;
 mod rows;
 mod seeded;
@@ -44,6 +45,7 @@ pub use limits::{
     oversized_context_is_too_large, too_many_transaction_items_is_too_large, unstorable_timer_is_too_large,
 };
 pub use listing::cursor_pages_through_250_executions_with_filters;
+pub use parked::parked_rows_keep_order_and_claims;
 pub use purge::{
     ids_with_prefix_contract, purge_contract, purge_sweeps_partitions_past_one_batch,
     purge_while_paging_skips_nothing,
@@ -98,6 +100,7 @@ macro_rules! store_contract_tests {
             in_states_follow_each_commit,
             in_states_finds_every_match_in_order,
             join_reports_count_each_instance_once,
+            parked_rows_keep_order_and_claims,
         );
     };
     (@each $make:path; $($check:ident),* $(,)?) => {

@@ -113,6 +113,7 @@ pub(crate) mod item;
 mod join;
 mod listing;
 mod load;
+mod parked;
 mod provision;
 mod purge;
 mod recent;

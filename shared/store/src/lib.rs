@@ -22,6 +22,7 @@ pub mod dynamodb;
 mod error;
 pub mod join;
 mod memory;
+pub mod parked;
 pub mod states;
 
 use async_trait::async_trait;
@@ -37,6 +38,7 @@ pub use error::{
 };
 pub use join::{JoinReport, JoinTally};
 pub use memory::MemoryStore;
+pub use parked::{waiting_on, Parked, ParkedEvent, Unpark, PARKED_PAGE};
 pub use states::InState;
 
 /// The default size of the per-execution trace ring.
@@ -63,6 +65,12 @@ pub struct Commit {
     pub spawns: Vec<SpawnIntent>,
     /// The opt-in trace steps (harel's `_trace_step` dict), one per step, oldest first.
     pub traces: Vec<Map>,
+    /// The event this commit parks in its row ([`parked`]): the first of a run, whose
+    /// commit sets `parked_after` on the item; the others are kept by
+    /// [`ExecutionStore::park`] without writing the item.
+    pub park: Option<ParkedEvent>,
+    /// The parked events this commit steps: their rows are deleted with it.
+    pub unpark: Vec<Unpark>,
 }
 
 impl Commit {
@@ -75,6 +83,10 @@ impl Commit {
         self.timers.extend(later.timers);
         self.spawns.extend(later.spawns);
         self.traces.extend(later.traces);
+        if later.park.is_some() {
+            self.park = later.park;
+        }
+        self.unpark.extend(later.unpark);
     }
 }
 
@@ -291,8 +303,8 @@ pub struct ExecutionSummary {
     pub finished_at: Option<f64>,
     /// The version of its machine it is pinned to (`None`: unpinned, as harel writes it).
     pub definition_version: Option<stm_core::version::Version>,
-    /// How many events wait on it for that version to be deployed.
-    pub parked_events: usize,
+    /// Events wait on it (for its version to be deployed, or for a resume).
+    pub parked: bool,
 }
 
 impl ExecutionSummary {
@@ -307,7 +319,7 @@ impl ExecutionSummary {
             parent_id: exe.parent_id.clone(),
             finished_at: exe.finished_at,
             definition_version: exe.definition_version,
-            parked_events: exe.parked_events.len(),
+            parked: exe.has_parked(),
         }
     }
 }
@@ -491,6 +503,25 @@ pub trait ExecutionStore: Send + Sync {
     /// died between the execution and its rows is finished by a retry. A stale copy can
     /// never bring it back: its commit fails the CAS as for any absent execution.
     async fn purge(&self, id: &str, expected_version: i64) -> Result<bool, StoreError>;
+
+    /// Take the number of the next event parked for `id` (module [`parked`]): from 1, a
+    /// new one each call (a number taken and never written is a hole a release steps
+    /// over).
+    async fn take_park_number(&self, id: &str) -> Result<u64, StoreError>;
+
+    /// The last number taken for `id` (0: none yet), a strongly consistent read.
+    async fn last_park_number(&self, id: &str) -> Result<u64, StoreError>;
+
+    /// Keep `parked` for `id` in its row, if `id` is still at `version` (its item is not
+    /// written). [`Parked::AlreadyKept`]: its event was kept already (a redelivery);
+    /// a moved version: [`StoreError::Conflict`].
+    async fn park(&self, id: &str, version: i64, parked: &ParkedEvent) -> Result<Parked, StoreError>;
+
+    /// The events kept for `id` numbered after `after` through `through`, in number order,
+    /// at most [`PARKED_PAGE`] numbers read (a number without a row is left out); strongly
+    /// consistent.
+    async fn parked_events(&self, id: &str, after: u64, through: u64)
+        -> Result<Vec<ParkedEvent>, StoreError>;
 
     /// Record one instance's end in its counted join's rows (module [`join`]): `Some` with
     /// the join's tally when every instance has now reported (this report or an earlier

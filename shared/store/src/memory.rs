@@ -14,8 +14,8 @@ use crate::join::{self, JoinReport, JoinTally};
 use crate::states::StateEntry;
 use crate::{
     ArmedTimer, Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, ExecutionSummary, InState,
-    ListQuery, OutboxEntry, PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, TimerOp, Written,
-    DEFAULT_TRACE_MAX,
+    ListQuery, OutboxEntry, Parked, ParkedEvent, PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim,
+    TimerOp, Unpark, Written, DEFAULT_TRACE_MAX,
 };
 
 #[derive(Default, Debug)]
@@ -47,6 +47,28 @@ struct Inner {
     states: FastMap<String, StateEntry>,
     /// A counted join's rows ([`crate::join`]): row key -> its set.
     join_rows: FastMap<String, std::collections::BTreeSet<String>>,
+    /// Parked events ([`crate::parked`]): execution id -> its rows.
+    parked: FastMap<String, ParkedRows>,
+}
+
+/// One execution's parked rows: the last number taken, the rows by number, the claims.
+#[derive(Default, Debug)]
+struct ParkedRows {
+    last: u64,
+    rows: BTreeMap<u64, stm_core::Event>,
+    claims: FastSet<String>,
+}
+
+impl ParkedRows {
+    fn keep(&mut self, parked: &ParkedEvent) {
+        self.claims.insert(parked.event.id.clone());
+        self.rows.insert(parked.number, parked.event.clone());
+    }
+
+    fn unpark(&mut self, released: &Unpark) {
+        self.rows.remove(&released.number);
+        self.claims.remove(&released.event_id);
+    }
 }
 
 /// An armed timer.
@@ -180,6 +202,20 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
+    /// Whether `event_id` is kept parked for `id` (its claim is there): what a park of it
+    /// would answer `AlreadyKept` to, read without parking it.
+    pub fn is_kept(&self, id: &str, event_id: &str) -> bool {
+        let inner = self.lock();
+        self.is_kept_in(&inner, id, event_id)
+    }
+
+    fn is_kept_in(&self, inner: &Inner, id: &str, event_id: &str) -> bool {
+        inner
+            .parked
+            .get(id)
+            .is_some_and(|rows| rows.claims.contains(event_id))
+    }
+
     pub fn new() -> Self {
         MemoryStore::with_trace_max(DEFAULT_TRACE_MAX)
     }
@@ -254,6 +290,55 @@ impl ExecutionStore for MemoryStore {
         Ok(Some(join::tally(elements)))
     }
 
+    async fn take_park_number(&self, id: &str) -> Result<u64, StoreError> {
+        let mut inner = self.lock();
+        let rows = inner.parked.entry(id.to_string()).or_default();
+        rows.last += 1;
+        Ok(rows.last)
+    }
+
+    async fn last_park_number(&self, id: &str) -> Result<u64, StoreError> {
+        Ok(self.lock().parked.get(id).map_or(0, |rows| rows.last))
+    }
+
+    async fn park(&self, id: &str, version: i64, parked: &ParkedEvent) -> Result<Parked, StoreError> {
+        let mut inner = self.lock();
+        // a redelivery is told first, as the DynamoDB store reads the claim's refusal first
+        if self.is_kept_in(&inner, id, &parked.event.id) {
+            return Ok(Parked::AlreadyKept);
+        }
+        let found = inner.executions.get(id).map(|e| e.version);
+        if found != Some(version) {
+            return Err(StoreError::Conflict {
+                id: id.to_string(),
+                expected: version,
+                found,
+            });
+        }
+        inner.parked.entry(id.to_string()).or_default().keep(parked);
+        Ok(Parked::Kept)
+    }
+
+    async fn parked_events(
+        &self,
+        id: &str,
+        after: u64,
+        through: u64,
+    ) -> Result<Vec<ParkedEvent>, StoreError> {
+        let inner = self.lock();
+        let Some(rows) = inner.parked.get(id) else {
+            return Ok(Vec::new());
+        };
+        Ok(rows
+            .rows
+            .range(crate::parked::page(after, through))
+            .map(|(number, event)| ParkedEvent {
+                number: *number,
+                event: event.clone(),
+            })
+            .collect())
+    }
+
     async fn load_for_event(
         &self,
         id: &str,
@@ -311,6 +396,15 @@ impl ExecutionStore for MemoryStore {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64())
         });
+        if commit.park.is_some() || !commit.unpark.is_empty() {
+            let rows = inner.parked.entry(exe.id.clone()).or_default();
+            if let Some(parked) = &commit.park {
+                rows.keep(parked);
+            }
+            for released in &commit.unpark {
+                rows.unpark(released);
+            }
+        }
         let mut written = Written::default();
         for spawn in commit.spawns {
             inner.last_seq += 1;
@@ -598,6 +692,7 @@ impl ExecutionStore for MemoryStore {
             None => false,
         };
         inner.processed.remove(id);
+        inner.parked.remove(id);
         inner.last_rows.remove(id);
         inner.states.remove(id);
         inner.trace.remove(id);

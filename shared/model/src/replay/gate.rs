@@ -129,6 +129,38 @@ impl ExecutionStore for GatedStore {
         self.inner.list_executions(query).await
     }
 
+    async fn take_park_number(&self, id: &str) -> Result<u64, StoreError> {
+        self.inner.take_park_number(id).await
+    }
+
+    async fn last_park_number(&self, id: &str) -> Result<u64, StoreError> {
+        self.inner.last_park_number(id).await
+    }
+
+    /// The model's park: one step, as the first of a run's commit is; a redelivery of an
+    /// event kept already writes nothing, and is no step (the model's worker is done with
+    /// it).
+    async fn park(
+        &self,
+        id: &str,
+        version: i64,
+        parked: &stm_store::ParkedEvent,
+    ) -> Result<stm_store::Parked, StoreError> {
+        if !self.inner.is_kept(id, &parked.event.id) {
+            self.pause("commit").await;
+        }
+        self.inner.park(id, version, parked).await
+    }
+
+    async fn parked_events(
+        &self,
+        id: &str,
+        after: u64,
+        through: u64,
+    ) -> Result<Vec<stm_store::ParkedEvent>, StoreError> {
+        self.inner.parked_events(id, after, through).await
+    }
+
     async fn pending_outbox(&self) -> Result<Vec<OutboxEntry>, StoreError> {
         self.inner.pending_outbox().await
     }

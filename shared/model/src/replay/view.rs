@@ -132,7 +132,13 @@ impl View {
             let id = real_id(exe);
             let loaded = store.load(id).await.ok().flatten();
             let trace = store.read_trace(id).await.unwrap_or_default();
-            items.push(item_view(exe, loaded.as_ref(), &trace));
+            let parked = match &loaded {
+                Some(loaded) => stm_store::waiting_on(store, loaded, usize::MAX)
+                    .await
+                    .unwrap_or_default(),
+                None => Vec::new(),
+            };
+            items.push(item_view(exe, loaded.as_ref(), &trace, &parked));
         }
         let mut rows: Vec<(i64, Msg)> = Vec::new();
         for spawn in store.pending_spawns().await.unwrap_or_default() {
@@ -184,7 +190,12 @@ impl View {
 
 /// An execution as the model keeps it: the marks from its trace (one step per committed
 /// event), the state from its status and active state, its parked events.
-fn item_view(exe: usize, loaded: Option<&Execution>, trace: &[stm_core::Map]) -> ItemView {
+fn item_view(
+    exe: usize,
+    loaded: Option<&Execution>,
+    trace: &[stm_core::Map],
+    parked: &[stm_core::Event],
+) -> ItemView {
     let Some(loaded) = loaded else {
         return ItemView {
             version: 0,
@@ -241,8 +252,7 @@ fn item_view(exe: usize, loaded: Option<&Execution>, trace: &[stm_core::Map]) ->
         marks,
         suspended: loaded.status == Status::Suspended,
         cancelled: loaded.status == Status::Cancelled,
-        parked: loaded
-            .parked_events
+        parked: parked
             .iter()
             .map(|e| event_msg(id, &e.kind, &e.data).unwrap_or(UNKNOWN))
             .collect(),

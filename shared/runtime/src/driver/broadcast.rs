@@ -26,6 +26,19 @@ impl Driver {
         event: &Event,
         region_ids: &[String],
     ) -> Result<StepReport, DriverError> {
+        self.broadcast_unparking(defn, exe, event, region_ids, None).await
+    }
+
+    /// [`commit_broadcast`](Self::commit_broadcast) of a parked event released from its
+    /// row: `unpark`, the row and claim its commit deletes.
+    pub(crate) async fn broadcast_unparking(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+        event: &Event,
+        region_ids: &[String],
+        unpark: Option<stm_store::Unpark>,
+    ) -> Result<StepReport, DriverError> {
         // Refused before anything is written. The event reached us through SQS, so it
         // fits unless our serialization of it is larger than the sender's (a harel body
         // without the null time fields, within a few bytes of the limit): rare, and the
@@ -45,6 +58,7 @@ impl Driver {
             emits: emits.clone(),
             processed_event_ids: vec![event.id.clone()],
             timers,
+            unpark: unpark.into_iter().collect(),
             ..Commit::default()
         };
         let outbox_seqs = self.store.commit(exe, commit).await?.outbox;

@@ -92,6 +92,8 @@ fn split_off(c: &mut Commit, at: &Lengths) -> Commit {
         timers: c.timers.split_off(at.timers),
         spawns: c.spawns.split_off(at.spawns),
         traces: c.traces.split_off(at.traces),
+        // a burst steps plain events only: it never parks or releases one
+        ..Commit::default()
     }
 }
 

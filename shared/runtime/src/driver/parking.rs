@@ -1,26 +1,32 @@
 //! Parking: an execution pinned to a version this deploy does not retain keeps its
-//! events, in order, on its own item, and steps them once the version is back.
+//! events, in order, and steps them once the version is back.
 //!
 //! Not failed and not poison: a deploy that dropped a version still in use loses
-//! nothing, and putting the version back releases the events. Parking commits the
-//! execution (CAS, as a step does) with the event appended to `parked_events` and a
-//! recheck timer (`@parked`) armed; the event's processed mark is written only when it
-//! finally steps, so a redelivery while it waits is recognised by its id in the list.
-//! The release happens on the execution's next event or on the recheck, whichever
-//! comes first: each parked event steps in its own commit, which also takes it off the
-//! list, so a crash half-way resumes where it stopped.
+//! nothing, and putting the version back releases the events. Each parked event is a row
+//! of its own in the store (module `parked` of `stm_store`), numbered in arrival order,
+//! with a claim by its id, so that a redelivery while it waits is recognised without
+//! reading the others; its processed mark is written only when it finally steps. Only
+//! the first event of a run writes the item (a commit that sets `parked_after`, with the
+//! recheck timer `@parked` armed); the others write their row in a transaction that checks
+//! the item's version, so that one racing a resume is retried on the resumed execution.
+//! A parked event therefore costs its own size in writes, whatever the item's. The
+//! release happens on the execution's next event or on the recheck, whichever comes
+//! first: each parked event steps in its own commit, which also deletes its row, so a
+//! crash half-way resumes where it stopped.
 //!
-//! A `SUSPENDED` execution's events wait on the same list ([`Driver::park_while_suspended`]):
+//! A `SUSPENDED` execution's events wait the same way ([`Driver::park_while_suspended`]):
 //! never in SQS, whose retention (14 days at most) would delete an event that waits
 //! longer, and where a waiting message holds its group and counts receives toward the
 //! dead-letter queue. `resume` arms the recheck at once, and the recheck (or the next
 //! event) releases them in order.
 //!
-//! The list lives in the execution's item, so it counts toward DynamoDB's 400 KB item
-//! size: an event that would not fit fails as a too-large write does.
+//! Items written before parked rows may hold their events in `parked_events`: a release
+//! steps those first, and nothing appends there any more.
+
+use std::collections::VecDeque;
 
 use stm_core::{Definition, Event, Execution};
-use stm_store::{Commit, TimerOp};
+use stm_store::{Commit, Parked, ParkedEvent, TimerOp, Unpark};
 
 use super::plan::{is_recheck, route, Arrival, Plan, PARKED_PATH};
 use super::{Driver, DriverError, StepReport};
@@ -33,16 +39,17 @@ pub(crate) fn log_release(exe: &Execution) {
     tracing::info!(
         execution_id = %exe.id,
         version = %exe.definition_version.map_or("-".to_string(), |v| v.to_string()),
-        parked = exe.parked_events.len(),
+        parked_on_item = exe.parked_events.len(),
+        parked_after = exe.parked_after.unwrap_or(0),
         "releasing parked events in order: the execution runs on a deployed version again"
     );
 }
 
 impl Driver {
-    /// Keep `event` on `exe`, which is `SUSPENDED`, until a resume releases it: appended
-    /// to `parked_events` in a commit of its own (CAS, as a step), its processed mark left
-    /// for when it steps. `false`: nothing to keep (the recheck timer, which `resume` arms
-    /// again). A redelivery of an event already kept changes nothing.
+    /// Keep `event` for `exe`, which is `SUSPENDED`, until a resume releases it: in its
+    /// row ([`keep_parked`](Self::keep_parked)), its processed mark left for when it
+    /// steps. `false`: nothing to keep (the recheck timer, which `resume` arms again). A
+    /// redelivery of an event already kept changes nothing.
     pub(crate) async fn park_while_suspended(
         &self,
         exe: &mut Execution,
@@ -51,31 +58,65 @@ impl Driver {
         if is_recheck(event) {
             return Ok(false);
         }
-        if exe.parked_events.iter().any(|p| p.id == event.id) {
-            return Ok(true);
+        if let Some(number) = Box::pin(self.keep_parked(exe, event, Vec::new())).await? {
+            tracing::info!(
+                execution_id = %exe.id,
+                event_id = %event.id,
+                kind = %event.kind,
+                number,
+                "event parked: execution {} is SUSPENDED; it steps when the execution is resumed",
+                exe.id
+            );
         }
-        self.append_parked(exe, event).await?;
-        tracing::info!(
-            execution_id = %exe.id,
-            event_id = %event.id,
-            kind = %event.kind,
-            parked = exe.parked_events.len(),
-            "event parked: execution {} is SUSPENDED; it steps when the execution is resumed",
-            exe.id
-        );
         Ok(true)
     }
 
-    /// Append `event` to `exe`'s parked events in a commit of its own (CAS, no rows, its
-    /// processed mark left for when it steps); on failure `exe` is left as it was.
-    pub(crate) async fn append_parked(&self, exe: &mut Execution, event: &Event) -> Result<(), DriverError> {
-        exe.parked_events.push(event.clone());
+    /// Keep `event` for `exe` in a row of its own: the first of a run in a commit of the
+    /// item that sets `parked_after` (with `timers`), any other without writing the item
+    /// (its row and claim, if the item is still at its version: a lost race is a
+    /// conflict, and the retry finds the item as it is now). The number it was kept
+    /// under, or `None` if it was kept already (a redelivery). On failure `exe` is left as
+    /// it was.
+    pub(crate) async fn keep_parked(
+        &self,
+        exe: &mut Execution,
+        event: &Event,
+        timers: Vec<TimerOp>,
+    ) -> Result<Option<u64>, DriverError> {
+        if exe.parked_events.iter().any(|p| p.id == event.id) {
+            return Ok(None);
+        }
+        let number = self.store.take_park_number(&exe.id).await?;
+        let parked = ParkedEvent {
+            number,
+            event: event.clone(),
+        };
+        if exe.parked_after.is_some() && timers.is_empty() {
+            return Ok(match self.store.park(&exe.id, exe.version, &parked).await? {
+                Parked::AlreadyKept => None,
+                _ => Some(number),
+            });
+        }
+        let before = exe.parked_after;
+        // every number before this one was released, or is a hole a park left
+        exe.parked_after = Some(before.unwrap_or(number - 1));
         exe.stamp(self.clock.now());
-        if let Err(err) = self.store.commit(exe, Commit::default()).await {
-            exe.parked_events.pop();
+        let commit = Commit {
+            timers,
+            park: before.is_none().then(|| parked.clone()),
+            ..Commit::default()
+        };
+        if let Err(err) = self.store.commit(exe, commit).await {
+            exe.parked_after = before;
             return Err(err.into());
         }
-        Ok(())
+        if before.is_some() {
+            // a commit that only re-armed the timer: the row after it, as any other
+            if self.store.park(&exe.id, exe.version, &parked).await? == Parked::AlreadyKept {
+                return Ok(None);
+            }
+        }
+        Ok(Some(number))
     }
 
     /// Keep `event` on `exe`, whose version this deploy does not have ([`Plan::ParkForVersion`](super::Plan::ParkForVersion)):
@@ -95,38 +136,54 @@ impl Driver {
             parked: true,
             ..StepReport::default()
         };
-        if exe.parked_events.iter().any(|p| p.id == event.id) || (recheck && exe.parked_events.is_empty()) {
-            // a redelivery of a parked event, or a recheck with nothing waiting
+        if recheck && !exe.has_parked() {
+            // a recheck with nothing waiting
             return Ok(parked);
-        }
-        if !recheck {
-            exe.parked_events.push(event.clone());
         }
         let now = self.clock.now();
         let fire_at = now + PARKED_RECHECK_SECONDS;
-        exe.stamp(now);
-        let commit = Commit {
-            timers: vec![TimerOp::Schedule {
-                path: PARKED_PATH.into(),
-                fire_at,
-            }],
-            ..Commit::default()
+        let rearm = vec![TimerOp::Schedule {
+            path: PARKED_PATH.into(),
+            fire_at,
+        }];
+        if recheck {
+            // still not deployed: look again later
+            exe.stamp(now);
+            let commit = Commit {
+                timers: rearm,
+                ..Commit::default()
+            };
+            self.store.commit(exe, commit).await?;
+            return Ok(StepReport {
+                armed_timers: vec![(PARKED_PATH.into(), fire_at)],
+                ..parked
+            });
+        }
+        // the first of a run arms the recheck with its commit; the others find it armed
+        let first = exe.parked_after.is_none();
+        let timers = if first { rearm } else { Vec::new() };
+        let Some(number) = Box::pin(self.keep_parked(exe, event, timers)).await? else {
+            // a redelivery of a parked event
+            return Ok(parked);
         };
-        self.store.commit(exe, commit).await?;
         tracing::warn!(
             execution_id = %exe.id,
             definition_id = %exe.definition_id,
             version = %version,
             event_id = %event.id,
             kind = %event.kind,
-            parked = exe.parked_events.len(),
+            number,
             "event parked: execution {} is pinned to version {version} of {}, which this deploy \
              does not have; it waits until that version is deployed again or the execution is migrated",
             exe.id,
             exe.definition_id,
         );
         Ok(StepReport {
-            armed_timers: vec![(PARKED_PATH.into(), fire_at)],
+            armed_timers: if first {
+                vec![(PARKED_PATH.into(), fire_at)]
+            } else {
+                Vec::new()
+            },
             ..parked
         })
     }
@@ -182,33 +239,51 @@ impl Driver {
         exe: &mut Execution,
     ) -> Result<StepReport, DriverError> {
         let mut report = StepReport::default();
-        if exe.parked_events.is_empty() {
+        if !exe.has_parked() {
             return Ok(report);
         }
         log_release(exe);
-        while let Some(step) = self.release_next(defn, exe).await? {
+        let mut releasing = Releasing::default();
+        while let Some(step) = self.release_next(defn, exe, &mut releasing).await? {
             report.absorb(step);
         }
         Ok(report)
     }
 
-    /// Step the oldest parked event of `exe` in its own commit, which also takes it off
-    /// the list (`None`: nothing is parked). One commit a call, so that a caller that
-    /// delivers by queue publishes each commit's rows before the next commit
+    /// Step the oldest parked event of `exe` in its own commit, which also deletes its
+    /// row (`None`: nothing is parked). One commit a call, so that a caller that delivers
+    /// by queue publishes each commit's rows before the next commit
     /// (`Worker::release_parked`); the embedded runner delivers after the whole release.
+    /// `releasing` holds the rows read ahead (a page at a time) between calls.
     pub(crate) async fn release_next(
         &self,
         defn: &Definition,
         exe: &mut Execution,
+        releasing: &mut Releasing,
     ) -> Result<Option<StepReport>, DriverError> {
-        if exe.parked_events.is_empty() {
-            return Ok(None);
-        }
-        let event = exe.parked_events.remove(0);
+        let (event, unpark) = if exe.parked_events.is_empty() {
+            let Some(parked) = self.next_parked(exe, releasing).await? else {
+                return Ok(None);
+            };
+            let unpark = Unpark {
+                number: parked.number,
+                event_id: parked.event.id.clone(),
+            };
+            // its commit moves the cursor past it (or ends the run, when it is the last)
+            let through = releasing.through.unwrap_or(parked.number);
+            exe.parked_after = (parked.number < through).then_some(parked.number);
+            (parked.event, Some(unpark))
+        } else {
+            // an item written before parked rows: its list first
+            (exe.parked_events.remove(0), None)
+        };
         // released events were parked from the queue or by a caller: routed as those are
+        // (on the heap: a step's future is large, and this one sits under the worker's)
         let step = match route(Arrival::Queue, exe, &event) {
-            Plan::Broadcast { regions } => self.commit_broadcast(defn, exe, &event, &regions).await,
-            _ => self.step_on(defn, exe, Some(&event)).await,
+            Plan::Broadcast { regions } => {
+                Box::pin(self.broadcast_unparking(defn, exe, &event, &regions, unpark)).await
+            }
+            _ => Box::pin(self.step_unparking(defn, exe, Some(&event), unpark)).await,
         };
         // on an error the caller drops `exe` and reloads: the stored item says what is
         // still parked
@@ -216,4 +291,51 @@ impl Driver {
         step.released.push(event.id);
         Ok(Some(step))
     }
+
+    /// The next parked row of `exe` after its `parked_after`, read a page ahead; `None`
+    /// when none is left, after a commit that ends the run if only holes were left.
+    async fn next_parked(
+        &self,
+        exe: &mut Execution,
+        releasing: &mut Releasing,
+    ) -> Result<Option<ParkedEvent>, DriverError> {
+        loop {
+            let Some(after) = exe.parked_after else {
+                return Ok(None);
+            };
+            if let Some(parked) = releasing.ahead.pop_front() {
+                return Ok(Some(parked));
+            }
+            let through = match releasing.through {
+                Some(through) => through,
+                None => {
+                    let through = self.store.last_park_number(&exe.id).await?;
+                    releasing.through = Some(through);
+                    through
+                }
+            };
+            if after >= through {
+                // only holes were left (numbers taken by parks that lost a race or died)
+                exe.parked_after = None;
+                exe.stamp(self.clock.now());
+                self.store.commit(exe, Commit::default()).await?;
+                return Ok(None);
+            }
+            let page = self.store.parked_events(&exe.id, after, through).await?;
+            let read_through = after.saturating_add(stm_store::PARKED_PAGE).min(through);
+            if page.is_empty() {
+                // a page of holes: the cursor moves past them with the next commit
+                exe.parked_after = Some(read_through);
+            }
+            releasing.ahead = page.into();
+        }
+    }
+}
+
+/// A release in progress: the last number taken when it began (read once: nothing is
+/// parked for a running execution while it releases) and the rows read ahead.
+#[derive(Debug, Default)]
+pub(crate) struct Releasing {
+    through: Option<u64>,
+    ahead: VecDeque<ParkedEvent>,
 }

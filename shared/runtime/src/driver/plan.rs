@@ -121,7 +121,7 @@ pub fn plan(
     if !deployed {
         return Plan::ParkForVersion;
     }
-    if !exe.parked_events.is_empty() {
+    if exe.has_parked() {
         return Plan::Release;
     }
     if is_recheck(event) {

@@ -322,10 +322,24 @@ impl Driver {
         exe: &mut Execution,
         event: Option<&Event>,
     ) -> Result<StepReport, DriverError> {
+        self.step_unparking(defn, exe, event, None).await
+    }
+
+    /// [`step_on`](Self::step_on) for a parked event released from its row: `unpark`, the
+    /// row and claim its commit deletes (in the failure's commit too, if the step's
+    /// cannot be written).
+    pub(crate) async fn step_unparking(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+        event: Option<&Event>,
+        unpark: Option<stm_store::Unpark>,
+    ) -> Result<StepReport, DriverError> {
         // the step may have to be undone (see `prepare_step`); a clone is cheap next to
         // the commit's serialization of the same execution
         let before = exe.clone();
-        let step = self.prepare_checked(defn, exe, event, &before, &[]).await?;
+        let mut step = self.prepare_checked(defn, exe, event, &before, &[]).await?;
+        step.commit.unpark.extend(unpark.clone());
         let actions = step.report.actions.clone();
         match self.commit_prepared(exe, step).await {
             Err(DriverError::Store(err @ StoreError::TooLarge(_))) => {
@@ -345,8 +359,9 @@ impl Driver {
                     actions,
                     ..Collected::default()
                 };
-                let failure =
+                let mut failure =
                     self.finish_step(exe, event, (before.status, before.active_path.clone()), undone);
+                failure.commit.unpark.extend(unpark);
                 self.commit_prepared(exe, failure).await
             }
             other => other,
@@ -497,6 +512,7 @@ impl Driver {
             timers: collected.timers,
             spawns: collected.spawns,
             traces,
+            ..Commit::default()
         };
         PreparedStep { commit, report }
     }

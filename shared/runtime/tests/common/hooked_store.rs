@@ -40,6 +40,16 @@ pub enum Call<'a> {
     IsProcessed,
     /// A counted join's report recorded in its rows.
     ReportToJoin,
+    /// A parked event's number taken (its counter's `ADD`).
+    TakeParkNumber {
+        id: &'a str,
+    },
+    LastParkNumber,
+    /// A parked event's row written without the item (checked against its version).
+    Park {
+        id: &'a str,
+    },
+    ParkedEvents,
     ListExecutions,
     InStates,
     PendingOutbox,
@@ -212,6 +222,28 @@ macro_rules! forward_through_hook {
                 }
                 async fn report_to_join(&self, report: &JoinReport) -> Result<Option<JoinTally>, StoreError> {
                     through(self, Call::ReportToJoin, || self.inner().report_to_join(report)).await
+                }
+                async fn take_park_number(&self, id: &str) -> Result<u64, StoreError> {
+                    through(self, Call::TakeParkNumber { id }, || self.inner().take_park_number(id)).await
+                }
+                async fn last_park_number(&self, id: &str) -> Result<u64, StoreError> {
+                    through(self, Call::LastParkNumber, || self.inner().last_park_number(id)).await
+                }
+                async fn park(
+                    &self,
+                    id: &str,
+                    version: i64,
+                    parked: &stm_store::ParkedEvent,
+                ) -> Result<stm_store::Parked, StoreError> {
+                    through(self, Call::Park { id }, || self.inner().park(id, version, parked)).await
+                }
+                async fn parked_events(
+                    &self,
+                    id: &str,
+                    after: u64,
+                    through_number: u64,
+                ) -> Result<Vec<stm_store::ParkedEvent>, StoreError> {
+                    through(self, Call::ParkedEvents, || self.inner().parked_events(id, after, through_number)).await
                 }
                 async fn list_executions(&self, query: &ListQuery) -> Result<ExecutionPage, StoreError> {
                     through(self, Call::ListExecutions, || self.inner().list_executions(query)).await

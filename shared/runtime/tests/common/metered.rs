@@ -568,7 +568,36 @@ impl ExecutionStore for MeteredStore {
             .collect();
         let marks: Vec<String> = commit.processed_event_ids.clone();
         let traces: Vec<usize> = commit.traces.iter().map(|t| trace_row_bytes(&id, t)).collect();
-        let side_items = emits.len() + spawns.len() + marks.len() + timers.len() + traces.len();
+        let parked: Vec<(String, usize)> = commit
+            .park
+            .iter()
+            .map(|p| (format!("parked#e#{}#{id}", p.number), parked_row_bytes(&id, p)))
+            .chain(commit.park.iter().map(|p| {
+                let key = format!("parked#c#{id}#{}", p.event.id);
+                let bytes = 40 + key.len();
+                (key, bytes)
+            }))
+            .collect();
+        let mut unparked: Vec<(String, usize)> = Vec::new();
+        for released in &commit.unpark {
+            // a delete costs the item's size: the row's, read back from the store
+            let row = self
+                .inner
+                .parked_events(&id, released.number - 1, released.number)
+                .await?;
+            let bytes = row.first().map_or(100, |p| parked_row_bytes(&id, p));
+            unparked.push((format!("parked#e#{}#{id}", released.number), bytes));
+            let claim = format!("parked#c#{id}#{}", released.event_id);
+            let claim_bytes = 40 + claim.len();
+            unparked.push((claim, claim_bytes));
+        }
+        let side_items = emits.len()
+            + spawns.len()
+            + marks.len()
+            + timers.len()
+            + traces.len()
+            + parked.len()
+            + unparked.len();
 
         // the state index entry before and after: an index write only when it changes
         let state_before = self.inner.load(&id).await?.as_ref().and_then(state_index_key);
@@ -627,6 +656,9 @@ impl ExecutionStore for MeteredStore {
             self.write(TIMERS, &format!("{id}|{path}"), bytes, tx);
             self.index_writes(&timer_shard(&id, path), before, after);
         }
+        for (key, bytes) in parked.iter().chain(&unparked) {
+            self.write(COUNTERS, key, *bytes, tx);
+        }
         for (i, bytes) in traces.iter().enumerate() {
             let idx = traced_before + i;
             self.write(TRACE, &format!("{id}|{idx}"), *bytes, tx);
@@ -637,6 +669,65 @@ impl ExecutionStore for MeteredStore {
             }
         }
         Ok(written)
+    }
+
+    async fn take_park_number(&self, id: &str) -> Result<u64, StoreError> {
+        let number = self.inner.take_park_number(id).await?;
+        self.request("UpdateItem");
+        self.write(COUNTERS, &format!("parked#n#{id}"), 60 + id.len(), false);
+        Ok(number)
+    }
+
+    async fn last_park_number(&self, id: &str) -> Result<u64, StoreError> {
+        self.request("GetItem");
+        self.read(COUNTERS, &format!("parked#n#{id}"), 60 + id.len());
+        self.inner.last_park_number(id).await
+    }
+
+    /// The row and claim (two transactional writes of the event's size and a claim's), and
+    /// the check of the execution's version (metered as a read of its item: the item is
+    /// not written).
+    async fn park(
+        &self,
+        id: &str,
+        version: i64,
+        parked: &stm_store::ParkedEvent,
+    ) -> Result<stm_store::Parked, StoreError> {
+        let answer = self.inner.park(id, version, parked).await?;
+        self.request("TransactWriteItems");
+        let item = self.exe_size(id, None).await;
+        self.read(EXECUTIONS, id, item);
+        self.write(
+            COUNTERS,
+            &format!("parked#e#{}#{id}", parked.number),
+            parked_row_bytes(id, parked),
+            true,
+        );
+        self.write(
+            COUNTERS,
+            &format!("parked#c#{id}#{}", parked.event.id),
+            40 + id.len() + parked.event.id.len(),
+            true,
+        );
+        Ok(answer)
+    }
+
+    async fn parked_events(
+        &self,
+        id: &str,
+        after: u64,
+        through: u64,
+    ) -> Result<Vec<stm_store::ParkedEvent>, StoreError> {
+        let page = self.inner.parked_events(id, after, through).await?;
+        self.request("BatchGetItem");
+        for parked in &page {
+            self.read(
+                COUNTERS,
+                &format!("parked#e#{}#{id}", parked.number),
+                parked_row_bytes(id, parked),
+            );
+        }
+        Ok(page)
     }
 
     async fn report_to_join(
@@ -943,4 +1034,15 @@ impl ExecutionStore for MeteredStore {
         self.scan(EXECUTIONS, bytes);
         Ok(ids)
     }
+}
+
+/// The execution item's size as the DynamoDB store writes it.
+#[allow(dead_code)] // the scale simulation reads the sizes it books; a test reads this
+pub fn item_bytes(exe: &Execution) -> usize {
+    exe_item_bytes(exe)
+}
+
+/// A parked event's row: its key and the event's JSON.
+fn parked_row_bytes(id: &str, parked: &stm_store::ParkedEvent) -> usize {
+    2 + 9 + 20 + 1 + id.len() + 5 + parked.event.to_json().len()
 }

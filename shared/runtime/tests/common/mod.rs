@@ -169,6 +169,14 @@ impl Stack {
             .unwrap_or_else(|| panic!("no execution {id}"))
     }
 
+    /// The events waiting on execution `id` (parked), oldest first.
+    pub async fn parked(&self, id: &str) -> Vec<stm_core::Event> {
+        let exe = self.load(id).await;
+        stm_store::waiting_on(self.store.as_ref(), &exe, usize::MAX)
+            .await
+            .expect("parked events")
+    }
+
     pub async fn children(&self, exe: &Execution) -> Vec<Execution> {
         let mut out = Vec::new();
         for id in exe.children.keys() {

@@ -164,6 +164,11 @@ pub async fn failed_cas_writes_nothing<S: ExecutionStore>(make: impl AsyncFn(usi
             context: map(json!({"a": 1})),
         }],
         traces: vec![map(json!({"step": "doomed"}))],
+        park: Some(crate::ParkedEvent {
+            number: 1,
+            event: event("Later", "ev-parked", json!({})),
+        }),
+        ..Commit::default()
     };
     assert_conflict(store.commit(&mut stale, doomed).await, "atomic-1", 1, Some(2));
     assert!(
@@ -184,6 +189,14 @@ pub async fn failed_cas_writes_nothing<S: ExecutionStore>(make: impl AsyncFn(usi
     let timers = store.due_timers(1e12).await.expect("timers");
     assert_eq!(timers.len(), 1, "timers untouched: {timers:?}");
     assert_eq!((timers[0].path.as_str(), timers[0].fire_at), ("root.keep", 100.0));
+    assert!(
+        store
+            .parked_events("atomic-1", 0, 10)
+            .await
+            .expect("parked")
+            .is_empty(),
+        "no parked row"
+    );
     let trace = store.read_trace("atomic-1").await.expect("trace");
     assert_eq!(trace.len(), 1, "no trace step: {trace:?}");
     assert_eq!(trace[0].get("step"), Some(&json!("first")));

@@ -27,6 +27,11 @@ fn purge_seed_commit(id: &str) -> Commit {
             context: Map::new(),
         }],
         traces: vec![map(json!({"event": "Tick"}))],
+        park: Some(crate::ParkedEvent {
+            number: 1,
+            event: event("Later", &format!("{id}-parked"), json!({})),
+        }),
+        ..Commit::default()
     }
 }
 
@@ -44,6 +49,7 @@ pub async fn purge_contract<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
     let store = make(DEFAULT_TRACE_MAX).await;
     let (mut victim, mut bystander) = (finished("victim"), finished("bystander"));
     for e in [&mut victim, &mut bystander] {
+        assert_eq!(store.take_park_number(&e.id).await.expect("number"), 1);
         let commit = purge_seed_commit(&e.id);
         store.commit(e, commit).await.expect("seed");
     }
@@ -68,6 +74,22 @@ pub async fn purge_contract<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
     );
     assert!(store.load("victim").await.expect("load").is_none());
     assert!(!store.is_processed("victim", "victim-ev").await.expect("mark"));
+    assert!(
+        store
+            .parked_events("victim", 0, 10)
+            .await
+            .expect("parked")
+            .is_empty(),
+        "its parked events go with it"
+    );
+    assert_eq!(
+        store
+            .parked_events("bystander", 0, 10)
+            .await
+            .expect("parked")
+            .len(),
+        1
+    );
     assert!(store.read_trace("victim").await.expect("trace").is_empty());
     let due = store.due_timers(10.0).await.expect("timers");
     assert_eq!(

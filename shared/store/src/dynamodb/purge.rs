@@ -8,6 +8,9 @@
 //!   backoff. Not in the execution's transaction: `TransactWriteItems` takes 100 items and
 //!   these partitions are unbounded. The execution goes first, so a crash between the two
 //!   leaves only rows nothing reaches, which a retry still finds and deletes;
+//! - then its parked events' rows and claims and their counter (module `parked`), read by
+//!   key a page of numbers at a time down from the last number taken, to the first page
+//!   with none (the rows still there follow the last one released);
 //! - then the outbox entries addressed to it and the spawn intents it issued, found by a
 //!   filtered `Scan` (those tables are keyed by `seq`; both hold only what the relay has not
 //!   delivered yet, so they stay small).
@@ -61,6 +64,7 @@ impl DynamoDbStore {
             let keys = self.partition_keys(table, sort_key, id).await?;
             self.delete_keys(table, keys).await?;
         }
+        self.purge_parked(id).await?;
         for (table, attribute) in [
             (&self.tables.outbox, "target_id"),
             (&self.tables.spawns, "parent_id"),
@@ -69,6 +73,32 @@ impl DynamoDbStore {
             self.delete_keys(table, keys).await?;
         }
         Ok(deleted)
+    }
+
+    /// Delete `id`'s parked rows, their claims and their counter.
+    async fn purge_parked(&self, id: &str) -> Result<(), StoreError> {
+        let mut through = self.last_park_number_of(id).await?;
+        let key = |k: String| -> Item { HashMap::from([("id".to_string(), s(k))]) };
+        while through > 0 {
+            let after = through.saturating_sub(crate::PARKED_PAGE);
+            let page = self.parked_events_of(id, after, through).await?;
+            if page.is_empty() {
+                break;
+            }
+            let keys: Vec<Item> = page
+                .iter()
+                .flat_map(|p| {
+                    [
+                        key(crate::parked::row_key(id, p.number)),
+                        key(crate::parked::claim_key(id, &p.event.id)),
+                    ]
+                })
+                .collect();
+            self.delete_keys(&self.tables.counters, keys).await?;
+            through = after;
+        }
+        let counter = vec![key(crate::parked::counter_key(id))];
+        self.delete_keys(&self.tables.counters, counter).await
     }
 
     /// Every key of `table`'s partition `execution_id` (Query, all pages, keys only).

@@ -7,7 +7,8 @@ use stm_core::{Execution, Map};
 use super::DynamoDbStore;
 use crate::{
     ArmedTimer, Commit, DueCursor, DueTimer, ExecutionPage, ExecutionStore, InState, JoinReport, JoinTally,
-    ListQuery, OutboxEntry, PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim, Written,
+    ListQuery, OutboxEntry, Parked, ParkedEvent, PendingRows, PendingSeq, SpawnEntry, StoreError, TimerClaim,
+    Written,
 };
 
 #[async_trait]
@@ -18,6 +19,27 @@ impl ExecutionStore for DynamoDbStore {
 
     async fn report_to_join(&self, report: &JoinReport) -> Result<Option<JoinTally>, StoreError> {
         self.record_join_report(report).await
+    }
+
+    async fn take_park_number(&self, id: &str) -> Result<u64, StoreError> {
+        self.take_park_number_of(id).await
+    }
+
+    async fn last_park_number(&self, id: &str) -> Result<u64, StoreError> {
+        self.last_park_number_of(id).await
+    }
+
+    async fn park(&self, id: &str, version: i64, parked: &ParkedEvent) -> Result<Parked, StoreError> {
+        self.park_event(id, version, parked).await
+    }
+
+    async fn parked_events(
+        &self,
+        id: &str,
+        after: u64,
+        through: u64,
+    ) -> Result<Vec<ParkedEvent>, StoreError> {
+        self.parked_events_of(id, after, through).await
     }
 
     async fn load_for_event(

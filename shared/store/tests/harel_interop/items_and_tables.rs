@@ -75,6 +75,7 @@ out({"exe": before, "emits": [[t, json.loads(e.model_dump_json())] for t, e in e
                 ],
                 spawns,
                 traces: vec![obj(input["trace"].clone())],
+                ..Commit::default()
             },
         )
         .await

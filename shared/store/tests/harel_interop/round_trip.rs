@@ -39,6 +39,7 @@ async fn what_we_write_harel_reads() {
             context: obj(json!({"seed": 7, "tags": ["a", "é"]})),
         }],
         traces: vec![obj(json!({"event": "Start", "to": "root.waiting", "t": 1.5}))],
+        ..Commit::default()
     };
     let seqs = store.commit(&mut parent, commit).await.expect("commit");
     store

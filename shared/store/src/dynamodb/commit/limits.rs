@@ -150,6 +150,18 @@ impl DynamoDbStore {
             }
             total += bytes;
         }
+        if let Some(parked) = &p.park {
+            // the row (key, event) and the claim (key, number)
+            let event = parked.event.to_json().len();
+            let bytes = 2 + 9 + 20 + 1 + exe.id.len() + 5 + event;
+            if bytes > MAX_ITEM_BYTES {
+                return Err(item_too_large(
+                    format!("the parked row of event {}", parked.event.id),
+                    bytes,
+                ));
+            }
+            total += bytes + 2 + 12 + exe.id.len() + parked.event.id.len() + 1 + 21;
+        }
         let mark_items = if on_item { 0 } else { p.processed.len() };
         for event_id in p.processed.iter().take(mark_items) {
             total += 12 + exe.id.len() + 8 + event_id.len() + TTL_ATTRIBUTE.len() + 21;
@@ -167,7 +179,8 @@ impl DynamoDbStore {
             + p.spawn_rows.len()
             + mark_items
             + p.timers.len()
-            + p.trace_entries.len() * if self.trace_max > 0 { 2 } else { 1 };
+            + p.trace_entries.len() * if self.trace_max > 0 { 2 } else { 1 }
+            + p.parked_items();
         if count > MAX_TRANSACTION_ITEMS {
             return Err(StoreError::TooLarge(Unstorable::Transaction {
                 execution_id: exe.id.clone(),

@@ -121,6 +121,7 @@ impl DynamoDbStore {
             &p.processed.join("\u{0}"),
             &p.trace_entries.len().to_string(),
             &format!("{:?}", p.timers),
+            &format!("{:?}{:?}", p.park.as_ref().map(|x| x.number), p.unpark),
             &generation.to_string(),
         ] {
             hasher.update(part.as_bytes());
@@ -232,6 +233,12 @@ impl DynamoDbStore {
                     tx.push(TransactWriteItem::builder().delete(del).build());
                 }
             }
+        }
+        if let Some(parked) = &p.park {
+            tx.extend(self.park_puts(&exe.id, parked)?);
+        }
+        for released in &p.unpark {
+            tx.extend(self.unpark_deletes(&exe.id, released)?);
         }
         let mut trace_positions = Vec::new();
         for (i, entry) in p.trace_entries.iter().enumerate() {

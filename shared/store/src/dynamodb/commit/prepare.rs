@@ -25,6 +25,17 @@ pub(super) struct Prepared {
     /// [`DedupeMarks::OnItem`]: the processed window the execution item is written with
     /// (the previous one plus `processed`), set once the previous one is known.
     pub(super) recent: Option<Recent>,
+    /// The event this commit parks (its row and claim, two items) and the parked events
+    /// it steps (their rows' and claims' deletes, two items each).
+    pub(super) park: Option<crate::ParkedEvent>,
+    pub(super) unpark: Vec<crate::Unpark>,
+}
+
+impl Prepared {
+    /// The items the parked rows add to the transaction.
+    pub(super) fn parked_items(&self) -> usize {
+        2 * (usize::from(self.park.is_some()) + self.unpark.len())
+    }
 }
 
 /// The extra spawn-row attribute holding the intents packed after the row's own: a JSON
@@ -109,7 +120,8 @@ impl DynamoDbStore {
             commit.processed_event_ids.len()
         };
         let traces = commit.traces.len() * if self.trace_max > 0 { 2 } else { 1 };
-        let others = 1 + commit.emits.len() + marks + timers.len() + traces;
+        let parked = 2 * (usize::from(commit.park.is_some()) + commit.unpark.len());
+        let others = 1 + commit.emits.len() + marks + timers.len() + traces + parked;
         Prepared {
             data,
             events: commit
@@ -127,6 +139,8 @@ impl DynamoDbStore {
                 .map(|t| pyjson::dumps(&Value::Object(t.clone())))
                 .collect(),
             recent: None,
+            park: commit.park.clone(),
+            unpark: commit.unpark.clone(),
         }
     }
 }
