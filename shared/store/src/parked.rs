@@ -71,22 +71,6 @@ pub(crate) fn page(after: u64, through: u64) -> std::ops::RangeInclusive<u64> {
     after.saturating_add(1)..=last
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_of_two_executions_never_meet() {
-        // an id that looks like another's row or claim
-        assert_ne!(counter_key("a#e#00000000000000000001"), row_key("a", 1));
-        assert_ne!(row_key("a", 1), row_key("a#", 1));
-        assert_ne!(claim_key("a#b", "c"), claim_key("a", "b#c"));
-        assert_eq!(page(0, 5), 1..=5);
-        assert_eq!(page(7, 1_000), 8..=107);
-        assert!(page(9, 9).is_empty());
-    }
-}
-
 /// The events waiting on `exe`, oldest first, at most `limit`: those on its item (written
 /// before parked rows), then its rows. What `stm show` and the console list.
 pub async fn waiting_on(
@@ -107,4 +91,20 @@ pub async fn waiting_on(
     }
     events.truncate(limit);
     Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_of_two_executions_never_meet() {
+        // an id that looks like another's row or claim
+        assert_ne!(counter_key("a#e#00000000000000000001"), row_key("a", 1));
+        assert_ne!(row_key("a", 1), row_key("a#", 1));
+        assert_ne!(claim_key("a#b", "c"), claim_key("a", "b#c"));
+        assert_eq!(page(0, 5), 1..=5);
+        assert_eq!(page(7, 1_000), 8..=107);
+        assert!(page(9, 9).is_empty());
+    }
 }
