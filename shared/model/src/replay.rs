@@ -345,9 +345,12 @@ impl Replay {
             anyhow::bail!("SQS offered another message than the model received ({index})");
         }
         let (store, queue, gate, calls) = self.views(vec![real_id(PARENT).to_string()]);
+        // the model releases one parked event a commit; the worker's bursts write several
+        // in one commit, whose block of rows holds them all (docs/reliability.md)
         let driver = Driver::new(store, self.definitions.clone(), ActionRegistry::with_builtins())
             .with_clock(self.clock.clone())
-            .with_trace(true);
+            .with_trace(true)
+            .with_release_burst(1);
         let worker = Worker::new(
             driver,
             queue,

@@ -76,6 +76,9 @@ pub struct Driver {
     /// How the executions it starts keep their fan-outs' joins (a child takes its
     /// parent's).
     pub fan_out_join: stm_core::FanOutJoin,
+    /// How many parked events a release steps into one commit at most
+    /// ([`RELEASE_BURST`](parking::RELEASE_BURST) unless set).
+    pub release_burst: usize,
 }
 
 impl std::fmt::Debug for Driver {
@@ -99,7 +102,15 @@ impl Driver {
             trace: false,
             status_events: crate::status::StatusEvents::None,
             fan_out_join: stm_core::FanOutJoin::Children,
+            release_burst: parking::RELEASE_BURST,
         }
+    }
+
+    /// Release at most `events` parked events in one commit (1: a commit each, as the
+    /// protocol's model does).
+    pub fn with_release_burst(mut self, events: usize) -> Self {
+        self.release_burst = events.max(1);
+        self
     }
 
     /// Executions created from now on keep their fan-outs' joins as `join` says.

@@ -539,8 +539,8 @@ impl Worker {
     }
 
     /// Before `event` steps on `exe`: the events parked on it (a resumed execution's, or
-    /// those of a version deployed again), released in order, each in its own commit, each
-    /// commit's rows published before the next commit. The promise's invariant is that a
+    /// those of a version deployed again), released in order, in bursts of one commit each,
+    /// each commit's rows published before the next commit. The promise's invariant is that a
     /// group's next event is handled only after every earlier commit's rows are published,
     /// or are the rows the execution item records (its last block), which a redelivery
     /// publishes first. A release makes several commits for one record, so:
@@ -586,9 +586,7 @@ impl Worker {
         }
         crate::driver::log_release(exe);
         let mut releasing = crate::driver::Releasing::default();
-        while let Some(report) = self
-            .driver
-            .release_next(defn, exe, &mut releasing)
+        while let Some(report) = Box::pin(self.driver.release_next(defn, exe, &mut releasing))
             .await
             .map_err(classify)?
         {

@@ -422,39 +422,11 @@ async fn lifecycle(stack: &Stack, tag: &str, advance_queue: impl Fn(f64)) {
     assert_eq!(stack.load(&forced).await.active_path.as_deref(), Some("Idle"));
 }
 
-/// Run `body` on a runtime of its own, on a thread with a 16 MB stack. A debug build's poll
-/// frame holds its future's locals, and the scenarios nest the worker's whole call chain
-/// under their own (measured with gdb on 12-07: 0.65 MB for `scenarios` alone, 2 MB for
-/// the chain down to a commit), past the test thread's 2 MB; a release build's frames are
-/// a fraction of that.
-fn on_a_large_stack(multi_thread: bool, body: impl std::future::Future<Output = ()> + Send + 'static) {
-    std::thread::Builder::new()
-        .stack_size(16 * 1024 * 1024)
-        .spawn(move || {
-            let mut runtime = if multi_thread {
-                tokio::runtime::Builder::new_multi_thread()
-            } else {
-                tokio::runtime::Builder::new_current_thread()
-            };
-            runtime
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("a runtime")
-                .block_on(body);
-        })
-        .expect("a thread")
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-}
-
-#[test]
-fn scenarios_over_memory() {
-    on_a_large_stack(false, async {
-        let (stack, rows) = traced_stack(Arc::new(MemoryStore::new()), Arc::new(MemoryQueue::new(5)));
-        scenarios(&stack, &rows, "m").await;
-        lifecycle(&stack, "m", |_| {}).await;
-    });
+#[tokio::test]
+async fn scenarios_over_memory() {
+    let (stack, rows) = traced_stack(Arc::new(MemoryStore::new()), Arc::new(MemoryQueue::new(5)));
+    scenarios(&stack, &rows, "m").await;
+    lifecycle(&stack, "m", |_| {}).await;
 }
 
 /// A traced stack over moto whose tables and queue are named with `unique_prefix(tag)`,
@@ -466,13 +438,11 @@ async fn moto_stack(tag: &str) -> (Stack, Arc<Rows>, String) {
     (stack, rows, parts.prefix)
 }
 
-#[test]
-fn scenarios_over_dynamodb_and_sqs() {
-    on_a_large_stack(true, scenarios_over_dynamodb_and_sqs_body());
-}
-
-async fn scenarios_over_dynamodb_and_sqs_body() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenarios_over_dynamodb_and_sqs() {
     let (stack, rows, prefix) = moto_stack("e2e").await;
+    // on the heap: a debug build's futures of every scenario, nested by value, outgrew
+    // the test thread's 2 MB stack
     Box::pin(scenarios(&stack, &rows, "d")).await;
     // the queue's clock moves with the stack's: SQS's retention counts on it (the strict
     // layer deletes what SQS would have)

@@ -49,18 +49,21 @@ pub struct Unpark {
 pub const PARKED_PAGE: u64 = 100;
 
 /// The key of `id`'s counter of parked numbers.
+#[cfg(any(feature = "aws", test))]
 pub(crate) fn counter_key(id: &str) -> String {
     format!("parked#n#{id}")
 }
 
 /// The key of `id`'s parked event number `number` (fixed width before the id, so that no
 /// two executions' keys meet).
+#[cfg(any(feature = "aws", test))]
 pub(crate) fn row_key(id: &str, number: u64) -> String {
     format!("parked#e#{number:020}#{id}")
 }
 
 /// The key of the claim of `event_id` parked for `id` (the id's length first, so that no
 /// split of one string into id and event id meets another).
+#[cfg(any(feature = "aws", test))]
 pub(crate) fn claim_key(id: &str, event_id: &str) -> String {
     format!("parked#c#{}#{id}#{event_id}", id.len())
 }

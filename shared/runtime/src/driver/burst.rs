@@ -72,6 +72,7 @@ struct Lengths {
     timers: usize,
     spawns: usize,
     traces: usize,
+    unpark: usize,
 }
 
 fn lengths(c: &Commit) -> Lengths {
@@ -81,6 +82,7 @@ fn lengths(c: &Commit) -> Lengths {
         timers: c.timers.len(),
         spawns: c.spawns.len(),
         traces: c.traces.len(),
+        unpark: c.unpark.len(),
     }
 }
 
@@ -92,8 +94,9 @@ fn split_off(c: &mut Commit, at: &Lengths) -> Commit {
         timers: c.timers.split_off(at.timers),
         spawns: c.spawns.split_off(at.spawns),
         traces: c.traces.split_off(at.traces),
-        // a burst steps plain events only: it never parks or releases one
-        ..Commit::default()
+        unpark: c.unpark.split_off(at.unpark),
+        // a burst never parks an event
+        park: None,
     }
 }
 
@@ -110,13 +113,29 @@ impl Driver {
         event: &Event,
         burst: &mut Burst,
     ) -> Result<Option<BurstWritten>, BurstStepError> {
+        self.burst_step_unparking(defn, exe, event, burst, None).await
+    }
+
+    /// [`burst_step`](Self::burst_step) of a parked event released from its row: its
+    /// commit deletes the row (`unpark`).
+    pub(crate) async fn burst_step_unparking(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+        event: &Event,
+        burst: &mut Burst,
+        unpark: Option<stm_store::Unpark>,
+    ) -> Result<Option<BurstWritten>, BurstStepError> {
         let before = exe.clone();
         // a stale Timeout is judged against the burst's own timer ops before the table's
         let step = match self
             .prepare_checked(defn, exe, Some(event), &before, &burst.commit.timers)
             .await
         {
-            Ok(step) => step,
+            Ok(mut step) => {
+                step.commit.unpark.extend(unpark);
+                step
+            }
             Err(err) => {
                 *exe = before;
                 return Err(BurstStepError::Step(err));

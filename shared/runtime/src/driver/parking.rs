@@ -11,8 +11,9 @@
 //! the item's version, so that one racing a resume is retried on the resumed execution.
 //! A parked event therefore costs its own size in writes, whatever the item's. The
 //! release happens on the execution's next event or on the recheck, whichever comes
-//! first: each parked event steps in its own commit, which also deletes its row, so a
-//! crash half-way resumes where it stopped.
+//! first: the parked events step in order, in bursts written in one commit each (up to
+//! `release_burst`, within the store's limits), each commit deleting its events' rows, so
+//! the item is written once per burst and a crash half-way resumes where it stopped.
 //!
 //! A `SUSPENDED` execution's events wait the same way ([`Driver::park_while_suspended`]):
 //! never in SQS, whose retention (14 days at most) would delete an event that waits
@@ -29,7 +30,7 @@ use stm_core::{Definition, Event, Execution};
 use stm_store::{Commit, Parked, ParkedEvent, TimerOp, Unpark};
 
 use super::plan::{is_recheck, route, Arrival, Plan, PARKED_PATH};
-use super::{Driver, DriverError, StepReport};
+use super::{Burst, BurstStepError, BurstWritten, Driver, DriverError, StepReport};
 
 /// Seconds from one recheck of a parked execution to the next, when no event comes.
 pub(crate) const PARKED_RECHECK_SECONDS: f64 = 300.0;
@@ -230,7 +231,7 @@ impl Driver {
         Ok(Some((path, fire_at)))
     }
 
-    /// Step every parked event of `exe`, oldest first, each in its own commit, and deliver
+    /// Step every parked event of `exe`, oldest first, in bursts of a commit each, and deliver
     /// after the whole release (the embedded runner's [`Plan::Release`](super::Plan::Release)). (The recheck timer is
     /// left to lapse: firing with nothing parked, it changes nothing.)
     pub(crate) async fn release_parked(
@@ -244,67 +245,133 @@ impl Driver {
         }
         log_release(exe);
         let mut releasing = Releasing::default();
-        while let Some(step) = self.release_next(defn, exe, &mut releasing).await? {
+        while let Some(step) = Box::pin(self.release_next(defn, exe, &mut releasing)).await? {
             report.absorb(step);
         }
         Ok(report)
     }
 
-    /// Step the oldest parked event of `exe` in its own commit, which also deletes its
-    /// row (`None`: nothing is parked). One commit a call, so that a caller that delivers
-    /// by queue publishes each commit's rows before the next commit
-    /// (`Worker::release_parked`); the embedded runner delivers after the whole release.
-    /// `releasing` holds the rows read ahead (a page at a time) between calls.
+    /// Step the oldest parked events of `exe` into one commit, which also deletes their
+    /// rows, and write it (`None`: nothing is left). At most the driver's `release_burst`
+    /// events a commit, fewer where the store's limits cut it (a transaction's 100 items),
+    /// and a broadcast to live regions alone; so a release writes the item once per
+    /// burst, not once per event. One commit a call, so that a caller that delivers by
+    /// queue publishes each commit's rows before the next commit (`Worker::release_parked`);
+    /// the embedded runner delivers after the whole release. `releasing` holds what the
+    /// release carries between calls: the rows read ahead (a page at a time) and the steps
+    /// not written yet.
     pub(crate) async fn release_next(
         &self,
         defn: &Definition,
         exe: &mut Execution,
         releasing: &mut Releasing,
     ) -> Result<Option<StepReport>, DriverError> {
-        let (event, unpark) = if exe.parked_events.is_empty() {
-            let Some(parked) = self.next_parked(exe, releasing).await? else {
+        loop {
+            if releasing.burst.len() >= self.release_burst {
+                return Box::pin(self.write_release(defn, exe, releasing)).await.map(Some);
+            }
+            let Some(event) = self.peek_parked(exe, releasing).await? else {
+                if !releasing.burst.is_empty() {
+                    return Box::pin(self.write_release(defn, exe, releasing)).await.map(Some);
+                }
+                if releasing.moved {
+                    // only holes were left (numbers taken by parks that lost a race or
+                    // died): the run ends with a commit of its own
+                    releasing.moved = false;
+                    exe.stamp(self.clock.now());
+                    self.store.commit(exe, Commit::default()).await?;
+                }
                 return Ok(None);
             };
-            let unpark = Unpark {
-                number: parked.number,
-                event_id: parked.event.id.clone(),
+            // released events were parked from the queue or by a caller: routed as those are
+            let regions = match route(Arrival::Queue, exe, &event) {
+                Plan::Broadcast { regions } if !releasing.burst.is_empty() => {
+                    // a broadcast is a commit of its own: the steps before it first
+                    let _ = regions;
+                    return Box::pin(self.write_release(defn, exe, releasing)).await.map(Some);
+                }
+                Plan::Broadcast { regions } => Some(regions),
+                _ => None,
             };
-            // its commit moves the cursor past it (or ends the run, when it is the last)
-            let through = releasing.through.unwrap_or(parked.number);
-            exe.parked_after = (parked.number < through).then_some(parked.number);
-            (parked.event, Some(unpark))
-        } else {
-            // an item written before parked rows: its list first
-            (exe.parked_events.remove(0), None)
-        };
-        // released events were parked from the queue or by a caller: routed as those are
-        // (on the heap: a step's future is large, and this one sits under the worker's)
-        let step = match route(Arrival::Queue, exe, &event) {
-            Plan::Broadcast { regions } => {
-                Box::pin(self.broadcast_unparking(defn, exe, &event, &regions, unpark)).await
+            let unpark = self.take_parked(exe, releasing);
+            releasing.moved = false;
+            if let Some(regions) = regions {
+                let mut step =
+                    Box::pin(self.broadcast_unparking(defn, exe, &event, &regions, unpark)).await?;
+                step.released.push(event.id);
+                return Ok(Some(step));
             }
-            _ => Box::pin(self.step_unparking(defn, exe, Some(&event), unpark)).await,
-        };
-        // on an error the caller drops `exe` and reloads: the stored item says what is
-        // still parked
-        let mut step = step?;
-        step.released.push(event.id);
-        Ok(Some(step))
+            if releasing.burst.is_empty() {
+                releasing.before = Some(Box::new(exe.clone()));
+                releasing.first = Some(Box::new((event.clone(), unpark.clone())));
+            }
+            let before = exe.clone();
+            // on the heap: a step's future is large, and this one sits under the worker's
+            let step =
+                Box::pin(self.burst_step_unparking(defn, exe, &event, &mut releasing.burst, unpark.clone()));
+            match step.await {
+                Ok(None) => releasing.ids.push(event.id),
+                Ok(Some(written)) => {
+                    // the steps before this one did not leave it room: written, and this
+                    // one begins the next burst
+                    let earlier = std::mem::replace(&mut releasing.ids, vec![event.id.clone()]);
+                    let mut alone = before;
+                    alone.version = exe.version;
+                    releasing.before = Some(Box::new(alone));
+                    releasing.first = Some(Box::new((event, unpark)));
+                    return Ok(Some(release_report(written, earlier)));
+                }
+                Err(BurstStepError::Step(err) | BurstStepError::Commit(err)) => return Err(err),
+            }
+        }
     }
 
-    /// The next parked row of `exe` after its `parked_after`, read a page ahead; `None`
-    /// when none is left, after a commit that ends the run if only holes were left.
-    async fn next_parked(
+    /// Write the release's steps not written yet, in one commit. A single step that the
+    /// store refuses whatever the retry (an item over 400 KB, say) is stepped again alone
+    /// on the execution as it was, the way a step is: the execution fails where it was,
+    /// with the reason.
+    async fn write_release(
+        &self,
+        defn: &Definition,
+        exe: &mut Execution,
+        releasing: &mut Releasing,
+    ) -> Result<StepReport, DriverError> {
+        let steps = releasing.burst.len();
+        let ids = std::mem::take(&mut releasing.ids);
+        let (before, first) = (releasing.before.take(), releasing.first.take());
+        let written = Box::pin(self.commit_burst(exe, &mut releasing.burst)).await;
+        match (written, before, first) {
+            (Ok(written), _, _) => Ok(release_report(written, ids)),
+            (Err(DriverError::Store(stm_store::StoreError::TooLarge(_))), Some(before), Some(first))
+                if steps == 1 =>
+            {
+                let (event, unpark) = *first;
+                *exe = *before;
+                let mut step = Box::pin(self.step_unparking(defn, exe, Some(&event), unpark)).await?;
+                step.released.push(event.id);
+                Ok(step)
+            }
+            (Err(err), _, _) => Err(err),
+        }
+    }
+
+    /// The next event to release, read ahead and not taken yet (`None`: none is left; if
+    /// only holes were, the cursor is cleared, and `releasing.moved` says so).
+    async fn peek_parked(
         &self,
         exe: &mut Execution,
         releasing: &mut Releasing,
-    ) -> Result<Option<ParkedEvent>, DriverError> {
+    ) -> Result<Option<Event>, DriverError> {
+        if let Some(event) = exe.parked_events.first() {
+            // an item written before parked rows: its list first
+            return Ok(Some(event.clone()));
+        }
         loop {
             let Some(after) = exe.parked_after else {
                 return Ok(None);
             };
-            if let Some(parked) = releasing.ahead.pop_front() {
-                return Ok(Some(parked));
+            if let Some(parked) = releasing.ahead.front() {
+                return Ok(Some(parked.event.clone()));
             }
             let through = match releasing.through {
                 Some(through) => through,
@@ -315,27 +382,71 @@ impl Driver {
                 }
             };
             if after >= through {
-                // only holes were left (numbers taken by parks that lost a race or died)
                 exe.parked_after = None;
-                exe.stamp(self.clock.now());
-                self.store.commit(exe, Commit::default()).await?;
+                releasing.moved = true;
                 return Ok(None);
             }
             let page = self.store.parked_events(&exe.id, after, through).await?;
-            let read_through = after.saturating_add(stm_store::PARKED_PAGE).min(through);
             if page.is_empty() {
                 // a page of holes: the cursor moves past them with the next commit
-                exe.parked_after = Some(read_through);
+                exe.parked_after = Some(after.saturating_add(stm_store::PARKED_PAGE).min(through));
+                releasing.moved = true;
             }
             releasing.ahead = page.into();
         }
     }
+
+    /// Take the event [`peek_parked`](Self::peek_parked) gave off its list, or move the
+    /// cursor past its row: what the step's commit writes. The row's delete, if it has
+    /// one.
+    fn take_parked(&self, exe: &mut Execution, releasing: &mut Releasing) -> Option<Unpark> {
+        if !exe.parked_events.is_empty() {
+            exe.parked_events.remove(0);
+            return None;
+        }
+        let parked = releasing.ahead.pop_front()?;
+        // its commit moves the cursor past it (or ends the run, when it is the last)
+        let through = releasing.through.unwrap_or(parked.number);
+        exe.parked_after = (parked.number < through).then_some(parked.number);
+        Some(Unpark {
+            number: parked.number,
+            event_id: parked.event.id,
+        })
+    }
+}
+
+/// How many parked events a release steps into one commit at most: each adds its row's
+/// and its claim's deletes and its processed mark to the commit, besides what its step
+/// writes, and DynamoDB's transaction holds 100 items (the store's limit check cuts a
+/// burst sooner where the steps write more).
+pub(crate) const RELEASE_BURST: usize = 16;
+
+/// One release commit's report: its steps' in order, the timers it left armed, the
+/// events it released.
+fn release_report(written: BurstWritten, released: Vec<String>) -> StepReport {
+    let mut report = StepReport::default();
+    for step in written.steps {
+        report.absorb(step);
+    }
+    report.armed_timers = written.armed_timers;
+    report.released = released;
+    report
 }
 
 /// A release in progress: the last number taken when it began (read once: nothing is
-/// parked for a running execution while it releases) and the rows read ahead.
+/// parked for a running execution while it releases), the rows read ahead, and the steps
+/// applied to the execution and not written yet.
 #[derive(Debug, Default)]
 pub(crate) struct Releasing {
     through: Option<u64>,
     ahead: VecDeque<ParkedEvent>,
+    burst: Burst,
+    /// The ids of the burst's events, in order.
+    ids: Vec<String>,
+    /// The execution before the burst's first step, and that step's event and row: a step
+    /// that alone cannot be written is stepped again from there (`write_release`).
+    before: Option<Box<Execution>>,
+    first: Option<Box<(Event, Option<Unpark>)>>,
+    /// The cursor moved past holes, with nothing stepped to write it yet.
+    moved: bool,
 }
