@@ -127,6 +127,11 @@ async fn a_parked_event_costs_its_row_not_the_item() {
     let one_commit = write_units(metered::item_bytes(&done), true);
     let commits = item_writes / one_commit;
     let bursts = parked.div_ceil(stack.worker.driver.release_burst);
+    println!(
+        "parked {parked} events of 200 bytes on a {item_bytes}-byte item: {per_event:.2} write units \
+         per parked event, the item written once; released in {commits:.0} commits of the item \
+         ({item_writes} units)"
+    );
     assert!(
         commits <= bursts as f64 + 2.0,
         "{item_writes} units on the item for {parked} releases ({one_commit} a commit, {bursts} bursts)"
