@@ -77,7 +77,7 @@ pub struct Driver {
     /// parent's).
     pub fan_out_join: stm_core::FanOutJoin,
     /// How many parked events a release steps into one commit at most
-    /// ([`RELEASE_BURST`](parking::RELEASE_BURST) unless set).
+    /// (16 unless set: see `with_release_burst`).
     pub release_burst: usize,
 }
 
