@@ -6,7 +6,8 @@ one emulator process (moto is single-threaded Python, one server per binary), so
 at a time leaves a core idle for most of the run. This builds everything once, then runs
 the binaries as jobs, `--jobs` at a time (2 by default), the known-long ones first, and
 prints each binary's time at the end. A binary runs as `cargo test` runs it: from its
-package's directory, with its manifest directory in the environment.
+package's directory, with its manifest directory and the `[env]` of `.cargo/config.toml` in
+the environment.
 
     python3 .ci/lanes.py              # everything, 2 lanes
     python3 .ci/lanes.py --jobs 3
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 
 # Started first so that the lanes end together: the binaries that took the longest on
 # 2 cores (the table this script prints). A name missing here only starts later.
@@ -35,6 +37,17 @@ LONG_FIRST = [
     "doctests",
     "stm-model test replay",
 ]
+
+
+def cargo_env(repo):
+    """The `[env]` table of the workspace's `.cargo/config.toml`, which cargo gives the test
+    binaries it runs (plain strings; a variable already set wins, as in cargo)."""
+    path = os.path.join(repo, ".cargo", "config.toml")
+    if not os.path.exists(path):
+        return {}
+    with open(path, "rb") as f:
+        table = tomllib.load(f).get("env", {})
+    return {k: v for k, v in table.items() if isinstance(v, str) and k not in os.environ}
 
 
 def build(repo):
@@ -89,6 +102,7 @@ def main():
     print(f"[lanes] {len(queue)} test binaries built or fresh in {built:.0f} s; "
           f"running them {args.jobs} at a time", flush=True)
 
+    extra_env = cargo_env(repo)
     lock = threading.Lock()
     results = []  # (name, seconds, status)
     running = {}
@@ -99,7 +113,7 @@ def main():
                 if not queue:
                     return
                 name, cmd, cwd = queue.pop(0)
-            env = dict(os.environ, CARGO_MANIFEST_DIR=cwd)
+            env = dict(os.environ, CARGO_MANIFEST_DIR=cwd, **extra_env)
             begun = time.monotonic()
             proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, errors="replace",

@@ -117,6 +117,8 @@ mod doorbell;
 mod gate;
 #[path = "scale/latency.rs"]
 mod latency;
+#[path = "scale/parking.rs"]
+mod parking;
 #[path = "scale/queue.rs"]
 mod queue;
 #[path = "scale/quotas.rs"]

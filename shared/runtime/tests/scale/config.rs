@@ -59,6 +59,9 @@ pub(crate) struct Config {
     pub(crate) bulk_by_state: usize,
     /// Timers due at once.
     pub(crate) due_at_once: usize,
+    /// Events parked on one suspended execution (2,000 of ~200 bytes filled its 400 KB
+    /// item when they were kept on it).
+    pub(crate) parked: usize,
 }
 
 impl Config {
@@ -77,6 +80,7 @@ impl Config {
                 bulk_timed: 100_000,
                 bulk_by_state: 1_000_000,
                 due_at_once: 1_000_000,
+                parked: 2_000,
             }
         } else {
             Config {
@@ -91,6 +95,7 @@ impl Config {
                 bulk_timed: 10_000,
                 bulk_by_state: 10_000,
                 due_at_once: 10_000,
+                parked: 2_000,
             }
         }
     }

@@ -10,6 +10,7 @@ use crate::config::{
     GATE_SHARE, TIMER_SHARE,
 };
 use crate::latency::CALLS;
+use crate::parking::run_parking;
 use crate::quotas;
 use crate::results::{rate_label, Env, Row};
 use crate::workloads::{run_fanout, run_hot, run_mix, run_relay_backlog, run_status_events, Backlog, Mix};
@@ -327,6 +328,8 @@ async fn run() {
     rows.push(progress(run_bulk_by_state(&env).await, started));
     let started = std::time::Instant::now();
     rows.push(progress(run_timers_due(&env).await, started));
+    let started = std::time::Instant::now();
+    rows.push(progress(run_parking(&env, cfg.parked).await, started));
     print_table(&rows, &env);
 
     // the gate
