@@ -14,6 +14,11 @@
 //! its step's commit. A number taken but never written (a park that lost its race or
 //! died) is a hole the release steps over.
 //!
+//! The version check is a `ConditionCheck` of the execution's item. AWS's pages do not say
+//! whether a transaction bills it as a read or a write of that item (the meter charges a
+//! read); billed as a write, it costs the item's size once per parked event, which a guard
+//! on the counter's own small item would avoid (docs/performance.md, Parking).
+//!
 //! The rows live in the `counters` table (a key-value table: harel reads only its two seq
 //! items there) and carry no `ttl`, so the table's TTL never deletes an event that waits
 //! for months.
