@@ -71,6 +71,11 @@ pub struct Commit {
     pub park: Option<ParkedEvent>,
     /// The parked events this commit steps: their rows are deleted with it.
     pub unpark: Vec<Unpark>,
+    /// This commit ends a run of parked events without stepping one (the item's
+    /// `parked_after` goes to `None`: only holes were left): the store moves the run's
+    /// guard with it, as it does for every commit of an execution with events parked
+    /// ([`parked`]).
+    pub ends_parking: bool,
 }
 
 impl Commit {
@@ -87,6 +92,7 @@ impl Commit {
             self.park = later.park;
         }
         self.unpark.extend(later.unpark);
+        self.ends_parking |= later.ends_parking;
     }
 }
 

@@ -6,18 +6,17 @@
 //! units to one key. Here each parked event is a row of its own, numbered from 1 per
 //! execution by a counter (`ADD`), with a claim keyed by the event's id, so that a
 //! redelivery is known without reading the others. Parking writes the row and its claim
-//! in one transaction that also checks the execution's version (a `ConditionCheck`): a
-//! park that races a resume loses and is retried on the resumed execution, which steps
-//! it. Only the first event of a run also writes the item, to set
+//! in one transaction that also checks the execution's version (a `ConditionCheck`, see
+//! below): a park that races a resume loses and is retried on the resumed execution, which
+//! steps it. Only the first event of a run also writes the item, to set
 //! [`Execution::parked_after`](stm_core::Execution::parked_after), the number after which
-//! rows wait; the release steps them in number order and deletes each row and claim in
-//! its step's commit. A number taken but never written (a park that lost its race or
+//! rows wait; the release steps them in number order, in bursts of a commit each, and
+//! deletes each row and claim in its burst's commit. A number taken but never written (a park that lost its race or
 //! died) is a hole the release steps over.
 //!
-//! The version check is a `ConditionCheck` of the execution's item. AWS's pages do not say
-//! whether a transaction bills it as a read or a write of that item (the meter charges a
-//! read); billed as a write, it costs the item's size once per parked event, which a guard
-//! on the counter's own small item would avoid (docs/performance.md, Parking).
+//! The version check is made on the run's guard, the counter's own small item, which every
+//! commit of the execution moves to the item's version while events are parked
+//! ([`moves_guard`]): the check costs the counter's size, never the execution item's.
 //!
 //! The rows live in the `counters` table (a key-value table: harel reads only its two seq
 //! items there) and carry no `ttl`, so the table's TTL never deletes an event that waits
@@ -52,6 +51,14 @@ pub struct Unpark {
 /// How many numbers one [`ExecutionStore::parked_events`](crate::ExecutionStore::parked_events)
 /// call reads at most (DynamoDB: one `BatchGetItem`, 100 keys).
 pub const PARKED_PAGE: u64 = 100;
+
+/// Whether a commit of `exe` with `commit` moves the parked events' guard (a store that
+/// keeps one: the DynamoDB store's counter): while a run of parked events is open, before
+/// the commit or after it, every commit of the execution does, so that a park checked
+/// against the guard fails whenever the item moved since the parker read it.
+pub fn moves_guard(exe: &stm_core::Execution, commit: &crate::Commit) -> bool {
+    exe.parked_after.is_some() || commit.park.is_some() || !commit.unpark.is_empty() || commit.ends_parking
+}
 
 /// The key of `id`'s counter of parked numbers.
 #[cfg(any(feature = "aws", test))]

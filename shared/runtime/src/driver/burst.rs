@@ -95,8 +95,9 @@ fn split_off(c: &mut Commit, at: &Lengths) -> Commit {
         spawns: c.spawns.split_off(at.spawns),
         traces: c.traces.split_off(at.traces),
         unpark: c.unpark.split_off(at.unpark),
-        // a burst never parks an event
+        // a burst never parks an event, nor ends a run without stepping one
         park: None,
+        ends_parking: false,
     }
 }
 

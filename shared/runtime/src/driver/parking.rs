@@ -279,7 +279,11 @@ impl Driver {
                     // died): the run ends with a commit of its own
                     releasing.moved = false;
                     exe.stamp(self.clock.now());
-                    self.store.commit(exe, Commit::default()).await?;
+                    let end = Commit {
+                        ends_parking: exe.parked_after.is_none(),
+                        ..Commit::default()
+                    };
+                    self.store.commit(exe, end).await?;
                 }
                 return Ok(None);
             };

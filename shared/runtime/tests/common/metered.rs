@@ -591,7 +591,10 @@ impl ExecutionStore for MeteredStore {
             let claim_bytes = 40 + claim.len();
             unparked.push((claim, claim_bytes));
         }
-        let side_items = emits.len()
+        // the run's guard (the counter), moved with every commit while events are parked
+        let guard = stm_store::parked::moves_guard(exe, &commit);
+        let side_items = usize::from(guard)
+            + emits.len()
             + spawns.len()
             + marks.len()
             + timers.len()
@@ -659,6 +662,9 @@ impl ExecutionStore for MeteredStore {
         for (key, bytes) in parked.iter().chain(&unparked) {
             self.write(COUNTERS, key, *bytes, tx);
         }
+        if guard {
+            self.write(COUNTERS, &format!("parked#n#{id}"), 60 + id.len(), tx);
+        }
         for (i, bytes) in traces.iter().enumerate() {
             let idx = traced_before + i;
             self.write(TRACE, &format!("{id}|{idx}"), *bytes, tx);
@@ -695,8 +701,9 @@ impl ExecutionStore for MeteredStore {
     ) -> Result<stm_store::Parked, StoreError> {
         let answer = self.inner.park(id, version, parked).await?;
         self.request("TransactWriteItems");
-        let item = self.exe_size(id, None).await;
-        self.read(EXECUTIONS, id, item);
+        // the check of the run's guard (the counter, a small item), charged as a
+        // transactional write: AWS does not say which a ConditionCheck is billed as
+        self.write(COUNTERS, &format!("parked#n#{id}"), 60 + id.len(), true);
         self.write(
             COUNTERS,
             &format!("parked#e#{}#{id}", parked.number),

@@ -82,6 +82,19 @@ pub async fn parked_rows_keep_order_and_claims<S: ExecutionStore>(make: impl Asy
             refused.is_err_and(|err| err.is_conflict()),
             "a park on a moved version"
         );
+        // any commit of the execution while events wait moves what a park is checked
+        // against (a store may check a guard of its own rather than the item)
+        let read_at = e.version;
+        store.save(&mut e).await.expect("a commit while events wait");
+        let late = ParkedEvent {
+            number: last + 2,
+            event: event("Later", &format!("{id}-late"), json!({})),
+        };
+        let refused = store.park(&id, read_at, &late).await;
+        assert!(
+            refused.is_err_and(|err| err.is_conflict()),
+            "a park read before the execution's last commit"
+        );
 
         // read back page by page
         let mut read: Vec<(u64, String)> = Vec::new();

@@ -40,7 +40,7 @@ impl DynamoDbStore {
         exe.version = new;
         let data = exe.to_json();
         exe.version = old;
-        let mut prepared = self.prepare(data, &commit);
+        let mut prepared = self.prepare(exe, data, &commit);
         self.check_limits(exe, &prepared, new)?;
         let (window, previous_rows, previous_state) = self.carried_over(&exe.id, old).await?;
         // the state index entry: its time in the state carries over while the state stays

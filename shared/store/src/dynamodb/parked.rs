@@ -1,12 +1,20 @@
 //! Parked events' rows in DynamoDB ([`crate::parked`]): items of the `counters` table, a
-//! counter per execution (`ADD`), a row per event and a claim per event id, neither with a
+//! counter per execution (`ADD`), a row per event and a claim per event id, none with a
 //! `ttl` (the table's TTL must never delete an event that waits).
+//!
+//! The counter is also the run's **guard**: while events are parked (before a commit or
+//! after it), every commit of the execution sets the guard to the item's new version, in
+//! its transaction. A park without the item then checks the guard, a small item, instead of
+//! the execution's item: it holds the item's version exactly while the run is open, so the
+//! check fails whenever the item moved since the parker read it, as a `ConditionCheck` of
+//! the item would, without costing the item's size (a transaction performs "two underlying
+//! reads or writes of every item", *Amazon DynamoDB Transactions: How it works*).
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, ReturnValue, TransactWriteItem,
+    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, ReturnValue, TransactWriteItem, Update,
 };
 use stm_core::Event;
 
@@ -17,6 +25,9 @@ use crate::{Corruption, StoreError};
 
 /// The counter's attribute: the last number taken.
 const LAST: &str = "n";
+/// The counter's attribute: the guard, the execution item's version while events are
+/// parked.
+const GUARD: &str = "v";
 /// A row's event, as JSON.
 const EVENT: &str = "event";
 
@@ -112,16 +123,31 @@ impl DynamoDbStore {
         ])
     }
 
+    /// The guard's update in a commit that writes version `new` of `id`'s item.
+    pub(super) fn parked_guard_update(&self, id: &str, new: i64) -> Result<TransactWriteItem, StoreError> {
+        let update = Update::builder()
+            .table_name(&self.tables.counters)
+            .set_key(Some(key(parked::counter_key(id))))
+            .update_expression("SET #v = :v")
+            .expression_attribute_names("#v", GUARD)
+            .expression_attribute_values(":v", n_i64(new))
+            .build()
+            .map_err(build_err)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
     pub(super) async fn park_event(
         &self,
         id: &str,
         version: i64,
         parked: &ParkedEvent,
     ) -> Result<Parked, StoreError> {
+        // the guard, not the item: it holds the item's version while events are parked
         let check = ConditionCheck::builder()
-            .table_name(&self.tables.executions)
-            .key("id", s(id))
-            .condition_expression("version = :v")
+            .table_name(&self.tables.counters)
+            .set_key(Some(key(parked::counter_key(id))))
+            .condition_expression("#v = :v")
+            .expression_attribute_names("#v", GUARD)
             .expression_attribute_values(":v", n_i64(version))
             .build()
             .map_err(build_err)?;

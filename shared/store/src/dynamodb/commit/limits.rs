@@ -68,7 +68,7 @@ impl DynamoDbStore {
         // Called for each step of a burst: the execution is serialized only when the side
         // items leave too little room for an execution item of the largest size (its own
         // limit is checked at the commit, exactly, as for any commit).
-        let side = self.prepare(String::new(), commit);
+        let side = self.prepare(exe, String::new(), commit);
         if self.check_side_items(exe, &side, MAX_ITEM_BYTES).is_ok() {
             return Ok(());
         }

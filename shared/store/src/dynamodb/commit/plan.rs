@@ -234,6 +234,9 @@ impl DynamoDbStore {
                 }
             }
         }
+        if p.parked_guard {
+            tx.push(self.parked_guard_update(&exe.id, new)?);
+        }
         if let Some(parked) = &p.park {
             tx.extend(self.park_puts(&exe.id, parked)?);
         }

@@ -29,12 +29,15 @@ pub(super) struct Prepared {
     /// it steps (their rows' and claims' deletes, two items each).
     pub(super) park: Option<crate::ParkedEvent>,
     pub(super) unpark: Vec<crate::Unpark>,
+    /// The commit moves the parked events' guard: the execution has events parked before
+    /// or after it (module `parked` of the DynamoDB store).
+    pub(super) parked_guard: bool,
 }
 
 impl Prepared {
-    /// The items the parked rows add to the transaction.
+    /// The items the parked rows and their guard add to the transaction.
     pub(super) fn parked_items(&self) -> usize {
-        2 * (usize::from(self.park.is_some()) + self.unpark.len())
+        2 * (usize::from(self.park.is_some()) + self.unpark.len()) + usize::from(self.parked_guard)
     }
 }
 
@@ -101,7 +104,8 @@ impl DynamoDbStore {
     /// Serialize `commit`'s side items for `data` (the execution's JSON at its new version).
     /// Timer ops are collapsed to the last per path: one transaction may not touch an item
     /// twice.
-    pub(super) fn prepare(&self, data: String, commit: &Commit) -> Prepared {
+    pub(super) fn prepare(&self, exe: &stm_core::Execution, data: String, commit: &Commit) -> Prepared {
+        let parked_guard = crate::parked::moves_guard(exe, commit);
         let spawns: Vec<(String, String, String)> = commit
             .spawns
             .iter()
@@ -120,7 +124,8 @@ impl DynamoDbStore {
             commit.processed_event_ids.len()
         };
         let traces = commit.traces.len() * if self.trace_max > 0 { 2 } else { 1 };
-        let parked = 2 * (usize::from(commit.park.is_some()) + commit.unpark.len());
+        let parked =
+            2 * (usize::from(commit.park.is_some()) + commit.unpark.len()) + usize::from(parked_guard);
         let others = 1 + commit.emits.len() + marks + timers.len() + traces + parked;
         Prepared {
             data,
@@ -141,6 +146,7 @@ impl DynamoDbStore {
             recent: None,
             park: commit.park.clone(),
             unpark: commit.unpark.clone(),
+            parked_guard,
         }
     }
 }
