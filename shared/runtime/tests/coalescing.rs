@@ -99,21 +99,6 @@ fn tick(id: &str, amount: Value) -> Event {
     Event::with_data("Tick", data).with_id(id)
 }
 
-async fn create(stack: &Stack, machine: &str, id: &str) {
-    let mut exe = stack
-        .worker
-        .driver
-        .new_execution(machine, None, Some(id))
-        .await
-        .expect("new execution");
-    stack
-        .worker
-        .driver
-        .run_step(&mut exe, None)
-        .await
-        .expect("started");
-}
-
 async fn send(stack: &Stack, messages: &[OutgoingMessage]) {
     let failures = stack.queue.publish_batch(messages).await;
     assert!(failures.is_empty(), "published: {failures:?}");
@@ -186,9 +171,9 @@ async fn a_coalesced_burst_ends_as_the_same_events_one_at_a_time() {
     for coalesce in [true, false] {
         let queue = Arc::new(MemoryQueue::default());
         let s = stack(Arc::new(MemoryStore::new()), queue, coalesce);
-        create(&s, "Counter", "c-1").await;
+        s.start("Counter", "c-1").await;
         // a second execution's events interleaved: its own group, its own burst
-        create(&s, "Counter", "c-2").await;
+        s.start("Counter", "c-2").await;
         let mut messages = Vec::new();
         for (i, e) in events.iter().enumerate() {
             messages.push(OutgoingMessage::event("c-1", e));
@@ -221,7 +206,7 @@ async fn a_coalesced_burst_ends_as_the_same_events_one_at_a_time() {
 async fn a_failing_step_ends_the_burst_after_committing_the_steps_before_it() {
     let queue = Arc::new(MemoryQueue::default());
     let s = stack(Arc::new(MemoryStore::new()), queue, true);
-    create(&s, "Counter", "c-1").await;
+    s.start("Counter", "c-1").await;
     // an int too large for a float added to a float: OverflowError, unrouted (harel)
     let huge = stm_core::pyjson::loads(&format!("1{}", "0".repeat(400))).expect("a big int");
     let events = [
@@ -274,7 +259,7 @@ async fn a_lost_cas_retries_the_whole_burst() {
     });
     let queue = Arc::new(MemoryQueue::default());
     let s = stack(store.clone(), queue, true);
-    create(&s, "Counter", "c-1").await;
+    s.start("Counter", "c-1").await;
     let events: Vec<Event> = (1..=4).map(|i| tick(&format!("t{i}"), json!(i))).collect();
     let messages: Vec<OutgoingMessage> = events.iter().map(|e| OutgoingMessage::event("c-1", e)).collect();
     send(&s, &messages).await;
@@ -321,7 +306,7 @@ async fn a_lost_cas_retries_the_whole_burst() {
 async fn a_cancel_in_the_middle_of_a_burst_drains_what_follows_it() {
     let queue = Arc::new(MemoryQueue::default());
     let s = stack(Arc::new(MemoryStore::new()), queue, true);
-    create(&s, "Counter", "c-1").await;
+    s.start("Counter", "c-1").await;
     let events = [
         tick("a", json!(1)),
         tick("b", json!(2)),
@@ -367,7 +352,7 @@ async fn a_cancel_in_the_middle_of_a_burst_drains_what_follows_it() {
 async fn a_suspended_execution_keeps_the_burst_in_parked_rows() {
     let queue = Arc::new(MemoryQueue::default());
     let s = stack(Arc::new(MemoryStore::new()), queue.clone(), true);
-    create(&s, "Counter", "c-1").await;
+    s.start("Counter", "c-1").await;
     s.control.suspend("c-1").await.expect("suspended");
     let before = s.load("c-1").await.version;
     let events: Vec<Event> = (1..=3).map(|i| tick(&format!("t{i}"), json!(i))).collect();
@@ -433,7 +418,7 @@ async fn a_burst_over_the_transaction_limit_is_cut_into_commits() {
             parts.urls.queue_url.clone(),
         ));
         let s = stack(parts.store.clone(), queue, coalesce);
-        create(&s, "Wide", "w-1").await;
+        s.start("Wide", "w-1").await;
         let events: Vec<Event> = (0..10)
             .map(|i| Event::new(if i % 2 == 0 { "Go" } else { "Reset" }).with_id(format!("e{i}")))
             .collect();
@@ -473,4 +458,58 @@ async fn a_burst_over_the_transaction_limit_is_cut_into_commits() {
     }
     assert_eq!(ends[0], ends[1], "coalesced and one at a time end the same");
     assert_eq!(ends[0].1.len(), 60, "five entries of twelve regions each");
+}
+
+/// The release of parked events, over DynamoDB (moto, through the strict layer): sixteen
+/// events parked on a suspended `Wide` (eight `Go` spawning twelve regions each, eight
+/// `Reset` cancelling them) are released in bursts that the store's transaction limit of
+/// 100 actions cuts (each released event adds its row's and claim's deletes and its mark),
+/// so a burst is written as several commits, each publishing before the next; the end is
+/// the end of releasing them one commit each.
+#[tokio::test]
+async fn a_release_over_the_transaction_limit_is_cut_into_commits() {
+    let mut ends = Vec::new();
+    let mut commits = Vec::new();
+    for burst in [16, 1] {
+        let parts = common::moto_parts(&format!("release-burst-{burst}"), 30, 100).await;
+        let queue: Arc<dyn Queue> = Arc::new(stm_runtime::SqsQueue::new(
+            parts.client.clone(),
+            parts.urls.queue_url.clone(),
+        ));
+        let mut s = stack(parts.store.clone(), queue, true);
+        s.worker.driver = s.worker.driver.clone().with_release_burst(burst);
+        s.start("Wide", "w-1").await;
+        s.control.suspend("w-1").await.expect("suspended");
+        let events: Vec<Event> = (0..16)
+            .map(|i| Event::new(if i % 2 == 0 { "Go" } else { "Reset" }).with_id(format!("e{i}")))
+            .collect();
+        let messages: Vec<OutgoingMessage> =
+            events.iter().map(|e| OutgoingMessage::event("w-1", e)).collect();
+        send(&s, &messages).await;
+        s.drain().await;
+        assert_eq!(s.parked("w-1").await.len(), 16, "every event parked");
+        s.control.resume("w-1").await.expect("resumed");
+        let resumed = s.load("w-1").await.version;
+        s.drain().await;
+        assert!(s.parked("w-1").await.is_empty(), "every event released");
+        commits.push(s.load("w-1").await.version - resumed);
+        all_marked(&s, "w-1", &events).await;
+        let mut children = Vec::new();
+        for id in s.store.ids_with_prefix("w-1:").await.expect("children") {
+            children.push((id.clone(), s.load(&id).await.status.as_str().to_string()));
+        }
+        children.sort();
+        ends.push((seen(&s, "w-1").await, children));
+    }
+    assert_eq!(
+        ends[0], ends[1],
+        "released in bursts and one at a time end the same"
+    );
+    assert_eq!(ends[0].1.len(), 96, "eight entries of twelve regions each");
+    // one at a time: a commit per event; in bursts of 16: cut by the limit, more than one
+    assert_eq!(commits[1], 16, "{commits:?}");
+    assert!(
+        1 < commits[0] && commits[0] < 16,
+        "the burst was cut by the limit: {commits:?}"
+    );
 }

@@ -70,18 +70,7 @@ async fn a_parked_event_costs_its_row_not_the_item() {
     let store = Arc::new(MeteredStore::new(Arc::new(ManualClock::new(0.0))));
     let queue = Arc::new(MemoryQueue::default());
     let stack = Stack::new(store.clone(), queue.clone() as Arc<dyn Queue>).redeploy(definitions());
-    let mut exe = stack
-        .worker
-        .driver
-        .new_execution("Ledger", None, Some("ledger-1"))
-        .await
-        .expect("new execution");
-    stack
-        .worker
-        .driver
-        .run_step(&mut exe, None)
-        .await
-        .expect("started");
+    let mut exe = stack.start("Ledger", "ledger-1").await;
     let fill = event("Fill", "fill-1", "blob", "x".repeat(48 * 1024));
     stack
         .worker

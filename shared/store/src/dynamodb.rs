@@ -162,6 +162,14 @@ pub const COMMIT_TOKEN_ATTRIBUTE: &str = "commit_token";
 pub const RECENT_ATTRIBUTE: &str = "recent";
 pub use crate::dedupe::{DedupeMarks, RECENT_MARKS};
 
+/// Cancellation reason codes that a retry can cure.
+const TRANSIENT_REASONS: &[&str] = &[
+    "TransactionConflict",
+    "ThrottlingError",
+    "ProvisionedThroughputExceeded",
+    "RequestLimitExceeded",
+];
+
 /// Error codes of transient service faults, worth another try.
 const TRANSIENT_CODES: &[&str] = &[
     "ThrottlingException",

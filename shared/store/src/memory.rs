@@ -112,6 +112,13 @@ impl DueKey {
 }
 
 impl Inner {
+    /// Whether `event_id` is kept parked for `id` (its claim is there).
+    fn is_kept(&self, id: &str, event_id: &str) -> bool {
+        self.parked
+            .get(id)
+            .is_some_and(|rows| rows.claims.contains(event_id))
+    }
+
     /// The timers due at `now` that are not held, in arming order.
     fn due(&self, now: f64) -> Vec<DueTimer> {
         self.arming
@@ -205,15 +212,7 @@ impl MemoryStore {
     /// Whether `event_id` is kept parked for `id` (its claim is there): what a park of it
     /// would answer `AlreadyKept` to, read without parking it.
     pub fn is_kept(&self, id: &str, event_id: &str) -> bool {
-        let inner = self.lock();
-        self.is_kept_in(&inner, id, event_id)
-    }
-
-    fn is_kept_in(&self, inner: &Inner, id: &str, event_id: &str) -> bool {
-        inner
-            .parked
-            .get(id)
-            .is_some_and(|rows| rows.claims.contains(event_id))
+        self.lock().is_kept(id, event_id)
     }
 
     pub fn new() -> Self {
@@ -304,7 +303,7 @@ impl ExecutionStore for MemoryStore {
     async fn park(&self, id: &str, version: i64, parked: &ParkedEvent) -> Result<Parked, StoreError> {
         let mut inner = self.lock();
         // a redelivery is told first, as the DynamoDB store reads the claim's refusal first
-        if self.is_kept_in(&inner, id, &parked.event.id) {
+        if inner.is_kept(id, &parked.event.id) {
             return Ok(Parked::AlreadyKept);
         }
         let found = inner.executions.get(id).map(|e| e.version);

@@ -114,11 +114,14 @@ impl Driver {
         event: &Event,
         burst: &mut Burst,
     ) -> Result<Option<BurstWritten>, BurstStepError> {
-        self.burst_step_unparking(defn, exe, event, burst, None).await
+        let step = self.burst_step_unparking(defn, exe, event, burst, None).await?;
+        Ok(step.map(|(written, _)| written))
     }
 
     /// [`burst_step`](Self::burst_step) of a parked event released from its row: its
-    /// commit deletes the row (`unpark`).
+    /// commit deletes the row (`unpark`). When the steps before it had to be written
+    /// first, also the execution as that commit left it (as it was before this step, at
+    /// the version `exe` now has).
     pub(crate) async fn burst_step_unparking(
         &self,
         defn: &Definition,
@@ -126,7 +129,7 @@ impl Driver {
         event: &Event,
         burst: &mut Burst,
         unpark: Option<stm_store::Unpark>,
-    ) -> Result<Option<BurstWritten>, BurstStepError> {
+    ) -> Result<Option<(BurstWritten, Execution)>, BurstStepError> {
         let before = exe.clone();
         // a stale Timeout is judged against the burst's own timer ops before the table's
         let step = match self
@@ -161,7 +164,7 @@ impl Driver {
         exe.version = earlier.version;
         burst.commit = this;
         burst.steps.push((step.report, emits, spawns));
-        Ok(Some(written))
+        Ok(Some((written, earlier)))
     }
 
     /// Write the burst's steps in one commit (CAS on `exe.version`, bumped once) and

@@ -73,9 +73,9 @@ impl Driver {
     }
 
     /// Keep `event` for `exe` in a row of its own: the first of a run in a commit of the
-    /// item that sets `parked_after` (with `timers`), any other without writing the item
+    /// item that sets `parked_after` and arms `timers`, any other without writing the item
     /// (its row and claim, if the item is still at its version: a lost race is a
-    /// conflict, and the retry finds the item as it is now). The number it was kept
+    /// conflict, and the retry finds the item as it is now; `timers` are not armed). The number it was kept
     /// under, or `None` if it was kept already (a redelivery). On failure `exe` is left as
     /// it was.
     pub(crate) async fn keep_parked(
@@ -92,30 +92,23 @@ impl Driver {
             number,
             event: event.clone(),
         };
-        if exe.parked_after.is_some() && timers.is_empty() {
+        if exe.parked_after.is_some() {
             return Ok(match self.store.park(&exe.id, exe.version, &parked).await? {
                 Parked::AlreadyKept => None,
                 _ => Some(number),
             });
         }
-        let before = exe.parked_after;
         // every number before this one was released, or is a hole a park left
-        exe.parked_after = Some(before.unwrap_or(number - 1));
+        exe.parked_after = Some(number - 1);
         exe.stamp(self.clock.now());
         let commit = Commit {
             timers,
-            park: before.is_none().then(|| parked.clone()),
+            park: Some(parked),
             ..Commit::default()
         };
         if let Err(err) = self.store.commit(exe, commit).await {
-            exe.parked_after = before;
+            exe.parked_after = None;
             return Err(err.into());
-        }
-        if before.is_some() {
-            // a commit that only re-armed the timer: the row after it, as any other
-            if self.store.park(&exe.id, exe.version, &parked).await? == Parked::AlreadyKept {
-                return Ok(None);
-            }
         }
         Ok(Some(number))
     }
@@ -289,9 +282,8 @@ impl Driver {
             };
             // released events were parked from the queue or by a caller: routed as those are
             let regions = match route(Arrival::Queue, exe, &event) {
-                Plan::Broadcast { regions } if !releasing.burst.is_empty() => {
-                    // a broadcast is a commit of its own: the steps before it first
-                    let _ = regions;
+                // a broadcast is a commit of its own: the steps before it first
+                Plan::Broadcast { .. } if !releasing.burst.is_empty() => {
                     return Box::pin(self.write_release(defn, exe, releasing)).await.map(Some);
                 }
                 Plan::Broadcast { regions } => Some(regions),
@@ -309,18 +301,15 @@ impl Driver {
                 releasing.before = Some(Box::new(exe.clone()));
                 releasing.first = Some(Box::new((event.clone(), unpark.clone())));
             }
-            let before = exe.clone();
             // on the heap: a step's future is large, and this one sits under the worker's
             let step =
                 Box::pin(self.burst_step_unparking(defn, exe, &event, &mut releasing.burst, unpark.clone()));
             match step.await {
                 Ok(None) => releasing.ids.push(event.id),
-                Ok(Some(written)) => {
+                Ok(Some((written, alone))) => {
                     // the steps before this one did not leave it room: written, and this
-                    // one begins the next burst
+                    // one begins the next burst, from the execution that commit left
                     let earlier = std::mem::replace(&mut releasing.ids, vec![event.id.clone()]);
-                    let mut alone = before;
-                    alone.version = exe.version;
                     releasing.before = Some(Box::new(alone));
                     releasing.first = Some(Box::new((event, unpark)));
                     return Ok(Some(release_report(written, earlier)));

@@ -169,6 +169,22 @@ impl Stack {
             .unwrap_or_else(|| panic!("no execution {id}"))
     }
 
+    /// Create execution `id` of `machine` and run its start (inline, as `stm run` does).
+    pub async fn start(&self, machine: &str, id: &str) -> Execution {
+        let mut exe = self
+            .worker
+            .driver
+            .new_execution(machine, None, Some(id))
+            .await
+            .expect("new execution");
+        self.worker
+            .driver
+            .run_step(&mut exe, None)
+            .await
+            .expect("started");
+        exe
+    }
+
     /// The events waiting on execution `id` (parked), oldest first.
     pub async fn parked(&self, id: &str) -> Vec<stm_core::Event> {
         let exe = self.load(id).await;

@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::types::{
 use stm_core::Event;
 
 use super::item::{corrupt, get_i64, n_i64, req_s, s, Item};
-use super::{build_err, sdk_error, DynamoDbStore};
+use super::{build_err, sdk_error, DynamoDbStore, TRANSIENT_REASONS};
 use crate::parked::{self, Parked, ParkedEvent, Unpark};
 use crate::{Corruption, StoreError};
 
@@ -179,15 +179,7 @@ impl DynamoDbStore {
                 .cancellation_reasons()
                 .iter()
                 .filter_map(|r| r.code())
-                .any(|c| {
-                    matches!(
-                        c,
-                        "TransactionConflict"
-                            | "ThrottlingError"
-                            | "ProvisionedThroughputExceeded"
-                            | "RequestLimitExceeded"
-                    )
-                })
+                .any(|c| TRANSIENT_REASONS.contains(&c))
             {
                 return Err(StoreError::retryable(format!(
                     "parking an event of {id}: TransactWriteItems cancelled: {}",

@@ -37,8 +37,14 @@ pub(super) struct Prepared {
 impl Prepared {
     /// The items the parked rows and their guard add to the transaction.
     pub(super) fn parked_items(&self) -> usize {
-        2 * (usize::from(self.park.is_some()) + self.unpark.len()) + usize::from(self.parked_guard)
+        parked_items(self.park.is_some(), self.unpark.len(), self.parked_guard)
     }
+}
+
+/// The items a commit's parked rows add: the parked event's row and claim, each released
+/// event's two deletes, and the guard's update.
+fn parked_items(parks: bool, unparks: usize, guard: bool) -> usize {
+    2 * (usize::from(parks) + unparks) + usize::from(guard)
 }
 
 /// The extra spawn-row attribute holding the intents packed after the row's own: a JSON
@@ -124,8 +130,7 @@ impl DynamoDbStore {
             commit.processed_event_ids.len()
         };
         let traces = commit.traces.len() * if self.trace_max > 0 { 2 } else { 1 };
-        let parked =
-            2 * (usize::from(commit.park.is_some()) + commit.unpark.len()) + usize::from(parked_guard);
+        let parked = parked_items(commit.park.is_some(), commit.unpark.len(), parked_guard);
         let others = 1 + commit.emits.len() + marks + timers.len() + traces + parked;
         Prepared {
             data,

@@ -9,17 +9,9 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use super::plan::Plan;
 use crate::dynamodb::item::Item;
-use crate::dynamodb::{DynamoDbStore, TRANSIENT_CODES};
+use crate::dynamodb::{DynamoDbStore, TRANSIENT_CODES, TRANSIENT_REASONS};
 use crate::{CancelReason, CancelledAction, Refusal, StoreError, Unstorable};
 use stm_aws::Readable;
-
-/// Cancellation reason codes that a retry can cure.
-const TRANSIENT_REASONS: &[&str] = &[
-    "TransactionConflict",
-    "ThrottlingError",
-    "ProvisionedThroughputExceeded",
-    "RequestLimitExceeded",
-];
 
 /// Cancellation reason codes of an action DynamoDB refuses as invalid: `ValidationError`
 /// (AWS: an item too large, a number overflow, a type mismatch, ... see
