@@ -20,7 +20,7 @@ reaches the worker as one SQS FIFO message, sent by whoever produced it: the pro
 client's `SendMessage`), the worker's inline flush of an emitting commit (a region's
 `Finished`, a `Returned`), or the sweeper (a `Timeout`). Of N transitions, `emit_ratio * N`
 emit one event and `timer_ratio * N` arm a timer within SQS's 15-minute delay horizon that
-fires (its `Timeout` is another transition, whose exit cancels the timer); the producer
+fires (its `Timeout` is another transition, which leaves the timed state); the producer
 sends the rest. The emitted and timed-out events are transitions counted in N, so their
 sends are counted once, where they are made (the flush in "SQS", the `Timeout` in
 "doorbells"), never twice. (Until 2026-12-02 this model charged an emit's message as one
@@ -37,8 +37,14 @@ Counted per design (read from the code, 2026-12-02):
   `PutItem` (1 WRU per KB) unless the commit also emits, arms or cancels a timer or traces,
   when it is a transaction. An emit adds the outbox put (in the transaction; its seq
   comes from no counter) and the outbox `DeleteItem` after the inline flush; a timer
-  arm adds the timer put and its due-index (GSI) entry; the exit of a timed state a cancel
-  (a transactional delete).
+  arm adds the timer put and its due-index (GSI) entry. A fired timer's `Timeout` claims
+  its row first (`driver/step.rs` `check_timeout`: a conditional `DeleteItem`, refused
+  when the sweeper deleted the row first, and billed either way: "If the expression
+  evaluates to false, DynamoDB still consumes write capacity units", the DynamoDB
+  Developer Guide); its step's exit of the timed state then cancels nothing (the row is
+  gone: `drop_void_cancels`), so its commit stays a plain `PutItem`. Until 2026-12-07 that
+  exit was a transactional delete of the gone row, which also made its commit a
+  transaction (3 WRU), and this model left the claim out.
 * coalescing (`--burst K`): K consecutive events of one execution in one SQS batch share
   one load and one commit.
 * SQS: the arrival sends (`--send-batch N`: the producer's `SendMessageBatch` of N is one
@@ -476,8 +482,9 @@ def exe_bytes(a, layout: str) -> int:
 def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: bool) -> tuple[float, float]:
     """(RRU, WRU) per event of the worker's load and commit, expected over the burst.
 
-    Events of a burst are independent: each emits with probability `emit`, carries a timer
-    op (the arm, or the cancel on leaving the timed state) with probability 2 * `timer`.
+    Events of a burst are independent: each emits with probability `emit`, arms a timer
+    with probability `timer`, and is a fired timer's `Timeout` with probability `timer`
+    (its claim; its commit cancels nothing).
     """
     k = burst
     exe = exe_bytes(a, layout)
@@ -487,7 +494,7 @@ def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: b
     else:
         rru = rru_strong(exe)  # GetItem
     # commit: what makes it a transaction, and what the events add to it
-    q = min(1.0, 2 * timer)
+    q = min(1.0, timer)  # the arm; a Timeout's commit is no transaction for its timer
     p_tx = 1.0 if (layout == "harel" or trace) else 1 - ((1 - emit) * (1 - q)) ** k
     w = p_tx * wru(exe, True) + (1 - p_tx) * wru(exe, False)
     if layout == "harel":
@@ -496,7 +503,7 @@ def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: b
         # outbox put (tx) + its delete after the flush (a delete bills the deleted item's size)
         emit * (wru(a.outbox_bytes, True) + wru(a.outbox_bytes))
         + timer * (wru(a.timer_bytes, True) + wru(a.timer_bytes))  # timer put (tx) + its GSI entry
-        + timer * wru(a.timer_bytes, True)  # the cancel on exit (tx delete; already fired: no GSI)
+        + timer * wru(a.timer_bytes)  # the Timeout's claim: a conditional DeleteItem, billed refused or not
     )
     if trace:
         per_event += wru(a.trace_bytes, True) + wru(a.trace_bytes, True)  # trace put + ring delete
@@ -889,7 +896,7 @@ def main(argv=None) -> None:
     print(
         f"- what the extras add (cheapest layout): an emit ${per_emit * 1e6:.2f} per million emits (the transaction, "
         f"the outbox put and delete, the flush's send, less the producer's send it replaces); "
-        f"a near timer ${per_timer * 1e6:.2f} per million timers (arm and cancel in transactions, the GSI, "
+        f"a near timer ${per_timer * 1e6:.2f} per million timers (the arm in a transaction, the GSI, the Timeout's claim, "
         "the doorbell and the sweeper's billed wait)."
     )
     if a.log_bytes_per_event:

@@ -71,7 +71,7 @@ struct Collected {
     assigned: Map,
     dropped: Option<String>,
     /// Why the step did not run the engine at all: a stale `Timeout`
-    /// ([`Driver::stale_timeout`]); the trace step says so.
+    /// ([`Driver::check_timeout`]); the trace step says so.
     ignored: Option<String>,
 }
 
@@ -97,6 +97,33 @@ impl Collected {
         }
         c
     }
+}
+
+/// What [`Driver::check_timeout`] found of an event's timer.
+enum TimeoutCheck {
+    /// A stale `Timeout`, and why: it must not step.
+    Stale(String),
+    /// The event steps. `gone`: the path of the `Timeout`'s timer when the store holds no
+    /// row of it any more (claimed by this check, or deleted by the sweeper after firing).
+    Step { gone: Option<String> },
+}
+
+/// Take out of a step's timer ops the cancels of `path` that come before any arm of it:
+/// its row is already gone, so they would delete nothing. Each costs a transactional
+/// delete, and the first one alone turns a plain `PutItem` of the execution into a
+/// transaction: a fired timer's `Timeout` that leaves its state would pay both for
+/// nothing. A cancel after an arm in the same step stays (it undoes that arm).
+fn drop_void_cancels(ops: &mut Vec<TimerOp>, path: &str) {
+    let rearmed_at = ops.iter().position(|op| match op {
+        TimerOp::Schedule { path: p, .. } | TimerOp::Hold { path: p, .. } => p == path,
+        TimerOp::Cancel { .. } => false,
+    });
+    let mut i = 0;
+    ops.retain(|op| {
+        let before_rearm = rearmed_at.is_none_or(|at| i < at);
+        i += 1;
+        !(before_rearm && matches!(op, TimerOp::Cancel { path: p } if p == path))
+    });
 }
 
 /// The arms among a commit's timer ops; the last op on a path wins, as in the store.
@@ -400,7 +427,7 @@ impl Driver {
     }
 
     /// [`prepare_step`](Self::prepare_step), unless `event` is a stale `Timeout`
-    /// ([`stale_timeout`](Self::stale_timeout); `pending`: the timer ops of steps prepared
+    /// ([`check_timeout`](Self::check_timeout); `pending`: the timer ops of steps prepared
     /// and not yet written, a burst's): that step runs nothing, and its commit is the
     /// event's processed mark and a trace step saying why it was ignored.
     pub(crate) async fn prepare_checked(
@@ -411,8 +438,8 @@ impl Driver {
         before: &Execution,
         pending: &[TimerOp],
     ) -> Result<PreparedStep, DriverError> {
-        match self.stale_timeout(exe, event, pending).await? {
-            Some(reason) => {
+        match self.check_timeout(exe, event, pending).await? {
+            TimeoutCheck::Stale(reason) => {
                 let ignored = Collected {
                     dropped: Some(reason.clone()),
                     ignored: Some(reason),
@@ -420,11 +447,17 @@ impl Driver {
                 };
                 Ok(self.finish_step(exe, event, (exe.status, exe.active_path.clone()), ignored))
             }
-            None => self.prepare_step(defn, exe, event, before),
+            TimeoutCheck::Step { gone } => {
+                let mut step = self.prepare_step(defn, exe, event, before)?;
+                if let Some(path) = gone {
+                    drop_void_cancels(&mut step.commit.timers, &path);
+                }
+                Ok(step)
+            }
         }
     }
 
-    /// Why `event` is a stale `Timeout` that must not step, if it is one: a `Timeout` of a
+    /// Whether `event` is a stale `Timeout` that must not step: a `Timeout` of a
     /// state's timer whose `fire_at` is not the one armed now. Its state was left and
     /// re-entered (the timer re-armed) after the sweeper fired it, by events ahead of it in
     /// the execution's group, or the sweeper read a stale due index; applied, it would time
@@ -439,22 +472,25 @@ impl Driver {
     /// without a numeric `fire_at` (one sent by hand: harel's sweep always sets it), the
     /// `@` timers (the engine checks `@ttl` against `expires_at`, the parking gate handles
     /// `@parked`), and an execution that is not running (the engine drops it anyway).
-    async fn stale_timeout(
+    /// When the store's answer says its row is gone, the step is told so
+    /// ([`TimeoutCheck::Step`]'s `gone`).
+    async fn check_timeout(
         &self,
         exe: &Execution,
         event: Option<&Event>,
         pending: &[TimerOp],
-    ) -> Result<Option<String>, DriverError> {
+    ) -> Result<TimeoutCheck, DriverError> {
+        let plain = TimeoutCheck::Step { gone: None };
         let Some(event) = event.filter(|e| e.kind == "Timeout") else {
-            return Ok(None);
+            return Ok(plain);
         };
         let path = event.data.get("path").and_then(Value::as_str);
         let fire_at = event.data.get("fire_at").and_then(Value::as_f64);
         let (Some(path), Some(fire_at)) = (path, fire_at) else {
-            return Ok(None);
+            return Ok(plain);
         };
         if exe.status != Status::Running || path.starts_with('@') || !fire_at.is_finite() {
-            return Ok(None);
+            return Ok(plain);
         }
         let last_pending = pending.iter().rev().find_map(|op| match op {
             TimerOp::Schedule { path: p, fire_at } if p == path => Some(Some(*fire_at)),
@@ -465,19 +501,30 @@ impl Driver {
             Some(armed) => armed,
             None => match self.store.claim_timer(&exe.id, path, fire_at).await? {
                 TimerClaim::Rearmed(armed) => Some(armed),
-                // claimed (the current arming's), absent or unknown: the engine decides
+                // the row is gone (this claim deleted it, or the sweeper did): a cancel of
+                // it by this step would delete nothing, and would make its commit a
+                // transaction
+                TimerClaim::Claimed | TimerClaim::Absent => {
+                    return Ok(TimeoutCheck::Step {
+                        gone: Some(path.to_string()),
+                    })
+                }
+                // a store that cannot tell: the engine decides
                 _ => None,
             },
         };
-        Ok(armed.filter(|armed| *armed != fire_at).map(|armed| {
-            let repr = stm_core::pyvalue::float_repr;
-            format!(
-                "a stale Timeout of {path}: its timer was armed for {} and is now armed for {} \
-                 (the state was left and re-entered since)",
-                repr(fire_at),
-                repr(armed)
-            )
-        }))
+        match armed.filter(|armed| *armed != fire_at) {
+            None => Ok(plain),
+            Some(armed) => {
+                let repr = stm_core::pyvalue::float_repr;
+                Ok(TimeoutCheck::Stale(format!(
+                    "a stale Timeout of {path}: its timer was armed for {} and is now armed for {} \
+                     (the state was left and re-entered since)",
+                    repr(fire_at),
+                    repr(armed)
+                )))
+            }
+        }
     }
 
     /// What a step's commit writes and what it reports, from what the engine collected.
@@ -591,4 +638,31 @@ fn trace_step(
         step.insert("ignored".into(), Value::from(reason.as_str()));
     }
     step
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cancel(path: &str) -> TimerOp {
+        TimerOp::Cancel { path: path.into() }
+    }
+
+    fn arm(path: &str, fire_at: f64) -> TimerOp {
+        TimerOp::Schedule {
+            path: path.into(),
+            fire_at,
+        }
+    }
+
+    #[test]
+    fn only_the_cancels_of_the_gone_row_before_its_rearm_are_dropped() {
+        let mut ops = vec![cancel("A"), cancel("B"), arm("A", 5.0), cancel("A"), cancel("A")];
+        drop_void_cancels(&mut ops, "A");
+        // B's row is not known gone; A's cancels after its re-arm undo that arm
+        assert_eq!(ops, vec![cancel("B"), arm("A", 5.0), cancel("A"), cancel("A")]);
+        let mut left = vec![cancel("A"), arm("B", 1.0), cancel("A")];
+        drop_void_cancels(&mut left, "A");
+        assert_eq!(left, vec![arm("B", 1.0)]);
+    }
 }

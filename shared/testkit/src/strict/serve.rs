@@ -242,6 +242,15 @@ pub(super) async fn serve(
                         .answer_query(&body, &moto_answer, &schemas, shared.metering.now());
             }
         }
+        if let Some((400, bytes)) = split_response(&answer) {
+            // AWS bills a conditional write whose condition failed; moto's 400 is all the
+            // layer sees of it
+            let failure: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+            let at = shared.metering.now();
+            shared
+                .metering
+                .observe_failed_condition(operation, &body, &failure, &schemas, at);
+        }
         if let Some(lagged) = lagged_answer {
             answer = replace_body(&answer, &lagged);
         }

@@ -48,6 +48,41 @@ impl Metering {
         Some(())
     }
 
+    /// [`Metering::observe_failed_condition`]'s charge: a plain write of the larger of the
+    /// checked item and the item a `PutItem` would have written, on the item's key, and no
+    /// index entry.
+    pub(super) fn charge_failed_condition(
+        &self,
+        operation: &str,
+        request: &Value,
+        failure: &Value,
+        schemas: &BTreeMap<String, TableSchema>,
+        at: f64,
+    ) -> Option<()> {
+        let table = request["TableName"].as_str()?;
+        let schema = schemas.get(table)?;
+        let key = key_label(
+            schema,
+            if operation == "PutItem" {
+                &request["Item"]
+            } else {
+                &request["Key"]
+            },
+        )?;
+        let checked = match failure.get("Item").filter(|item| item.is_object()) {
+            Some(item) => Some(stored_of(schema, item)),
+            None => self.recall(table, &key),
+        };
+        // the larger of the item there and the one the write would have made
+        let attempted = match operation {
+            "PutItem" => stored_of(schema, &request["Item"]).bytes,
+            _ => 0,
+        };
+        let bytes = checked.map_or(0, |item| item.bytes).max(attempted);
+        self.meter.write(table, &key, bytes, false, at);
+        Some(())
+    }
+
     pub(super) fn charge_transact_write(
         &self,
         request: &Value,

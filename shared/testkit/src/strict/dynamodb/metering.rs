@@ -153,6 +153,36 @@ impl Metering {
         }
     }
 
+    /// Charge a single `PutItem`, `UpdateItem` or `DeleteItem` that moto refused with
+    /// `ConditionalCheckFailedException`: AWS still consumes write capacity for it, by the
+    /// size of the item there or of the one the write would have made, the larger (at
+    /// least one unit; the DynamoDB Developer Guide, *DynamoDB read and write operations*:
+    /// "If the expression evaluates to false, DynamoDB still consumes write capacity
+    /// units"), and writes no index. It is counted as a request of its operation. The item is the one the refusal returned
+    /// (`ReturnValuesOnConditionCheckFailure: ALL_OLD`), else the one remembered, else
+    /// none. Any other refusal, and a refused transaction, is charged nothing.
+    pub fn observe_failed_condition(
+        &self,
+        operation: &str,
+        request: &Value,
+        failure: &Value,
+        schemas: &BTreeMap<String, TableSchema>,
+        at: f64,
+    ) {
+        if !matches!(operation, "PutItem" | "UpdateItem" | "DeleteItem") {
+            return;
+        }
+        let refused_for_its_condition = failure["__type"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("ConditionalCheckFailedException"));
+        if !refused_for_its_condition {
+            return;
+        }
+        self.meter
+            .request_on(operation, &tables_named(operation, request));
+        self.charge_failed_condition(operation, request, failure, schemas, at);
+    }
+
     /// Whether [`observe`](Self::observe) reads moto's answer to this request (the layer
     /// parses it only then).
     pub fn reads_answer(operation: &str, request: &Value) -> bool {
@@ -329,5 +359,39 @@ mod tests {
         );
         assert_eq!(shard(), (0.0, 3.0));
         assert_eq!(meter.key_units("timers", "execution_id=e|path=a"), (0.0, 5.0));
+    }
+    #[test]
+    fn a_write_refused_for_its_condition_is_charged_and_other_refusals_are_not() {
+        let metering = Metering::new();
+        let schemas = timers_schema();
+        let key = json!({"execution_id": {"S": "e"}, "path": {"S": "a"}});
+        let delete = json!({"TableName": "timers", "Key": key, "ConditionExpression": "fire_at = :f"});
+        let failed = json!({"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"});
+        let meter = metering.meter();
+        let units = || meter.key_units("timers", "execution_id=e|path=a");
+        // no item: the one-unit minimum
+        metering.observe_failed_condition("DeleteItem", &delete, &failed, &schemas, 1.0);
+        assert_eq!(units(), (0.0, 1.0));
+        // the item the refusal returned, by its size (2 KB: two units), and no index write
+        let mut item = key.clone();
+        item["due_shard"] = json!({"S": "7"});
+        item["fire_at"] = json!({"N": "10"});
+        item["pad"] = json!({"S": "x".repeat(1500)});
+        let mut returned = failed.clone();
+        returned["Item"] = item;
+        metering.observe_failed_condition("DeleteItem", &delete, &returned, &schemas, 2.0);
+        assert_eq!(units(), (0.0, 3.0));
+        assert_eq!(meter.key_units("timers/due_index", "due_shard=7"), (0.0, 0.0));
+        // another refusal, or a refused transaction, costs nothing
+        let throttled =
+            json!({"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"});
+        metering.observe_failed_condition("DeleteItem", &delete, &throttled, &schemas, 3.0);
+        metering.observe_failed_condition("TransactWriteItems", &delete, &failed, &schemas, 3.0);
+        assert_eq!(units(), (0.0, 3.0));
+        assert_eq!(
+            meter.report().requests["DeleteItem"],
+            2,
+            "the two refused for their condition"
+        );
     }
 }

@@ -1,0 +1,165 @@
+//! What one near timer writes, in the cheapest layout (`DedupeMarks::OnItem`), over moto
+//! behind the strict layer, whose meter charges what AWS bills (a conditional write refused
+//! for its condition included): the arm, the sweeper's fire and the `Timeout`'s step.
+//!
+//! The `Timeout` of a fired timer finds its row gone (the sweeper deleted it after
+//! sending, or the step's claim deletes it), so leaving the timed state cancels nothing:
+//! its commit is one plain `PutItem` of the execution, not a transaction with a delete of
+//! a row that is not there (which cost 3 write units more per fired timer).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::json;
+use stm_core::Status;
+use stm_runtime::queue::SqsQueue;
+use stm_runtime::sweeper;
+use stm_store::{CreateOptions, DedupeMarks, DynamoDbStore, ExecutionStore};
+use stm_testkit::meter::{MeterReport, PartitionMeter};
+
+use common::{Stack, START};
+
+/// Units and requests charged to the tables under `prefix` so far.
+struct Seen {
+    units: BTreeMap<String, (f64, f64)>,
+    requests: BTreeMap<String, u64>,
+}
+
+fn seen(meter: &PartitionMeter, prefix: &str) -> Seen {
+    let report: MeterReport = meter.report_where(|t| t.starts_with(prefix));
+    Seen {
+        units: report
+            .units_per_table
+            .into_iter()
+            .map(|(table, r, w)| (table[prefix.len()..].to_string(), (r, w)))
+            .collect(),
+        requests: report.requests,
+    }
+}
+
+/// What was charged between `before` and `after`: (read, write) units per table (without
+/// the prefix), and requests per operation; zeros left out.
+fn between(before: &Seen, after: &Seen) -> (BTreeMap<String, (f64, f64)>, BTreeMap<String, u64>) {
+    let units = after
+        .units
+        .iter()
+        .map(|(table, (r, w))| {
+            let (r0, w0) = before.units.get(table).copied().unwrap_or_default();
+            (table.clone(), (r - r0, w - w0))
+        })
+        .filter(|(_, (r, w))| *r != 0.0 || *w != 0.0)
+        .collect();
+    let requests = after
+        .requests
+        .iter()
+        .map(|(op, n)| (op.clone(), n - before.requests.get(op).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n != 0)
+        .collect();
+    (units, requests)
+}
+
+fn writes(units: &BTreeMap<String, (f64, f64)>, table: &str) -> f64 {
+    units
+        .iter()
+        .filter(|(t, _)| t.ends_with(table))
+        .map(|(_, (_, w))| w)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fired_timers_timeout_commits_as_one_plain_put() {
+    let moto = stm_testkit::moto().await;
+    let prefix = stm_testkit::unique_prefix("timer_units");
+    let options = CreateOptions {
+        prefix: prefix.clone(),
+        dedupe_marks: DedupeMarks::OnItem,
+        timer_full_scan_interval: None,
+        ..CreateOptions::default()
+    };
+    let store = Arc::new(
+        DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
+            .await
+            .expect("tables"),
+    );
+    let client = SqsQueue::client(Some(moto.endpoint()), stm_testkit::REGION).await;
+    let urls = SqsQueue::ensure(&client, &format!("{prefix}-events"), 2, 5)
+        .await
+        .expect("queue");
+    let stack = Stack::new(store.clone(), Arc::new(SqsQueue::new(client, urls.queue_url)))
+        .redeploy(common::definitions_of("timers.stm"));
+    let meter = moto.meter();
+
+    let before_arm = seen(&meter, &prefix);
+    let seed = json!({"delay": 10.0}).as_object().cloned().unwrap_or_default();
+    stack
+        .control
+        .create("Doorbell", Some(seed), Some("t1"))
+        .await
+        .expect("create");
+    stack.drain().await;
+    let armed = seen(&meter, &prefix);
+    let fire_at = START + 10.0;
+    assert_eq!(
+        store.armed_timer("t1", "Waiting").await.expect("read"),
+        Some(fire_at)
+    );
+
+    stack.clock.set(fire_at);
+    let summary = sweeper::sweep(stack.store.as_ref(), stack.queue.as_ref(), fire_at)
+        .await
+        .expect("sweep");
+    assert_eq!(summary.fired, 1, "{summary:?}");
+    let fired = seen(&meter, &prefix);
+    stack.drain().await;
+    let stepped = seen(&meter, &prefix);
+    let exe = stack.load("t1").await;
+    assert_eq!(
+        (exe.active_path.as_deref(), exe.status),
+        (Some("Expired"), Status::Done),
+        "the Timeout stepped"
+    );
+
+    let (arm_units, arm_requests) = between(&before_arm, &armed);
+    let (fire_units, fire_requests) = between(&armed, &fired);
+    let (step_units, step_requests) = between(&fired, &stepped);
+    println!("| phase | write units by table | requests |");
+    println!("|---|---|---|");
+    for (phase, units, requests) in [
+        ("create and arm", &arm_units, &arm_requests),
+        ("the sweeper's fire", &fire_units, &fire_requests),
+        ("the Timeout's step", &step_units, &step_requests),
+    ] {
+        let by_table: Vec<String> = units
+            .iter()
+            .filter(|(_, (_, w))| *w > 0.0)
+            .map(|(t, (_, w))| format!("{t} {w}"))
+            .collect();
+        println!("| {phase} | {} | {requests:?} |", by_table.join(", "));
+    }
+
+    // the Timeout's step: the load, the claim (refused: the sweeper deleted the row), and
+    // one plain put of the execution; no transaction, and no write of the timer's row but
+    // the claim's one unit
+    assert_eq!(
+        step_requests.get("TransactWriteItems"),
+        None,
+        "the Timeout's commit is a transaction: {step_requests:?}"
+    );
+    assert_eq!(step_requests.get("PutItem"), Some(&1), "{step_requests:?}");
+    assert_eq!(
+        step_requests.get("DeleteItem"),
+        Some(&1),
+        "the claim: {step_requests:?}"
+    );
+    assert_eq!(writes(&step_units, "_executions"), 1.0, "{step_units:?}");
+    assert_eq!(writes(&step_units, "_timers"), 1.0, "{step_units:?}");
+    // the sweeper's fire: its guarded delete of the row and of its due-index entry
+    assert_eq!(writes(&fire_units, "_timers"), 1.0, "{fire_units:?}");
+    assert_eq!(writes(&fire_units, "_timers/due_index"), 1.0, "{fire_units:?}");
+    // the arm: the timer's put in the start's transaction, and its due-index entry
+    assert_eq!(writes(&arm_units, "_timers"), 2.0, "{arm_units:?}");
+    assert_eq!(writes(&arm_units, "_timers/due_index"), 1.0, "{arm_units:?}");
+    stm_testkit::assert_no_access_denied();
+}
