@@ -32,27 +32,19 @@ fn definitions() -> Definitions {
 /// A traced stack over fresh tables and a FIFO queue on moto; the sweep reads the due
 /// index only (no scheduled full scan, which is a consistent read of the table).
 async fn stack(tag: &str) -> (Stack, Arc<DynamoDbStore>, String) {
-    let moto = stm_testkit::moto().await;
-    let prefix = stm_testkit::unique_prefix(tag);
-    let options = CreateOptions {
-        prefix: prefix.clone(),
+    let parts = common::moto_parts_with(tag, 2, 5, |options| CreateOptions {
         timer_full_scan_interval: None,
-        ..CreateOptions::default()
-    };
-    let store = Arc::new(
-        DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
-            .await
-            .expect("tables"),
+        ..options
+    })
+    .await;
+    let base = Stack::new(
+        parts.store.clone(),
+        Arc::new(SqsQueue::new(parts.client, parts.urls.queue_url)),
     );
-    let client = SqsQueue::client(Some(moto.endpoint()), stm_testkit::REGION).await;
-    let urls = SqsQueue::ensure(&client, &format!("{prefix}-events"), 2, 5)
-        .await
-        .expect("queue");
-    let base = Stack::new(store.clone(), Arc::new(SqsQueue::new(client, urls.queue_url)));
     let mut stack = base.redeploy(definitions());
     stack.worker.driver = stack.worker.driver.clone().with_trace(true);
     stack.control.driver = stack.control.driver.clone().with_trace(true);
-    (stack, store, prefix)
+    (stack, parts.store, parts.prefix)
 }
 
 async fn create(stack: &Stack, id: &str, delay: f64) {

@@ -16,7 +16,7 @@ use serde_json::json;
 use stm_core::Status;
 use stm_runtime::queue::SqsQueue;
 use stm_runtime::sweeper;
-use stm_store::{CreateOptions, DedupeMarks, DynamoDbStore, ExecutionStore};
+use stm_store::{CreateOptions, DedupeMarks, ExecutionStore};
 use stm_testkit::meter::{MeterReport, PartitionMeter};
 
 use common::{Stack, START};
@@ -71,24 +71,18 @@ fn writes(units: &BTreeMap<String, (f64, f64)>, table: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fired_timers_timeout_commits_as_one_plain_put() {
     let moto = stm_testkit::moto().await;
-    let prefix = stm_testkit::unique_prefix("timer_units");
-    let options = CreateOptions {
-        prefix: prefix.clone(),
+    let parts = common::moto_parts_with("timer_units", 2, 5, |options| CreateOptions {
         dedupe_marks: DedupeMarks::OnItem,
         timer_full_scan_interval: None,
-        ..CreateOptions::default()
-    };
-    let store = Arc::new(
-        DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
-            .await
-            .expect("tables"),
-    );
-    let client = SqsQueue::client(Some(moto.endpoint()), stm_testkit::REGION).await;
-    let urls = SqsQueue::ensure(&client, &format!("{prefix}-events"), 2, 5)
-        .await
-        .expect("queue");
-    let stack = Stack::new(store.clone(), Arc::new(SqsQueue::new(client, urls.queue_url)))
-        .redeploy(common::definitions_of("timers.stm"));
+        ..options
+    })
+    .await;
+    let (store, prefix) = (parts.store.clone(), parts.prefix.clone());
+    let stack = Stack::new(
+        store.clone(),
+        Arc::new(SqsQueue::new(parts.client, parts.urls.queue_url)),
+    )
+    .redeploy(common::definitions_of("timers.stm"));
     let meter = moto.meter();
 
     let before_arm = seen(&meter, &prefix);

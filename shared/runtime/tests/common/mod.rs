@@ -247,13 +247,24 @@ pub struct MotoParts {
 }
 
 pub async fn moto_parts(tag: &str, visibility: i32, max_receive: u32) -> MotoParts {
+    moto_parts_with(tag, visibility, max_receive, |options| options).await
+}
+
+/// [`moto_parts`] with the store's options as `options` makes them from the defaults (the
+/// prefix already set).
+pub async fn moto_parts_with(
+    tag: &str,
+    visibility: i32,
+    max_receive: u32,
+    options: impl FnOnce(stm_store::CreateOptions) -> stm_store::CreateOptions,
+) -> MotoParts {
     use stm_runtime::queue::SqsQueue;
     let moto = stm_testkit::moto().await;
     let prefix = stm_testkit::unique_prefix(tag);
-    let options = stm_store::CreateOptions {
+    let options = options(stm_store::CreateOptions {
         prefix: prefix.clone(),
         ..Default::default()
-    };
+    });
     let store = stm_store::DynamoDbStore::create_with(Some(moto.endpoint()), stm_testkit::REGION, options)
         .await
         .expect("tables");

@@ -19,16 +19,7 @@ impl Metering {
         schemas: &BTreeMap<String, TableSchema>,
         at: f64,
     ) -> Option<()> {
-        let table = request["TableName"].as_str()?;
-        let schema = schemas.get(table)?;
-        let key = key_label(
-            schema,
-            if operation == "PutItem" {
-                &request["Item"]
-            } else {
-                &request["Key"]
-            },
-        )?;
+        let (table, schema, key) = single_write_target(operation, request, schemas)?;
         let returns = request["ReturnValues"].as_str().unwrap_or("NONE");
         let returned = answer.get("Attributes").filter(|a| a.is_object());
         let old = if returns == "ALL_OLD" {
@@ -45,41 +36,6 @@ impl Metering {
             },
         };
         self.charge_write(table, schema, &key, old, after, false, at);
-        Some(())
-    }
-
-    /// [`Metering::observe_failed_condition`]'s charge: a plain write of the larger of the
-    /// checked item and the item a `PutItem` would have written, on the item's key, and no
-    /// index entry.
-    pub(super) fn charge_failed_condition(
-        &self,
-        operation: &str,
-        request: &Value,
-        failure: &Value,
-        schemas: &BTreeMap<String, TableSchema>,
-        at: f64,
-    ) -> Option<()> {
-        let table = request["TableName"].as_str()?;
-        let schema = schemas.get(table)?;
-        let key = key_label(
-            schema,
-            if operation == "PutItem" {
-                &request["Item"]
-            } else {
-                &request["Key"]
-            },
-        )?;
-        let checked = match failure.get("Item").filter(|item| item.is_object()) {
-            Some(item) => Some(stored_of(schema, item)),
-            None => self.recall(table, &key),
-        };
-        // the larger of the item there and the one the write would have made
-        let attempted = match operation {
-            "PutItem" => stored_of(schema, &request["Item"]).bytes,
-            _ => 0,
-        };
-        let bytes = checked.map_or(0, |item| item.bytes).max(attempted);
-        self.meter.write(table, &key, bytes, false, at);
         Some(())
     }
 
@@ -230,4 +186,21 @@ impl Metering {
         };
         self.remember(table, key, left);
     }
+}
+
+/// The table, its schema and the key label of a single `PutItem`, `UpdateItem` or
+/// `DeleteItem` (`None` when the meter does not know the table or cannot read the key).
+pub(super) fn single_write_target<'a>(
+    operation: &str,
+    request: &'a Value,
+    schemas: &'a BTreeMap<String, TableSchema>,
+) -> Option<(&'a str, &'a TableSchema, String)> {
+    let table = request["TableName"].as_str()?;
+    let schema = schemas.get(table)?;
+    let item_or_key = if operation == "PutItem" {
+        &request["Item"]
+    } else {
+        &request["Key"]
+    };
+    Some((table, schema, key_label(schema, item_or_key)?))
 }

@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use super::charge_writes::single_write_target;
 use super::check::tables_named;
 use super::schema::TableSchema;
-use super::stored::Stored;
+use super::stored::{stored_of, Stored};
 use crate::meter::PartitionMeter;
 
 /// How many items [`Metering`] remembers: past it, it forgets them all and starts again (a
@@ -158,9 +159,10 @@ impl Metering {
     /// size of the item there or of the one the write would have made, the larger (at
     /// least one unit; the DynamoDB Developer Guide, *DynamoDB read and write operations*:
     /// "If the expression evaluates to false, DynamoDB still consumes write capacity
-    /// units"), and writes no index. It is counted as a request of its operation. The item is the one the refusal returned
-    /// (`ReturnValuesOnConditionCheckFailure: ALL_OLD`), else the one remembered, else
-    /// none. Any other refusal, and a refused transaction, is charged nothing.
+    /// units"), and writes no index. It is counted as a request of its operation. The item
+    /// is the one the refusal returned (`ReturnValuesOnConditionCheckFailure: ALL_OLD`),
+    /// else the one remembered, else none. Any other refusal, and a refused transaction, is
+    /// charged nothing.
     pub fn observe_failed_condition(
         &self,
         operation: &str,
@@ -180,7 +182,20 @@ impl Metering {
         }
         self.meter
             .request_on(operation, &tables_named(operation, request));
-        self.charge_failed_condition(operation, request, failure, schemas, at);
+        let Some((table, schema, key)) = single_write_target(operation, request, schemas) else {
+            return;
+        };
+        let checked = match failure.get("Item").filter(|item| item.is_object()) {
+            Some(item) => Some(stored_of(schema, item)),
+            None => self.recall(table, &key),
+        };
+        // the larger of the item there and the one the write would have made
+        let attempted = match operation {
+            "PutItem" => stored_of(schema, &request["Item"]).bytes,
+            _ => 0,
+        };
+        let bytes = checked.map_or(0, |item| item.bytes).max(attempted);
+        self.meter.write(table, &key, bytes, false, at);
     }
 
     /// Whether [`observe`](Self::observe) reads moto's answer to this request (the layer
