@@ -419,6 +419,7 @@ def template_inputs(path: str = DEFAULT_TEMPLATE) -> dict:
         "processed_retention_days": float(default("ProcessedRetentionDays")),
         "dedupe_marks": default("DedupeMarks"),
         "trace": str(default("Trace")).lower() == "true",
+        "state_index": str(default("StateIndex")).lower() == "true",
         "log_level": default("LogLevel"),
         "capacity_mode": default("CapacityMode"),
         "provisioned_min_units": float(default("ProvisionedMinUnits")),
@@ -475,8 +476,10 @@ class Design:
 
 
 def exe_bytes(a, layout: str) -> int:
-    """The execution item as DynamoDB counts it: + the dedupe ids in the cheapest layout."""
-    return a.item_bytes + (a.dedupe_bytes if layout == "cheap" else 0)
+    """The execution item as DynamoDB counts it: + the dedupe ids in the cheapest layout,
+    + the state entry with StateIndex=true."""
+    state = a.state_entry_bytes if a.state_index else 0
+    return a.item_bytes + (a.dedupe_bytes if layout == "cheap" else 0) + state
 
 
 def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: bool) -> tuple[float, float]:
@@ -507,6 +510,11 @@ def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: b
     )
     if trace:
         per_event += wru(a.trace_bytes, True) + wru(a.trace_bytes, True)  # trace put + ring delete
+    if a.state_index:
+        # a move to another state: the state_index entry's delete and its put (a KEYS_ONLY
+        # entry, under 1 KB: one plain write each, in a transaction too); a coalesced burst
+        # moves it once, from its first state to its last
+        per_event += 2 * a.state_moves / k
     w += k * per_event
     return rru / k, w / k
 
@@ -729,6 +737,9 @@ def parser(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS) -> ar
     p.add_argument("--transitions-per-month", type=float, default=10e6, help="volume the fixed monthly costs are spread over")
     p.add_argument("--message-bytes", type=int, default=500, help="an event's SQS message size (ASSUMED; it only decides the 64 KB chunks of a producer's batch)")
     p.add_argument("--outbox-bytes", type=int, default=code["outbox_item_bytes"], help="an emitted event's outbox item (default: measured, cost_inputs.json)")
+    p.add_argument("--state-index", action=argparse.BooleanOptionalAction, default=tpl["state_index"], help="the worker writes each execution's state entry (default: template.yaml's StateIndex)")
+    p.add_argument("--state-entry-bytes", type=int, default=code["state_entry_bytes"], help="StateIndex=true: the state entry on the execution item (default: measured, cost_inputs.json)")
+    p.add_argument("--state-moves", type=float, default=1.0, help="StateIndex=true: the share of transitions that move an execution to another state, each one the index entry's delete and put (ASSUMED: all)")
     p.add_argument("--dedupe-bytes", type=int, default=code["dedupe_window_bytes"], help="cheapest layout: the `recent` attribute, its name and a flag byte and the last 10 event ids as 8-byte hashes (default: measured, cost_inputs.json)")
     p.add_argument("--mark-bytes", type=int, default=code["processed_mark_bytes"], help="harel layout: a processed mark item (default: measured, cost_inputs.json)")
     p.add_argument("--processed-ttl-days", type=float, default=tpl["processed_retention_days"], help="days a mark is kept (default: template.yaml's ProcessedRetentionDays)")

@@ -340,6 +340,17 @@ def main() -> None:
     _, w = cm.worker_units(a, "harel", 1, 0.0, 0.5, False)
     check("harel timer pair: 4 + 3 and 4 + 1 WRU", close(w * 2, 12), w)
 
+    # StateIndex=true: the state entry (79 B measured) on the item, and each move to another
+    # state the index entry's delete and put. The cheapest layout's item, 1,012 B, passes
+    # 1 KB with it: its put is 2 WRU; the harel layout's, 925 B, stays under
+    indexed = cm.defaults(state_index=True)
+    check("the state entry: 79 B (cost_inputs.json)", code["state_entry_bytes"] == 79, code["state_entry_bytes"])
+    check("StateIndex off by default (template.yaml)", a.state_index is False, a.state_index)
+    got = cm.worker_units(indexed, "cheap", 1, 0.0, 0.0, False)
+    check("cheapest plain with the state index: 1 RRU + 2 + 2 WRU", got == (1, 4), got)
+    got = cm.worker_units(indexed, "harel", 1, 0.0, 0.0, False)
+    check("harel plain with the state index: 2 RRU + 4 + 2 WRU", got == (2, 6), got)
+
     # SQS FIFO for a plain transition: one send, (receive + delete) / 10
     check("the worker's batch: 10 (template.yaml WorkerBatchSize)", a.batch_size == 10, a.batch_size)
     plain = cm.per_transition(a, cm.Design("c", "cheap"), 0.0, 0.0)

@@ -39,6 +39,7 @@ pub(crate) use plan::{is_recheck, PARKED_PATH};
 pub use plan::{plan, region_ids, route, Arrival, Plan};
 pub use spawn::SpawnParents;
 pub use step::StepReport;
+pub(crate) use step::Undo;
 pub(crate) use step::{armed, outbox_entries, spawn_entries};
 
 /// The driver: one step of an execution is effects -> actions -> one atomic commit ->

@@ -586,6 +586,25 @@ async fn a_step_whose_message_sqs_could_never_take_fails_the_execution_and_sends
     let twin = store.load(region_id).await.expect("load").expect("region");
     assert_failed_for_size(&twin);
     assert!(store.pending_outbox().await.expect("outbox").is_empty());
+
+    // and so does its held path (`stm run`'s), which takes no undo snapshot: the step is
+    // put back from the store
+    let (store, driver) = embedded(CARRIER);
+    driver
+        .create("Carrier", None, Some("carrier"))
+        .await
+        .expect("create");
+    let region = store.load(region_id).await.expect("load").expect("region");
+    let mut held = stm_runtime::driver::Held::new(region);
+    driver.process_held(&mut held, &fill()).await.expect("first Fill");
+    driver
+        .process_held(&mut held, &fill())
+        .await
+        .expect("second Fill");
+    assert_failed_for_size(held.execution());
+    let stored = store.load(region_id).await.expect("load").expect("region");
+    assert_eq!(&stored, held.execution(), "the held copy is what is stored");
+    assert!(store.pending_outbox().await.expect("outbox").is_empty());
 }
 
 #[tokio::test]

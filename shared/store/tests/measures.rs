@@ -521,6 +521,31 @@ async fn cost_inputs_match_the_code() {
     );
     measured.insert("dedupe_window_bytes", window as u64);
 
+    // StateIndex=true: the state entry each commit writes on the execution item (the
+    // state index's key and the time the state was entered), the same commit as above
+    let indexed_store = DynamoDbStore::create_with(
+        Some(moto.endpoint()),
+        stm_testkit::REGION,
+        CreateOptions {
+            state_index: true,
+            ..create("cost_state", DedupeMarks::Table)
+        },
+    )
+    .await
+    .expect("store");
+    let mut e = typical.clone();
+    indexed_store.save(&mut e).await.expect("insert");
+    let c = Commit {
+        processed_event_ids: vec![event_id(1)],
+        ..Commit::default()
+    };
+    indexed_store.commit(&mut e, c).await.expect("commit + mark");
+    let (_, indexed) = one_item(&indexed_store, "executions").await;
+    measured.insert(
+        "state_entry_bytes",
+        (indexed - measured["execution_item_bytes"] as usize) as u64,
+    );
+
     // the sweep's constants
     measured.insert("timer_shards", u64::from(TIMER_SHARDS));
     measured.insert(

@@ -15,7 +15,7 @@
 use stm_core::{Definition, Event, Execution};
 use stm_store::Commit;
 
-use super::{armed, outbox_entries, spawn_entries, Driver, DriverError, StepReport};
+use super::{armed, outbox_entries, spawn_entries, Driver, DriverError, StepReport, Undo};
 
 /// Steps of one execution applied in memory and not yet written.
 #[derive(Debug, Default)]
@@ -133,7 +133,13 @@ impl Driver {
         let before = exe.clone();
         // a stale Timeout is judged against the burst's own timer ops before the table's
         let step = match self
-            .prepare_checked(defn, exe, Some(event), &before, &burst.commit.timers)
+            .prepare_checked(
+                defn,
+                exe,
+                Some(event),
+                Undo::Snapshot(&before),
+                &burst.commit.timers,
+            )
             .await
         {
             Ok(mut step) => {

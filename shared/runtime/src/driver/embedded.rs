@@ -8,23 +8,21 @@ use stm_core::{Event, Execution, Map};
 
 use super::error::check_execution_id;
 use super::plan::{plan, Arrival, Plan};
-use super::{Driver, DriverError};
+use super::{Driver, DriverError, Undo};
 use crate::sweeper::TimerFate;
 
 /// An execution the embedded runner keeps between its events
-/// ([`Driver::process_held`]), with the buffer each step's undo snapshot is copied into:
-/// reused from step to step rather than a fresh clone each time.
+/// ([`Driver::process_held`]): what the store holds, so its steps take no undo snapshot
+/// (a step that must be undone is put back from the store).
 #[derive(Debug, Clone)]
 pub struct Held {
     exe: Execution,
-    before: Execution,
 }
 
 impl Held {
     /// Hold `exe`, as `create` or `process` returned it.
     pub fn new(exe: Execution) -> Self {
-        let before = exe.clone();
-        Held { exe, before }
+        Held { exe }
     }
 
     /// The execution as its last step left it: what the store holds.
@@ -117,8 +115,9 @@ impl Driver {
     /// returned, and becomes what `process` would return now, without the load.
     ///
     /// The plain case (no children, nothing parked, its version deployed, no parked
-    /// recheck) steps the held copy itself, its undo snapshot copied into `held`'s own
-    /// buffer rather than cloned; anything else goes through `process`, which reloads.
+    /// recheck) steps the held copy itself, without an undo snapshot (a step that must be
+    /// undone is put back from the store, which holds the copy as it was); anything else
+    /// goes through `process`, which reloads.
     /// The commit's CAS still guards the copy: a stale one loses it, and the stored
     /// execution is reloaded and processed instead (the stale attempt's actions have run
     /// then, as they do when a worker loses a race: actions are at-least-once). After an
@@ -149,7 +148,7 @@ impl Driver {
     /// (see [`process_held`](Self::process_held)); `false` when not, or when the copy
     /// turned out stale at the commit (nothing written then): `process` takes over.
     async fn step_held(&self, held: &mut Held, event: &Event) -> Result<bool, DriverError> {
-        let Held { exe, before } = held;
+        let exe = &mut held.exe;
         let Some(defn) = self.definition_if_deployed(exe)? else {
             return Ok(false);
         };
@@ -161,14 +160,23 @@ impl Driver {
         if self.store.is_processed(&exe.id, &event.id).await? {
             return Ok(true);
         }
-        // `run_step` with nothing parked: `step_on`, its undo snapshot reusing `before`
-        before.clone_from(exe);
-        let step = self.prepare_checked(&defn, exe, Some(event), before, &[]).await?;
-        match self.commit_prepared(exe, step).await {
+        // `run_step` with nothing parked: `step_on`, undone (if it must be) from the store
+        let step = match self
+            .prepare_checked(&defn, exe, Some(event), Undo::Stored, &[])
+            .await
+        {
             Err(err) if err.is_conflict() => return Ok(false),
             other => other?,
         };
-        self.settle(exe, false).await?;
+        let report = match self.commit_prepared(exe, step).await {
+            Err(err) if err.is_conflict() => return Ok(false),
+            other => other?,
+        };
+        // nothing was pending before this step (every call delivers to quiescence): with
+        // nothing enqueued now, there is nothing to deliver and nothing to reload
+        if report.enqueued() {
+            self.settle(exe, false).await?;
+        }
         Ok(true)
     }
 

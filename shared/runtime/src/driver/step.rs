@@ -99,6 +99,18 @@ impl Collected {
     }
 }
 
+/// How a step is undone, when it must be (a message too large for SQS): `exe` put back as
+/// it was before the step.
+#[derive(Clone, Copy)]
+pub(crate) enum Undo<'a> {
+    /// From this copy, taken before the step.
+    Snapshot(&'a Execution),
+    /// From the store: the copy stepped is the one the store holds (the embedded runner's
+    /// held execution), so the store has it as it was, and no copy is taken for a step that
+    /// is seldom undone. A stored version other than the copy's is a conflict.
+    Stored,
+}
+
 /// What [`Driver::check_timeout`] found of an event's timer.
 enum TimeoutCheck {
     /// A stale `Timeout`, and why: it must not step.
@@ -365,7 +377,9 @@ impl Driver {
         // the step may have to be undone (see `prepare_step`); a clone is cheap next to
         // the commit's serialization of the same execution
         let before = exe.clone();
-        let mut step = self.prepare_checked(defn, exe, event, &before, &[]).await?;
+        let mut step = self
+            .prepare_checked(defn, exe, event, Undo::Snapshot(&before), &[])
+            .await?;
         step.commit.unpark.extend(unpark.clone());
         let actions = step.report.actions.clone();
         match self.commit_prepared(exe, step).await {
@@ -396,15 +410,16 @@ impl Driver {
     }
 
     /// One step of `exe` on `defn`, applied to `exe` in memory: what its commit writes
-    /// and what it reports, nothing written yet. `before` is `exe` as it was, for the undo.
-    pub(crate) fn prepare_step(
+    /// and what it reports, nothing written yet. `undo` puts `exe` back as it was when the
+    /// step must be undone.
+    pub(crate) async fn prepare_step(
         &self,
         defn: &Definition,
         exe: &mut Execution,
         event: Option<&Event>,
-        before: &Execution,
+        undo: Undo<'_>,
     ) -> Result<PreparedStep, DriverError> {
-        let from = (before.status, exe.active_path.clone());
+        let from = (exe.status, exe.active_path.clone());
         let mut keys = ActionKeys::new(&exe.id, event.map_or("start", |e| e.id.as_str()));
         let mut collected = self.drive(defn, exe, event, &mut keys, None)?;
         if let Err(err) = check_step_messages(&exe.id, &collected.emits, &collected.spawns) {
@@ -415,7 +430,7 @@ impl Driver {
             // the execution fails where it was, with the event marked processed.
             let text = format!("{}: {err}", err.python_type());
             tracing::warn!(execution_id = %exe.id, error = %text, "a step's message is too large for SQS; failing execution");
-            exe.clone_from(before);
+            self.restore(exe, undo).await?;
             exe.status = Status::Failed;
             exe.error = Some(text);
             collected = Collected {
@@ -424,6 +439,30 @@ impl Driver {
             };
         }
         Ok(self.finish_step(exe, event, from, collected))
+    }
+
+    /// Put `exe` back as it was before a step ([`Undo`]).
+    async fn restore(&self, exe: &mut Execution, undo: Undo<'_>) -> Result<(), DriverError> {
+        match undo {
+            Undo::Snapshot(before) => exe.clone_from(before),
+            Undo::Stored => {
+                let stored = self
+                    .store
+                    .load(&exe.id)
+                    .await?
+                    .ok_or_else(|| DriverError::UnknownExecution(exe.id.clone()))?;
+                if stored.version != exe.version {
+                    // the copy stepped was stale: nothing of it may be written
+                    return Err(DriverError::Store(StoreError::Conflict {
+                        id: stored.id,
+                        expected: exe.version,
+                        found: Some(stored.version),
+                    }));
+                }
+                *exe = stored;
+            }
+        }
+        Ok(())
     }
 
     /// [`prepare_step`](Self::prepare_step), unless `event` is a stale `Timeout`
@@ -435,7 +474,7 @@ impl Driver {
         defn: &Definition,
         exe: &mut Execution,
         event: Option<&Event>,
-        before: &Execution,
+        undo: Undo<'_>,
         pending: &[TimerOp],
     ) -> Result<PreparedStep, DriverError> {
         match self.check_timeout(exe, event, pending).await? {
@@ -448,7 +487,7 @@ impl Driver {
                 Ok(self.finish_step(exe, event, (exe.status, exe.active_path.clone()), ignored))
             }
             TimeoutCheck::Step { gone } => {
-                let mut step = self.prepare_step(defn, exe, event, before)?;
+                let mut step = self.prepare_step(defn, exe, event, undo).await?;
                 if let Some(path) = gone {
                     drop_void_cancels(&mut step.commit.timers, &path);
                 }
