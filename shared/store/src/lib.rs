@@ -67,8 +67,9 @@ pub struct Commit {
     pub traces: Vec<Map>,
     /// The event this commit parks in its row ([`parked`]): the first of a run, whose
     /// commit sets `parked_after` on the item; the others are kept by
-    /// [`ExecutionStore::park`] without writing the item.
-    pub park: Option<ParkedEvent>,
+    /// [`ExecutionStore::park`] without writing the item. Boxed: it is seldom there, and a
+    /// commit is moved through every step's futures.
+    pub park: Option<Box<ParkedEvent>>,
     /// The parked events this commit steps: their rows are deleted with it.
     pub unpark: Vec<Unpark>,
     /// This commit ends a run of parked events without stepping one (the item's

@@ -103,7 +103,7 @@ impl Driver {
         exe.stamp(self.clock.now());
         let commit = Commit {
             timers,
-            park: Some(parked),
+            park: Some(Box::new(parked)),
             ..Commit::default()
         };
         if let Err(err) = self.store.commit(exe, commit).await {

@@ -164,10 +164,10 @@ pub async fn failed_cas_writes_nothing<S: ExecutionStore>(make: impl AsyncFn(usi
             context: map(json!({"a": 1})),
         }],
         traces: vec![map(json!({"step": "doomed"}))],
-        park: Some(crate::ParkedEvent {
+        park: Some(Box::new(crate::ParkedEvent {
             number: 1,
             event: event("Later", "ev-parked", json!({})),
-        }),
+        })),
         ..Commit::default()
     };
     assert_conflict(store.commit(&mut stale, doomed).await, "atomic-1", 1, Some(2));

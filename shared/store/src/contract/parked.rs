@@ -43,7 +43,7 @@ pub async fn parked_rows_keep_order_and_claims<S: ExecutionStore>(make: impl Asy
             if kept.is_empty() {
                 e.parked_after = Some(number - 1);
                 let commit = Commit {
-                    park: Some(parked.clone()),
+                    park: Some(Box::new(parked.clone())),
                     ..Commit::default()
                 };
                 store

@@ -27,10 +27,10 @@ fn purge_seed_commit(id: &str) -> Commit {
             context: Map::new(),
         }],
         traces: vec![map(json!({"event": "Tick"}))],
-        park: Some(crate::ParkedEvent {
+        park: Some(Box::new(crate::ParkedEvent {
             number: 1,
             event: event("Later", &format!("{id}-parked"), json!({})),
-        }),
+        })),
         ..Commit::default()
     }
 }

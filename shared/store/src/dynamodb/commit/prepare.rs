@@ -149,7 +149,7 @@ impl DynamoDbStore {
                 .map(|t| pyjson::dumps(&Value::Object(t.clone())))
                 .collect(),
             recent: None,
-            park: commit.park.clone(),
+            park: commit.park.as_deref().cloned(),
             unpark: commit.unpark.clone(),
             parked_guard,
         }
