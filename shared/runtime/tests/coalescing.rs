@@ -74,15 +74,7 @@ machine Wide {
 "#;
 
 fn definitions() -> Definitions {
-    let mut defs = Definitions::new();
-    let dir = std::env::temp_dir().join(format!("stm-coalescing-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join("coalescing.stm");
-    std::fs::write(&file, MACHINES).expect("machines written");
-    for defn in stm_runtime::config::load_file(&file).expect("the test machines load") {
-        defs.register(defn);
-    }
-    defs
+    common::definitions_from(MACHINES)
 }
 
 fn stack(store: Arc<dyn ExecutionStore>, queue: Arc<dyn Queue>, coalesce: bool) -> Stack {

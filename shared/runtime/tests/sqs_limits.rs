@@ -30,16 +30,7 @@ struct Mini {
 }
 
 fn definitions(source: &str) -> Definitions {
-    let mut defs = Definitions::new();
-    let dir = std::env::temp_dir().join(format!("stm-sqs-limits-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    // one file per source text: tests run in parallel
-    let file = dir.join(format!("{:016x}.stm", stm_core::ids::fnv1a64(source.as_bytes())));
-    std::fs::write(&file, source).expect("write machines");
-    for defn in stm_runtime::config::load_file(&file).expect("machines load and validate") {
-        defs.register(defn);
-    }
-    defs
+    common::definitions_from(source)
 }
 
 impl Mini {

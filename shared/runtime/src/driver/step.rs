@@ -140,6 +140,9 @@ fn drop_void_cancels(ops: &mut Vec<TimerOp>, path: &str) {
 
 /// The arms among a commit's timer ops; the last op on a path wins, as in the store.
 pub(crate) fn armed(ops: &[TimerOp]) -> Vec<(String, f64)> {
+    if ops.is_empty() {
+        return Vec::new();
+    }
     let mut last: indexmap::IndexMap<&str, Option<f64>> = indexmap::IndexMap::new();
     for op in ops {
         match op {

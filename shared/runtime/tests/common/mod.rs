@@ -49,6 +49,25 @@ pub fn definitions_of(name: &str) -> Definitions {
     defs
 }
 
+/// The machines of `source`, validated as a `.stm` file is. Each call writes a file of its
+/// own (tests run in parallel: one that rewrote a shared file while another read it made
+/// the reader see it empty), and removes it once loaded.
+pub fn definitions_from(source: &str) -> Definitions {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!("stm-runtime-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join(format!("machines-{}.stm", CALLS.fetch_add(1, Ordering::Relaxed)));
+    std::fs::write(&file, source).expect("machines written");
+    let loaded = stm_runtime::config::load_file(&file);
+    let _ = std::fs::remove_file(&file);
+    let mut defs = Definitions::new();
+    for defn in loaded.unwrap_or_else(|e| panic!("the test machines load and validate: {e}")) {
+        defs.register(defn);
+    }
+    defs
+}
+
 /// The queue-driven system: worker (through the event-source emulation), relay, sweeper,
 /// control plane, on one manual clock.
 #[allow(missing_debug_implementations)] // a test fixture: its parts are shown one by one
