@@ -17,12 +17,15 @@ use crate::sweeper::TimerFate;
 #[derive(Debug, Clone)]
 pub struct Held {
     exe: Execution,
+    /// The last call on it delivered everything to quiescence: nothing is pending but what
+    /// the next step enqueues.
+    settled: bool,
 }
 
 impl Held {
     /// Hold `exe`, as `create` or `process` returned it.
     pub fn new(exe: Execution) -> Self {
-        Held { exe }
+        Held { exe, settled: false }
     }
 
     /// The execution as its last step left it: what the store holds.
@@ -123,7 +126,7 @@ impl Driver {
     /// then, as they do when a worker loses a race: actions are at-least-once). After an
     /// error, `held` is the stored execution again.
     pub async fn process_held(&self, held: &mut Held, event: &Event) -> Result<(), DriverError> {
-        match self.step_held(held, event).await {
+        let result = match self.step_held(held, event).await {
             Ok(true) => Ok(()),
             Ok(false) => self.process_into(held, event).await,
             Err(err) => {
@@ -134,7 +137,10 @@ impl Driver {
                 }
                 Err(err)
             }
-        }
+        };
+        // an error may have left rows undelivered: the next step looks
+        held.settled = result.is_ok();
+        result
     }
 
     /// `process`, its result kept in `held`.
@@ -148,6 +154,7 @@ impl Driver {
     /// (see [`process_held`](Self::process_held)); `false` when not, or when the copy
     /// turned out stale at the commit (nothing written then): `process` takes over.
     async fn step_held(&self, held: &mut Held, event: &Event) -> Result<bool, DriverError> {
+        let settled = held.settled;
         let exe = &mut held.exe;
         let Some(defn) = self.definition_if_deployed(exe)? else {
             return Ok(false);
@@ -172,9 +179,9 @@ impl Driver {
             Err(err) if err.is_conflict() => return Ok(false),
             other => other?,
         };
-        // nothing was pending before this step (every call delivers to quiescence): with
-        // nothing enqueued now, there is nothing to deliver and nothing to reload
-        if report.enqueued() {
+        // when the last call delivered everything, and this step enqueued nothing, there is
+        // nothing to deliver and nothing to reload: the pending rows are not read again
+        if report.enqueued() || !settled {
             self.settle(exe, false).await?;
         }
         Ok(true)
