@@ -141,6 +141,23 @@ async fn seen(stack: &Stack, id: &str) -> Value {
     json!({"state": common::observable(&exe), "trace": trace, "timers": timers})
 }
 
+/// How the tree of `id` ended: what [`seen`] shows of it, and each region's status, found
+/// by the tree's id prefix (a `Reset` forgets its regions, which stay in the table).
+async fn tree_end(stack: &Stack, id: &str) -> (Value, Vec<(String, String)>) {
+    let mut children = Vec::new();
+    for child in stack
+        .store
+        .ids_with_prefix(&format!("{id}:"))
+        .await
+        .expect("children")
+    {
+        let status = stack.load(&child).await.status.as_str().to_string();
+        children.push((child, status));
+    }
+    children.sort();
+    (seen(stack, id).await, children)
+}
+
 async fn all_marked(stack: &Stack, id: &str, events: &[Event]) {
     for event in events {
         assert!(
@@ -440,13 +457,7 @@ async fn a_burst_over_the_transaction_limit_is_cut_into_commits() {
         }
         s.drain().await;
         all_marked(&s, "w-1", &events).await;
-        // the regions of every entry, found by the tree's id prefix (a Reset forgets them)
-        let mut children = Vec::new();
-        for id in s.store.ids_with_prefix("w-1:").await.expect("children") {
-            children.push((id.clone(), s.load(&id).await.status.as_str().to_string()));
-        }
-        children.sort();
-        ends.push((seen(&s, "w-1").await, children));
+        ends.push(tree_end(&s, "w-1").await);
     }
     assert_eq!(ends[0], ends[1], "coalesced and one at a time end the same");
     assert_eq!(ends[0].1.len(), 60, "five entries of twelve regions each");
@@ -486,12 +497,7 @@ async fn a_release_over_the_transaction_limit_is_cut_into_commits() {
         assert!(s.parked("w-1").await.is_empty(), "every event released");
         commits.push(s.load("w-1").await.version - resumed);
         all_marked(&s, "w-1", &events).await;
-        let mut children = Vec::new();
-        for id in s.store.ids_with_prefix("w-1:").await.expect("children") {
-            children.push((id.clone(), s.load(&id).await.status.as_str().to_string()));
-        }
-        children.sort();
-        ends.push((seen(&s, "w-1").await, children));
+        ends.push(tree_end(&s, "w-1").await);
     }
     assert_eq!(
         ends[0], ends[1],

@@ -375,6 +375,7 @@ mod tests {
         assert_eq!(shard(), (0.0, 3.0));
         assert_eq!(meter.key_units("timers", "execution_id=e|path=a"), (0.0, 5.0));
     }
+
     #[test]
     fn a_write_refused_for_its_condition_is_charged_and_other_refusals_are_not() {
         let metering = Metering::new();
