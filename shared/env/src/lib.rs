@@ -24,6 +24,13 @@ pub const DEDUPE_MARKS: &str = "STM_DEDUPE_MARKS";
 pub const COALESCE: &str = "STM_COALESCE";
 pub const STATE_INDEX: &str = "STM_STATE_INDEX";
 pub const STATUS_EVENTS: &str = "STM_STATUS_EVENTS";
+/// The failure rate (FAILED among finished, 0 to 1; 0 or unset: off) at which a routed
+/// canary version's weight returns to 0 by itself.
+pub const ROLLBACK_FAILURE_RATE: &str = "STM_ROLLBACK_FAILURE_RATE";
+/// The fewest finished executions of a canary its failure rate is taken over.
+pub const ROLLBACK_MIN_FINISHED: &str = "STM_ROLLBACK_MIN_FINISHED";
+/// The length of the windows a canary's failure rate is counted in, in seconds.
+pub const ROLLBACK_WINDOW_SECONDS: &str = "STM_ROLLBACK_WINDOW_SECONDS";
 pub const FAN_OUT_JOIN: &str = "STM_FAN_OUT_JOIN";
 pub const EVENT_BUS: &str = "STM_EVENT_BUS";
 pub const ACTIONS: &str = "STM_ACTIONS";
@@ -66,6 +73,8 @@ pub const SHAPES_SEED: &str = "STM_SHAPES_SEED";
 pub const DUE_PAGES_SEED: &str = "STM_DUE_PAGES_SEED";
 /// The seed of the store contract's counted-join reports.
 pub const JOIN_REPORTS_SEED: &str = "STM_JOIN_REPORTS_SEED";
+/// The seed of the store contract's drawn tally adds.
+pub const TALLIES_SEED: &str = "STM_TALLIES_SEED";
 /// The seed of the store contract's parked rows (how many, which numbers are holes).
 pub const PARKED_ROWS_SEED: &str = "STM_PARKED_ROWS_SEED";
 /// The seed of the engine's walks comparing counted joins with harel's children.

@@ -22,6 +22,7 @@ mod limits;
 mod listing;
 mod parked;
 mod purge;
+mod routes;
 mod rows;
 mod seeded;
 mod shapes;
@@ -41,6 +42,7 @@ pub use dedupe::{
     burst_commit_records_every_mark, dedupe_remembers_its_window, load_for_event_with_and_without_mark,
 };
 pub use joins::join_reports_count_each_instance_once;
+pub use routes::{routes_are_guarded_by_their_generation, tallies_add_up};
 pub use limits::{
     oversized_context_is_too_large, too_many_transaction_items_is_too_large, unstorable_timer_is_too_large,
 };
@@ -100,6 +102,8 @@ macro_rules! store_contract_tests {
             in_states_follow_each_commit,
             in_states_finds_every_match_in_order,
             join_reports_count_each_instance_once,
+            routes_are_guarded_by_their_generation,
+            tallies_add_up,
             parked_rows_keep_order_and_claims,
         );
     };

@@ -117,6 +117,7 @@ mod parked;
 mod provision;
 mod purge;
 mod recent;
+mod routes;
 mod rows;
 pub mod schema;
 mod states;

@@ -378,6 +378,8 @@ pub enum Malformation {
     IntentNotList,
     /// A packed spawn intent is not `[child_id, root_path, context]`.
     NotIntent,
+    /// The routes item's `r` is not the routes' JSON ([`crate::route::Routes`]).
+    NotRoutes,
 }
 
 /// The message of [`Corruption::Malformed`].
@@ -397,6 +399,7 @@ fn malformed(attribute: &str, problem: &Malformation) -> String {
         Malformation::NotIntent => {
             format!("`{attribute}` holds an intent that is not [child_id, root_path, context]")
         }
+        Malformation::NotRoutes => format!("`{attribute}` is not the routes' JSON"),
     }
 }
 

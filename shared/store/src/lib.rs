@@ -23,6 +23,7 @@ mod error;
 pub mod join;
 mod memory;
 pub mod parked;
+pub mod route;
 pub mod states;
 
 use async_trait::async_trait;
@@ -38,6 +39,7 @@ pub use error::{
 };
 pub use join::{JoinReport, JoinTally};
 pub use memory::MemoryStore;
+pub use route::{Route, Routes, Tally};
 pub use parked::{waiting_on, Parked, ParkedEvent, Unpark, PARKED_PAGE};
 pub use states::InState;
 
@@ -535,6 +537,22 @@ pub trait ExecutionStore: Send + Sync {
     /// one: a report recorded again answers as the first did once the join is full), so
     /// its delivery can tell the parent at once. Idempotent.
     async fn report_to_join(&self, report: &JoinReport) -> Result<Option<JoinTally>, StoreError>;
+
+    /// Every machine's route ([`route`]): empty when none was ever written.
+    async fn routes(&self) -> Result<Routes, StoreError>;
+
+    /// Write `routes` if the stored generation is still `read` (what [`routes`] gave),
+    /// as generation `read + 1`: `false`, writing nothing, when another write came first.
+    ///
+    /// [`routes`]: ExecutionStore::routes
+    async fn put_routes(&self, routes: &Routes, read: u64) -> Result<bool, StoreError>;
+
+    /// Add each `(key, tally)` to its tally item ([`route::tally_key`]); the items expire
+    /// on their own once `expires` (seconds since the epoch) has passed.
+    async fn add_tallies(&self, adds: &[(String, Tally)], expires: i64) -> Result<(), StoreError>;
+
+    /// The sum of the tally items `keys` (a missing one counts nothing).
+    async fn tally(&self, keys: &[String]) -> Result<Tally, StoreError>;
 
     /// The ids of the stored executions that begin with `prefix`, matched literally
     /// (no character is a wildcard): a tree's descendants are found by `"{root id}:"`.

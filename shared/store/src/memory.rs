@@ -49,6 +49,10 @@ struct Inner {
     join_rows: FastMap<String, std::collections::BTreeSet<String>>,
     /// Parked events ([`crate::parked`]): execution id -> its rows.
     parked: FastMap<String, ParkedRows>,
+    /// Every machine's route ([`crate::route`]).
+    routes: crate::Routes,
+    /// Tally items ([`crate::route`]): key -> its sum.
+    tallies: FastMap<String, crate::Tally>,
 }
 
 /// One execution's parked rows: the last number taken, the rows by number, the claims.
@@ -709,6 +713,41 @@ impl ExecutionStore for MemoryStore {
             .retain(|_, entry| entry.target_id.as_deref() != Some(id));
         inner.spawns.retain(|_, spawn| spawn.parent_id != id);
         Ok(deleted)
+    }
+
+    async fn routes(&self) -> Result<crate::Routes, StoreError> {
+        Ok(self.lock().routes.clone())
+    }
+
+    async fn put_routes(&self, routes: &crate::Routes, read: u64) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        if inner.routes.generation != read {
+            return Ok(false);
+        }
+        inner.routes = crate::Routes {
+            generation: read + 1,
+            ..routes.clone()
+        };
+        Ok(true)
+    }
+
+    async fn add_tallies(&self, adds: &[(String, crate::Tally)], _expires: i64) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        for (key, tally) in adds {
+            inner.tallies.entry(key.clone()).or_default().add(*tally);
+        }
+        Ok(())
+    }
+
+    async fn tally(&self, keys: &[String]) -> Result<crate::Tally, StoreError> {
+        let inner = self.lock();
+        let mut sum = crate::Tally::default();
+        for key in keys {
+            if let Some(tally) = inner.tallies.get(key) {
+                sum.add(*tally);
+            }
+        }
+        Ok(sum)
     }
 
     async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {

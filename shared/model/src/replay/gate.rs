@@ -269,6 +269,23 @@ impl ExecutionStore for GatedStore {
     async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         self.inner.ids_with_prefix(prefix).await
     }
+
+    // the model's machines have no routes: these are the inner store's, ungated
+    async fn routes(&self) -> Result<stm_store::Routes, StoreError> {
+        self.inner.routes().await
+    }
+
+    async fn put_routes(&self, routes: &stm_store::Routes, read: u64) -> Result<bool, StoreError> {
+        self.inner.put_routes(routes, read).await
+    }
+
+    async fn add_tallies(&self, adds: &[(String, stm_store::Tally)], expires: i64) -> Result<(), StoreError> {
+        self.inner.add_tallies(adds, expires).await
+    }
+
+    async fn tally(&self, keys: &[String]) -> Result<stm_store::Tally, StoreError> {
+        self.inner.tally(keys).await
+    }
 }
 
 /// The queue as one actor sees it: its publishes and visibility changes are steps.

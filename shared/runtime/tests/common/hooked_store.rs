@@ -40,6 +40,10 @@ pub enum Call<'a> {
     IsProcessed,
     /// A counted join's report recorded in its rows.
     ReportToJoin,
+    Routes,
+    PutRoutes,
+    AddTallies,
+    Tally,
     /// A parked event's number taken (its counter's `ADD`).
     TakeParkNumber {
         id: &'a str,
@@ -325,6 +329,18 @@ macro_rules! forward_through_hook {
                 }
                 async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
                     through(self, Call::IdsWithPrefix, || self.inner().ids_with_prefix(prefix)).await
+                }
+                async fn routes(&self) -> Result<stm_store::Routes, StoreError> {
+                    through(self, Call::Routes, || self.inner().routes()).await
+                }
+                async fn put_routes(&self, routes: &stm_store::Routes, read: u64) -> Result<bool, StoreError> {
+                    through(self, Call::PutRoutes, || self.inner().put_routes(routes, read)).await
+                }
+                async fn add_tallies(&self, adds: &[(String, stm_store::Tally)], expires: i64) -> Result<(), StoreError> {
+                    through(self, Call::AddTallies, || self.inner().add_tallies(adds, expires)).await
+                }
+                async fn tally(&self, keys: &[String]) -> Result<stm_store::Tally, StoreError> {
+                    through(self, Call::Tally, || self.inner().tally(keys)).await
                 }
             }
         };

@@ -1031,6 +1031,44 @@ impl ExecutionStore for MeteredStore {
         self.ids_with_any_prefix(&[prefix.to_string()]).await
     }
 
+    async fn routes(&self) -> Result<stm_store::Routes, StoreError> {
+        let routes = self.inner.routes().await?;
+        // one consistent GetItem of the routes item: its JSON and generation
+        self.request("GetItem");
+        let bytes = 20 + serde_json::to_string(&routes).map_or(0, |t| t.len());
+        self.read(COUNTERS, stm_store::route::ROUTES_KEY, bytes);
+        Ok(routes)
+    }
+
+    async fn put_routes(&self, routes: &stm_store::Routes, read: u64) -> Result<bool, StoreError> {
+        let written = self.inner.put_routes(routes, read).await?;
+        self.request("PutItem");
+        let bytes = 20 + serde_json::to_string(routes).map_or(0, |t| t.len());
+        self.write(COUNTERS, stm_store::route::ROUTES_KEY, bytes, false);
+        Ok(written)
+    }
+
+    async fn add_tallies(&self, adds: &[(String, stm_store::Tally)], expires: i64) -> Result<(), StoreError> {
+        self.inner.add_tallies(adds, expires).await?;
+        for (key, _) in adds {
+            // an UpdateItem with ADD of two numbers and the ttl: one small item
+            self.request("UpdateItem");
+            self.write(COUNTERS, key, key.len() + 40, false);
+        }
+        Ok(())
+    }
+
+    async fn tally(&self, keys: &[String]) -> Result<stm_store::Tally, StoreError> {
+        let sum = self.inner.tally(keys).await?;
+        for chunk in keys.chunks(100) {
+            self.request("BatchGetItem");
+            for key in chunk {
+                self.read(COUNTERS, key, key.len() + 40);
+            }
+        }
+        Ok(sum)
+    }
+
     async fn ids_with_any_prefix(&self, prefixes: &[String]) -> Result<Vec<String>, StoreError> {
         let ids = self.inner.ids_with_any_prefix(prefixes).await?;
         // a Scan of the whole executions table (projected to the id, billed on the items)

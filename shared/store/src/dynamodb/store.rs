@@ -142,6 +142,22 @@ impl ExecutionStore for DynamoDbStore {
         self.purge_execution(id, expected_version).await
     }
 
+    async fn routes(&self) -> Result<crate::Routes, StoreError> {
+        self.read_routes().await
+    }
+
+    async fn put_routes(&self, routes: &crate::Routes, read: u64) -> Result<bool, StoreError> {
+        self.write_routes(routes, read).await
+    }
+
+    async fn add_tallies(&self, adds: &[(String, crate::Tally)], expires: i64) -> Result<(), StoreError> {
+        self.add_to_tallies(adds, expires).await
+    }
+
+    async fn tally(&self, keys: &[String]) -> Result<crate::Tally, StoreError> {
+        self.sum_tallies(keys).await
+    }
+
     async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         self.scan_ids_with_prefixes(&[prefix.to_string()]).await
     }
