@@ -324,6 +324,7 @@ async fn start(dep: &mut Deployment, args: &LocalArgs, definitions_dir: &Path) -
             stem,
             &client,
             config.status_events,
+            config.rollout,
         )
         .await?;
         eprintln!(

@@ -16,6 +16,8 @@ use crate::errors::usage;
 use crate::stm_files::{self, Depth};
 
 mod replay;
+#[cfg(feature = "aws")]
+mod route;
 
 /// Definition versions: freeze the ones a deploy retains, check what a new one puts
 /// at risk, replay the recorded traffic on it, see which ones live executions are pinned to.
@@ -48,6 +50,8 @@ enum VersionsCommand {
         name: Option<String>,
     },
     Replay(replay::ReplayArgs),
+    #[cfg(feature = "aws")]
+    Route(route::RouteArgs),
     /// The versions live executions are pinned to, with counts by active state, and
     /// which of them sit in states the current version puts at risk.
     #[cfg(feature = "aws")]
@@ -65,6 +69,8 @@ pub fn run(args: VersionsArgs) -> Result<ExitCode> {
         VersionsCommand::Freeze { dir, label } => freeze(&dir, label),
         VersionsCommand::Check { old, new, name } => check(&old, &new, name.as_deref()),
         VersionsCommand::Replay(args) => replay::run(args),
+        #[cfg(feature = "aws")]
+        VersionsCommand::Route(args) => route::run(args),
         #[cfg(feature = "aws")]
         VersionsCommand::InUse { definitions, tables } => {
             crate::role::operate(async move { in_use::report(&definitions, &tables).await })

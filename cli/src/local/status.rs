@@ -18,6 +18,7 @@ pub(super) async fn local_bus(
     queue_stem: &str,
     sqs: &aws_sdk_sqs::Client,
     level: StatusEvents,
+    rollout: stm_runtime::rollout::RolloutPolicy,
 ) -> Result<(Arc<EventBridgeBus>, String)> {
     let events = EventBridgeBus::client(endpoint, region).await;
     let bus = format!("{prefix}-status");
@@ -56,5 +57,8 @@ pub(super) async fn local_bus(
     stm_runtime::status::route_to_queue(&events, &bus, rule, &pattern, &arn)
         .await
         .map_err(|e| readable("route the bus to the queue", &e))?;
-    Ok((Arc::new(EventBridgeBus::new(events, bus).with_level(level)), url))
+    let bus = EventBridgeBus::new(events, bus)
+        .with_level(level)
+        .with_rollout(rollout);
+    Ok((Arc::new(bus), url))
 }

@@ -100,6 +100,27 @@ async fn read(args: &ReplayArgs, selection: &Selection<'_>) -> Result<(Vec<Recor
     ))
 }
 
+/// What replaying a deployment's recorded executions of one machine on `new` found:
+/// (read, replayed, differ). Each execution that differs is printed, as `replay` prints
+/// it. The gate of `stm versions route`.
+#[cfg(feature = "aws")]
+pub(super) async fn replay_machine(
+    tables: &crate::ops::Tables,
+    new: stm_core::Definition,
+    limit: usize,
+) -> Result<(usize, usize, usize)> {
+    let machine = new.id.clone();
+    let replayer = Replayer::new(vec![new]);
+    let wanted = |id: &str| id == machine;
+    let selection = Selection {
+        wanted: &wanted,
+        limit: Some(limit),
+    };
+    let recorded = traces::from_store(tables, Some(&machine), &selection).await?;
+    let report = replay_all(&replayer, &recorded).await;
+    Ok((report.read, report.same + report.differ, report.differ))
+}
+
 /// What the replay covered, for its summary and errors.
 struct Scope<'a> {
     new: &'a Path,

@@ -137,7 +137,9 @@ impl FunctionContext {
             (Some(bus), level) if level != StatusEvents::None => {
                 let client = EventBridgeBus::client(config.endpoint_url.as_deref(), &config.region).await;
                 Some(Arc::new(
-                    EventBridgeBus::new(client, bus.clone()).with_level(level),
+                    EventBridgeBus::new(client, bus.clone())
+                        .with_level(level)
+                        .with_rollout(config.rollout),
                 ))
             }
             _ => None,

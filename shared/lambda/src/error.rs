@@ -18,6 +18,9 @@ pub enum HandlerError {
     /// The sweep stopped (the store).
     #[error(transparent)]
     Sweep(#[from] SweepError),
+    /// The rollouts' evaluation after a sweep stopped (the store).
+    #[error("the rollouts' evaluation: {0}")]
+    Rollout(#[from] stm_store::StoreError),
     /// A response could not be encoded.
     #[error("cannot encode the response: {0}")]
     Encode(#[from] serde_json::Error),
@@ -28,6 +31,7 @@ impl From<HandlerError> for Diagnostic {
         let python_type = match &err {
             HandlerError::Relay(e) => e.python_type(),
             HandlerError::Sweep(e) => e.python_type(),
+            HandlerError::Rollout(e) => e.python_type(),
             HandlerError::Encode(_) => "SerializationError",
         };
         Diagnostic {

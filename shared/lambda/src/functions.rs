@@ -174,7 +174,18 @@ pub async fn sweeper_handler(
                     deadline,
                 )
                 .await?;
-                Ok(serde_json::to_value(summary)?)
+                // the canaries' rollbacks (nothing unless the bus counts them)
+                let bus = context
+                    .status_bus
+                    .as_deref()
+                    .map(|b| b as &dyn stm_runtime::status::StatusBus);
+                let rollouts =
+                    stm_runtime::rollout::evaluate_on(context.store.as_ref(), bus, clock.now()).await?;
+                let mut answer = serde_json::to_value(summary)?;
+                if rollouts.canaries > 0 || rollouts.announced > 0 {
+                    answer["rollouts"] = serde_json::to_value(rollouts)?;
+                }
+                Ok(answer)
             }
         }
     })

@@ -74,6 +74,9 @@ pub struct FunctionConfig {
     /// `STM_STATUS_EVENTS` (`none`, the default, `failures` or `all`): which status
     /// changes are announced on the status bus ([`crate::status`]).
     pub status_events: crate::status::StatusEvents,
+    /// When a routed canary is rolled back by itself (`STM_ROLLBACK_*`, off unless
+    /// `STM_ROLLBACK_FAILURE_RATE` is set): [`crate::rollout`].
+    pub rollout: crate::rollout::RolloutPolicy,
     /// `STM_FAN_OUT_JOIN` (`children`, the default, or `counted`): how a new execution
     /// keeps its fan-outs' joins, see `stm_core::FanOutJoin`.
     pub fan_out_join: stm_core::FanOutJoin,
@@ -201,6 +204,7 @@ impl FunctionConfig {
                 what: "the EventBridge bus status events go to (STM_STATUS_EVENTS is not none)",
             });
         }
+        let rollout = crate::rollout::RolloutPolicy::from_lookup(get, status_events)?;
         let trace_max = match get(vars::TRACE_MAX) {
             None => stm_store::DEFAULT_TRACE_MAX,
             Some(v) => v
@@ -263,6 +267,7 @@ impl FunctionConfig {
             coalesce,
             state_index,
             status_events,
+            rollout,
             fan_out_join,
             event_bus,
             actions,

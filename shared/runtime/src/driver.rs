@@ -80,6 +80,8 @@ pub struct Driver {
     /// How many parked events a release steps into one commit at most
     /// (16 unless set: see `with_release_burst`).
     pub release_burst: usize,
+    /// The aliases' routes a new execution's version is picked by ([`crate::rollout`]).
+    pub routes: Arc<crate::rollout::RouteCache>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -104,7 +106,15 @@ impl Driver {
             status_events: crate::status::StatusEvents::None,
             fan_out_join: stm_core::FanOutJoin::Children,
             release_burst: parking::RELEASE_BURST,
+            routes: Arc::new(crate::rollout::RouteCache::default()),
         }
+    }
+
+    /// Keep the routes read for `ttl` (a second unless set; zero: read them for every
+    /// new execution).
+    pub fn with_routes_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.routes = Arc::new(crate::rollout::RouteCache::new(ttl));
+        self
     }
 
     /// Release at most `events` parked events in one commit (1: a commit each, as the

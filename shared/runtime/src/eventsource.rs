@@ -381,6 +381,11 @@ pub async fn run_with_doorbells(
                 if let Err(err) = sweeper::sweep(store.as_ref(), queue.as_ref(), clock.now()).await {
                     tracing::error!(error = %err, "sweep failed");
                 }
+                // the canaries' rollbacks: the sweeper function's schedule does the same
+                let bus = status_bus.as_deref();
+                if let Err(err) = crate::rollout::evaluate_on(store.as_ref(), bus, clock.now()).await {
+                    tracing::error!(error = %err, "the rollouts' evaluation failed");
+                }
             }
         }
     }

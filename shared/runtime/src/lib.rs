@@ -40,6 +40,7 @@ pub mod purge;
 pub mod queue;
 pub mod relay;
 pub mod remote;
+pub mod rollout;
 pub mod status;
 pub mod sweeper;
 pub mod worker;

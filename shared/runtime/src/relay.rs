@@ -365,12 +365,18 @@ impl<'b> Delivery<'b> {
         // pending, but not failed: a worker's record must not come back (and hold its
         // group) because the bus is down; the scheduled relay puts them later
         self.summary.remaining += failed_at.len();
-        let done: Vec<Ackable> = notices
+        let delivered: Vec<&OutboxEntry> = notices
             .iter()
             .enumerate()
             .filter(|(i, _)| !failed_at.contains(i))
-            .map(|(_, n)| Ackable::Outbox(n.seq))
+            .map(|(_, n)| *n)
             .collect();
+        // counted once on the bus, before the rows go: a crash between the two counts
+        // them again on the next run, which only brings a rollback sooner
+        if let Some(tallies) = bus.tallies() {
+            tallies.count(store, &delivered).await;
+        }
+        let done: Vec<Ackable> = delivered.iter().map(|n| Ackable::Outbox(n.seq)).collect();
         let sent = done.len();
         self.ack(store, &done, sent).await;
     }

@@ -134,6 +134,8 @@ pub fn notice(level: StatusEvents, before: Status, exe: &Execution, now: f64) ->
         "notificationId": notification_id,
         "executionId": exe.id,
         "definitionId": exe.definition_id,
+        // the version it runs, which a rollout's failure rate is counted by
+        "definitionVersion": exe.definition_version.map(|v| v.to_string()),
         "status": status_name(exe.status),
         "previousStatus": status_name(before),
         "activeState": exe.active_path,
@@ -211,6 +213,12 @@ pub trait StatusBus: Send + Sync + std::fmt::Debug {
     /// deployment's level); the relay's bus, configured as the worker's, decides.
     fn level(&self) -> StatusEvents {
         StatusEvents::All
+    }
+
+    /// The canary tallies the finished executions this bus is given are added to
+    /// ([`crate::rollout`]): `None`, the default, counts nothing.
+    fn tallies(&self) -> Option<&crate::rollout::Tallies> {
+        None
     }
 }
 

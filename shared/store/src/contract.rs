@@ -42,7 +42,6 @@ pub use dedupe::{
     burst_commit_records_every_mark, dedupe_remembers_its_window, load_for_event_with_and_without_mark,
 };
 pub use joins::join_reports_count_each_instance_once;
-pub use routes::{routes_are_guarded_by_their_generation, tallies_add_up};
 pub use limits::{
     oversized_context_is_too_large, too_many_transaction_items_is_too_large, unstorable_timer_is_too_large,
 };
@@ -52,6 +51,7 @@ pub use purge::{
     ids_with_prefix_contract, purge_contract, purge_sweeps_partitions_past_one_batch,
     purge_while_paging_skips_nothing,
 };
+pub use routes::{routes_are_guarded_by_their_generation, tallies_add_up};
 pub use rows::{
     a_wide_fan_out_commits_whole, oldest_pending_seqs_bounded_and_in_order,
     outbox_and_spawns_round_trip_and_ack, pending_rows_of_the_last_commit,

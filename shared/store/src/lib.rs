@@ -39,8 +39,8 @@ pub use error::{
 };
 pub use join::{JoinReport, JoinTally};
 pub use memory::MemoryStore;
-pub use route::{Route, Routes, Tally};
 pub use parked::{waiting_on, Parked, ParkedEvent, Unpark, PARKED_PAGE};
+pub use route::{Route, Routes, Tally};
 pub use states::InState;
 
 /// The default size of the per-execution trace ring.

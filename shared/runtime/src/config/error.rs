@@ -22,6 +22,9 @@ pub enum ConfigError {
         value: String,
         why: &'static str,
     },
+    /// A rollout setting that cannot be used ([`crate::rollout::RolloutPolicy`]).
+    #[error(transparent)]
+    Rollout(#[from] crate::rollout::PolicyError),
     /// Remote actions that cannot be offered: an `STM_ACTIONS` binding that does not
     /// parse, or their client that cannot start.
     #[error(transparent)]

@@ -55,22 +55,43 @@ impl Driver {
                 return Err(DriverError::AlreadyExists(id.to_string()));
             }
         }
-        let defn = self
-            .definitions
-            .get(definition_id)
-            .cloned()
-            .ok_or_else(|| DriverError::UnknownDefinition(definition_id.to_string()))?;
+        let id = execution_id.map_or_else(stm_core::execution::new_id, str::to_string);
+        let defn = self.routed_definition(definition_id, &id).await?;
         let mut context = context.unwrap_or_default();
         defn.with_context_defaults(&mut context);
         let problems = defn.context_problems(&context, true);
         if !problems.is_empty() {
             return Err(DriverError::Context { problems });
         }
-        let id = execution_id.map_or_else(stm_core::execution::new_id, str::to_string);
         let mut exe = Execution::new(id, defn.id.clone());
         exe.definition_version = defn.version;
         exe.context = context;
         Ok(exe)
+    }
+
+    /// The version of `definition_id` a new execution `id` starts on: its alias's pick
+    /// when the machine has a route (`stm_store::route`), else the current version.
+    async fn routed_definition(
+        &self,
+        definition_id: &str,
+        id: &str,
+    ) -> Result<std::sync::Arc<stm_core::Definition>, DriverError> {
+        let current = self
+            .definitions
+            .get(definition_id)
+            .ok_or_else(|| DriverError::UnknownDefinition(definition_id.to_string()))?;
+        let routes = self.routes.routes(self.store.as_ref()).await?;
+        let Some(version) = routes.version_for(&current.id, id) else {
+            return Ok(current.clone());
+        };
+        self.definitions
+            .get_version(&current.id, version)
+            .cloned()
+            .ok_or_else(|| DriverError::RoutedVersionMissing {
+                alias: stm_store::route::ALIAS,
+                definition_id: current.id.clone(),
+                version,
+            })
     }
 
     /// Create, start and persist a new execution; deliver what it enqueued inline.

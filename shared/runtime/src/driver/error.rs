@@ -30,6 +30,19 @@ pub enum DriverError {
         definition_id: String,
         version: stm_core::version::Version,
     },
+    /// The machine's alias routes a new execution to a version these definitions do not
+    /// have (`stm_store::route`).
+    #[error(
+        "the alias {alias:?} of {definition_id:?} routes this new execution to version {version}, \
+         which these definitions do not have: give the runner the definitions folder the \
+         deployment runs (its versions/ holds the frozen version), or route {definition_id} \
+         elsewhere (`stm versions route`)"
+    )]
+    RoutedVersionMissing {
+        alias: &'static str,
+        definition_id: String,
+        version: stm_core::version::Version,
+    },
     /// harel's `ContextError`.
     #[error("context doesn't fit the machine's `context` schema: {}", .problems.join("; "))]
     Context { problems: Vec<String> },
@@ -84,7 +97,8 @@ impl DriverError {
             DriverError::Store(e) => e.python_type(),
             DriverError::UnknownExecution(_)
             | DriverError::UnknownDefinition(_)
-            | DriverError::VersionMissing { .. } => "KeyError",
+            | DriverError::VersionMissing { .. }
+            | DriverError::RoutedVersionMissing { .. } => "KeyError",
             DriverError::AlreadyExists(_) => "ExecutionAlreadyExists",
             DriverError::Context { .. } => "ContextError",
             DriverError::Event { .. } => "EventError",

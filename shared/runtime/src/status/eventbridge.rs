@@ -12,6 +12,7 @@ pub struct EventBridgeBus {
     client: aws_sdk_eventbridge::Client,
     bus: String,
     level: super::StatusEvents,
+    tallies: Option<std::sync::Arc<crate::rollout::Tallies>>,
 }
 
 impl EventBridgeBus {
@@ -20,12 +21,22 @@ impl EventBridgeBus {
             client,
             bus: bus.into(),
             level: super::StatusEvents::All,
+            tallies: None,
         }
     }
 
     /// Put only what `level` publishes (default: every notice it is given).
     pub fn with_level(mut self, level: super::StatusEvents) -> Self {
         self.level = level;
+        self
+    }
+
+    /// Count the canaries' finished executions as their events are put, by `policy`
+    /// (nothing when it is off).
+    pub fn with_rollout(mut self, policy: crate::rollout::RolloutPolicy) -> Self {
+        self.tallies = policy
+            .enabled()
+            .then(|| std::sync::Arc::new(crate::rollout::Tallies::new(policy)));
         self
     }
 
@@ -83,6 +94,10 @@ pub async fn route_to_queue(
 impl StatusBus for EventBridgeBus {
     fn level(&self) -> super::StatusEvents {
         self.level
+    }
+
+    fn tallies(&self) -> Option<&crate::rollout::Tallies> {
+        self.tallies.as_deref()
     }
 
     async fn put(&self, events: &[BusEvent]) -> Vec<PublishFailure> {

@@ -37,8 +37,14 @@ pub async fn routes_are_guarded_by_their_generation<S: ExecutionStore>(make: imp
         since: 1_700_000_000.5,
     });
     next.machines.insert("Ship".into(), Route::to(version(3)));
-    assert!(store.put_routes(&next, read.generation).await.expect("second write"));
-    assert!(!store.put_routes(&next, read.generation).await.expect("replayed write"));
+    assert!(store
+        .put_routes(&next, read.generation)
+        .await
+        .expect("second write"));
+    assert!(!store
+        .put_routes(&next, read.generation)
+        .await
+        .expect("replayed write"));
     let read = store.routes().await.expect("routes");
     assert_eq!(read.generation, 2);
     assert_eq!(read.machines, next.machines);
@@ -65,11 +71,14 @@ pub async fn tallies_add_up<S: ExecutionStore>(make: impl AsyncFn(usize) -> S) {
             failed,
         };
         expected[window].add(tally);
-        store.add_tallies(&[(key, tally)], 4_000_000_000).await.expect("add");
+        store
+            .add_tallies(&[(key, tally)], 4_000_000_000)
+            .await
+            .expect("add");
     }
-    for window in 0..2 {
+    for (window, sum) in expected.iter().enumerate() {
         let keys = tally_keys("Order", v, 60, &[window as i64]);
-        assert_eq!(store.tally(&keys).await.expect("tally"), expected[window], "window {window}");
+        assert_eq!(store.tally(&keys).await.expect("tally"), *sum, "window {window}");
     }
     let both = tally_keys("Order", v, 60, &[0, 1]);
     let mut sum = expected[0];

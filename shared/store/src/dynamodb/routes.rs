@@ -75,7 +75,11 @@ impl DynamoDbStore {
         }
     }
 
-    pub(super) async fn add_to_tallies(&self, adds: &[(String, Tally)], expires: i64) -> Result<(), StoreError> {
+    pub(super) async fn add_to_tallies(
+        &self,
+        adds: &[(String, Tally)],
+        expires: i64,
+    ) -> Result<(), StoreError> {
         for (key, tally) in adds {
             self.client
                 .update_item()
