@@ -636,6 +636,11 @@ def fixed_monthly(a, layout: str, emit: float = 0.0, timer: float = 0.0) -> dict
         wru_ += scans * 1  # the claim's conditional UpdateItem on the counters item
     read_unit, write_unit = unit_prices(a)
     ddb = rru * read_unit + wru_ * write_unit
+    # the aliases' routes (`rollout.rs`): each process that creates executions reads the
+    # routes item (one consistent GetItem, 1 RRU) at most once a second, whatever its rate;
+    # with RollbackFailureRate set, each scheduled sweep reads it too
+    routes_reads = a.creating_processes * MINUTES_PER_MONTH * 60 + (sweep_runs if a.rollback else 0)
+    routes = routes_reads * read_unit
     # KMS: each (function, table) pair's connection decrypts its table key again after five
     # idle minutes; counted every five minutes for each warm instance
     kms_requests = a.kms_pairs * a.kms_instances * MINUTES_PER_MONTH / KMS_TABLE_KEY_IDLE_MINUTES
@@ -670,6 +675,7 @@ def fixed_monthly(a, layout: str, emit: float = 0.0, timer: float = 0.0) -> dict
         "idle long polls": idle,
         "KMS (table keys)": kms,
         "metrics and alarms": monitoring,
+        "routes read": routes,
     }
     parts["total"] = sum(parts.values())
     return parts
@@ -747,6 +753,8 @@ def parser(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS) -> ar
     p.add_argument("--timer-bytes", type=int, default=code["timer_item_bytes"], help="a timer item (default: measured, cost_inputs.json)")
     p.add_argument("--pending-timers", type=int, default=0, help="timers the 10-minute full scan reads, every layout's (0: the empty case)")
     p.add_argument("--no-due-index", action="store_true", help="a timers table without the due index (harel's, reused with ExistingTables=true): every sweep is the full scan")
+    p.add_argument("--creating-processes", type=int, default=1, help="processes that create executions (the routes item is read at most once a second by each) (ASSUMED)")
+    p.add_argument("--rollback", action=argparse.BooleanOptionalAction, default=False, help="RollbackFailureRate set: each scheduled sweep reads the routes (the canaries' tallies are left out: only while a canary runs)")
     p.add_argument("--kms-instances", type=int, default=1, help="warm instances of each function, each with its connections decrypting its tables' keys every 5 minutes (ASSUMED)")
     p.add_argument("--doorbell-batch", type=int, default=1, help="doorbells per sweeper invocation (ASSUMED spread in time: 1; at most the template's BatchSize)")
     p.add_argument("--doorbell-wait-ms", type=float, default=500, help="the sweeper's billed wait until fire_at (delays round down to whole seconds)")
@@ -832,7 +840,9 @@ def main(argv=None) -> None:
             f"fixed a month ({'harel' if layout == 'harel' else 'cheapest'} layout): ${f['total']:.2f} "
             f"(idle long polls ${f['idle long polls']:.2f}, schedules' Lambda ${f['schedules: Lambda']:.2f}, "
             f"logs ${f['schedules: logs']:.2f}, DynamoDB ${f['schedules: DynamoDB']:.3f}, "
-            f"KMS ${f['KMS (table keys)']:.2f}, metrics and alarms ${f['metrics and alarms']:.2f} for a plain mix)"
+            f"KMS ${f['KMS (table keys)']:.2f}, metrics and alarms ${f['metrics and alarms']:.2f} for a plain mix, "
+            f"the routes read by {a.creating_processes} creating process{'es' if a.creating_processes != 1 else ''} "
+            f"${f['routes read']:.2f})"
         )
     print()
     print("(2) totals against Step Functions, $ per million transitions")

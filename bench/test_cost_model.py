@@ -423,13 +423,23 @@ def main() -> None:
     # metrics and alarms: the worker's EventsProcessed alone for a plain mix (zeros are not
     # sent), + the flush's RelayForwarded with emits and TimersFired with timers; the alarm
     # metrics: template.yaml's, counted by hand (DeadLetter 1, OldestMessage 1,
-    # WorkerErrors 1, ScheduledErrors 2: relay and sweeper, Throttles 3)
-    hand = {"DeadLetterAlarm": 1, "OldestMessageAlarm": 1, "WorkerErrorsAlarm": 1, "ScheduledErrorsAlarm": 2, "ThrottlesAlarm": 3}
-    check("template.yaml's alarms as counted by hand (and in the README): 5 alarms, 8 metrics", tpl["alarms"] == hand, tpl["alarms"])
+    # WorkerErrors 1, ScheduledErrors 2: relay and sweeper, Rollback 1, Throttles 3)
+    hand = {"DeadLetterAlarm": 1, "OldestMessageAlarm": 1, "WorkerErrorsAlarm": 1, "ScheduledErrorsAlarm": 2,
+            "RollbackAlarm": 1, "ThrottlesAlarm": 3}
+    check("template.yaml's alarms as counted by hand: 6 alarms, 9 metrics", tpl["alarms"] == hand, tpl["alarms"])
     plain_m = cm.fixed_monthly(a, "cheap")["metrics and alarms"]
-    check("metrics and alarms, plain mix: $0.30 + 8 x $0.10", close(plain_m, 0.30 + 0.80), plain_m)
+    check("metrics and alarms, plain mix: $0.30 + 9 x $0.10", close(plain_m, 0.30 + 0.90), plain_m)
     mixed_m = cm.fixed_monthly(a, "cheap", 0.1, 0.1)["metrics and alarms"]
-    check("metrics and alarms, emits and timers: 3 metrics", close(mixed_m, 0.90 + 0.80), mixed_m)
+    check("metrics and alarms, emits and timers: 3 metrics", close(mixed_m, 0.90 + 0.90), mixed_m)
+
+    # the routes: one creating process reads them once a second (2,592,000 consistent
+    # GetItems of 1 RRU in a 30-day month at $0.125 per million); with the rollback on, each
+    # of the 43,200 one-minute sweeps reads them once more
+    routes = cm.fixed_monthly(a, "cheap")["routes read"]
+    check("routes read by 1 creating process: 2,592,000 x $0.125 / 1e6 = $0.324", close(routes, 2_592_000 * 0.125 / 1e6), routes)
+    two = cm.fixed_monthly(cm.defaults(creating_processes=2, rollback=True), "cheap")["routes read"]
+    check("... 2 processes and the rollback's sweeps: (5,184,000 + 43,200) x $0.125 / 1e6",
+          close(two, (5_184_000 + 43_200) * 0.125 / 1e6), two)
     check("the functions' metrics: worker 6, relay 3, sweeper 4", inputs["function_metrics"] == {"worker": 6, "relay": 3, "sweeper": 4})
 
     # logs: no line per processed event at LogLevel=info, the invocation's lines over 10 records
@@ -439,12 +449,12 @@ def main() -> None:
     # Step Functions at the README's assumptions
     check("Express $1.10 at 100 ms, 64 MB", close(round(cm.express_per_million(a), 2), 1.10), cm.express_per_million(a))
 
-    # the totals the README quotes (its cost tables): recount them there when these move
+    # the totals docs/performance.md quotes (its cost tables): recount them there when these move
     ds = cm.designs(a)
     totals = [round(cm.per_transition(a, d, 0.0, 0.0)["total"] * 1e6, 2) for d in ds]
-    check("plain totals: 3.71 / 1.63 / 1.25 / 1.03 / 0.95 / 1.18 (README)", totals == [3.71, 1.63, 1.25, 1.03, 0.95, 1.18], totals)
+    check("plain totals: 3.75 / 1.67 / 1.29 / 1.07 / 0.99 / 1.22 (docs/performance.md)", totals == [3.75, 1.67, 1.29, 1.07, 0.99, 1.22], totals)
     totals = [round(cm.per_transition(a, d, a.emit_ratio, a.timer_ratio)["total"] * 1e6, 2) for d in ds]
-    check("10% emits, 10% timers: 4.63 / 2.66 / 2.28 / 2.02 / 1.91 / 2.30 (README)", totals == [4.63, 2.66, 2.28, 2.02, 1.91, 2.30], totals)
+    check("10% emits, 10% timers: 4.67 / 2.71 / 2.32 / 2.06 / 1.95 / 2.35 (docs/performance.md)", totals == [4.67, 2.71, 2.32, 2.06, 1.95, 2.35], totals)
 
     # capacity modes: on-demand by default (the figures above); provisioned with auto scaling
     # on each table and index, read and write (template.yaml: 7 tables + the due and state
@@ -470,16 +480,16 @@ def main() -> None:
     check("provisioned plain writes: 1 WRU at $0.258 per million",
           close(p_rows["DynamoDB writes"] * 1e6, 0.00065 / 3600 / 0.7 * 1e6), p_rows["DynamoDB writes"])
     table = run([])
-    check("the printed comparison (README): plain 1.63 | 3.70, 1.44 | 1.25, 1.42 | 1.01",
-          "| plain | 1.63 | 3.70 | 1.44 | 1.25 | 1.42 | 1.01 |" in table, table[-600:])
+    check("the printed comparison (docs/performance.md): plain 1.67 | 3.73, 1.44 | 1.25, 1.42 | 1.01",
+          "| plain | 1.67 | 3.73 | 1.44 | 1.25 | 1.42 | 1.01 |" in table, table[-600:])
 
     # the output says plainly what $1.10 needs at the defaults
     text = run([])
     check("output names what $1.10 needs", "needs coalescing or producer batching" in text, text[-400:])
     check("the header gives the measured item", f"item {code['execution_item_bytes']} B" in text, text.splitlines()[0])
     last = text.rstrip().splitlines()[-1]
-    check("the last line is the summary, its mix the capacity table's (2.42 on-demand at 100 M, 1.57 provisioned at 1,000 M)",
-          re.fullmatch(r"cost: mix \$2\.42 on-demand at 100 M, \$1\.57 provisioned at 1,000 M; harel layout \d\.\d\d times the cheapest", last) is not None,
+    check("the last line is the summary, its mix the capacity table's (2.43 on-demand at 100 M, 1.57 provisioned at 1,000 M)",
+          re.fullmatch(r"cost: mix \$2\.43 on-demand at 100 M, \$1\.57 provisioned at 1,000 M; harel layout \d\.\d\d times the cheapest", last) is not None,
           last)
     check("the old flags still run",
           "**total**" in run(["--trace", "--emit-ratio", "0.5", "--burst", "2", "--item-bytes", "2048", "--lambda-ms", "12"]))

@@ -41,7 +41,7 @@ use stm_testkit::{Fault, FaultProxy, Principal, REGION};
 static ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Every variable a function reads (ARCHITECTURE.md), cleared before each set-up.
-const VARIABLES: [&str; 17] = [
+const VARIABLES: [&str; 20] = [
     "STM_TABLE_PREFIX",
     "STM_QUEUE_URL",
     "STM_TIMER_QUEUE_URL",
@@ -55,6 +55,9 @@ const VARIABLES: [&str; 17] = [
     "STM_STATUS_EVENTS",
     "STM_EVENT_BUS",
     "STM_FAN_OUT_JOIN",
+    "STM_ROLLBACK_FAILURE_RATE",
+    "STM_ROLLBACK_MIN_FINISHED",
+    "STM_ROLLBACK_WINDOW_SECONDS",
     "STM_ACTION_TIMEOUT_SECONDS",
     "STM_ACTION_MAX_RESPONSE_BYTES",
     "AWS_ENDPOINT_URL",
@@ -578,6 +581,21 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
 }
 
 /// A FAILED execution's status event, as a worker's commit writes it.
+/// Version 2 of `Order` routed as a canary of 10% beside version 1.
+async fn route_a_canary(store: &dyn ExecutionStore) -> stm_core::version::Version {
+    let version = |n: u64| -> stm_core::version::Version { format!("{n:016x}").parse().expect("a version") };
+    let mut routes = stm_store::Routes::default();
+    let mut route = stm_store::Route::to(version(1));
+    route.canary = Some(stm_store::route::Canary {
+        version: version(2),
+        weight: 10,
+        since: 0.0,
+    });
+    routes.machines.insert("Order".into(), route);
+    assert!(store.put_routes(&routes, 0).await.expect("routes"));
+    version(2)
+}
+
 fn status_event(exe: &Execution) -> Event {
     let mut failed = exe.clone();
     failed.status = stm_core::Status::Failed;
@@ -592,9 +610,18 @@ fn status_event(exe: &Execution) -> Event {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_role_is_exactly_what_the_relay_sends() {
-    let stack = Stack::new("iam_relay", &[("StatusEvents", "all")], Principal::Relay).await;
+    // the rollback's tallies: a canary's FAILED execution among the status events it puts
+    // on the bus is added to its tally (the routes read, an ADD)
+    let stack = Stack::new(
+        "iam_relay",
+        &[("StatusEvents", "all"), ("RollbackFailureRate", "0.5")],
+        Principal::Relay,
+    )
+    .await;
+    let canary = route_a_canary(stack.store.as_ref()).await;
     // pending entries, as a crash between commit and inline flush leaves them
     let mut exe = Execution::new("relay-src", "Order");
+    exe.definition_version = Some(canary);
     let commit = Commit {
         emits: vec![
             (
@@ -659,13 +686,35 @@ async fn relay_role_is_exactly_what_the_relay_sends() {
     assert_eq!(summary.remaining, 0, "{summary:?}");
     assert!(stack.store.pending_outbox().await.expect("outbox").is_empty());
     assert!(stack.store.pending_spawns().await.expect("spawns").is_empty());
+    let keys: Vec<String> = (0..2)
+        .flat_map(|back| {
+            let window = stm_store::route::window_of(stm_deploytest::function_env::now(), 300) - back;
+            stm_store::route::tally_keys("Order", canary, 300, &[window])
+        })
+        .collect();
+    assert_eq!(
+        stack.store.tally(&keys).await.expect("tally"),
+        stm_store::Tally { finished: 1, failed: 1 },
+        "the canary's FAILED execution is counted"
+    );
 
     stack.assert_role_matches("Relay");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeper_role_is_exactly_what_the_sweeper_sends() {
-    let stack = Stack::new("iam_sweeper", &[], Principal::Sweeper).await;
+    // the rollouts' evaluation after a scheduled sweep: a canary past the rate is rolled
+    // back (the routes and tallies read, the routes written) and announced on the bus
+    let stack = Stack::new(
+        "iam_sweeper",
+        &[
+            ("StatusEvents", "all"),
+            ("RollbackFailureRate", "0.5"),
+            ("RollbackMinFinished", "2"),
+        ],
+        Principal::Sweeper,
+    )
+    .await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
@@ -797,6 +846,22 @@ async fn sweeper_role_is_exactly_what_the_sweeper_sends() {
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     let again = doorbells.receive(10, 30, 1).await.expect("receive doorbells");
     assert_eq!(again.len(), 1, "visible again at its fire_at, not after 30 s");
+
+    let canary = route_a_canary(stack.store.as_ref()).await;
+    let now = stm_deploytest::function_env::now();
+    let window = stm_store::route::window_of(now, 300);
+    let key = stm_store::route::tally_key("Order", canary, 300, window, 3);
+    let failing = stm_store::Tally { finished: 3, failed: 2 };
+    stack.store.add_tallies(&[(key, failing)], now as i64 + 900).await.expect("tally");
+    let bus = context
+        .status_bus
+        .as_deref()
+        .map(|b| b as &dyn stm_runtime::status::StatusBus);
+    let evaluated = stm_runtime::rollout::evaluate_on(context.store.as_ref(), bus, now)
+        .await
+        .expect("evaluate");
+    assert_eq!(evaluated.rolled_back, vec!["Order".to_string()], "{evaluated:?}");
+    assert_eq!(evaluated.announced, 1, "{evaluated:?}");
 
     stack.assert_role_matches("Sweeper");
 }
