@@ -52,8 +52,9 @@ enum VersionsCommand {
     Replay(replay::ReplayArgs),
     #[cfg(feature = "aws")]
     Route(route::RouteArgs),
-    /// The versions live executions are pinned to, with counts by active state, and
-    /// which of them sit in states the current version puts at risk.
+    /// The versions executions are pinned to, with live counts by active state, which
+    /// of them sit in states the current version puts at risk, the finished ones and how
+    /// many FAILED; then where each routed machine's new executions go.
     #[cfg(feature = "aws")]
     InUse {
         /// The definitions folder the deployment runs (its .stm files and versions/).
@@ -332,6 +333,18 @@ mod in_use {
     struct Usage {
         by_state: BTreeMap<String, usize>,
         parked: usize,
+        /// Finished executions (DONE, CANCELLED, FAILED) still stored, and how many FAILED.
+        finished: usize,
+        failed: usize,
+    }
+
+    /// FAILED among finished, as a percentage with one decimal: `12.5%`.
+    fn rate(failed: usize, finished: usize) -> String {
+        let tally = stm_store::Tally {
+            finished: finished as u64,
+            failed: failed as u64,
+        };
+        format!("{:.1}%", 100.0 * tally.failure_rate())
     }
 
     /// `stm versions in-use`.
@@ -345,12 +358,15 @@ mod in_use {
         };
         loop {
             let page = store.list_executions(&query).await?;
-            let live =
-                |s: &&stm_store::ExecutionSummary| !s.status.is_finished() && s.status != Status::Failed;
-            for s in page.items.iter().filter(live) {
+            for s in &page.items {
                 let u = usage
                     .entry((s.definition_id.clone(), s.definition_version))
                     .or_default();
+                if s.status.is_finished() || s.status == Status::Failed {
+                    u.finished += 1;
+                    u.failed += usize::from(s.status == Status::Failed);
+                    continue;
+                }
                 *u.by_state
                     .entry(s.active_path.clone().unwrap_or_else(|| "(not started)".into()))
                     .or_default() += 1;
@@ -362,8 +378,7 @@ mod in_use {
             }
         }
         if usage.is_empty() {
-            println!("no live execution");
-            return Ok(());
+            println!("no execution");
         }
         for ((machine, version), u) in &usage {
             let total: usize = u.by_state.values().sum();
@@ -392,7 +407,7 @@ mod in_use {
                 .map(|(_, n)| n)
                 .sum();
             println!(
-                "{machine} {} ({status}): {}{}{}",
+                "{machine} {} ({status}): {}{}{}{}",
                 version.map_or("-".to_string(), |v| v.to_string()),
                 crate::plural::count(total, "live execution"),
                 if risky > 0 {
@@ -407,6 +422,16 @@ mod in_use {
                     )
                 } else {
                     String::new()
+                },
+                if u.finished > 0 {
+                    format!(
+                        "; {} finished, {} FAILED ({})",
+                        u.finished,
+                        u.failed,
+                        rate(u.failed, u.finished)
+                    )
+                } else {
+                    String::new()
                 }
             );
             for (path, n) in &u.by_state {
@@ -417,6 +442,17 @@ mod in_use {
                 };
                 println!("  {n:>6}  {path}{mark}");
             }
+        }
+        // where new executions go: each routed machine's alias
+        let routes = store.routes().await?;
+        for (machine, route) in &routes.machines {
+            let Some(current) = definitions.get(machine).and_then(|d| d.version) else {
+                continue;
+            };
+            println!(
+                "{}",
+                super::route::shown(machine, Some(route), current, &definitions)
+            );
         }
         Ok(())
     }

@@ -231,5 +231,26 @@ fn a_failing_canary_is_rolled_back_by_itself() {
     for id in &on_canary {
         assert_eq!(version_shown(&local, id), v2, "{id}");
     }
+    // in-use: per version its executions, the finished and FAILED ones, and the route
+    let used = local.ok(&["versions", "in-use", "--definitions", &folder]);
+    assert!(
+        used.lines().any(|l| l.starts_with(&format!(
+            "Flow {v2} (current): 0 live executions; 5 finished, 5 FAILED (100.0%)"
+        ))),
+        "{used}"
+    );
+    assert!(
+        used.lines().any(
+            |l| l.starts_with(&format!("Flow {v1} (retained, v1): 3 live executions, "))
+                && l.ends_with("; 5 finished, 0 FAILED (0.0%)")
+        ),
+        "{used}"
+    );
+    assert!(
+        used.contains(&format!(
+            "Flow (alias live): {v1} (v1) 100%\n  rolled back by itself: {v2}"
+        )),
+        "{used}"
+    );
     let _ = std::fs::remove_dir_all(&folder);
 }

@@ -694,7 +694,10 @@ async fn relay_role_is_exactly_what_the_relay_sends() {
         .collect();
     assert_eq!(
         stack.store.tally(&keys).await.expect("tally"),
-        stm_store::Tally { finished: 1, failed: 1 },
+        stm_store::Tally {
+            finished: 1,
+            failed: 1
+        },
         "the canary's FAILED execution is counted"
     );
 
@@ -851,8 +854,15 @@ async fn sweeper_role_is_exactly_what_the_sweeper_sends() {
     let now = stm_deploytest::function_env::now();
     let window = stm_store::route::window_of(now, 300);
     let key = stm_store::route::tally_key("Order", canary, 300, window, 3);
-    let failing = stm_store::Tally { finished: 3, failed: 2 };
-    stack.store.add_tallies(&[(key, failing)], now as i64 + 900).await.expect("tally");
+    let failing = stm_store::Tally {
+        finished: 3,
+        failed: 2,
+    };
+    stack
+        .store
+        .add_tallies(&[(key, failing)], now as i64 + 900)
+        .await
+        .expect("tally");
     let bus = context
         .status_bus
         .as_deref()
