@@ -33,6 +33,8 @@ mod plural;
 mod purge;
 #[cfg(feature = "aws")]
 mod role;
+#[cfg(feature = "aws")]
+mod routing;
 mod run_args;
 mod shell;
 mod stm_files;

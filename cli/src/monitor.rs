@@ -134,6 +134,11 @@ async fn execute(app: &mut App, connected: &Connected, command: Command) -> Opti
     match command {
         Command::Quit => None,
         Command::List(query) => {
+            let definitions = &connected.control.driver.definitions;
+            match crate::routing::lines(connected.store.as_ref(), definitions).await {
+                Ok(lines) => app.routing_loaded(lines),
+                Err(err) => app.load_failed(&err),
+            }
             match connected.store.list_executions(&query).await {
                 Ok(page) => app.list_loaded(page),
                 Err(err) => app.load_failed(&err.into()),

@@ -444,15 +444,8 @@ mod in_use {
             }
         }
         // where new executions go: each routed machine's alias
-        let routes = store.routes().await?;
-        for (machine, route) in &routes.machines {
-            let Some(current) = definitions.get(machine).and_then(|d| d.version) else {
-                continue;
-            };
-            println!(
-                "{}",
-                super::route::shown(machine, Some(route), current, &definitions)
-            );
+        for line in crate::routing::lines(store.as_ref(), &definitions).await? {
+            println!("{line}");
         }
         Ok(())
     }

@@ -158,6 +158,21 @@ fn a_failing_canary_is_rolled_back_by_itself() {
         "{routed}"
     );
 
+    // in-use shows the route and the canary's tally, over the deployment's windows of 600
+    // s (the sweeper records them on the route: this shell does not have the variable)
+    let expected = format!(
+        "Flow (alias live): {v1} (v1) 90%, {v2} 10%\n  canary {v2}: 0 finished, 0 FAILED (0.0%) in the last 1200 s\n"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let used = loop {
+        let used = local.ok(&["versions", "in-use", "--definitions", &folder]);
+        if used.ends_with(&expected) || Instant::now() > deadline {
+            break used;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(used.ends_with(&expected), "{used}");
+
     let on_canary = ids("c", true, 5);
     let on_primary = ids("p", false, 5);
     for id in on_canary.iter().chain(&on_primary) {

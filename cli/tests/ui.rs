@@ -35,6 +35,16 @@ fn the_console_shows_an_execution_and_suspends_it_in_a_browser() {
     local.ok(&["send", "o-1", r#"Submit:{"amount": 42.5}"#]);
     local.wait_show("o-1", &["at Payment.Charging"]);
 
+    // Order's alias pinned to its current version: the list shows where new executions go
+    let listing = local.ok(&["list", "examples/order.stm"]);
+    let order = listing
+        .lines()
+        .find_map(|l| l.strip_prefix("versions:  "))
+        .and_then(|v| v.split(", ").find_map(|m| m.strip_prefix("Order ")))
+        .unwrap_or_else(|| panic!("no version of Order in:\n{listing}"))
+        .to_string();
+    local.ok(&["versions", "route", "Order", "--to", &order, "--weight", "100"]);
+
     let console = Console::start(&local);
     let origin = console.origin();
 
@@ -62,6 +72,11 @@ fn the_console_shows_an_execution_and_suspends_it_in_a_browser() {
             "the list lacks {id}: {ids}"
         );
     }
+    assert_eq!(
+        browser.eval("document.querySelector('section.routing pre')?.textContent"),
+        json!(format!("Order (alias live): {order} 100%")),
+        "the routing above the list"
+    );
     // filtered to roots of one machine
     browser.navigate(&format!("{origin}/?definition=Order&roots=on"));
     browser.wait_for("document.querySelector('h1')?.textContent === 'Executions'");

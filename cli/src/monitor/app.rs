@@ -167,6 +167,9 @@ pub(crate) struct App {
     /// The message is a failed load: the next load that works clears it (an outcome or a
     /// refusal stays until the screen changes).
     pub load_failed: bool,
+    /// Where new executions go: each routed machine's alias, as `crate::routing` words it
+    /// (refreshed with the list; empty without routes).
+    pub routing: Vec<String>,
 }
 
 impl App {
@@ -205,6 +208,11 @@ impl App {
             .and_then(|id| self.rows.iter().position(|row| row.id == id))
             .unwrap_or(self.selected)
             .min(self.rows.len().saturating_sub(1));
+    }
+
+    /// The routes arrived with the list.
+    pub(crate) fn routing_loaded(&mut self, lines: Vec<String>) {
+        self.routing = lines;
     }
 
     /// The open execution's view arrived (`None`: it is gone).

@@ -32,6 +32,20 @@ impl App {
     }
 
     fn render_list(&self, frame: &mut Frame, area: Rect) {
+        // where new executions go, above the list, when a machine is routed
+        let area = if self.routing.is_empty() {
+            area
+        } else {
+            let height = u16::try_from(self.routing.len() + 2).unwrap_or(u16::MAX);
+            let [routing, rest] =
+                Layout::vertical([Constraint::Length(height), Constraint::Min(1)]).areas(area);
+            let lines: Vec<Line> = self.routing.iter().map(|l| Line::raw(l.clone())).collect();
+            frame.render_widget(
+                Paragraph::new(lines).block(Block::bordered().title(" routing ")),
+                routing,
+            );
+            rest
+        };
         let filter = self.filter.describe();
         let mut title = format!(" stm monitor: executions, page {}", self.previous_pages.len() + 1);
         if !filter.is_empty() {

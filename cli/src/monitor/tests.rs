@@ -115,6 +115,45 @@ fn line_with<'a>(screen: &'a [String], needle: &str) -> &'a str {
 }
 
 #[test]
+fn the_list_shows_where_new_executions_go_above_it_when_a_machine_is_routed() {
+    let mut app = listed();
+    assert!(
+        !draw(&app).iter().any(|l| l.contains(" routing ")),
+        "no routing box without routes"
+    );
+    app.routing_loaded(vec![
+        "Order (alias live): 2f25f4c713d54788 90%, 337c95559abed70b 10%".into(),
+        "  canary 337c95559abed70b: 12 finished, 1 FAILED (8.3%) in the last 600 s".into(),
+    ]);
+    let screen = draw(&app);
+    let title = screen
+        .iter()
+        .position(|l| l.contains(" routing "))
+        .expect("the routing box");
+    let route = screen
+        .iter()
+        .position(|l| l.contains("337c95559abed70b 10%"))
+        .expect("the route");
+    let tally = screen
+        .iter()
+        .position(|l| l.contains("1 FAILED (8.3%)"))
+        .expect("the tally");
+    let list = screen
+        .iter()
+        .position(|l| l.contains("stm monitor: executions"))
+        .expect("the list");
+    assert!(
+        title < route && route < tally && tally < list,
+        "{}",
+        screen.join("\n")
+    );
+    assert!(
+        line_with(&screen, "o-1").contains("RUNNING"),
+        "the list is still drawn"
+    );
+}
+
+#[test]
 fn the_list_shows_each_execution_with_its_status() {
     let screen = draw(&listed());
     let first = line_with(&screen, "o-1");

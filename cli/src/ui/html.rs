@@ -58,9 +58,16 @@ fn status_badge(status: Status) -> String {
     )
 }
 
-/// The executions list: the filter form, one page of the table, the next page's link.
-pub(crate) fn list_page(filter: &ListFilter, page_of: &ExecutionPage) -> String {
-    let mut body = String::from(r#"<h1>Executions</h1><form class="filters" method="get" action="/">"#);
+/// The executions list: where new executions go (each routed machine's alias, when there
+/// is one), the filter form, one page of the table, the next page's link.
+pub(crate) fn list_page(filter: &ListFilter, page_of: &ExecutionPage, routing: &[String]) -> String {
+    let mut body = String::new();
+    if !routing.is_empty() {
+        body.push_str(r#"<section class="routing"><h2>Routing</h2><pre>"#);
+        body.push_str(&esc(&routing.join("\n")));
+        body.push_str("</pre></section>");
+    }
+    body.push_str(r#"<h1>Executions</h1><form class="filters" method="get" action="/">"#);
     body.push_str(r#"<label>Status <select name="status"><option value="">any</option>"#);
     for status in Status::ALL {
         let selected = if filter.status == Some(status) {

@@ -133,8 +133,14 @@ async fn list(State(console): State<Arc<Console>>, Query(params): Query<ListPara
         limit: PAGE_SIZE,
         cursor: filter.cursor.clone(),
     };
-    match console.connected.store.list_executions(&query).await {
-        Ok(page) => Html(html::list_page(&filter, &page)).into_response(),
+    let store = console.connected.store.as_ref();
+    let definitions = &console.connected.control.driver.definitions;
+    let routing = match crate::routing::lines(store, definitions).await {
+        Ok(lines) => lines,
+        Err(err) => return store_failure(&err),
+    };
+    match store.list_executions(&query).await {
+        Ok(page) => Html(html::list_page(&filter, &page, &routing)).into_response(),
         Err(err) => store_failure(&err.into()),
     }
 }

@@ -68,7 +68,7 @@ async fn route(args: &RouteArgs, definitions: &Definitions, current: Version) ->
     let (Some(to), Some(weight)) = (&args.to, args.weight) else {
         println!(
             "{}",
-            shown(&args.machine, routes.get(&args.machine), current, definitions)
+            crate::routing::shown(&args.machine, routes.get(&args.machine), current, definitions)
         );
         return Ok(());
     };
@@ -96,6 +96,7 @@ async fn route(args: &RouteArgs, definitions: &Definitions, current: Version) ->
                     version: to,
                     weight,
                     since: now,
+                    window_seconds: None,
                 }),
                 rolled_back: None,
             }
@@ -111,7 +112,7 @@ async fn route(args: &RouteArgs, definitions: &Definitions, current: Version) ->
     }
     println!(
         "{}",
-        shown(&args.machine, next.get(&args.machine), current, definitions)
+        crate::routing::shown(&args.machine, next.get(&args.machine), current, definitions)
     );
     Ok(())
 }
@@ -186,44 +187,4 @@ fn version_named(definitions: &Definitions, machine: &str, text: &str) -> Result
             known.join(", ")
         ))
     })
-}
-
-/// `Order (alias live): 2f25f4c713d54788 90%, 337c95559abed70b 10% (v2)`, and the last
-/// rollback if there was one.
-pub(super) fn shown(
-    machine: &str,
-    route: Option<&Route>,
-    current: Version,
-    definitions: &Definitions,
-) -> String {
-    let name = |v: Version| match definitions.label(v) {
-        Some(label) => format!("{v} ({label})"),
-        None => v.to_string(),
-    };
-    let Some(route) = route else {
-        return format!(
-            "{machine} (alias {ALIAS}): {} 100%, the current version (no route)",
-            name(current)
-        );
-    };
-    let mut line = match route.canary.as_ref().filter(|c| c.weight > 0) {
-        Some(c) => format!(
-            "{machine} (alias {ALIAS}): {} {}%, {} {}%",
-            name(route.primary),
-            100 - c.weight,
-            name(c.version),
-            c.weight
-        ),
-        None => format!("{machine} (alias {ALIAS}): {} 100%", name(route.primary)),
-    };
-    if let Some(rb) = &route.rolled_back {
-        line.push_str(&format!(
-            "\n  rolled back by itself: {} from {}% to 0% ({} of {} finished executions FAILED)",
-            name(rb.version),
-            rb.weight,
-            rb.failed,
-            rb.finished
-        ));
-    }
-    line
 }

@@ -590,6 +590,7 @@ async fn route_a_canary(store: &dyn ExecutionStore) -> stm_core::version::Versio
         version: version(2),
         weight: 10,
         since: 0.0,
+        window_seconds: None,
     });
     routes.machines.insert("Order".into(), route);
     assert!(store.put_routes(&routes, 0).await.expect("routes"));

@@ -334,6 +334,11 @@ pub async fn evaluate(
             continue;
         };
         evaluation.canaries += 1;
+        // the windows it is counted in, for the operator's views to read its tally by
+        if canary.window_seconds != Some(policy.window_seconds) {
+            canary.window_seconds = Some(policy.window_seconds);
+            changed = true;
+        }
         // windows before the weight was set are not this canary's
         let since = route::window_of(canary.since, policy.window_seconds);
         let counted: Vec<i64> = windows.iter().copied().filter(|w| *w >= since).collect();
@@ -365,7 +370,9 @@ pub async fn evaluate(
             return Ok(Evaluation::default());
         }
         routes.generation += 1;
-        emit_rollbacks(evaluation.rolled_back.len());
+        if !evaluation.rolled_back.is_empty() {
+            emit_rollbacks(evaluation.rolled_back.len());
+        }
     }
     let Some(bus) = bus else {
         return Ok(evaluation);

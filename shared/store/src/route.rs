@@ -106,6 +106,11 @@ pub struct Canary {
     pub weight: u8,
     /// When the weight was set (seconds since the epoch): tallies before it are not its.
     pub since: f64,
+    /// The length of the windows its tally is counted in, as the deployment's sweeper
+    /// last recorded it (`None` until then): what a reader of the tally needs, and the
+    /// operator's shell does not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_seconds: Option<u64>,
 }
 
 /// A canary whose weight went back to 0 on its own.
@@ -213,6 +218,7 @@ mod tests {
             version: v(2),
             weight: 10,
             since: 0.0,
+            window_seconds: None,
         });
         let ids: Vec<String> = (0..10_000).map(|i| format!("order-{i}")).collect();
         let canary = ids.iter().filter(|id| route.pick(id) == v(2)).count();

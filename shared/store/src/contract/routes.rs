@@ -35,6 +35,7 @@ pub async fn routes_are_guarded_by_their_generation<S: ExecutionStore>(make: imp
         version: version(2),
         weight: 10,
         since: 1_700_000_000.5,
+        window_seconds: Some(60),
     });
     next.machines.insert("Ship".into(), Route::to(version(3)));
     assert!(store
