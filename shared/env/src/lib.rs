@@ -75,6 +75,8 @@ pub const DUE_PAGES_SEED: &str = "STM_DUE_PAGES_SEED";
 pub const JOIN_REPORTS_SEED: &str = "STM_JOIN_REPORTS_SEED";
 /// The seed of the store contract's drawn tally adds.
 pub const TALLIES_SEED: &str = "STM_TALLIES_SEED";
+/// The seed of the runtime's drawn rollout evaluations (tallies over windows and shards).
+pub const ROLLOUT_SEED: &str = "STM_ROLLOUT_SEED";
 /// The seed of the store contract's parked rows (how many, which numbers are holes).
 pub const PARKED_ROWS_SEED: &str = "STM_PARKED_ROWS_SEED";
 /// The seed of the engine's walks comparing counted joins with harel's children.
