@@ -226,7 +226,10 @@ async fn a_canary_goes_back_to_0_exactly_past_the_rate_over_the_minimum_and_is_a
             assert_eq!(detail["finished"], counted.finished);
         }
     }
-    assert!((10..50).contains(&rolled), "both outcomes drawn often: {rolled} of 60 rolled back");
+    assert!(
+        (10..50).contains(&rolled),
+        "both outcomes drawn often: {rolled} of 60 rolled back"
+    );
 }
 
 #[tokio::test]
