@@ -67,33 +67,11 @@ fn version_shown(local: &Local, id: &str) -> String {
         .to_string()
 }
 
-/// The rollback events the copy queue holds so far (their details), read with boto3 and
-/// deleted; other status events are dropped.
-fn rollbacks(local: &Local, queue: &str) -> Vec<Value> {
-    let endpoint = local
-        .env
-        .iter()
-        .find(|(k, _)| k == "STM_ENDPOINT_URL")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
-    let code = r#"
-import json, os, boto3
-sqs = boto3.client("sqs", endpoint_url=os.environ["ENDPOINT"], region_name="us-east-1",
-                   aws_access_key_id="test", aws_secret_access_key="test")
-url = sqs.get_queue_url(QueueName=os.environ["QUEUE"])["QueueUrl"]
-out = []
-while True:
-    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-    if not got:
-        break
-    for m in got:
-        out.append(json.loads(m["Body"]))
-        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-print(json.dumps(out))
-"#;
-    let text = stm_testkit::run_python(code, &[("ENDPOINT", &endpoint), ("QUEUE", queue)], "");
-    let events: Vec<Value> = serde_json::from_str(text.trim()).expect("the events as JSON");
-    events
+/// The rollback events copied so far from the status bus (their details); the others
+/// are dropped.
+fn rollbacks(local: &Local) -> Vec<Value> {
+    local
+        .status_event_copies()
         .into_iter()
         .filter(|e| e["detail-type"] == "Statechart Rollout Rolled Back")
         .map(|e| e["detail"].clone())
@@ -121,13 +99,6 @@ fn a_failing_canary_is_rolled_back_by_itself() {
             ("STM_ROLLBACK_WINDOW_SECONDS", "600"),
         ]),
     );
-    let queue = local
-        .env
-        .iter()
-        .find(|(k, _)| k == "STM_QUEUE_URL")
-        .map(|(_, v)| v.trim_end_matches(".fifo").to_string())
-        .unwrap_or_default();
-    let copies = format!("{queue}-status-events");
 
     // no route: the current version
     let shown = local.ok(&["versions", "route", "Flow"]);
@@ -221,11 +192,11 @@ fn a_failing_canary_is_rolled_back_by_itself() {
     let mut events = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while events.is_empty() && Instant::now() < deadline {
-        events.extend(rollbacks(&local, &copies));
+        events.extend(rollbacks(&local));
         std::thread::sleep(Duration::from_millis(500));
     }
     std::thread::sleep(Duration::from_secs(4));
-    events.extend(rollbacks(&local, &copies));
+    events.extend(rollbacks(&local));
     assert_eq!(events.len(), 1, "{events:?}");
     let event = &events[0];
     assert_eq!(event["definitionId"], "Flow");

@@ -9,33 +9,10 @@ use std::time::{Duration, Instant};
 use common::Local;
 use serde_json::Value;
 
-/// Every event the copy queue holds so far (their details), read with boto3 as a user
-/// would, and deleted.
-fn copied(local: &Local, queue: &str) -> Vec<Value> {
-    let endpoint = local
-        .env
-        .iter()
-        .find(|(k, _)| k == "STM_ENDPOINT_URL")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
-    let code = r#"
-import json, os, boto3
-sqs = boto3.client("sqs", endpoint_url=os.environ["ENDPOINT"], region_name="us-east-1",
-                   aws_access_key_id="test", aws_secret_access_key="test")
-url = sqs.get_queue_url(QueueName=os.environ["QUEUE"])["QueueUrl"]
-out = []
-while True:
-    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-    if not got:
-        break
-    for m in got:
-        out.append(json.loads(m["Body"]))
-        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-print(json.dumps(out))
-"#;
-    let text = stm_testkit::run_python(code, &[("ENDPOINT", &endpoint), ("QUEUE", queue)], "");
-    let events: Vec<Value> = serde_json::from_str(text.trim()).expect("the events as JSON");
-    events
+/// The status events copied so far (their details), each checked to be one.
+fn copied(local: &Local) -> Vec<Value> {
+    local
+        .status_event_copies()
         .into_iter()
         .map(|e| {
             assert_eq!(e["source"], "stm");
@@ -57,13 +34,6 @@ fn each_status_change_reaches_the_local_bus_once() {
         "{}",
         local.console()
     );
-    let queue = local
-        .env
-        .iter()
-        .find(|(k, _)| k == "STM_QUEUE_URL")
-        .map(|(_, v)| v.trim_end_matches(".fifo").to_string())
-        .unwrap_or_default();
-    let copies = format!("{queue}-status-events");
 
     for id in ["done-1", "held-1", "gone-1"] {
         local.ok(&["create", "examples/order.stm", "Order", "--id", id]);
@@ -81,12 +51,12 @@ fn each_status_change_reaches_the_local_bus_once() {
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while seen.len() < 3 && Instant::now() < deadline {
-        seen.extend(copied(&local, &copies));
+        seen.extend(copied(&local));
         std::thread::sleep(Duration::from_millis(500));
     }
     // and nothing comes twice
     std::thread::sleep(Duration::from_secs(3));
-    seen.extend(copied(&local, &copies));
+    seen.extend(copied(&local));
     let mut got: Vec<String> = seen
         .iter()
         .map(|d| {

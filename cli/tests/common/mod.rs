@@ -97,6 +97,38 @@ impl Local {
         stdout(&out)
     }
 
+    /// Every event on the status bus copied so far to the queue its rule fills
+    /// (`--status-events`: `{queue stem}-status-events`), read with boto3 as a user would,
+    /// and deleted: each whole (`source`, `detail-type`, `detail`).
+    pub fn status_event_copies(&self) -> Vec<serde_json::Value> {
+        let var = |name: &str| {
+            self.env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let queue = format!("{}-status-events", var("STM_QUEUE_URL").trim_end_matches(".fifo"));
+        let code = r#"
+import json, os, boto3
+sqs = boto3.client("sqs", endpoint_url=os.environ["ENDPOINT"], region_name="us-east-1",
+                   aws_access_key_id="test", aws_secret_access_key="test")
+url = sqs.get_queue_url(QueueName=os.environ["QUEUE"])["QueueUrl"]
+out = []
+while True:
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    if not got:
+        break
+    for m in got:
+        out.append(json.loads(m["Body"]))
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+print(json.dumps(out))
+"#;
+        let endpoint = var("STM_ENDPOINT_URL");
+        let text = stm_testkit::run_python(code, &[("ENDPOINT", &endpoint), ("QUEUE", &queue)], "");
+        serde_json::from_str(text.trim()).expect("the events as JSON")
+    }
+
     /// Poll `stm show ID` until its first line contains every needle.
     pub fn wait_show(&self, id: &str, needles: &[&str]) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
