@@ -7,7 +7,7 @@
 //!   is one key, which DynamoDB serves 3,000 strong reads a second).
 //! - **Counting.** When a finished execution's status event is delivered (the relay or
 //!   the inline flush), and its version is its machine's canary, it is added to the
-//!   current window's tally: [`count_finished`]. So the rate needs status events `all`
+//!   current window's tally ([`Tallies`]). So the rate needs status events `all`
 //!   (DONE and CANCELLED are the finished executions that did not fail):
 //!   [`RolloutPolicy::from_lookup`] refuses a threshold without them.
 //! - **Rollback.** The sweeper's scheduled run ([`evaluate`]) reads each canary's tally
@@ -212,7 +212,8 @@ impl Tallies {
         &self.policy
     }
 
-    /// Count these delivered status events: [`count_finished`].
+    /// Count these delivered status events: each finished execution of a canary, added
+    /// to its window's tally.
     pub(crate) async fn count(&self, store: &dyn ExecutionStore, delivered: &[&OutboxEntry]) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
