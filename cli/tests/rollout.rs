@@ -213,6 +213,12 @@ fn a_failing_canary_is_rolled_back_by_itself() {
         local.ok(&["create", &file, "Flow", "--id", id]);
         assert_eq!(version_shown(&local, id), v1, "{id}");
     }
+    // promoting v2 outright is gated as its canary was: refused, the route unchanged
+    let promote = local.stm(&["versions", "route", "Flow", "--to", &v2, "--weight", "100"]);
+    assert_eq!(promote.status.code(), Some(2), "{}", common::stderr(&promote));
+    assert!(local
+        .ok(&["versions", "route", "Flow"])
+        .starts_with(&format!("Flow (alias live): {v1} (v1) 100%\n")));
     // and the ones that started on v2 keep it
     for id in &on_canary {
         assert_eq!(version_shown(&local, id), v2, "{id}");

@@ -1,8 +1,8 @@
 //! `stm versions route MACHINE --to VERSION --weight N`: route a share of a machine's new
 //! executions to a deployed version (a canary), promote it (`--weight 100`) or stop it
-//! (`--weight 0`); without `--to`, show the route. A canary is gated first: the static
-//! check from the version it shares with, and the replay of the recorded executions on
-//! it; either refuses unless `--accept-risk`.
+//! (`--weight 0`); without `--to`, show the route. A canary or a promotion is gated first:
+//! the static check from the version it shares with or replaces, and the replay of the
+//! recorded executions on it; either refuses unless `--accept-risk`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -81,8 +81,13 @@ async fn route(args: &RouteArgs, definitions: &Definitions, current: Version) ->
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let route = match weight {
-        100 => Route::to(to),
         0 => Route::to(primary),
+        // a promotion is gated as a canary is: it may not have been one
+        100 if to != primary => {
+            gate(args, definitions, primary, to).await?;
+            Route::to(to)
+        }
+        100 => Route::to(to),
         _ if to == primary => bail!(usage(format!(
             "{to} is already what {ALIAS} serves for {}: a canary needs another version (--from \
              names the one the rest go to)",
