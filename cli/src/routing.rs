@@ -6,7 +6,7 @@ use stm_core::version::Version;
 use stm_runtime::rollout::RolloutPolicy;
 use stm_runtime::Definitions;
 use stm_store::route::{tally_keys, Route, ALIAS};
-use stm_store::ExecutionStore;
+use stm_store::{ExecutionStore, Tally};
 
 /// Each routed machine: its route's line, and for a canary with a share, its finished and
 /// FAILED executions in the current and the previous window. Empty without routes.
@@ -21,9 +21,7 @@ pub(crate) async fn lines(
         stm_runtime::status::StatusEvents::All,
     )
     .unwrap_or_default();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
+    let now = stm_runtime::Clock::now(&stm_runtime::SystemClock);
     let mut out = Vec::new();
     for (machine, route) in &routes.machines {
         let Some(current) = definitions.get(machine).and_then(|d| d.version) else {
@@ -45,11 +43,11 @@ pub(crate) async fn lines(
             );
             let tally = store.tally(&keys).await?;
             out.push(format!(
-                "  canary {}: {} finished, {} FAILED ({:.1}%) in the last {} s",
+                "  canary {}: {} finished, {} FAILED ({}) in the last {} s",
                 canary.version,
                 tally.finished,
                 tally.failed,
-                100.0 * tally.failure_rate(),
+                percent(&tally),
                 2 * policy.window_seconds
             ));
         }
@@ -95,4 +93,9 @@ pub(crate) fn shown(
         ));
     }
     line
+}
+
+/// FAILED among finished, as the views show it: `12.5%`.
+pub(crate) fn percent(tally: &Tally) -> String {
+    format!("{:.1}%", 100.0 * tally.failure_rate())
 }

@@ -338,15 +338,6 @@ mod in_use {
         failed: usize,
     }
 
-    /// FAILED among finished, as a percentage with one decimal: `12.5%`.
-    fn rate(failed: usize, finished: usize) -> String {
-        let tally = stm_store::Tally {
-            finished: finished as u64,
-            failed: failed as u64,
-        };
-        format!("{:.1}%", 100.0 * tally.failure_rate())
-    }
-
     /// `stm versions in-use`.
     pub async fn report(definitions_dir: &Path, tables: &Tables) -> Result<()> {
         let definitions = stm_runtime::config::load_definitions_dir(definitions_dir)?;
@@ -428,7 +419,10 @@ mod in_use {
                         "; {} finished, {} FAILED ({})",
                         u.finished,
                         u.failed,
-                        rate(u.failed, u.finished)
+                        crate::routing::percent(&stm_store::Tally {
+                            finished: u.finished as u64,
+                            failed: u.failed as u64,
+                        })
                     )
                 } else {
                     String::new()

@@ -77,9 +77,7 @@ async fn route(args: &RouteArgs, definitions: &Definitions, current: Version) ->
         Some(from) => version_named(definitions, &args.machine, from)?,
         None => serving,
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
+    let now = stm_runtime::Clock::now(&stm_runtime::SystemClock);
     let route = match weight {
         0 => Route::to(primary),
         // a promotion is gated as a canary is: it may not have been one

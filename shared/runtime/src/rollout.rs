@@ -128,42 +128,29 @@ impl RolloutPolicy {
         level: crate::status::StatusEvents,
     ) -> Result<Self, PolicyError> {
         let mut policy = RolloutPolicy::default();
-        let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
-        if let Some(v) = get(stm_env::ROLLBACK_FAILURE_RATE) {
-            policy.failure_rate = v
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|r| (0.0..=1.0).contains(r))
-                .ok_or(PolicyError::Invalid {
-                    name: stm_env::ROLLBACK_FAILURE_RATE,
-                    value: v,
-                    expected: "expected a number from 0 (off) to 1, such as 0.05 for 5%",
-                })?;
+        if let Some(rate) = setting(
+            &get,
+            stm_env::ROLLBACK_FAILURE_RATE,
+            |r: &f64| (0.0..=1.0).contains(r),
+            "expected a number from 0 (off) to 1, such as 0.05 for 5%",
+        )? {
+            policy.failure_rate = rate;
         }
-        if let Some(v) = get(stm_env::ROLLBACK_MIN_FINISHED) {
-            policy.min_finished = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or(PolicyError::Invalid {
-                    name: stm_env::ROLLBACK_MIN_FINISHED,
-                    value: v,
-                    expected: "expected a whole number of at least 1",
-                })?;
+        if let Some(min) = setting(
+            &get,
+            stm_env::ROLLBACK_MIN_FINISHED,
+            |n: &u64| *n >= 1,
+            "expected a whole number of at least 1",
+        )? {
+            policy.min_finished = min;
         }
-        if let Some(v) = get(stm_env::ROLLBACK_WINDOW_SECONDS) {
-            policy.window_seconds =
-                v.trim()
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=86_400).contains(n))
-                    .ok_or(PolicyError::Invalid {
-                        name: stm_env::ROLLBACK_WINDOW_SECONDS,
-                        value: v,
-                        expected: "expected whole seconds from 1 to 86400",
-                    })?;
+        if let Some(seconds) = setting(
+            &get,
+            stm_env::ROLLBACK_WINDOW_SECONDS,
+            |n: &u64| (1..=86_400).contains(n),
+            "expected whole seconds from 1 to 86400",
+        )? {
+            policy.window_seconds = seconds;
         }
         if policy.enabled() && level != crate::status::StatusEvents::All {
             return Err(PolicyError::NeedsStatusEvents {
@@ -191,6 +178,27 @@ impl RolloutPolicy {
     }
 }
 
+/// Variable `name` read with `get` and parsed: `None` when unset or blank, an error saying
+/// what was `expected` when it does not parse or is not `valid`.
+fn setting<T: std::str::FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    valid: impl Fn(&T) -> bool,
+    expected: &'static str,
+) -> Result<Option<T>, PolicyError> {
+    let Some(value) = get(name).filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    match value.trim().parse::<T>() {
+        Ok(parsed) if valid(&parsed) => Ok(Some(parsed)),
+        _ => Err(PolicyError::Invalid {
+            name,
+            value,
+            expected,
+        }),
+    }
+}
+
 /// What a status bus adds its finished executions to: the policy's windows, and the
 /// routes that say which versions are canaries.
 #[derive(Debug)]
@@ -215,9 +223,7 @@ impl Tallies {
     /// Count these delivered status events: each finished execution of a canary, added
     /// to its window's tally.
     pub(crate) async fn count(&self, store: &dyn ExecutionStore, delivered: &[&OutboxEntry]) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        let now = crate::Clock::now(&crate::SystemClock);
         count_finished(store, &self.routes, &self.policy, delivered, now).await;
     }
 }
