@@ -60,6 +60,13 @@ pub const LAMBDA_TASK_ROOT: &str = "LAMBDA_TASK_ROOT";
 /// Lambda's: set in a function's process, and only there.
 pub const LAMBDA_FUNCTION_NAME: &str = "AWS_LAMBDA_FUNCTION_NAME";
 
+// OpenTelemetry's own (its exporter specification), which the functions read.
+
+/// The collector's base URL: spans go to its `/v1/traces` (`stm_runtime::telemetry::otlp`).
+pub const OTEL_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// The full URL spans are posted to, when set (before [`OTEL_ENDPOINT`]).
+pub const OTEL_TRACES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+
 // The tools'.
 
 /// The Python with moto that `stm local` and the test kit start.

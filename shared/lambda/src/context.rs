@@ -28,6 +28,9 @@ pub enum InitError {
     /// (Lambda's `errorMessage` is this error's text alone), so it is not a `source` too.
     #[error("the table check did not finish: {0}")]
     CheckAborted(tokio::task::JoinError),
+    /// OpenTelemetry's endpoint variable names no usable collector.
+    #[error(transparent)]
+    Telemetry(#[from] stm_runtime::telemetry::otlp::EndpointError),
 }
 
 impl InitError {
@@ -38,6 +41,7 @@ impl InitError {
             InitError::Config(_) => "ValueError",
             InitError::Store(e) => e.python_type(),
             InitError::CheckAborted(_) => "RuntimeError",
+            InitError::Telemetry(_) => "ValueError",
         }
     }
 }

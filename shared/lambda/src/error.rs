@@ -70,6 +70,7 @@ impl InitFailed {
 fn worded(err: &InitError) -> String {
     match err {
         InitError::Config(config) => format!("configuration error: {config}"),
+        InitError::Telemetry(endpoint) => format!("configuration error: {endpoint}"),
         other => other.to_string(),
     }
 }

@@ -2,6 +2,7 @@
 //! the failed message ids become the partial-batch response, and the context's deadline
 //! becomes an [`Instant`]. Nothing below this crate knows these types.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use aws_lambda_events::eventbridge::EventBridgeEvent;
@@ -10,6 +11,7 @@ pub use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsMessage, SqsMessageAttribute};
 use stm_runtime::queue::{ReceivedMessage, MESSAGE_KIND_ATTRIBUTE};
 use stm_runtime::sweeper::SweepSummary;
+use stm_runtime::telemetry::{self, TraceContext, AWS_TRACE_HEADER, TRACEPARENT_ATTRIBUTE};
 use stm_runtime::{Queue, Record, Worker};
 use stm_store::ExecutionStore;
 
@@ -30,7 +32,27 @@ pub fn record_from_sqs(message: &SqsMessage) -> Record {
             .get("ApproximateReceiveCount")
             .and_then(|n| n.parse().ok())
             .unwrap_or(1),
+        trace: trace_of(message),
     }
+}
+
+/// The trace context a Lambda SQS record carries: its `traceparent` message attribute,
+/// else the `AWSTraceHeader` system attribute a traced sender (or Lambda) set.
+fn trace_of(message: &SqsMessage) -> Option<TraceContext> {
+    let traceparent: BTreeMap<String, String> = message
+        .message_attributes
+        .get(TRACEPARENT_ATTRIBUTE)
+        .and_then(|a| a.string_value.clone())
+        .map(|v| (TRACEPARENT_ATTRIBUTE.to_string(), v))
+        .into_iter()
+        .collect();
+    let system: BTreeMap<String, String> = message
+        .attributes
+        .get(AWS_TRACE_HEADER)
+        .map(|v| (AWS_TRACE_HEADER.to_string(), v.clone()))
+        .into_iter()
+        .collect();
+    telemetry::carried(&traceparent, &system)
 }
 
 /// The records of an SQS event, in the event's order (FIFO order within each group).

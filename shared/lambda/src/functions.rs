@@ -33,7 +33,9 @@ pub async fn run_worker(actions: ActionRegistry) -> ExitCode {
             let (worker, check) = (&worker, &check);
             lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
                 check.passed().await?;
-                Ok::<SqsBatchResponse, Diagnostic>(worker_handler(worker, event).await)
+                let response = worker_handler(worker, event).await;
+                crate::logs::flush_spans().await;
+                Ok::<SqsBatchResponse, Diagnostic>(response)
             }))
             .await
         }
@@ -82,7 +84,9 @@ pub async fn run_relay() -> ExitCode {
         lambda_runtime::run(service_fn(
             move |event: LambdaEvent<EventBridgeEvent<serde_json::Value>>| async move {
                 check.passed().await?;
-                relay_handler(context, event).await.map_err(Diagnostic::from)
+                let answer = relay_handler(context, event).await;
+                crate::logs::flush_spans().await;
+                answer.map_err(Diagnostic::from)
             },
         ))
         .await
@@ -133,7 +137,9 @@ pub async fn run_sweeper() -> ExitCode {
         let (context, check) = (&context, &check);
         lambda_runtime::run(service_fn(move |event: LambdaEvent<SweeperTrigger>| async move {
             check.passed().await?;
-            sweeper_handler(context, event).await.map_err(Diagnostic::from)
+            let answer = sweeper_handler(context, event).await;
+            crate::logs::flush_spans().await;
+            answer.map_err(Diagnostic::from)
         }))
         .await
     })
@@ -208,7 +214,12 @@ where
     F: Future<Output = Result<(), lambda_runtime::Error>>,
 {
     let entered = std::time::SystemTime::now();
-    crate::logs::init();
+    if let Err(err) = crate::logs::init(name) {
+        let failed = InitFailed::new(name, err.into());
+        tracing::error!(error = %failed.reason(), "{name} init failed");
+        eprintln!("{failed}");
+        return ExitCode::FAILURE;
+    }
     let (context, check) = match FunctionContext::from_env_checking(function).await {
         Ok(built) => built,
         Err(err) => {

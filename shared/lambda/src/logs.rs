@@ -1,38 +1,82 @@
-//! What a function writes besides its answers: JSON log lines for CloudWatch, and the
-//! Embedded Metric Format lines the runtime writes on Lambda.
+//! What a function writes besides its answers: JSON log lines for CloudWatch, the
+//! Embedded Metric Format lines the runtime writes on Lambda, and, when OpenTelemetry's
+//! endpoint variables name a collector, its spans (`stm_runtime::telemetry::otlp`).
 
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use stm_runtime::telemetry::otlp::{self, Endpoint, EndpointError, OtlpHandle};
 use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{EnvFilter, Layer};
 
-/// JSON log lines on stdout (CloudWatch), level from `RUST_LOG` (default `info`), and the
-/// metric lines on unless `STM_METRICS` says otherwise.
-pub(crate) fn init() {
+/// The exporter of this process's spans, when there is one.
+static SPANS: OnceLock<OtlpHandle> = OnceLock::new();
+
+/// The longest an invocation waits, at its end, for its spans to reach the collector.
+const FLUSH_WAIT: Duration = Duration::from_millis(500);
+
+/// JSON log lines on stdout (CloudWatch), level from `RUST_LOG` (default `info`), the
+/// metric lines on unless `STM_METRICS` says otherwise, and the spans exported as
+/// `stm-{function}` when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) is set.
+/// An endpoint that is set but unusable fails the cold start with the reason.
+pub(crate) fn init(function: &str) -> Result<(), EndpointError> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing::subscriber::set_global_default(json_lines(filter, std::io::stdout));
+    let endpoint = Endpoint::from_lookup(|name| std::env::var(name).ok());
+    let spans = match &endpoint {
+        Ok(Some(endpoint)) => {
+            let (layer, handle) = otlp::layer(endpoint.clone(), &format!("stm-{function}"));
+            let _ = SPANS.set(handle);
+            Some(layer)
+        }
+        _ => None,
+    };
+    let subscriber = tracing_subscriber::registry()
+        .with(json_layer(std::io::stdout).with_filter(filter))
+        .with(spans);
+    let _ = tracing::subscriber::set_global_default(subscriber);
     stm_runtime::metrics::emit_by_default();
+    endpoint.map(|_| ())
+}
+
+/// Send the spans of the invocation ending now: Lambda freezes the process until the next
+/// one, and a batch left waiting would reach the collector only then.
+pub(crate) async fn flush_spans() {
+    if let Some(handle) = SPANS.get().cloned() {
+        let _ = tokio::task::spawn_blocking(move || handle.flush(FLUSH_WAIT)).await;
+    }
 }
 
 /// One JSON object a line. A line written while the worker handles a record carries the
 /// record's span, so that a CloudWatch Logs Insights query finds every line of one message
-/// or execution by a field (`span.message_id`, `span.group_id`, `span.execution_id`)
-/// instead of each call repeating them:
+/// or execution by a field (`span.message_id`, `span.group_id`, `span.execution_id`, and
+/// `span.trace_id`, the trace a collector shows) instead of each call repeating them:
 ///
 /// ```text
 /// {"timestamp":"…","level":"WARN","fields":{"message":"lost the CAS; redelivered","reason":"…"},
-///  "span":{"message_id":"…","group_id":"o-1","execution_id":"o-1","name":"record"}}
+///  "span":{"message_id":"…","group_id":"o-1","execution_id":"o-1","trace_id":"…","name":"record"}}
 /// ```
-fn json_lines<W>(filter: EnvFilter, writer: W) -> impl tracing::Subscriber + Send + Sync
+fn json_layer<S, W>(writer: W) -> impl Layer<S> + Send + Sync
 where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    tracing_subscriber::fmt()
+    tracing_subscriber::fmt::layer()
         .json()
-        .with_env_filter(filter)
         .with_target(false)
         .with_current_span(true)
         .with_span_list(false)
         .with_writer(writer)
-        .finish()
+}
+
+/// [`json_layer`] alone, filtered: the lines as a function writes them.
+#[cfg(test)]
+fn json_lines<W>(filter: EnvFilter, writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::registry().with(json_layer(writer).with_filter(filter))
 }
 
 #[cfg(test)]

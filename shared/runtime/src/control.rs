@@ -18,10 +18,12 @@ use std::sync::Arc;
 
 use stm_core::{engine, Definition, Event, Execution, Map, Status};
 use stm_store::{Commit, OutboxEntry};
+use tracing::Instrument;
 
 use crate::driver::{check_event_size, Driver};
 use crate::queue::{OutgoingMessage, Queue};
 use crate::relay;
+use crate::telemetry::{self, TraceContext};
 
 mod error;
 mod migrate;
@@ -110,7 +112,8 @@ impl Control {
         context: Option<Map>,
         execution_id: Option<&str>,
     ) -> Result<Execution, ControlError> {
-        stm_aws::as_function("operator", async {
+        let (ctx, span) = self.client_span(execution_id.unwrap_or("-"));
+        let work = stm_aws::as_function("operator", async {
             let mut exe = self
                 .driver
                 .new_execution(definition_id, context, execution_id)
@@ -133,14 +136,33 @@ impl Control {
                 .collect();
             self.flush(&outbox).await;
             Ok(exe)
-        })
-        .await
+        });
+        telemetry::in_context(ctx, work).instrument(span).await
+    }
+
+    /// The client's span of a send: the root of the trace its messages start, or a child
+    /// of the caller's current context ([`telemetry`]).
+    fn client_span(&self, execution_id: &str) -> (TraceContext, tracing::Span) {
+        let parent = telemetry::current();
+        let ctx = match parent {
+            Some(parent) => parent.child(),
+            None => TraceContext::new_trace(self.driver.clock.now()),
+        };
+        let span = tracing::info_span!(
+            "send",
+            execution_id,
+            trace_id = %telemetry::trace_id_field(&ctx),
+            span_id = %telemetry::span_id_field(&ctx),
+            parent_span_id = telemetry::parent_field(parent).as_deref(),
+        );
+        (ctx, span)
     }
 
     /// Publish `event` to execution `execution_id`, checked against the machine's
     /// declaration when the execution exists.
     pub async fn send(&self, execution_id: &str, event: &Event) -> Result<(), ControlError> {
-        stm_aws::as_function("operator", async {
+        let (ctx, span) = self.client_span(execution_id);
+        let work = stm_aws::as_function("operator", async {
             Self::check_alone(execution_id, event)?;
             if let Some(defn) = self.ready_for_events(execution_id).await? {
                 Driver::check_event(&defn, event)?;
@@ -158,8 +180,8 @@ impl Control {
                     message: failure.message.clone(),
                 }),
             }
-        })
-        .await
+        });
+        telemetry::in_context(ctx, work).instrument(span).await
     }
 
     /// Publish several events, each to its execution and each checked as [`send`] checks

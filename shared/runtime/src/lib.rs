@@ -43,6 +43,7 @@ pub mod remote;
 pub mod rollout;
 pub mod status;
 pub mod sweeper;
+pub mod telemetry;
 pub mod worker;
 
 pub use actions::{ActionFn, ActionInput, ActionRegistry, ActionState, UnboundActions};

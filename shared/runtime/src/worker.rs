@@ -83,6 +83,7 @@ use crate::doorbell::Doorbell;
 use crate::driver::{plan, Arrival, Driver, DriverError, Plan, SpawnParents, StepReport};
 use crate::queue::{Incoming, Queue};
 use crate::relay::{self, RelaySummary};
+use crate::telemetry;
 
 // coalescing a run of records for one execution into few commits
 mod burst;
@@ -280,23 +281,39 @@ impl Worker {
                 // round at their turn, and are skipped (or reported out of time)
                 let (indices, results) = match self.burst_at(records, index) {
                     Some(run) => {
+                        // each record its own span under its sender's, open while the burst
+                        // runs; the burst's work (and what it sends) under the first one's
+                        let contexts: Vec<telemetry::TraceContext> =
+                            run.indices.iter().map(|&at| telemetry::handling(records[at].trace)).collect();
+                        let members: Vec<tracing::Span> = run
+                            .indices
+                            .iter()
+                            .zip(&contexts)
+                            .map(|(&at, ctx)| {
+                                let span = handling_span(&records[at], ctx);
+                                span.record("execution_id", run.target_id.as_str());
+                                span
+                            })
+                            .collect();
                         let span = tracing::info_span!(
+                            parent: &members[0],
                             "burst",
                             group_id = group,
                             execution_id = %run.target_id,
                             records = run.indices.len(),
                         );
-                        let results = self
-                            .handle_burst(&run, deadline, &mut outcome.flushed)
+                        let results = telemetry::in_context(contexts[0], self.handle_burst(&run, deadline, &mut outcome.flushed))
                             .instrument(span)
                             .await;
+                        drop(members);
                         (run.indices, results)
                     }
                     None => {
-                        let result = self
-                            .handle_record(record, &mut parents, &mut outcome.flushed)
-                            .instrument(record_span(record))
-                            .await;
+                        let ctx = telemetry::handling(record.trace);
+                        let result =
+                            telemetry::in_context(ctx, self.handle_record(record, &mut parents, &mut outcome.flushed))
+                                .instrument(handling_span(record, &ctx))
+                                .await;
                         (vec![index], vec![result])
                     }
                 };
@@ -400,6 +417,7 @@ impl Worker {
             .driver
             .store
             .load_for_event(target_id, &event.id)
+            .instrument(tracing::info_span!("load", execution_id = target_id))
             .await
             .map_err(|e| classify(e.into()))?;
         let Some(mut exe) = exe else {
@@ -686,6 +704,11 @@ impl Worker {
         if !self.settings.inline_flush || !report.enqueued() {
             return Ok(());
         }
+        let span = tracing::info_span!(
+            "publish",
+            outbox = report.outbox.len(),
+            spawns = report.spawns.len()
+        );
         let summary = relay::deliver(
             self.driver.store.as_ref(),
             self.queue.as_ref(),
@@ -693,6 +716,7 @@ impl Worker {
             &report.spawns,
             &report.outbox,
         )
+        .instrument(span)
         .await;
         flushed.add(&summary);
         if summary.failed > 0 {
@@ -719,6 +743,21 @@ fn record_span(record: &Record) -> tracing::Span {
         message_id = %record.message_id,
         group_id = record.group_id.as_deref().unwrap_or("-"),
         execution_id = tracing::field::Empty,
+    )
+}
+
+/// [`record_span`] of the record's handling, with its trace context: the span a
+/// collector shows (see [`telemetry`]), whose parent is the span that sent the record.
+fn handling_span(record: &Record, ctx: &telemetry::TraceContext) -> tracing::Span {
+    tracing::info_span!(
+        "record",
+        message_id = %record.message_id,
+        group_id = record.group_id.as_deref().unwrap_or("-"),
+        execution_id = tracing::field::Empty,
+        receive_count = record.receive_count,
+        trace_id = %telemetry::trace_id_field(ctx),
+        span_id = %telemetry::span_id_field(ctx),
+        parent_span_id = telemetry::parent_field(record.trace).as_deref(),
     )
 }
 

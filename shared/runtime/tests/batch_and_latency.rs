@@ -36,6 +36,7 @@ async fn poison_in_the_middle_fails_only_its_group_then_dead_letters() {
         deduplication_id: "poison-1".into(),
         body: "{not json".into(),
         spawn: false,
+        trace: None,
     };
     let failures = queue
         .publish_batch(&[

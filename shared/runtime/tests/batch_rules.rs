@@ -89,6 +89,7 @@ fn poison(group: &str) -> OutgoingMessage {
         deduplication_id: format!("poison-{group}"),
         body: "{not json".into(),
         spawn: false,
+        trace: None,
     }
 }
 

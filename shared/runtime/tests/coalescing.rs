@@ -395,6 +395,7 @@ async fn a_suspended_execution_keeps_the_burst_in_parked_rows() {
         group_id: Some("c-1".into()),
         kind: None,
         receive_count: 2,
+        trace: None,
     };
     let again = s.worker.handle_batch(&[redelivered]).await.records;
     assert!(

@@ -63,6 +63,7 @@ fn record(message_id: &str, body: &str, group: &str) -> Record {
         group_id: Some(group.into()),
         kind: None,
         receive_count: 1,
+        trace: None,
     }
 }
 

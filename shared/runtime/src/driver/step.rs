@@ -2,6 +2,7 @@
 //! routed to `on error` or failing the execution), the step's commit prepared from its
 //! effects, and written atomically. Every runner steps through here.
 
+use tracing::Instrument;
 use stm_core::engine::{self, ActionCall, ActionError, ActionHost, Effect, StepError};
 use stm_core::{Definition, Event, Execution, Map, Status, Value};
 use stm_store::{Commit, OutboxEntry, SpawnEntry, SpawnIntent, StoreError, TimerClaim, TimerOp};
@@ -382,10 +383,23 @@ impl Driver {
         let before = exe.clone();
         let mut step = self
             .prepare_checked(defn, exe, event, Undo::Snapshot(&before), &[])
+            .instrument(tracing::info_span!(
+                "step",
+                event_kind = event.map_or("Start", |e| e.kind.as_str()),
+                from = before.active_path.as_deref().unwrap_or("None"),
+            ))
             .await?;
         step.commit.unpark.extend(unpark.clone());
         let actions = step.report.actions.clone();
-        match self.commit_prepared(exe, step).await {
+        let commit_span = tracing::info_span!(
+            "commit",
+            version = exe.version + 1,
+            to = exe.active_path.as_deref().unwrap_or("None"),
+            outbox = step.commit.emits.len(),
+            spawns = step.commit.spawns.len(),
+            timers = step.commit.timers.len(),
+        );
+        match self.commit_prepared(exe, step).instrument(commit_span).await {
             Err(DriverError::Store(err @ StoreError::TooLarge(_))) => {
                 // A commit the store refuses whatever the retry (DynamoDB: an item over
                 // 400 KB, over 100 actions or 4 MB in the transaction; a context too large, a

@@ -112,6 +112,7 @@ pub async fn bodies_groups_and_kinds_round_trip<Q: Queue>(make: impl AsyncFn() -
         group_id: "exe-1.c".into(),
         deduplication_id: "spawn-exe-1-3".into(),
         spawn: true,
+        trace: None,
     };
     publish_all(&queue, &[sent.clone(), spawn.clone()]).await;
     let mut got = receive_count(&queue, 2).await;

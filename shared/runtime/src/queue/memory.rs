@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use crate::telemetry::TRACEPARENT_ATTRIBUTE;
 use super::{
     message_problem, BatchSize, OutgoingMessage, PublishFailure, Queue, QueueError, ReceivedMessage,
     MAX_BATCH, MESSAGE_KIND_ATTRIBUTE, SPAWN_KIND,
@@ -216,6 +217,9 @@ impl Queue for MemoryQueue {
             let mut message_attributes = BTreeMap::new();
             if m.message.spawn {
                 message_attributes.insert(MESSAGE_KIND_ATTRIBUTE.to_string(), SPAWN_KIND.to_string());
+            }
+            if let Some(ctx) = &m.message.trace {
+                message_attributes.insert(TRACEPARENT_ATTRIBUTE.to_string(), ctx.traceparent());
             }
             out.push(ReceivedMessage {
                 message_id: m.message_id.clone(),

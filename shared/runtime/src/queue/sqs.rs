@@ -12,6 +12,7 @@ use serde_json::json;
 use stm_core::Value;
 
 use super::QueueError;
+use crate::telemetry::TRACEPARENT_ATTRIBUTE;
 use super::{
     plan_batches, OutgoingMessage, PublishFailure, Queue, ReceivedMessage, MAX_BATCH, MAX_MESSAGE_BYTES,
     MESSAGE_KIND_ATTRIBUTE, SPAWN_KIND,
@@ -415,6 +416,16 @@ impl SqsQueue {
                     .build()
                 {
                     Ok(attr) => entry = entry.message_attributes(MESSAGE_KIND_ATTRIBUTE, attr),
+                    Err(e) => return whole_chunk_failed(chunk, "Build", &e.to_string()),
+                }
+            }
+            if let Some(ctx) = &message.trace {
+                match MessageAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(ctx.traceparent())
+                    .build()
+                {
+                    Ok(attr) => entry = entry.message_attributes(TRACEPARENT_ATTRIBUTE, attr),
                     Err(e) => return whole_chunk_failed(chunk, "Build", &e.to_string()),
                 }
             }

@@ -10,6 +10,8 @@ use stm_core::{Event, Map, Value};
 use stm_store::{OutboxEntry, SpawnEntry};
 
 use super::PublishFailure;
+use crate::driver::Clock;
+use crate::telemetry::{self, TraceContext};
 
 /// The message attribute that marks a non-event message, and its value for a spawn intent.
 pub const MESSAGE_KIND_ATTRIBUTE: &str = "stm_kind";
@@ -189,6 +191,10 @@ pub struct OutgoingMessage {
     pub body: String,
     /// A spawn intent (sent with the `stm_kind = spawn` attribute).
     pub spawn: bool,
+    /// The trace context it carries as its `traceparent` attribute
+    /// ([`telemetry`](crate::telemetry)): the span that sent it. `None` when the body
+    /// leaves no room for the attribute.
+    pub trace: Option<TraceContext>,
 }
 
 /// A deduplication id from the parts of a logical send: the SHA-256 of the parts (hex,
@@ -253,9 +259,30 @@ fn spawn_body(seq: i64, parent_id: &str, child_id: &str, root_path: &str, contex
 }
 
 impl OutgoingMessage {
+    /// A message carrying the current trace context ([`telemetry::current`]), or a new
+    /// trace's, when the attribute fits under SQS's limit beside the body.
+    fn new(group_id: String, deduplication_id: String, body: String, spawn: bool) -> Self {
+        let fits = sqs_message_bytes(body.len(), spawn) + telemetry::TRACEPARENT_ATTRIBUTE_BYTES <= MAX_MESSAGE_BYTES;
+        let trace = fits.then(|| {
+            telemetry::current().unwrap_or_else(|| TraceContext::new_trace(crate::driver::SystemClock.now()))
+        });
+        OutgoingMessage {
+            group_id,
+            deduplication_id,
+            body,
+            spawn,
+            trace,
+        }
+    }
+
     /// Its size as SQS counts it ([`sqs_message_bytes`]).
     pub fn sqs_bytes(&self) -> usize {
-        sqs_message_bytes(self.body.len(), self.spawn)
+        let trace = if self.trace.is_some() {
+            telemetry::TRACEPARENT_ATTRIBUTE_BYTES
+        } else {
+            0
+        };
+        sqs_message_bytes(self.body.len(), self.spawn) + trace
     }
 
     /// A committed outbox entry (`None`: an entry without a target, nothing to send).
@@ -264,12 +291,7 @@ impl OutgoingMessage {
     /// one's inside SQS's five minutes, and must not be dropped as its duplicate.
     pub fn outbox(entry: &OutboxEntry) -> Option<Self> {
         let target = entry.target_id.as_ref()?;
-        Some(OutgoingMessage {
-            group_id: target.clone(),
-            deduplication_id: deduplication_id(&["outbox", &entry.seq.to_string(), &entry.event.id]),
-            body: event_body(&entry.event),
-            spawn: false,
-        })
+        Some(OutgoingMessage::new(target.clone(), deduplication_id(&["outbox", &entry.seq.to_string(), &entry.event.id]), event_body(&entry.event), false))
     }
 
     /// A committed spawn intent, to the child's group, deduplicated by the row and the
@@ -282,35 +304,20 @@ impl OutgoingMessage {
             &entry.root_path,
             &entry.context,
         );
-        OutgoingMessage {
-            group_id: entry.child_id.clone(),
-            deduplication_id: deduplication_id(&["spawn", &entry.seq.to_string(), &entry.child_id]),
-            body: body.to_string(),
-            spawn: true,
-        }
+        OutgoingMessage::new(entry.child_id.clone(), deduplication_id(&["spawn", &entry.seq.to_string(), &entry.child_id]), body.to_string(), true)
     }
 
     /// An event sent from outside (an operator, a client, the control plane): deduplicated
     /// by its event id and target, since one event may go to several groups (a broadcast).
     pub fn event(target_id: &str, event: &Event) -> Self {
-        OutgoingMessage {
-            group_id: target_id.to_string(),
-            deduplication_id: deduplication_id(&["event", target_id, &event.id]),
-            body: event_body(event),
-            spawn: false,
-        }
+        OutgoingMessage::new(target_id.to_string(), deduplication_id(&["event", target_id, &event.id]), event_body(event), false)
     }
 
     /// A due timer's `Timeout`: deduplicated by the timer's identity (its event id is
     /// derived from execution, path and fire_at), so a double sweep sends one message.
     pub fn timeout(execution_id: &str, path: &str, fire_at: f64) -> Self {
         let event = stm_core::engine::timeout_event(execution_id, path, fire_at);
-        OutgoingMessage {
-            group_id: execution_id.to_string(),
-            deduplication_id: deduplication_id(&["timeout", &event.id]),
-            body: event_body(&event),
-            spawn: false,
-        }
+        OutgoingMessage::new(execution_id.to_string(), deduplication_id(&["timeout", &event.id]), event_body(&event), false)
     }
 }
 

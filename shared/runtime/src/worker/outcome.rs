@@ -10,6 +10,7 @@ use stm_store::StoreError;
 use crate::driver::DriverError;
 use crate::queue::{Poison, ReceivedMessage, MESSAGE_KIND_ATTRIBUTE};
 use crate::relay::RelaySummary;
+use crate::telemetry::{self, TraceContext};
 
 /// One SQS record, whatever delivered it (the Lambda event source or the local poller).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -22,6 +23,9 @@ pub struct Record {
     pub kind: Option<String>,
     /// SQS's `ApproximateReceiveCount` (1 on the first delivery).
     pub receive_count: u32,
+    /// The trace context its sender gave it ([`telemetry::carried`]): its `traceparent`
+    /// attribute, or X-Ray's `AWSTraceHeader`.
+    pub trace: Option<TraceContext>,
 }
 
 impl Record {
@@ -33,6 +37,7 @@ impl Record {
             group_id: message.group_id.clone(),
             kind: message.message_attributes.get(MESSAGE_KIND_ATTRIBUTE).cloned(),
             receive_count: message.receive_count.max(1),
+            trace: telemetry::carried(&message.message_attributes, &message.attributes),
         }
     }
 }

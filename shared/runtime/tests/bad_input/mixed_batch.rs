@@ -26,6 +26,7 @@ fn raw(group: &str, dedup: &str, body: &str, spawn: bool) -> OutgoingMessage {
         deduplication_id: dedup.into(),
         body: body.into(),
         spawn,
+        trace: None,
     }
 }
 

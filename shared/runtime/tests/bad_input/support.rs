@@ -89,6 +89,7 @@ pub(crate) fn record(message_id: &str, body: &str, group: Option<&str>, kind: Op
         group_id: group.map(Into::into),
         kind: kind.map(Into::into),
         receive_count: 1,
+        trace: None,
     }
 }
 

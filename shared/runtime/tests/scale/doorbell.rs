@@ -177,6 +177,7 @@ impl SimDoorbells {
                 group_id: None,
                 kind: None,
                 receive_count: bell.receive_count,
+                trace: None,
             });
             st.in_flight.insert(bell.message_id.clone(), (bell, at));
         }

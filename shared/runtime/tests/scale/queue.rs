@@ -310,6 +310,7 @@ impl SimQueue {
                 group_id: Some(group_id.clone()),
                 kind: m.message.spawn.then(|| SPAWN_KIND.to_string()),
                 receive_count: m.receive_count,
+                trace: m.message.trace,
             }));
             received.taken.push((group_id, taken));
         }

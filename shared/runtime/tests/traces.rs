@@ -1,0 +1,268 @@
+//! One trace across the functions, exported as OTLP/JSON to a collector of the test's own
+//! (an HTTP listener that keeps what it is posted), over DynamoDB and SQS FIFO (moto, the
+//! strict layer): the client's send is the root; each record's handling is a span whose
+//! parent is the span that sent its message, with its load, step, commit and publish
+//! under it; the children a fan-out spawned are handled under the parent's span that
+//! published their spawn intents, and the join's records under each child's. A record
+//! redelivered after the worker died between its commit and its flush is in the same
+//! trace, under the same send.
+//!
+//! What is not traced yet: the relay's and the sweeper's sends (a timer's `Timeout`, a
+//! row the relay publishes start traces of their own), and X-Ray.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::hooked_store::{HookedStore, StoreHook};
+use common::Stack;
+use serde_json::{json, Value};
+use stm_runtime::queue::SqsQueue;
+use stm_runtime::telemetry::otlp::{self, Endpoint};
+use stm_store::{StoreError, Written};
+use tracing_subscriber::layer::SubscriberExt;
+
+/// An OTLP/HTTP collector in a thread: every body posted to it, parsed.
+struct Collector {
+    url: String,
+    bodies: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Collector {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a port");
+        let url = format!("http://{}", listener.local_addr().expect("its address"));
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let kept = bodies.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                if let Some(body) = read_request(&mut stream) {
+                    kept.lock().expect("bodies").push(body);
+                }
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            }
+        });
+        Collector { url, bodies }
+    }
+
+    /// Every span received so far, by its id.
+    fn spans(&self) -> BTreeMap<String, Value> {
+        let bodies = self.bodies.lock().expect("bodies");
+        let mut out = BTreeMap::new();
+        for body in bodies.iter() {
+            for resource in body["resourceSpans"].as_array().into_iter().flatten() {
+                for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+                    for span in scope["spans"].as_array().into_iter().flatten() {
+                        out.insert(span["spanId"].as_str().expect("spanId").to_string(), span.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One HTTP request's body, as JSON: `POST /v1/traces` with a `Content-Length`.
+fn read_request(stream: &mut std::net::TcpStream) -> Option<Value> {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    let header_end = loop {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        data.extend_from_slice(&buf[..n]);
+        if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&data[..header_end]).to_string();
+    assert!(head.starts_with("POST /v1/traces HTTP/1.1"), "{head}");
+    assert!(head.contains("Content-Type: application/json"), "{head}");
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .and_then(|n| n.trim().parse().ok())?;
+    while data.len() < header_end + length {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        data.extend_from_slice(&buf[..n]);
+    }
+    serde_json::from_slice(&data[header_end..header_end + length]).ok()
+}
+
+/// Dies once, armed: after the next commit made durable, before its flush (the worker
+/// never learns its write landed, and the record is redelivered).
+#[derive(Default)]
+struct DiesAfterCommit(AtomicBool);
+
+#[async_trait::async_trait]
+impl StoreHook for DiesAfterCommit {
+    fn committed(&self, _written: &Written) -> Result<(), StoreError> {
+        if self.0.swap(false, Ordering::SeqCst) {
+            return Err(StoreError::retryable("the worker died after its commit"));
+        }
+        Ok(())
+    }
+}
+
+fn attribute<'a>(span: &'a Value, key: &str) -> Option<&'a str> {
+    span["attributes"]
+        .as_array()?
+        .iter()
+        .find(|a| a["key"] == key)
+        .and_then(|a| a["value"]["stringValue"].as_str())
+}
+
+#[tokio::test]
+async fn a_fan_out_is_one_trace_from_the_send_to_the_join() {
+    let collector = Collector::start();
+    let (layer, handle) = otlp::layer(Endpoint::base(&collector.url).expect("an http URL"), "stm-test");
+    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+
+    let parts = common::moto_parts("traces", 1, 50).await;
+    let hook = Arc::new(DiesAfterCommit::default());
+    let store = Arc::new(HookedStore::new(parts.store.clone(), ArcHook(hook.clone())));
+    let queue = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
+    let stack = Stack::new(store, queue);
+    let root = "fan-1";
+    stack
+        .control
+        .create(
+            "FanOut",
+            Some(common::object(json!({"recipients": ["a", "b", "c"]}))),
+            Some(root),
+        )
+        .await
+        .expect("created");
+    // the root's Start commits its three spawn intents, and the worker dies before it
+    // publishes them: its record comes back
+    hook.0.store(true, Ordering::SeqCst);
+    stack.drain().await;
+    assert_eq!(stack.load(root).await.active_path.as_deref(), Some("AllSent"));
+
+    handle.flush(Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let spans = loop {
+        let spans = collector.spans();
+        let joined = spans
+            .values()
+            .filter(|s| s["name"] == "record" && attribute(s, "execution_id") == Some(root))
+            .count();
+        if joined >= 5 || Instant::now() > deadline {
+            break spans;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(handle.dropped(), 0);
+    assert_eq!(handle.failed_requests(), 0);
+
+    // one trace, rooted at the client's send
+    let sends: Vec<&Value> = spans.values().filter(|s| s["name"] == "send").collect();
+    assert_eq!(sends.len(), 1, "{sends:#?}");
+    let send = sends[0];
+    assert!(send.get("parentSpanId").is_none(), "the send is the root: {send}");
+    let trace = send["traceId"].as_str().expect("traceId");
+    let outside: Vec<&Value> = spans.values().filter(|s| s["traceId"] != trace).collect();
+    assert!(outside.is_empty(), "spans outside the send's trace: {outside:#?}");
+    let parent_of = |s: &Value| s["parentSpanId"].as_str().map(str::to_string);
+    let records_of = |id: &str| -> Vec<&Value> {
+        spans
+            .values()
+            .filter(|s| s["name"] == "record" && attribute(s, "execution_id") == Some(id))
+            .collect()
+    };
+
+    // the root's Start, twice: its first delivery (died after the commit) and its
+    // redelivery, both under the send
+    let root_records = records_of(root);
+    let starts: Vec<&&Value> = root_records
+        .iter()
+        .filter(|s| parent_of(s).as_deref() == send["spanId"].as_str())
+        .collect();
+    let counts: Vec<&str> = starts.iter().filter_map(|s| attribute(s, "receive_count")).collect();
+    assert_eq!(starts.len(), 2, "the Start's deliveries: {root_records:#?}");
+    assert!(counts.contains(&"1") && counts.contains(&"2"), "{counts:?}");
+
+    // each child under the root record that published its spawn intent (the redelivery),
+    // and each child's end reported to the root under that child's span: the join
+    let children: Vec<String> = stack.load(root).await.children.keys().cloned().collect();
+    assert_eq!(children.len(), 3);
+    let start_ids: Vec<String> = starts.iter().map(|s| s["spanId"].as_str().expect("id").to_string()).collect();
+    for child in &children {
+        let records = records_of(child);
+        assert!(!records.is_empty(), "no span for child {child}");
+        for record in &records {
+            assert!(
+                parent_of(record).is_some_and(|p| start_ids.contains(&p)),
+                "child {child}'s record is not under the root's Start: {record}"
+            );
+        }
+        let child_ids: Vec<String> = records.iter().map(|s| s["spanId"].as_str().expect("id").to_string()).collect();
+        let reported = root_records
+            .iter()
+            .filter(|s| parent_of(s).is_some_and(|p| child_ids.contains(&p)))
+            .count();
+        assert_eq!(reported, 1, "child {child}'s end reaches the root once, under its span");
+    }
+
+    // each record that stepped has its load, step, commit (and publish when it sent
+    // anything) under it
+    let by_parent: HashMap<String, Vec<&Value>> = spans.values().fold(HashMap::new(), |mut acc, s| {
+        if let Some(p) = parent_of(s) {
+            acc.entry(p).or_default().push(s);
+        }
+        acc
+    });
+    let names = |id: &str| -> Vec<String> {
+        let mut names: Vec<String> = by_parent
+            .get(id)
+            .into_iter()
+            .flatten()
+            .filter(|s| s["name"] != "record")
+            .map(|s| s["name"].as_str().unwrap_or_default().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    let known = ["burst", "commit", "load", "publish", "step"];
+    for record in spans.values().filter(|s| s["name"] == "record") {
+        let inner = names(record["spanId"].as_str().expect("id"));
+        assert!(inner.iter().all(|n| known.contains(&n.as_str())), "{inner:?}");
+    }
+    // a child's record creates it (no load), steps its start to its end, and publishes
+    // the end to its parent
+    for child in &children {
+        for record in records_of(child) {
+            assert_eq!(names(record["spanId"].as_str().expect("id")), ["commit", "publish", "step"]);
+        }
+    }
+    let first = starts
+        .iter()
+        .find(|s| attribute(s, "receive_count") == Some("1"))
+        .expect("the first delivery");
+    assert_eq!(names(first["spanId"].as_str().expect("id")), ["commit", "load", "step"]);
+    let commit = by_parent[first["spanId"].as_str().expect("id")]
+        .iter()
+        .find(|s| s["name"] == "commit")
+        .expect("its commit");
+    assert_eq!(attribute(commit, "spawns"), Some("3"), "{commit}");
+}
+
+/// The hook behind an `Arc`, so the test can arm it after the stack is built.
+struct ArcHook(Arc<DiesAfterCommit>);
+
+#[async_trait::async_trait]
+impl StoreHook for ArcHook {
+    fn committed(&self, written: &Written) -> Result<(), StoreError> {
+        self.0.committed(written)
+    }
+}
