@@ -42,6 +42,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use stm_runtime::eventsource::{self, EventSourceSettings, Schedules};
 use stm_runtime::queue::SqsQueue;
+use stm_runtime::telemetry::otlp::Endpoint;
 use stm_runtime::{ActionRegistry, Driver, Queue, Worker, WorkerSettings};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
@@ -120,6 +121,11 @@ pub struct LocalArgs {
         value_name = "LAYOUT"
     )]
     pub fan_out_join: String,
+    /// Export the functions' spans (one trace per piece of work, from the send to the
+    /// join) to this OpenTelemetry collector, OTLP over HTTP: its base URL, such as
+    /// http://localhost:4318 (spans go to its /v1/traces).
+    #[arg(long, env = stm_env::OTEL_ENDPOINT, value_name = "URL")]
+    pub otel: Option<String>,
 }
 
 /// `stm local`, until Ctrl-C or SIGTERM.
@@ -159,7 +165,12 @@ async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     if args.print_env {
         return print_env(&dep, &args, &definitions_dir).await;
     }
-    console::init();
+    let otel = args
+        .otel
+        .as_deref()
+        .map(|url| Endpoint::base(url).map_err(|e| usage(format!("--otel: {e}"))))
+        .transpose()?;
+    let spans = console::init(otel);
     let stop = stop_on_signals()?;
     // a signal while starting stops at once: what was started (moto, the lock) is
     // dropped with the future, which kills moto and removes the lock file
@@ -181,6 +192,10 @@ async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     drop(lock);
     if let Some(moto) = moto {
         moto.stop();
+    }
+    if let Some(spans) = spans {
+        // the last batch, before the process ends
+        let _ = tokio::task::spawn_blocking(move || spans.flush(Duration::from_secs(2))).await;
     }
     result
 }

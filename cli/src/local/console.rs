@@ -17,24 +17,31 @@
 use std::fmt::{self, Write as _};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use stm_runtime::telemetry::otlp::{self, Endpoint, OtlpHandle};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// The filter without `RUST_LOG`.
 const DEFAULT_FILTER: &str = "warn,stm=info,stm_runtime=info,stm_store=info,stm_core=info";
 
-/// Install the console subscriber (once; a second call changes nothing).
-pub fn init() {
+/// Install the console subscriber (once; a second call changes nothing), and with
+/// `otel` the spans' exporter to that collector (`stm local --otel URL`), whose handle
+/// flushes them at the end.
+pub fn init(otel: Option<Endpoint>) -> Option<OtlpHandle> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let (spans, handle) = otel.map(|endpoint| otlp::layer(endpoint, "stm-local")).unzip();
+    let lines = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .event_format(Console)
-        .try_init();
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry().with(lines).with(spans).try_init();
+    handle
 }
 
 /// The line format.

@@ -132,6 +132,7 @@ impl Control {
                     seq: *seq,
                     target_id: Some(id.clone()),
                     event: start.clone(),
+                    trace_context: None,
                 })
                 .collect();
             self.flush(&outbox).await;
@@ -377,6 +378,7 @@ impl Control {
                         seq: *seq,
                         target_id: Some(exe.id.clone()),
                         event: cancel.clone(),
+                        trace_context: None,
                     })
                     .collect();
                 self.flush(&outbox).await;

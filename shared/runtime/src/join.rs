@@ -117,6 +117,7 @@ async fn publish(queue: &dyn Queue, entry: &OutboxEntry, event: Event) -> bool {
         seq: entry.seq,
         target_id: entry.target_id.clone(),
         event,
+        trace_context: None,
     };
     let Some(message) = OutgoingMessage::outbox(&row) else {
         return false;
@@ -161,6 +162,7 @@ mod tests {
             seq,
             target_id: Some("p".into()),
             event: Event::with_data("Finished", data).with_id(format!("finished-{index}")),
+            trace_context: None,
         }
     }
 

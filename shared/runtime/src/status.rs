@@ -341,7 +341,8 @@ mod tests {
         assert!(is_notice(&OutboxEntry {
             seq: 1,
             target_id: None,
-            event
+            event,
+            trace_context: None,
         }));
     }
 

@@ -104,7 +104,10 @@ mod tests {
     fn the_attribute_size_is_what_a_traceparent_takes() {
         let ctx = TraceContext::new_trace(1.0);
         assert_eq!(ctx.traceparent().len(), TRACEPARENT_LEN);
-        assert_eq!(TRACEPARENT_ATTRIBUTE_BYTES, "traceparent".len() + "String".len() + 55);
+        assert_eq!(
+            TRACEPARENT_ATTRIBUTE_BYTES,
+            "traceparent".len() + "String".len() + 55
+        );
     }
 
     #[test]

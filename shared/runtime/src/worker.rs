@@ -283,8 +283,11 @@ impl Worker {
                     Some(run) => {
                         // each record its own span under its sender's, open while the burst
                         // runs; the burst's work (and what it sends) under the first one's
-                        let contexts: Vec<telemetry::TraceContext> =
-                            run.indices.iter().map(|&at| telemetry::handling(records[at].trace)).collect();
+                        let contexts: Vec<telemetry::TraceContext> = run
+                            .indices
+                            .iter()
+                            .map(|&at| telemetry::handling(records[at].trace))
+                            .collect();
                         let members: Vec<tracing::Span> = run
                             .indices
                             .iter()
@@ -302,18 +305,23 @@ impl Worker {
                             execution_id = %run.target_id,
                             records = run.indices.len(),
                         );
-                        let results = telemetry::in_context(contexts[0], self.handle_burst(&run, deadline, &mut outcome.flushed))
-                            .instrument(span)
-                            .await;
+                        let results = telemetry::in_context(
+                            contexts[0],
+                            self.handle_burst(&run, deadline, &mut outcome.flushed),
+                        )
+                        .instrument(span)
+                        .await;
                         drop(members);
                         (run.indices, results)
                     }
                     None => {
                         let ctx = telemetry::handling(record.trace);
-                        let result =
-                            telemetry::in_context(ctx, self.handle_record(record, &mut parents, &mut outcome.flushed))
-                                .instrument(handling_span(record, &ctx))
-                                .await;
+                        let result = telemetry::in_context(
+                            ctx,
+                            self.handle_record(record, &mut parents, &mut outcome.flushed),
+                        )
+                        .instrument(handling_span(record, &ctx))
+                        .await;
                         (vec![index], vec![result])
                     }
                 };

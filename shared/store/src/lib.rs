@@ -79,6 +79,11 @@ pub struct Commit {
     /// guard with it, as it does for every commit of an execution with events parked
     /// ([`parked`]).
     pub ends_parking: bool,
+    /// The trace context (a W3C `traceparent`) of the work that made this commit: written
+    /// on its outbox and spawn rows ([`OutboxEntry::trace_context`]), so whoever
+    /// publishes them, the inline flush or the relay, continues that trace. Not harel's:
+    /// its relay ignores the rows' extra attribute.
+    pub trace_context: Option<String>,
 }
 
 impl Commit {
@@ -96,6 +101,10 @@ impl Commit {
         }
         self.unpark.extend(later.unpark);
         self.ends_parking |= later.ends_parking;
+        // a burst's rows continue its first step's trace
+        if self.trace_context.is_none() {
+            self.trace_context = later.trace_context;
+        }
     }
 }
 
@@ -234,6 +243,9 @@ pub struct OutboxEntry {
     pub seq: i64,
     pub target_id: Option<String>,
     pub event: Event,
+    /// The trace context its commit was made in ([`Commit::trace_context`]), when the row
+    /// was read back from the store and carries one.
+    pub trace_context: Option<String>,
 }
 
 impl OutboxEntry {
@@ -263,6 +275,8 @@ pub struct SpawnEntry {
     pub child_id: String,
     pub root_path: String,
     pub context: Map,
+    /// As [`OutboxEntry::trace_context`].
+    pub trace_context: Option<String>,
 }
 
 /// What [`ExecutionStore::claim_timer`] found: whether a `Timeout` is its timer's

@@ -421,6 +421,7 @@ impl ExecutionStore for MemoryStore {
                     child_id: spawn.child_id,
                     root_path: spawn.root_path,
                     context: spawn.context,
+                    trace_context: commit.trace_context.clone(),
                 },
             );
         }
@@ -433,6 +434,7 @@ impl ExecutionStore for MemoryStore {
                     seq,
                     target_id,
                     event,
+                    trace_context: commit.trace_context.clone(),
                 },
             );
             written.outbox.push(seq);

@@ -98,6 +98,7 @@ fn split_off(c: &mut Commit, at: &Lengths) -> Commit {
         // a burst never parks an event, nor ends a run without stepping one
         park: None,
         ends_parking: false,
+        trace_context: c.trace_context.clone(),
     }
 }
 

@@ -2,10 +2,10 @@
 //! routed to `on error` or failing the execution), the step's commit prepared from its
 //! effects, and written atomically. Every runner steps through here.
 
-use tracing::Instrument;
 use stm_core::engine::{self, ActionCall, ActionError, ActionHost, Effect, StepError};
 use stm_core::{Definition, Event, Execution, Map, Status, Value};
 use stm_store::{Commit, OutboxEntry, SpawnEntry, SpawnIntent, StoreError, TimerClaim, TimerOp};
+use tracing::Instrument;
 
 use super::error::check_step_messages;
 use super::plan::{plan, Arrival, Plan};
@@ -615,6 +615,8 @@ impl Driver {
             timers: collected.timers,
             spawns: collected.spawns,
             traces,
+            // its rows continue the trace of the work that made it, whoever publishes them
+            trace_context: crate::telemetry::current().map(|ctx| ctx.traceparent()),
             ..Commit::default()
         };
         PreparedStep { commit, report }
@@ -645,6 +647,7 @@ pub(crate) fn outbox_entries(seqs: &[i64], emits: Vec<(Option<String>, Event)>) 
             seq: *seq,
             target_id,
             event,
+            trace_context: None,
         })
         .collect()
 }
@@ -659,6 +662,7 @@ pub(crate) fn spawn_entries(parent_id: &str, seqs: &[i64], spawns: Vec<SpawnInte
             child_id: spawn.child_id,
             root_path: spawn.root_path,
             context: spawn.context,
+            trace_context: None,
         })
         .collect()
 }

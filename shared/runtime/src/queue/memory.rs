@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use crate::telemetry::TRACEPARENT_ATTRIBUTE;
 use super::{
     message_problem, BatchSize, OutgoingMessage, PublishFailure, Queue, QueueError, ReceivedMessage,
     MAX_BATCH, MESSAGE_KIND_ATTRIBUTE, SPAWN_KIND,
 };
+use crate::telemetry::TRACEPARENT_ATTRIBUTE;
 
 #[derive(Debug, Clone)]
 struct StoredMessage {

@@ -12,11 +12,11 @@ use serde_json::json;
 use stm_core::Value;
 
 use super::QueueError;
-use crate::telemetry::TRACEPARENT_ATTRIBUTE;
 use super::{
     plan_batches, OutgoingMessage, PublishFailure, Queue, ReceivedMessage, MAX_BATCH, MAX_MESSAGE_BYTES,
     MESSAGE_KIND_ATTRIBUTE, SPAWN_KIND,
 };
+use crate::telemetry::TRACEPARENT_ATTRIBUTE;
 
 /// The SQS FIFO queue.
 #[derive(Clone, Debug)]

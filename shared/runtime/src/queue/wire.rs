@@ -259,12 +259,23 @@ fn spawn_body(seq: i64, parent_id: &str, child_id: &str, root_path: &str, contex
 }
 
 impl OutgoingMessage {
-    /// A message carrying the current trace context ([`telemetry::current`]), or a new
-    /// trace's, when the attribute fits under SQS's limit beside the body.
-    fn new(group_id: String, deduplication_id: String, body: String, spawn: bool) -> Self {
-        let fits = sqs_message_bytes(body.len(), spawn) + telemetry::TRACEPARENT_ATTRIBUTE_BYTES <= MAX_MESSAGE_BYTES;
+    /// A message carrying `trace` (a row's, [`OutboxEntry::trace_context`]), else the
+    /// current trace context ([`telemetry::current`]), else a new trace's, when the
+    /// attribute fits under SQS's limit beside the body.
+    fn new(
+        group_id: String,
+        deduplication_id: String,
+        body: String,
+        spawn: bool,
+        trace: Option<&str>,
+    ) -> Self {
+        let fits = sqs_message_bytes(body.len(), spawn) + telemetry::TRACEPARENT_ATTRIBUTE_BYTES
+            <= MAX_MESSAGE_BYTES;
         let trace = fits.then(|| {
-            telemetry::current().unwrap_or_else(|| TraceContext::new_trace(crate::driver::SystemClock.now()))
+            trace
+                .and_then(TraceContext::from_traceparent)
+                .or_else(telemetry::current)
+                .unwrap_or_else(|| TraceContext::new_trace(crate::driver::SystemClock.now()))
         });
         OutgoingMessage {
             group_id,
@@ -291,7 +302,13 @@ impl OutgoingMessage {
     /// one's inside SQS's five minutes, and must not be dropped as its duplicate.
     pub fn outbox(entry: &OutboxEntry) -> Option<Self> {
         let target = entry.target_id.as_ref()?;
-        Some(OutgoingMessage::new(target.clone(), deduplication_id(&["outbox", &entry.seq.to_string(), &entry.event.id]), event_body(&entry.event), false))
+        Some(OutgoingMessage::new(
+            target.clone(),
+            deduplication_id(&["outbox", &entry.seq.to_string(), &entry.event.id]),
+            event_body(&entry.event),
+            false,
+            entry.trace_context.as_deref(),
+        ))
     }
 
     /// A committed spawn intent, to the child's group, deduplicated by the row and the
@@ -304,20 +321,38 @@ impl OutgoingMessage {
             &entry.root_path,
             &entry.context,
         );
-        OutgoingMessage::new(entry.child_id.clone(), deduplication_id(&["spawn", &entry.seq.to_string(), &entry.child_id]), body.to_string(), true)
+        OutgoingMessage::new(
+            entry.child_id.clone(),
+            deduplication_id(&["spawn", &entry.seq.to_string(), &entry.child_id]),
+            body.to_string(),
+            true,
+            entry.trace_context.as_deref(),
+        )
     }
 
     /// An event sent from outside (an operator, a client, the control plane): deduplicated
     /// by its event id and target, since one event may go to several groups (a broadcast).
     pub fn event(target_id: &str, event: &Event) -> Self {
-        OutgoingMessage::new(target_id.to_string(), deduplication_id(&["event", target_id, &event.id]), event_body(event), false)
+        OutgoingMessage::new(
+            target_id.to_string(),
+            deduplication_id(&["event", target_id, &event.id]),
+            event_body(event),
+            false,
+            None,
+        )
     }
 
     /// A due timer's `Timeout`: deduplicated by the timer's identity (its event id is
     /// derived from execution, path and fire_at), so a double sweep sends one message.
     pub fn timeout(execution_id: &str, path: &str, fire_at: f64) -> Self {
         let event = stm_core::engine::timeout_event(execution_id, path, fire_at);
-        OutgoingMessage::new(execution_id.to_string(), deduplication_id(&["timeout", &event.id]), event_body(&event), false)
+        OutgoingMessage::new(
+            execution_id.to_string(),
+            deduplication_id(&["timeout", &event.id]),
+            event_body(&event),
+            false,
+            None,
+        )
     }
 }
 
@@ -494,6 +529,7 @@ fn parse_spawn(fields: &Map) -> Result<SpawnEntry, Poison> {
         child_id: text("child_id")?,
         root_path: text("root_path")?,
         context,
+        trace_context: None,
     };
     // both are loaded by key; the child's becomes its execution's id
     partition_key("the spawn intent's \"child_id\"", &entry.child_id)?;
@@ -592,21 +628,61 @@ pub(crate) mod tests {
     fn sizes_count_body_and_attributes_as_sqs_does() {
         let event = Event::new("E").with_id("e1");
         let message = OutgoingMessage::event("g", &event);
-        assert_eq!(message.sqs_bytes(), message.body.len());
-        assert_eq!(event_message_bytes(&event), message.sqs_bytes());
+        // the body and the traceparent attribute it carries
+        assert!(message.trace.is_some());
+        let traced = crate::telemetry::TRACEPARENT_ATTRIBUTE_BYTES;
+        assert_eq!(message.sqs_bytes(), message.body.len() + traced);
+        // the check at commit counts the body alone: the attribute is dropped where it does
+        // not fit, so it never makes a message too large
+        assert_eq!(event_message_bytes(&event), message.body.len());
         let entry = SpawnEntry {
             seq: 7,
             parent_id: "p".into(),
             child_id: "p:A:0".into(),
             root_path: "Main.A".into(),
             context: Map::new(),
+            trace_context: None,
         };
         let spawn = OutgoingMessage::spawn(&entry);
-        // stm_kind + String + spawn
-        assert_eq!(spawn.sqs_bytes(), spawn.body.len() + 8 + 6 + 5);
+        // stm_kind + String + spawn, and the traceparent
+        assert_eq!(spawn.sqs_bytes(), spawn.body.len() + 8 + 6 + 5 + traced);
         // before the commit the seq is unknown: counted at its widest, never under
         let estimate = spawn_message_bytes("p", "p:A:0", "Main.A", &Map::new());
-        assert!(estimate >= spawn.sqs_bytes() && estimate <= spawn.sqs_bytes() + 20);
+        let untraced = spawn.sqs_bytes() - traced;
+        assert!(estimate >= untraced && estimate <= untraced + 20);
+    }
+
+    #[test]
+    fn a_body_that_leaves_no_room_goes_without_its_trace_context() {
+        let fits = |bytes: usize| sized("g", 1, bytes);
+        let overhead = fits(0).body.len();
+        let room = MAX_MESSAGE_BYTES - crate::telemetry::TRACEPARENT_ATTRIBUTE_BYTES - overhead;
+        let just_fits = fits(room);
+        assert!(just_fits.trace.is_some());
+        assert_eq!(just_fits.sqs_bytes(), MAX_MESSAGE_BYTES);
+        let over = fits(room + 1);
+        assert_eq!(over.trace, None);
+        assert_eq!(over.sqs_bytes(), over.body.len());
+        assert!(over.sqs_bytes() <= MAX_MESSAGE_BYTES);
+    }
+
+    #[test]
+    fn a_row_s_trace_context_wins_over_the_current_one() {
+        let row = crate::telemetry::TraceContext::new_trace(1.0);
+        let entry = OutboxEntry {
+            seq: 1,
+            target_id: Some("t".into()),
+            event: Event::new("E").with_id("e1"),
+            trace_context: Some(row.traceparent()),
+        };
+        let message = OutgoingMessage::outbox(&entry).expect("a target");
+        assert_eq!(message.trace, Some(row));
+        let unreadable = OutboxEntry {
+            trace_context: Some("garbage".into()),
+            ..entry
+        };
+        let message = OutgoingMessage::outbox(&unreadable).expect("a target");
+        assert!(message.trace.is_some_and(|t| t.trace_id != row.trace_id));
     }
 
     #[test]
@@ -621,11 +697,13 @@ pub(crate) mod tests {
             child_id: long.clone(),
             root_path: long.clone(),
             context: Map::new(),
+            trace_context: None,
         };
         let outbox = OutboxEntry {
             seq: i64::MIN,
             target_id: Some("t".into()),
             event: event.clone(),
+            trace_context: None,
         };
         let ids = [
             OutgoingMessage::timeout("exe", &long, 1.5).deduplication_id,
@@ -658,6 +736,7 @@ pub(crate) mod tests {
             child_id: "p:A".into(),
             root_path: "Main.A".into(),
             context: Map::new(),
+            trace_context: None,
         });
         assert_eq!(spawn.group_id, "p:A");
         match Incoming::parse(&spawn.body, Some("p:A"), Some(SPAWN_KIND), "m2") {

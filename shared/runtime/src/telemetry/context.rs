@@ -126,7 +126,10 @@ impl fmt::Display for TraceContext {
 /// A new span id: never zero (W3C's invalid id).
 pub(crate) fn new_span_id() -> u64 {
     let id = stm_core::execution::new_id();
-    u64::from_str_radix(&id[..16], 16).ok().filter(|&n| n != 0).unwrap_or(1)
+    u64::from_str_radix(&id[..16], 16)
+        .ok()
+        .filter(|&n| n != 0)
+        .unwrap_or(1)
 }
 
 /// Exactly `digits` lowercase or uppercase hex digits.
@@ -153,7 +156,8 @@ mod tests {
         assert_eq!(ctx.span_id, 0x00f067aa0ba902b7);
         assert!(ctx.sampled);
         assert_eq!(ctx.traceparent(), text);
-        let unsampled = TraceContext::from_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+        let unsampled =
+            TraceContext::from_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
         assert!(!unsampled.expect("valid").sampled);
     }
 
@@ -186,15 +190,22 @@ mod tests {
             ctx.traceparent(),
             "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
         );
-        assert!(!TraceContext::from_aws_trace_header(&header.replace("Sampled=1", "Sampled=0"))
-            .expect("valid")
-            .sampled);
+        assert!(
+            !TraceContext::from_aws_trace_header(&header.replace("Sampled=1", "Sampled=0"))
+                .expect("valid")
+                .sampled
+        );
         // a root alone names no parent span
         assert_eq!(
             TraceContext::from_aws_trace_header("Root=1-5759e988-bd862e3fe1be46a994272793"),
             None
         );
-        assert_eq!(TraceContext::from_aws_trace_header("Root=2-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8"), None);
+        assert_eq!(
+            TraceContext::from_aws_trace_header(
+                "Root=2-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8"
+            ),
+            None
+        );
     }
 
     #[test]
@@ -208,6 +219,9 @@ mod tests {
         assert_ne!(TraceContext::new_trace(now).trace_id, ctx.trace_id);
         // round trips through both spellings
         assert_eq!(TraceContext::from_traceparent(&ctx.traceparent()), Some(ctx));
-        assert_eq!(TraceContext::from_aws_trace_header(&ctx.aws_trace_header()), Some(ctx));
+        assert_eq!(
+            TraceContext::from_aws_trace_header(&ctx.aws_trace_header()),
+            Some(ctx)
+        );
     }
 }

@@ -92,7 +92,10 @@ impl Endpoint {
         if authority.is_empty() || authority.contains(['@', ' ']) {
             return Err(EndpointError::NotHttp(url.to_string()));
         }
-        let authority = if authority.rsplit_once(':').is_some_and(|(_, port)| port.parse::<u16>().is_ok()) {
+        let authority = if authority
+            .rsplit_once(':')
+            .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
+        {
             authority.to_string()
         } else {
             format!("{authority}:80")
@@ -113,7 +116,9 @@ impl Endpoint {
         if let Some(url) = set(stm_env::OTEL_TRACES_ENDPOINT) {
             return Endpoint::traces(&url).map(Some);
         }
-        set(stm_env::OTEL_ENDPOINT).map(|url| Endpoint::base(&url)).transpose()
+        set(stm_env::OTEL_ENDPOINT)
+            .map(|url| Endpoint::base(&url))
+            .transpose()
     }
 }
 
@@ -443,9 +448,18 @@ mod tests {
             Endpoint::traces("http://127.0.0.1:9/x").map(|e| e.path),
             Ok("/x".into())
         );
-        assert!(matches!(Endpoint::base("https://api.example"), Err(EndpointError::Https(_))));
-        assert!(matches!(Endpoint::base("localhost:4318"), Err(EndpointError::NotHttp(_))));
-        assert!(matches!(Endpoint::base("http://"), Err(EndpointError::NotHttp(_))));
+        assert!(matches!(
+            Endpoint::base("https://api.example"),
+            Err(EndpointError::Https(_))
+        ));
+        assert!(matches!(
+            Endpoint::base("localhost:4318"),
+            Err(EndpointError::NotHttp(_))
+        ));
+        assert!(matches!(
+            Endpoint::base("http://"),
+            Err(EndpointError::NotHttp(_))
+        ));
     }
 
     #[test]
@@ -455,7 +469,8 @@ mod tests {
         };
         assert_eq!(Endpoint::from_lookup(env(&[])), Ok(None));
         assert_eq!(
-            Endpoint::from_lookup(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")])).map(|e| e.map(|e| e.path)),
+            Endpoint::from_lookup(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")]))
+                .map(|e| e.map(|e| e.path)),
             Ok(Some("/v1/traces".to_string()))
         );
         assert_eq!(

@@ -319,8 +319,17 @@ async fn check_shape<S: ExecutionStore>(store: &S, rng: &mut Rng, n: u64, ids: &
     let mut highest: BTreeMap<usize, i64> = BTreeMap::new();
     let mut last_rows: BTreeMap<usize, (Vec<SpawnEntry>, Vec<OutboxEntry>)> = BTreeMap::new();
     let mut wide = 0;
-    for (k, Drawn { exe: e, commit }) in drawn.into_iter().enumerate() {
+    for (k, Drawn { exe: e, mut commit }) in drawn.into_iter().enumerate() {
         let what = format!("shape {n}, commit {k} of {}", ids[e]);
+        // about half the commits are made in a trace: each of their rows comes back with it
+        if rng.below(2) == 0 {
+            commit.trace_context = Some(format!(
+                "00-{:032x}-{:016x}-01",
+                u128::from(rng.next()) << 64 | 1,
+                rng.next() | 1
+            ));
+        }
+        let trace_context = commit.trace_context.clone();
         let (intents, emits) = (commit.spawns.clone(), commit.emits.clone());
         let items = 1 + intents.len() + emits.len();
         let context_bytes: usize = intents.iter().map(|i| pad_len(&i.context)).sum();
@@ -363,6 +372,7 @@ async fn check_shape<S: ExecutionStore>(store: &S, rng: &mut Rng, n: u64, ids: &
                 child_id: i.child_id,
                 root_path: i.root_path,
                 context: i.context,
+                trace_context: trace_context.clone(),
             })
             .collect();
         let outbox: Vec<OutboxEntry> = emits
@@ -372,6 +382,7 @@ async fn check_shape<S: ExecutionStore>(store: &S, rng: &mut Rng, n: u64, ids: &
                 seq,
                 target_id,
                 event,
+                trace_context: trace_context.clone(),
             })
             .collect();
         if !spawns.is_empty() || !outbox.is_empty() {

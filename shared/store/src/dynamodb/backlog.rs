@@ -10,7 +10,9 @@ use stm_core::{pyjson, Event, Value};
 
 use super::commit::MORE_SPAWNS_ATTRIBUTE;
 use super::item::{corrupt, get_i64, get_s, malformed, n_i64, req_i64, req_s, Item};
-use super::rows::{seq_keys, Rows, RANDOM_BITS, ROWS_ATTRIBUTE, ROW_BYTES_ATTRIBUTE};
+use super::rows::{
+    seq_keys, Rows, RANDOM_BITS, ROWS_ATTRIBUTE, ROW_BYTES_ATTRIBUTE, TRACE_CONTEXT_ATTRIBUTE,
+};
 use super::{build_err, sdk_error, DynamoDbStore, MAX_BATCH_GET_KEYS};
 use crate::{Corruption, Malformation, OutboxEntry, PendingRows, PendingSeq, SpawnEntry, StoreError};
 
@@ -265,6 +267,7 @@ fn outbox_entry(item: &Item) -> Result<OutboxEntry, StoreError> {
         seq,
         target_id: get_s(item, "target_id").map(str::to_string),
         event,
+        trace_context: get_s(item, TRACE_CONTEXT_ATTRIBUTE).map(str::to_string),
     })
 }
 
@@ -274,6 +277,7 @@ fn spawn_entries(item: &Item) -> Result<Vec<SpawnEntry>, StoreError> {
     let seq = req_i64(item, "seq", "spawn item")?;
     let what = format!("spawn item {seq}");
     let parent_id = req_s(item, "parent_id", &what)?.to_string();
+    let trace_context = get_s(item, TRACE_CONTEXT_ATTRIBUTE).map(str::to_string);
     let context = |text: &str| {
         pyjson::loads_object(text, "a spawn's context").map_err(|source| {
             corrupt(
@@ -291,6 +295,7 @@ fn spawn_entries(item: &Item) -> Result<Vec<SpawnEntry>, StoreError> {
         child_id: req_s(item, "child_id", &what)?.to_string(),
         root_path: req_s(item, "root_path", &what)?.to_string(),
         context: context(req_s(item, "context", &what)?)?,
+        trace_context: trace_context.clone(),
     }];
     if let Some(more) = get_s(item, MORE_SPAWNS_ATTRIBUTE) {
         let bad = |problem| malformed(what.clone(), MORE_SPAWNS_ATTRIBUTE, problem);
@@ -319,6 +324,7 @@ fn spawn_entries(item: &Item) -> Result<Vec<SpawnEntry>, StoreError> {
                 child_id: child_id.clone(),
                 root_path: root_path.clone(),
                 context: context(ctx)?,
+                trace_context: trace_context.clone(),
             });
         }
     }

@@ -40,6 +40,15 @@ pub(super) const RANDOM_BITS: u32 = 20;
 /// rows have none (the relay then takes the largest an item can be).
 pub(super) const ROW_BYTES_ATTRIBUTE: &str = "row_bytes";
 
+/// An outbox or spawns row's trace context ([`crate::Commit::trace_context`]): a W3C
+/// `traceparent`, written when the row has room for it under the item limit (harel's
+/// rows, and a row at the limit, have none).
+pub(super) const TRACE_CONTEXT_ATTRIBUTE: &str = "traceparent";
+
+/// What [`TRACE_CONTEXT_ATTRIBUTE`] adds to a row: its name and a `traceparent`'s 55
+/// characters.
+pub(super) const TRACE_CONTEXT_BYTES: usize = TRACE_CONTEXT_ATTRIBUTE.len() + 55;
+
 /// `item` with [`ROW_BYTES_ATTRIBUTE`] added: its size, the attribute's own included.
 pub(super) fn with_row_bytes(mut item: super::item::Item) -> super::item::Item {
     // the attribute's name and a number of up to 7 digits (a row is under 400 KB)

@@ -2,6 +2,7 @@
 //! and 4 MB, the trace ring, and the numbers DynamoDB can hold. What is over is a
 //! [`StoreError::TooLarge`] saying which limit and what to do.
 
+use crate::dynamodb::rows::TRACE_CONTEXT_BYTES;
 use stm_core::Execution;
 
 use super::prepare::{more_spawns_json, Prepared, MORE_SPAWNS_ATTRIBUTE};
@@ -121,8 +122,13 @@ impl DynamoDbStore {
         // `seq` and `row_bytes` (two numbers, 21 bytes at most each)
         let seq_bytes = 3 + 21 + crate::dynamodb::rows::ROW_BYTES_ATTRIBUTE.len() + 21;
         for (target, event) in &p.events {
-            let bytes =
-                seq_bytes + "target_id".len() + target.as_ref().map_or(1, String::len) + 5 + event.len();
+            let traced = p.row_trace(event.len()).map_or(0, |_| TRACE_CONTEXT_BYTES);
+            let bytes = seq_bytes
+                + "target_id".len()
+                + target.as_ref().map_or(1, String::len)
+                + 5
+                + event.len()
+                + traced;
             if bytes > MAX_ITEM_BYTES {
                 return Err(item_too_large(
                     "an emitted event's outbox item".to_string(),
@@ -134,10 +140,13 @@ impl DynamoDbStore {
         for row in &p.spawn_rows {
             let (child, root, ctx) = &p.spawns[row.start];
             let mut bytes = seq_bytes + 9 + exe.id.len() + 8 + child.len() + 9 + root.len() + 7 + ctx.len();
+            let mut payload = ctx.len();
             if row.len() > 1 {
-                bytes +=
-                    MORE_SPAWNS_ATTRIBUTE.len() + more_spawns_json(&p.spawns[row.start + 1..row.end]).len();
+                let rest = more_spawns_json(&p.spawns[row.start + 1..row.end]).len();
+                bytes += MORE_SPAWNS_ATTRIBUTE.len() + rest;
+                payload += rest;
             }
+            bytes += p.row_trace(payload).map_or(0, |_| TRACE_CONTEXT_BYTES);
             if bytes > MAX_ITEM_BYTES {
                 return Err(item_too_large(format!("the spawn item of child {child}"), bytes));
             }

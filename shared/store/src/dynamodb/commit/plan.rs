@@ -13,7 +13,7 @@ use stm_core::Execution;
 use super::prepare::{more_spawns_json, Prepared, MORE_SPAWNS_ATTRIBUTE};
 use crate::dynamodb::item::{n_f64, n_i64, s, s_or_null, Item};
 use crate::dynamodb::recent::Recent;
-use crate::dynamodb::rows::{with_row_bytes, Rows, ROWS_ATTRIBUTE};
+use crate::dynamodb::rows::{with_row_bytes, Rows, ROWS_ATTRIBUTE, TRACE_CONTEXT_ATTRIBUTE};
 use crate::dynamodb::schema::{TIMER_HELD_ATTRIBUTE, TIMER_SHARD_ATTRIBUTE, TTL_ATTRIBUTE};
 use crate::dynamodb::{
     build_err, timer_shard, DynamoDbStore, COMMIT_TOKEN_ATTRIBUTE, RECENT_ATTRIBUTE, TRACE_IDX_ATTRIBUTE,
@@ -167,14 +167,15 @@ impl DynamoDbStore {
         let spawn_seqs: Vec<i64> = block.iter().flat_map(|b| b.spawn_seqs()).collect();
         let first_row = tx.len();
         for (i, (target, event)) in p.events.iter().enumerate() {
-            tx.push(row_put_of(
-                &t.outbox,
-                HashMap::from([
-                    ("seq".to_string(), n_i64(outbox_seqs[i])),
-                    ("target_id".to_string(), s_or_null(target.as_deref())),
-                    ("event".to_string(), s(event)),
-                ]),
-            )?);
+            let mut item = HashMap::from([
+                ("seq".to_string(), n_i64(outbox_seqs[i])),
+                ("target_id".to_string(), s_or_null(target.as_deref())),
+                ("event".to_string(), s(event)),
+            ]);
+            if let Some(trace) = p.row_trace(event.len()) {
+                item.insert(TRACE_CONTEXT_ATTRIBUTE.to_string(), s(trace));
+            }
+            tx.push(row_put_of(&t.outbox, item)?);
         }
         for (i, row) in p.spawn_rows.iter().enumerate() {
             let (child, root, ctx) = &p.spawns[row.start];
@@ -185,9 +186,14 @@ impl DynamoDbStore {
                 ("root_path".to_string(), s(root)),
                 ("context".to_string(), s(ctx)),
             ]);
+            let mut payload = ctx.len();
             if row.len() > 1 {
                 let rest = more_spawns_json(&p.spawns[row.start + 1..row.end]);
+                payload += rest.len();
                 item.insert(MORE_SPAWNS_ATTRIBUTE.to_string(), s(&rest));
+            }
+            if let Some(trace) = p.row_trace(payload) {
+                item.insert(TRACE_CONTEXT_ATTRIBUTE.to_string(), s(trace));
             }
             tx.push(row_put_of(&t.spawns, item)?);
         }

@@ -32,9 +32,21 @@ pub(super) struct Prepared {
     /// The commit moves the parked events' guard: the execution has events parked before
     /// or after it (module `parked` of the DynamoDB store).
     pub(super) parked_guard: bool,
+    /// [`Commit::trace_context`], written on each row that has room for it
+    /// ([`Prepared::row_trace`]).
+    pub(super) trace_context: Option<String>,
 }
 
 impl Prepared {
+    /// The trace context a row whose largest attributes are `payload_bytes` long carries:
+    /// the commit's, unless the row is within a kilobyte of the item limit (it then goes
+    /// without, so that tracing never refuses a row harel would write).
+    pub(super) fn row_trace(&self, payload_bytes: usize) -> Option<&str> {
+        self.trace_context
+            .as_deref()
+            .filter(|_| payload_bytes + 1024 <= crate::dynamodb::MAX_ITEM_BYTES)
+    }
+
     /// The items the parked rows and their guard add to the transaction.
     pub(super) fn parked_items(&self) -> usize {
         parked_items(self.park.is_some(), self.unpark.len(), self.parked_guard)
@@ -152,6 +164,7 @@ impl DynamoDbStore {
             park: commit.park.as_deref().cloned(),
             unpark: commit.unpark.clone(),
             parked_guard,
+            trace_context: commit.trace_context.clone(),
         }
     }
 }
