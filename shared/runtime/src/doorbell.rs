@@ -221,15 +221,15 @@ pub async fn answer(
         // the armed timer and its execution, read together: one round trip after
         // `fire_at`, not two (the execution is only used if the timer is still armed)
         let (armed, loaded) = tokio::join!(
-            store.armed_timer(&timer.execution_id, &timer.path),
+            store.armed_timer_in_trace(&timer.execution_id, &timer.path),
             store.load(&timer.execution_id)
         );
-        match armed? {
-            Some(fire_at) if fire_at == timer.fire_at => {}
+        let trace = match armed? {
+            Some((fire_at, trace)) if fire_at == timer.fire_at => trace,
             _ => return Ok(Answered::Stale),
-        }
+        };
         summary.due += 1;
-        fire_loaded(store, queue, timer, loaded, summary).await;
+        fire_loaded(store, queue, timer, loaded, trace.as_deref(), summary).await;
         Ok(Answered::Handled)
     })
     .await

@@ -282,12 +282,13 @@ pub(crate) async fn fire_one(
     // read together: one round trip, as the doorbell's check (the execution is only used
     // if the timer is still armed)
     let (armed, loaded) = tokio::join!(
-        store.armed_timer(&timer.execution_id, &timer.path),
+        store.armed_timer_in_trace(&timer.execution_id, &timer.path),
         store.load(&timer.execution_id)
     );
-    match armed {
-        Ok(Some(fire_at)) if fire_at == timer.fire_at => {}
+    let trace = match armed {
+        Ok(Some((fire_at, trace))) if fire_at == timer.fire_at => trace,
         Ok(armed) => {
+            let armed = armed.map(|(fire_at, _)| fire_at);
             tracing::info!(
                 execution_id = %timer.execution_id, path = %timer.path, listed = timer.fire_at,
                 armed = ?armed, "a stale due-index entry: the timer was cancelled or re-armed; not fired"
@@ -303,17 +304,19 @@ pub(crate) async fn fire_one(
             summary.failed += 1;
             return;
         }
-    }
-    fire_loaded(store, queue, timer, loaded, summary).await;
+    };
+    fire_loaded(store, queue, timer, loaded, trace.as_deref(), summary).await;
 }
 
 /// [`fire_one`] with the timer's execution already read (the doorbell handler reads it
-/// together with the armed timer, saving a round trip).
+/// together with the armed timer, saving a round trip); its `Timeout` continues `trace`,
+/// the arming commit's trace context.
 pub(crate) async fn fire_loaded(
     store: &dyn ExecutionStore,
     queue: &dyn Queue,
     timer: &DueTimer,
     loaded: Result<Option<stm_core::Execution>, StoreError>,
+    trace: Option<&str>,
     summary: &mut SweepSummary,
 ) {
     let exe = match loaded {
@@ -330,7 +333,8 @@ pub(crate) async fn fire_loaded(
             return;
         }
         TimerFate::Fire => {
-            let message = OutgoingMessage::timeout(&timer.execution_id, &timer.path, timer.fire_at);
+            let message =
+                OutgoingMessage::timeout_in_trace(&timer.execution_id, &timer.path, timer.fire_at, trace);
             let failures = queue.publish_batch(std::slice::from_ref(&message)).await;
             if let Some(failure) = failures.first() {
                 tracing::warn!(

@@ -7,11 +7,9 @@
 //! redelivered after the worker died between its commit and its flush is in the same
 //! trace, under the same send.
 //!
-//! The same holds when the relay publishes the rows instead of the inline flush: each
-//! row carries its commit's trace context.
-//!
-//! What is not traced yet: the sweeper's sends (a timer's `Timeout` starts a trace of its
-//! own), the relay's own span, and X-Ray.
+//! The same holds when the relay publishes the rows instead of the inline flush (each row
+//! carries its commit's trace context), and for a timer's `Timeout`, which the sweeper
+//! sends in the trace of the commit that armed the timer.
 
 mod common;
 
@@ -305,4 +303,57 @@ impl StoreHook for ArcHook {
     fn committed(&self, written: &Written) -> Result<(), StoreError> {
         self.0.committed(written)
     }
+}
+
+/// A timer's `Timeout`, sent by the sweeper, continues the trace of the commit that armed
+/// the timer: the timer item carries its context, read with the sweeper's check of it.
+#[tokio::test]
+async fn a_timeout_continues_the_trace_that_armed_its_timer() {
+    let collector = Collector::start();
+    let (layer, handle) = otlp::layer(Endpoint::base(&collector.url).expect("an http URL"), "stm-test");
+    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+    let parts = common::moto_parts("traces_timer", 1, 50).await;
+    let queue = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
+    let stack = Stack::new(parts.store.clone(), queue);
+    let id = "timed-1";
+    stack
+        .control
+        .create("Timed", None, Some(id))
+        .await
+        .expect("created");
+    stack.drain().await;
+    assert_eq!(stack.load(id).await.active_path.as_deref(), Some("Waiting"));
+    // `timeout 2`: due once the clock passes it; the drain's sweep fires it
+    stack.clock.advance(3.0);
+    stack.drain().await;
+    assert_eq!(stack.load(id).await.active_path.as_deref(), Some("Expired"));
+
+    handle.flush(Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let spans = loop {
+        let spans = collector.spans();
+        let records = spans.values().filter(|s| s["name"] == "record").count();
+        if records >= 2 || Instant::now() > deadline {
+            break spans;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let send = spans.values().find(|s| s["name"] == "send").expect("the send");
+    let trace = send["traceId"].as_str().expect("traceId");
+    let outside: Vec<&Value> = spans.values().filter(|s| s["traceId"] != trace).collect();
+    assert!(outside.is_empty(), "spans outside the send's trace: {outside:#?}");
+    let records: Vec<&Value> = spans.values().filter(|s| s["name"] == "record").collect();
+    assert_eq!(records.len(), 2, "the Start and the Timeout: {records:#?}");
+    let start = records
+        .iter()
+        .find(|s| s["parentSpanId"] == send["spanId"])
+        .expect("the Start's record under the send");
+    let timeout = records
+        .iter()
+        .find(|s| s["spanId"] != start["spanId"])
+        .expect("the Timeout's record");
+    assert_eq!(
+        timeout["parentSpanId"], start["spanId"],
+        "the Timeout under the record whose commit armed its timer"
+    );
 }

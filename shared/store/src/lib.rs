@@ -80,9 +80,10 @@ pub struct Commit {
     /// ([`parked`]).
     pub ends_parking: bool,
     /// The trace context (a W3C `traceparent`) of the work that made this commit: written
-    /// on its outbox and spawn rows ([`OutboxEntry::trace_context`]), so whoever
-    /// publishes them, the inline flush or the relay, continues that trace. Not harel's:
-    /// its relay ignores the rows' extra attribute.
+    /// on its outbox and spawn rows ([`OutboxEntry::trace_context`]) and the timers it
+    /// arms ([`ExecutionStore::armed_timer_in_trace`]), so whoever publishes their
+    /// messages, the inline flush, the relay or the sweeper, continues that trace. Not
+    /// harel's: its relay and sweeper ignore the extra attribute.
     pub trace_context: Option<String>,
 }
 
@@ -496,6 +497,18 @@ pub trait ExecutionStore: Send + Sync {
     /// its eventually consistent index listed. A store that wraps another forwards it (no
     /// default: reading every timer instead would grow with the table).
     async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError>;
+
+    /// [`armed_timer`](Self::armed_timer), with the trace context of the commit that armed
+    /// the timer ([`Commit::trace_context`]), read in the same request: the `Timeout` the
+    /// sweeper sends continues that trace. The default knows no context (a store that
+    /// wraps another forwards it).
+    async fn armed_timer_in_trace(
+        &self,
+        id: &str,
+        path: &str,
+    ) -> Result<Option<(f64, Option<String>)>, StoreError> {
+        Ok(self.armed_timer(id, path).await?.map(|fire_at| (fire_at, None)))
+    }
 
     /// Every timer armed for execution `id`, held or not (a strongly consistent read of
     /// that execution's timers only): what suspending holds and resuming lists again. No

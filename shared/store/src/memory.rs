@@ -76,11 +76,13 @@ impl ParkedRows {
 }
 
 /// An armed timer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Armed {
     fire_at: f64,
     held: bool,
     arming: u64,
+    /// The arming commit's ([`crate::Commit::trace_context`]).
+    trace_context: Option<String>,
 }
 
 /// A timer in the order a sweep fires in ([`due_order`](crate::due::due_order), the one a
@@ -151,7 +153,7 @@ impl Inner {
             .collect()
     }
 
-    fn arm(&mut self, id: &str, path: String, fire_at: f64, held: bool) {
+    fn arm(&mut self, id: &str, path: String, fire_at: f64, held: bool, trace_context: Option<String>) {
         let key = (id.to_string(), path);
         // a re-armed timer keeps its place in arming order, as a Python dict's key does
         let arming = match self.timers.get(&key).map(|armed| armed.arming) {
@@ -179,6 +181,7 @@ impl Inner {
                 fire_at,
                 held,
                 arming,
+                trace_context,
             },
         );
     }
@@ -451,8 +454,12 @@ impl ExecutionStore for MemoryStore {
         }
         for op in commit.timers {
             match op {
-                TimerOp::Schedule { path, fire_at } => inner.arm(&exe.id, path, fire_at, false),
-                TimerOp::Hold { path, fire_at } => inner.arm(&exe.id, path, fire_at, true),
+                TimerOp::Schedule { path, fire_at } => {
+                    inner.arm(&exe.id, path, fire_at, false, commit.trace_context.clone())
+                }
+                TimerOp::Hold { path, fire_at } => {
+                    inner.arm(&exe.id, path, fire_at, true, commit.trace_context.clone())
+                }
                 TimerOp::Cancel { path } => inner.disarm(&(exe.id.clone(), path)),
             }
         }
@@ -630,6 +637,18 @@ impl ExecutionStore for MemoryStore {
             inner.disarm(&key);
         }
         Ok(())
+    }
+
+    async fn armed_timer_in_trace(
+        &self,
+        id: &str,
+        path: &str,
+    ) -> Result<Option<(f64, Option<String>)>, StoreError> {
+        Ok(self
+            .lock()
+            .timers
+            .get(&(id.to_string(), path.to_string()))
+            .map(|t| (t.fire_at, t.trace_context.clone())))
     }
 
     async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {

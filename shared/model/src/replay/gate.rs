@@ -244,6 +244,15 @@ impl ExecutionStore for GatedStore {
         self.inner.armed_timer(id, path).await
     }
 
+    async fn armed_timer_in_trace(
+        &self,
+        id: &str,
+        path: &str,
+    ) -> Result<Option<(f64, Option<String>)>, StoreError> {
+        self.pause("armed_timer").await;
+        self.inner.armed_timer_in_trace(id, path).await
+    }
+
     /// No step of its own: `commit_status` reads the timers with its load.
     async fn timers_of(&self, id: &str) -> Result<Vec<stm_store::ArmedTimer>, StoreError> {
         self.inner.timers_of(id).await

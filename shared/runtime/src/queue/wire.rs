@@ -345,13 +345,21 @@ impl OutgoingMessage {
     /// A due timer's `Timeout`: deduplicated by the timer's identity (its event id is
     /// derived from execution, path and fire_at), so a double sweep sends one message.
     pub fn timeout(execution_id: &str, path: &str, fire_at: f64) -> Self {
+        OutgoingMessage::timeout_in_trace(execution_id, path, fire_at, None)
+    }
+
+    /// [`timeout`](Self::timeout) continuing `trace`, the trace context of the commit
+    /// that armed the timer ([`ExecutionStore::armed_timer_in_trace`]).
+    ///
+    /// [`ExecutionStore::armed_timer_in_trace`]: stm_store::ExecutionStore::armed_timer_in_trace
+    pub fn timeout_in_trace(execution_id: &str, path: &str, fire_at: f64, trace: Option<&str>) -> Self {
         let event = stm_core::engine::timeout_event(execution_id, path, fire_at);
         OutgoingMessage::new(
             execution_id.to_string(),
             deduplication_id(&["timeout", &event.id]),
             event_body(&event),
             false,
-            None,
+            trace,
         )
     }
 }

@@ -307,6 +307,9 @@ macro_rules! forward_through_hook {
                 async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
                     through(self, Call::ArmedTimer, || self.inner().armed_timer(id, path)).await
                 }
+                async fn armed_timer_in_trace(&self, id: &str, path: &str) -> Result<Option<(f64, Option<String>)>, StoreError> {
+                    through(self, Call::ArmedTimer, || self.inner().armed_timer_in_trace(id, path)).await
+                }
                 async fn timers_of(&self, id: &str) -> Result<Vec<stm_store::ArmedTimer>, StoreError> {
                     through(self, Call::TimersOf, || self.inner().timers_of(id)).await
                 }

@@ -975,7 +975,18 @@ impl ExecutionStore for MeteredStore {
     }
 
     async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
-        let armed = self.inner.armed_timer(id, path).await?;
+        Ok(self
+            .armed_timer_in_trace(id, path)
+            .await?
+            .map(|(fire_at, _)| fire_at))
+    }
+
+    async fn armed_timer_in_trace(
+        &self,
+        id: &str,
+        path: &str,
+    ) -> Result<Option<(f64, Option<String>)>, StoreError> {
+        let armed = self.inner.armed_timer_in_trace(id, path).await?;
         self.request("GetItem");
         let bytes = if armed.is_some() { timer_bytes(id, path) } else { 0 };
         self.read(TIMERS, &format!("{id}|{path}"), bytes);

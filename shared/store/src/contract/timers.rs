@@ -30,6 +30,8 @@ pub async fn due_timers_earliest_first<S: ExecutionStore>(make: impl AsyncFn(usi
                 &mut e,
                 Commit {
                     timers,
+                    // tm-c's timers are armed in a trace: they keep its context
+                    trace_context: (id == "tm-c").then(|| TRACED.to_string()),
                     ..Commit::default()
                 },
             )
@@ -68,7 +70,29 @@ pub async fn due_timers_earliest_first<S: ExecutionStore>(make: impl AsyncFn(usi
     );
     assert_eq!(store.armed_timer("tm-a", "root.z").await.expect("armed"), None);
     assert_eq!(store.armed_timer("nobody", "root.x").await.expect("armed"), None);
+    // with the arming commit's trace context, in the same read
+    assert_eq!(
+        store
+            .armed_timer_in_trace("tm-c", "root.late")
+            .await
+            .expect("armed"),
+        Some((1_700_000_000.123_456, Some(TRACED.to_string())))
+    );
+    assert_eq!(
+        store.armed_timer_in_trace("tm-a", "root.x").await.expect("armed"),
+        Some((50.5, None))
+    );
+    assert_eq!(
+        store
+            .armed_timer_in_trace("nobody", "root.x")
+            .await
+            .expect("armed"),
+        None
+    );
 }
+
+/// A W3C `traceparent` (the specification's example).
+const TRACED: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// A commit's cancel removes the timer; several ops on one path in one commit leave what
 /// the last one says.

@@ -40,9 +40,10 @@ pub(super) const RANDOM_BITS: u32 = 20;
 /// rows have none (the relay then takes the largest an item can be).
 pub(super) const ROW_BYTES_ATTRIBUTE: &str = "row_bytes";
 
-/// An outbox or spawns row's trace context ([`crate::Commit::trace_context`]): a W3C
-/// `traceparent`, written when the row has room for it under the item limit (harel's
-/// rows, and a row at the limit, have none).
+/// An outbox or spawns row's, or a timer item's, trace context
+/// ([`crate::Commit::trace_context`]): a W3C `traceparent`, written when the row has room
+/// for it under the item limit (harel's rows and timers, and a row at the limit, have
+/// none).
 pub(super) const TRACE_CONTEXT_ATTRIBUTE: &str = "traceparent";
 
 /// What [`TRACE_CONTEXT_ATTRIBUTE`] adds to a row: its name and a `traceparent`'s 55

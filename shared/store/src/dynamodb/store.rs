@@ -167,6 +167,14 @@ impl ExecutionStore for DynamoDbStore {
     }
 
     async fn armed_timer(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
+        Ok(self.armed_fire_at(id, path).await?.map(|(fire_at, _)| fire_at))
+    }
+
+    async fn armed_timer_in_trace(
+        &self,
+        id: &str,
+        path: &str,
+    ) -> Result<Option<(f64, Option<String>)>, StoreError> {
         self.armed_fire_at(id, path).await
     }
 

@@ -5,7 +5,8 @@
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 
-use super::item::{get_f64, missing, n_f64, req_s, s, Item};
+use super::item::{get_f64, get_s, missing, n_f64, req_s, s, Item};
+use super::rows::TRACE_CONTEXT_ATTRIBUTE;
 use super::schema::TIMER_HELD_ATTRIBUTE;
 use super::{sdk_error, DynamoDbStore};
 use crate::{ArmedTimer, AttributeType, StoreError, TimerClaim};
@@ -19,16 +20,21 @@ impl DynamoDbStore {
         self.claim_timer_at(id, path, fire_at).await.map(|_| ())
     }
 
-    /// [`ExecutionStore::armed_timer`](crate::ExecutionStore::armed_timer): a consistent
-    /// `GetItem` of the timer.
-    pub(super) async fn armed_fire_at(&self, id: &str, path: &str) -> Result<Option<f64>, StoreError> {
+    /// [`ExecutionStore::armed_timer_in_trace`](crate::ExecutionStore::armed_timer_in_trace):
+    /// a consistent `GetItem` of the timer, its `fire_at` and its arming's trace context.
+    pub(super) async fn armed_fire_at(
+        &self,
+        id: &str,
+        path: &str,
+    ) -> Result<Option<(f64, Option<String>)>, StoreError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.tables.timers)
             .key("execution_id", s(id))
             .key("path", s(path))
-            .projection_expression("fire_at")
+            .projection_expression("fire_at, #t")
+            .expression_attribute_names("#t", TRACE_CONTEXT_ATTRIBUTE)
             .consistent_read(true)
             .send()
             .await
@@ -36,7 +42,7 @@ impl DynamoDbStore {
         match out.item() {
             None => Ok(None),
             Some(item) => get_f64(item, "fire_at")
-                .map(Some)
+                .map(|fire_at| Some((fire_at, get_s(item, TRACE_CONTEXT_ATTRIBUTE).map(str::to_string))))
                 .ok_or_else(|| missing(format!("timer {id}/{path}"), "fire_at", AttributeType::Number)),
         }
     }

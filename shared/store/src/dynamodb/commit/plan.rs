@@ -207,27 +207,34 @@ impl DynamoDbStore {
             }
             tx.push(put_of(&t.processed, mark)?);
         }
+        // a timer item carries its arming's trace context: the sweeper's `Timeout` continues it
+        let traced = |mut item: Item| {
+            if let Some(trace) = &p.trace_context {
+                item.insert(TRACE_CONTEXT_ATTRIBUTE.to_string(), s(trace));
+            }
+            item
+        };
         for op in &p.timers {
             match op {
                 TimerOp::Schedule { path, fire_at } => tx.push(put_of(
                     &t.timers,
-                    HashMap::from([
+                    traced(HashMap::from([
                         ("execution_id".to_string(), s(&exe.id)),
                         ("path".to_string(), s(path)),
                         ("fire_at".to_string(), n_f64("a timer's fire_at", *fire_at)?),
                         // the due index's partition key (see `due`)
                         (TIMER_SHARD_ATTRIBUTE.to_string(), s(timer_shard(&exe.id, path))),
-                    ]),
+                    ])),
                 )?),
                 // armed, out of the due index (no shard): its execution is suspended
                 TimerOp::Hold { path, fire_at } => tx.push(put_of(
                     &t.timers,
-                    HashMap::from([
+                    traced(HashMap::from([
                         ("execution_id".to_string(), s(&exe.id)),
                         ("path".to_string(), s(path)),
                         ("fire_at".to_string(), n_f64("a timer's fire_at", *fire_at)?),
                         (TIMER_HELD_ATTRIBUTE.to_string(), AttributeValue::Bool(true)),
-                    ]),
+                    ])),
                 )?),
                 TimerOp::Cancel { path } => {
                     let del = Delete::builder()
