@@ -29,6 +29,7 @@ use stm_store::{ExecutionStore, OutboxEntry, PendingSeq, SpawnEntry, StoreError}
 
 use crate::queue::{message_problem, BatchSize, OutgoingMessage, Queue, MAX_BATCH};
 use crate::status::{is_notice, notice_status, BusEvent, StatusBus};
+use crate::telemetry::{self, TraceContext};
 
 /// Why a scheduled relay run stopped: the store could not list or read the pending rows.
 /// Whatever it had not delivered stays pending for the next run. A publish or an ack that
@@ -195,6 +196,36 @@ pub async fn deliver_last_block(
         return Ok(RelaySummary::default());
     }
     Ok(deliver(store, queue, bus, &pending.spawns, &pending.outbox).await)
+}
+
+/// A `relay` span for each of `rows` that carries its commit's trace context, under that
+/// commit's span; the row then carries the span's context instead, so its message names
+/// the relay as its sender.
+fn relay_spans(rows: &mut stm_store::PendingRows) -> Vec<tracing::Span> {
+    let spawns = rows
+        .spawns
+        .iter_mut()
+        .map(|row| (&mut row.trace_context, row.seq, row.child_id.as_str()));
+    let outbox = rows.outbox.iter_mut().map(|row| {
+        let target = row.target_id.as_deref().unwrap_or("-");
+        (&mut row.trace_context, row.seq, target)
+    });
+    spawns
+        .chain(outbox)
+        .filter_map(|(trace, seq, target)| {
+            let committed = trace.as_deref().and_then(TraceContext::from_traceparent)?;
+            let ctx = committed.child();
+            *trace = Some(ctx.traceparent());
+            Some(tracing::info_span!(
+                "relay",
+                seq,
+                target_id = target,
+                trace_id = %telemetry::trace_id_field(&ctx),
+                span_id = %telemetry::span_id_field(&ctx),
+                parent_span_id = %telemetry::span_id_field(&committed),
+            ))
+        })
+        .collect()
 }
 
 /// Deliveries that keep each message group's order across them: once an entry of a group
@@ -647,8 +678,12 @@ pub async fn relay_pending_until(
                 let page_started = Instant::now();
                 let spawns: Vec<i64> = read.iter().filter(|s| s.spawn).map(|s| s.seq).collect();
                 let outbox: Vec<i64> = read.iter().filter(|s| !s.spawn).map(|s| s.seq).collect();
-                let rows = store.pending_rows(&spawns, &outbox).await?;
+                let mut rows = store.pending_rows(&spawns, &outbox).await?;
+                // each row its `relay` span in its commit's trace, open while its page is
+                // published, and named by its message as its sender
+                let spans = relay_spans(&mut rows);
                 delivery.deliver(store, queue, &rows.spawns, &rows.outbox).await;
+                drop(spans);
                 longest_page = longest_page.max(page_started.elapsed());
             }
             // a short pass saw everything settled; a pass that acked nothing would only find

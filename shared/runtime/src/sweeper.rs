@@ -38,6 +38,8 @@ use stm_core::Status;
 use stm_store::{DueCursor, DueTimer, ExecutionStore, StoreError};
 
 use crate::queue::{OutgoingMessage, Queue};
+use crate::telemetry::{self, TraceContext};
+use tracing::Instrument;
 
 /// What becomes of a due timer, given its execution as read now: the one rule both the
 /// sweeper (which publishes the `Timeout`) and the embedded runner (which steps it inline)
@@ -333,9 +335,32 @@ pub(crate) async fn fire_loaded(
             return;
         }
         TimerFate::Fire => {
-            let message =
-                OutgoingMessage::timeout_in_trace(&timer.execution_id, &timer.path, timer.fire_at, trace);
-            let failures = queue.publish_batch(std::slice::from_ref(&message)).await;
+            // in the arming commit's trace: a `fire` span under it, which the `Timeout`
+            // names as its sender
+            let fired = trace
+                .and_then(TraceContext::from_traceparent)
+                .map(|armed| (armed, armed.child()));
+            let span = fired.map_or_else(tracing::Span::none, |(armed, ctx)| {
+                tracing::info_span!(
+                    "fire",
+                    execution_id = %timer.execution_id,
+                    path = %timer.path,
+                    trace_id = %telemetry::trace_id_field(&ctx),
+                    span_id = %telemetry::span_id_field(&ctx),
+                    parent_span_id = %telemetry::span_id_field(&armed),
+                )
+            });
+            let sender = fired.map(|(_, ctx)| ctx.traceparent());
+            let message = OutgoingMessage::timeout_in_trace(
+                &timer.execution_id,
+                &timer.path,
+                timer.fire_at,
+                sender.as_deref(),
+            );
+            let failures = queue
+                .publish_batch(std::slice::from_ref(&message))
+                .instrument(span)
+                .await;
             if let Some(failure) = failures.first() {
                 tracing::warn!(
                     execution_id = %timer.execution_id, path = %timer.path, code = %failure.code,

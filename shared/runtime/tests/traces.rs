@@ -8,8 +8,9 @@
 //! trace, under the same send.
 //!
 //! The same holds when the relay publishes the rows instead of the inline flush (each row
-//! carries its commit's trace context), and for a timer's `Timeout`, which the sweeper
-//! sends in the trace of the commit that armed the timer.
+//! carries its commit's trace context; the relay's span of the row sits between), and for
+//! a timer's `Timeout`, which the sweeper sends in the trace of the commit that armed the
+//! timer, under its `fire` span.
 
 mod common;
 
@@ -190,6 +191,22 @@ async fn fan_out_in_one_trace(tag: &str, inline_flush: bool) {
     let outside: Vec<&Value> = spans.values().filter(|s| s["traceId"] != trace).collect();
     assert!(outside.is_empty(), "spans outside the send's trace: {outside:#?}");
     let parent_of = |s: &Value| s["parentSpanId"].as_str().map(str::to_string);
+    // who sent a record's message: its parent, or, when the relay published it, the
+    // relay's span's parent (the commit's record)
+    let relays: BTreeMap<&str, &Value> = spans
+        .values()
+        .filter(|s| s["name"] == "relay")
+        .map(|s| (s["spanId"].as_str().expect("id"), s))
+        .collect();
+    let sender_of = |s: &Value| -> Option<String> {
+        let parent = parent_of(s)?;
+        match relays.get(parent.as_str()) {
+            Some(relay) => parent_of(relay),
+            None => Some(parent),
+        }
+    };
+    // the relay publishes only what the inline flush did not (with it on, nothing here)
+    assert_eq!(relays.is_empty(), inline_flush, "{relays:#?}");
     let records_of = |id: &str| -> Vec<&Value> {
         spans
             .values()
@@ -226,7 +243,7 @@ async fn fan_out_in_one_trace(tag: &str, inline_flush: bool) {
         assert!(!records.is_empty(), "no span for child {child}");
         for record in &records {
             assert!(
-                parent_of(record).is_some_and(|p| start_ids.contains(&p)),
+                sender_of(record).is_some_and(|p| start_ids.contains(&p)),
                 "child {child}'s record is not under the root's Start: {record}"
             );
         }
@@ -236,7 +253,7 @@ async fn fan_out_in_one_trace(tag: &str, inline_flush: bool) {
             .collect();
         let reported = root_records
             .iter()
-            .filter(|s| parent_of(s).is_some_and(|p| child_ids.contains(&p)))
+            .filter(|s| sender_of(s).is_some_and(|p| child_ids.contains(&p)))
             .count();
         assert_eq!(
             reported, 1,
@@ -263,17 +280,17 @@ async fn fan_out_in_one_trace(tag: &str, inline_flush: bool) {
         names.sort();
         names
     };
-    let known = ["burst", "commit", "load", "publish", "step"];
+    let known = ["burst", "commit", "load", "publish", "relay", "step"];
     for record in spans.values().filter(|s| s["name"] == "record") {
         let inner = names(record["spanId"].as_str().expect("id"));
         assert!(inner.iter().all(|n| known.contains(&n.as_str())), "{inner:?}");
     }
     // a child's record creates it (no load), steps its start to its end, and publishes
-    // the end to its parent (or leaves it to the relay)
+    // the end to its parent (or the relay does, in a span of its own under the record)
     let child_work: &[&str] = if inline_flush {
         &["commit", "publish", "step"]
     } else {
-        &["commit", "step"]
+        &["commit", "relay", "step"]
     };
     for child in &children {
         for record in records_of(child) {
@@ -284,10 +301,13 @@ async fn fan_out_in_one_trace(tag: &str, inline_flush: bool) {
         .iter()
         .find(|s| attribute(s, "receive_count") == Some("1"))
         .expect("the first delivery");
-    assert_eq!(
-        names(first["spanId"].as_str().expect("id")),
-        ["commit", "load", "step"]
-    );
+    let first_work: &[&str] = if inline_flush {
+        &["commit", "load", "step"]
+    } else {
+        // and the relay's three spans, one per spawn row it published
+        &["commit", "load", "relay", "relay", "relay", "step"]
+    };
+    assert_eq!(names(first["spanId"].as_str().expect("id")), first_work);
     let commit = by_parent[first["spanId"].as_str().expect("id")]
         .iter()
         .find(|s| s["name"] == "commit")
@@ -352,8 +372,16 @@ async fn a_timeout_continues_the_trace_that_armed_its_timer() {
         .iter()
         .find(|s| s["spanId"] != start["spanId"])
         .expect("the Timeout's record");
+    // the sweeper's span under the record whose commit armed the timer, and the
+    // Timeout's record under the sweeper's
+    let fire = spans
+        .values()
+        .find(|s| s["name"] == "fire")
+        .expect("the sweeper's span");
+    assert_eq!(fire["parentSpanId"], start["spanId"], "{fire}");
+    assert_eq!(attribute(fire, "path"), Some("Waiting"), "{fire}");
     assert_eq!(
-        timeout["parentSpanId"], start["spanId"],
-        "the Timeout under the record whose commit armed its timer"
+        timeout["parentSpanId"], fire["spanId"],
+        "the Timeout under the sweeper's span"
     );
 }
