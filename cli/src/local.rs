@@ -142,6 +142,11 @@ async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     if args.batch_size == 0 || args.batch_size > 10 {
         return Err(usage("--batch-size must be 1..=10 (SQS FIFO)"));
     }
+    let otel = args
+        .otel
+        .as_deref()
+        .map(|url| Endpoint::base(url).map_err(|e| usage(format!("--otel: {e}"))))
+        .transpose()?;
     // by name, the queue and the ones made beside it (dead-letter, doorbell) must fit SQS's
     // rules, or the start fails half-way with SQS's words about a name the user never typed
     if !is_queue_url(&dep.queue) {
@@ -165,11 +170,6 @@ async fn run(mut dep: Deployment, args: LocalArgs) -> Result<()> {
     if args.print_env {
         return print_env(&dep, &args, &definitions_dir).await;
     }
-    let otel = args
-        .otel
-        .as_deref()
-        .map(|url| Endpoint::base(url).map_err(|e| usage(format!("--otel: {e}"))))
-        .transpose()?;
     let spans = console::init(otel);
     let stop = stop_on_signals()?;
     // a signal while starting stops at once: what was started (moto, the lock) is

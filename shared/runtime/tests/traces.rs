@@ -1,5 +1,5 @@
 //! One trace across the functions, exported as OTLP/JSON to a collector of the test's own
-//! (an HTTP listener that keeps what it is posted), over DynamoDB and SQS FIFO (moto, the
+//! (`stm_testkit::otlp`, an HTTP listener that keeps what it is posted), over DynamoDB and SQS FIFO (moto, the
 //! strict layer): the client's send is the root; each record's handling is a span whose
 //! parent is the span that sent its message, with its load, step, commit and publish
 //! under it; the children a fan-out spawned are handled under the parent's span that
@@ -15,11 +15,9 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use common::hooked_store::{HookedStore, StoreHook};
 use common::Stack;
@@ -27,80 +25,8 @@ use serde_json::{json, Value};
 use stm_runtime::queue::SqsQueue;
 use stm_runtime::telemetry::otlp::{self, Endpoint};
 use stm_store::{StoreError, Written};
+use stm_testkit::otlp::{attribute, Collector};
 use tracing_subscriber::layer::SubscriberExt;
-
-/// An OTLP/HTTP collector in a thread: every body posted to it, parsed.
-struct Collector {
-    url: String,
-    bodies: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Collector {
-    fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a port");
-        let url = format!("http://{}", listener.local_addr().expect("its address"));
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let kept = bodies.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                if let Some(body) = read_request(&mut stream) {
-                    kept.lock().expect("bodies").push(body);
-                }
-                let _ =
-                    stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-            }
-        });
-        Collector { url, bodies }
-    }
-
-    /// Every span received so far, by its id.
-    fn spans(&self) -> BTreeMap<String, Value> {
-        let bodies = self.bodies.lock().expect("bodies");
-        let mut out = BTreeMap::new();
-        for body in bodies.iter() {
-            for resource in body["resourceSpans"].as_array().into_iter().flatten() {
-                for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
-                    for span in scope["spans"].as_array().into_iter().flatten() {
-                        out.insert(span["spanId"].as_str().expect("spanId").to_string(), span.clone());
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
-/// One HTTP request's body, as JSON: `POST /v1/traces` with a `Content-Length`.
-fn read_request(stream: &mut std::net::TcpStream) -> Option<Value> {
-    let mut data = Vec::new();
-    let mut buf = [0u8; 8192];
-    let header_end = loop {
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        data.extend_from_slice(&buf[..n]);
-        if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&data[..header_end]).to_string();
-    assert!(head.starts_with("POST /v1/traces HTTP/1.1"), "{head}");
-    assert!(head.contains("Content-Type: application/json"), "{head}");
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .and_then(|n| n.trim().parse().ok())?;
-    while data.len() < header_end + length {
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            break;
-        }
-        data.extend_from_slice(&buf[..n]);
-    }
-    serde_json::from_slice(&data[header_end..header_end + length]).ok()
-}
 
 /// Dies once, armed: after the next commit made durable, before its flush (the worker
 /// never learns its write landed, and the record is redelivered).
@@ -115,14 +41,6 @@ impl StoreHook for DiesAfterCommit {
         }
         Ok(())
     }
-}
-
-fn attribute<'a>(span: &'a Value, key: &str) -> Option<&'a str> {
-    span["attributes"]
-        .as_array()?
-        .iter()
-        .find(|a| a["key"] == key)
-        .and_then(|a| a["value"]["stringValue"].as_str())
 }
 
 #[tokio::test]
@@ -167,20 +85,16 @@ async fn fan_out_in_one_trace(tag: &str, inline_flush: bool) {
     assert_eq!(stack.load(root).await.active_path.as_deref(), Some("AllSent"));
 
     handle.flush(Duration::from_secs(5));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let spans = loop {
-        let spans = collector.spans();
+    let spans = collector.spans_when(Duration::from_secs(10), |spans| {
         let joined = spans
             .values()
             .filter(|s| s["name"] == "record" && attribute(s, "execution_id") == Some(root))
             .count();
-        if joined >= 4 + usize::from(inline_flush) || Instant::now() > deadline {
-            break spans;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        joined >= 4 + usize::from(inline_flush)
+    });
     assert_eq!(handle.dropped(), 0);
     assert_eq!(handle.failed_requests(), 0);
+    assert_eq!(collector.refused(), Vec::<String>::new());
 
     // one trace, rooted at the client's send
     let sends: Vec<&Value> = spans.values().filter(|s| s["name"] == "send").collect();
@@ -349,15 +263,9 @@ async fn a_timeout_continues_the_trace_that_armed_its_timer() {
     assert_eq!(stack.load(id).await.active_path.as_deref(), Some("Expired"));
 
     handle.flush(Duration::from_secs(5));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let spans = loop {
-        let spans = collector.spans();
-        let records = spans.values().filter(|s| s["name"] == "record").count();
-        if records >= 2 || Instant::now() > deadline {
-            break spans;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let spans = collector.spans_when(Duration::from_secs(10), |spans| {
+        spans.values().filter(|s| s["name"] == "record").count() >= 2
+    });
     let send = spans.values().find(|s| s["name"] == "send").expect("the send");
     let trace = send["traceId"].as_str().expect("traceId");
     let outside: Vec<&Value> = spans.values().filter(|s| s["traceId"] != trace).collect();

@@ -48,6 +48,7 @@ pub mod heap;
 pub mod http;
 pub mod iam;
 pub mod meter;
+pub mod otlp;
 mod proxy;
 pub mod recorder;
 pub mod runtime_api;

@@ -1,0 +1,76 @@
+//! `stm local --otel URL` (here through `OTEL_EXPORTER_OTLP_ENDPOINT`, the flag's
+//! variable): the functions' spans reach an OpenTelemetry collector, one trace per send,
+//! each record's span under the span of the `stm` command that sent its message, with
+//! its load, step and commit under it. An endpoint it cannot export to is refused before
+//! anything starts.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::{stderr, Local};
+use serde_json::Value;
+use stm_testkit::otlp::{attribute, Collector};
+
+#[test]
+fn the_local_stack_exports_one_trace_per_send() {
+    let collector = Collector::start();
+    let local = Local::start_with(
+        "otel_local",
+        &common::repo().join("examples"),
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT".to_string(), collector.url.clone())],
+    );
+    local.ok(&["create", "examples/order.stm", "Order", "--id", "traced-1"]);
+    local.wait_show("traced-1", &["RUNNING"]);
+    local.ok(&["send", "traced-1", r#"Submit:{"amount": 5.0}"#]);
+    local.wait_show("traced-1", &["Payment"]);
+
+    let records_of = |spans: &std::collections::BTreeMap<String, Value>| -> Vec<Value> {
+        spans
+            .values()
+            .filter(|s| s["name"] == "record" && attribute(s, "execution_id") == Some("traced-1"))
+            .cloned()
+            .collect()
+    };
+    let spans = collector.spans_when(Duration::from_secs(30), |spans| records_of(spans).len() >= 2);
+    assert_eq!(collector.refused(), Vec::<String>::new());
+    let records = records_of(&spans);
+    assert_eq!(
+        records.len(),
+        2,
+        "the Start and Submit: {records:#?}\n{}",
+        local.console()
+    );
+    // two sends, two traces; each record under its sender's span (the `stm` command's)
+    let traces: BTreeSet<&str> = records.iter().filter_map(|r| r["traceId"].as_str()).collect();
+    assert_eq!(traces.len(), 2, "{records:#?}");
+    for record in &records {
+        assert!(record["parentSpanId"].is_string(), "no sender: {record}");
+        let inner: BTreeSet<&str> = spans
+            .values()
+            .filter(|s| s["parentSpanId"] == record["spanId"])
+            .map(|s| {
+                assert_eq!(s["traceId"], record["traceId"], "{s}");
+                s["name"].as_str().unwrap_or_default()
+            })
+            .collect();
+        assert!(
+            ["load", "step", "commit"].iter().all(|n| inner.contains(n)),
+            "{inner:?}"
+        );
+    }
+}
+
+#[test]
+fn an_endpoint_it_cannot_export_to_is_refused_before_anything_starts() {
+    for (url, words) in [
+        ("https://collector.example:4318", "is https://"),
+        ("localhost:4318", "is not an http:// URL"),
+    ] {
+        let out = common::stm_with(&[], &["local", "--otel", url, "--definitions", "examples"]);
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(said.contains("--otel") && said.contains(words), "{url}: {said}");
+    }
+}
