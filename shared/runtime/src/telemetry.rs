@@ -18,6 +18,22 @@
 //!
 //! [`OutgoingMessage`]: crate::queue::OutgoingMessage
 
+/// `$work.await` inside `$span` when a subscriber records the span, else `$work.await`
+/// alone: wrapping a future moves it into the wrapper, which the embedded runner's steps
+/// pay for on every event even with nothing listening. A macro, so that the future is
+/// built in the branch that awaits it and never moved.
+macro_rules! in_span {
+    ($span:expr, $work:expr) => {{
+        let span: tracing::Span = $span;
+        if span.is_disabled() {
+            $work.await
+        } else {
+            tracing::Instrument::instrument($work, span).await
+        }
+    }};
+}
+pub(crate) use in_span;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 

@@ -2,10 +2,10 @@
 //! routed to `on error` or failing the execution), the step's commit prepared from its
 //! effects, and written atomically. Every runner steps through here.
 
+use crate::telemetry::in_span;
 use stm_core::engine::{self, ActionCall, ActionError, ActionHost, Effect, StepError};
 use stm_core::{Definition, Event, Execution, Map, Status, Value};
 use stm_store::{Commit, OutboxEntry, SpawnEntry, SpawnIntent, StoreError, TimerClaim, TimerOp};
-use tracing::Instrument;
 
 use super::error::check_step_messages;
 use super::plan::{plan, Arrival, Plan};
@@ -381,14 +381,15 @@ impl Driver {
         // the step may have to be undone (see `prepare_step`); a clone is cheap next to
         // the commit's serialization of the same execution
         let before = exe.clone();
-        let mut step = self
-            .prepare_checked(defn, exe, event, Undo::Snapshot(&before), &[])
-            .instrument(tracing::info_span!(
-                "step",
-                event_kind = event.map_or("Start", |e| e.kind.as_str()),
-                from = before.active_path.as_deref().unwrap_or("None"),
-            ))
-            .await?;
+        let step_span = tracing::info_span!(
+            "step",
+            event_kind = event.map_or("Start", |e| e.kind.as_str()),
+            from = before.active_path.as_deref().unwrap_or("None"),
+        );
+        let mut step = in_span!(
+            step_span,
+            self.prepare_checked(defn, exe, event, Undo::Snapshot(&before), &[])
+        )?;
         step.commit.unpark.extend(unpark.clone());
         let actions = step.report.actions.clone();
         let commit_span = tracing::info_span!(
@@ -399,7 +400,7 @@ impl Driver {
             spawns = step.commit.spawns.len(),
             timers = step.commit.timers.len(),
         );
-        match self.commit_prepared(exe, step).instrument(commit_span).await {
+        match in_span!(commit_span, self.commit_prepared(exe, step)) {
             Err(DriverError::Store(err @ StoreError::TooLarge(_))) => {
                 // A commit the store refuses whatever the retry (DynamoDB: an item over
                 // 400 KB, over 100 actions or 4 MB in the transaction; a context too large, a
