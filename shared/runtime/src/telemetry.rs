@@ -9,8 +9,9 @@
 //!
 //! While a record is handled its context is the *current* one ([`in_context`],
 //! [`current`]): every message built meanwhile ([`OutgoingMessage`]'s constructors)
-//! names the record's span as its parent. Outside any context a message starts a trace
-//! of its own.
+//! names the record's span as its parent. A row or timer carries its commit's context to
+//! whoever sends its message later. A message built outside any context (a row harel
+//! wrote, say) carries none, and its handler starts a trace.
 //!
 //! The attribute is best effort: a message whose body leaves no room for it under SQS's
 //! size limit is sent without it, so tracing never changes what is sent or refused

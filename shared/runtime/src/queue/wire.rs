@@ -10,7 +10,6 @@ use stm_core::{Event, Map, Value};
 use stm_store::{OutboxEntry, SpawnEntry};
 
 use super::PublishFailure;
-use crate::driver::Clock;
 use crate::telemetry::{self, TraceContext};
 
 /// The message attribute that marks a non-event message, and its value for a spawn intent.
@@ -271,12 +270,14 @@ impl OutgoingMessage {
     ) -> Self {
         let fits = sqs_message_bytes(body.len(), spawn) + telemetry::TRACEPARENT_ATTRIBUTE_BYTES
             <= MAX_MESSAGE_BYTES;
-        let trace = fits.then(|| {
-            trace
-                .and_then(TraceContext::from_traceparent)
-                .or_else(telemetry::current)
-                .unwrap_or_else(|| TraceContext::new_trace(crate::driver::SystemClock.now()))
-        });
+        // no context (a row harel wrote, say): no attribute, and its handler starts a trace
+        let trace = fits
+            .then(|| {
+                trace
+                    .and_then(TraceContext::from_traceparent)
+                    .or_else(telemetry::current)
+            })
+            .flatten();
         OutgoingMessage {
             group_id,
             deduplication_id,
@@ -635,24 +636,25 @@ pub(crate) mod tests {
     #[test]
     fn sizes_count_body_and_attributes_as_sqs_does() {
         let event = Event::new("E").with_id("e1");
+        // outside any trace: the body alone
         let message = OutgoingMessage::event("g", &event);
-        // the body and the traceparent attribute it carries
-        assert!(message.trace.is_some());
-        let traced = crate::telemetry::TRACEPARENT_ATTRIBUTE_BYTES;
-        assert_eq!(message.sqs_bytes(), message.body.len() + traced);
-        // the check at commit counts the body alone: the attribute is dropped where it does
-        // not fit, so it never makes a message too large
+        assert_eq!(message.trace, None);
+        assert_eq!(message.sqs_bytes(), message.body.len());
+        // the check at commit counts the body alone too: the attribute is dropped where it
+        // does not fit, so it never makes a message too large
         assert_eq!(event_message_bytes(&event), message.body.len());
+        let traced = crate::telemetry::TRACEPARENT_ATTRIBUTE_BYTES;
         let entry = SpawnEntry {
             seq: 7,
             parent_id: "p".into(),
             child_id: "p:A:0".into(),
             root_path: "Main.A".into(),
             context: Map::new(),
-            trace_context: None,
+            trace_context: Some(TraceContext::new_trace(1.0).traceparent()),
         };
         let spawn = OutgoingMessage::spawn(&entry);
-        // stm_kind + String + spawn, and the traceparent
+        // stm_kind + String + spawn, and the row's traceparent
+        assert!(spawn.trace.is_some());
         assert_eq!(spawn.sqs_bytes(), spawn.body.len() + 8 + 6 + 5 + traced);
         // before the commit the seq is unknown: counted at its widest, never under
         let estimate = spawn_message_bytes("p", "p:A:0", "Main.A", &Map::new());
@@ -660,15 +662,16 @@ pub(crate) mod tests {
         assert!(estimate >= untraced && estimate <= untraced + 20);
     }
 
-    #[test]
-    fn a_body_that_leaves_no_room_goes_without_its_trace_context() {
-        let fits = |bytes: usize| sized("g", 1, bytes);
-        let overhead = fits(0).body.len();
+    #[tokio::test]
+    async fn a_body_that_leaves_no_room_goes_without_its_trace_context() {
+        let ctx = TraceContext::new_trace(1.0);
+        let fits = |bytes: usize| telemetry::in_context(ctx, async move { sized("g", 1, bytes) });
+        let overhead = fits(0).await.body.len();
         let room = MAX_MESSAGE_BYTES - crate::telemetry::TRACEPARENT_ATTRIBUTE_BYTES - overhead;
-        let just_fits = fits(room);
-        assert!(just_fits.trace.is_some());
+        let just_fits = fits(room).await;
+        assert_eq!(just_fits.trace, Some(ctx), "the current context");
         assert_eq!(just_fits.sqs_bytes(), MAX_MESSAGE_BYTES);
-        let over = fits(room + 1);
+        let over = fits(room + 1).await;
         assert_eq!(over.trace, None);
         assert_eq!(over.sqs_bytes(), over.body.len());
         assert!(over.sqs_bytes() <= MAX_MESSAGE_BYTES);
@@ -689,8 +692,9 @@ pub(crate) mod tests {
             trace_context: Some("garbage".into()),
             ..entry
         };
+        // an unreadable one is ignored: the current context, here none
         let message = OutgoingMessage::outbox(&unreadable).expect("a target");
-        assert!(message.trace.is_some_and(|t| t.trace_id != row.trace_id));
+        assert_eq!(message.trace, None);
     }
 
     #[test]
