@@ -293,3 +293,129 @@ async fn a_timeout_continues_the_trace_that_armed_its_timer() {
         "the Timeout under the sweeper's span"
     );
 }
+
+/// Each child waits on a timer: its `Timeout` comes from the sweeper.
+const WAITING_FAN: &str = r#"
+machine Waiter {
+  carry item
+  initial Waiting
+  state Waiting { timeout 1 }
+  final Done success
+  from Waiting to Done on Timeout
+}
+machine Fan {
+  context { items: any = [] }
+  initial Going
+  state Going {
+    invoke Waiter for item in items
+    with { item: item }
+  }
+  final AllDone success
+  final SomeFailed failed
+  from Going join all to AllDone else to SomeFailed
+}
+"#;
+
+/// The issue's acceptance in one trace: a fan-out of three children, each on a timer the
+/// sweeper fires, the root's first record redelivered after the worker died between its
+/// commit and its flush, and the join.
+#[tokio::test]
+async fn a_fan_out_on_timers_with_a_redelivery_is_one_trace() {
+    let collector = Collector::start();
+    let (layer, handle) = otlp::layer(Endpoint::base(&collector.url).expect("an http URL"), "stm-test");
+    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+    let parts = common::moto_parts("traces_all", 1, 50).await;
+    let hook = Arc::new(DiesAfterCommit::default());
+    let store = Arc::new(HookedStore::new(parts.store.clone(), ArcHook(hook.clone())));
+    let queue = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
+    let stack = Stack::new(store, queue).redeploy(common::definitions_from(WAITING_FAN));
+    let root = "fan-t";
+    stack
+        .control
+        .create(
+            "Fan",
+            Some(common::object(json!({"items": ["a", "b", "c"]}))),
+            Some(root),
+        )
+        .await
+        .expect("created");
+    hook.0.store(true, Ordering::SeqCst);
+    stack.drain().await;
+    stack.clock.advance(2.0);
+    stack.drain().await;
+    assert_eq!(stack.load(root).await.active_path.as_deref(), Some("AllDone"));
+
+    handle.flush(Duration::from_secs(5));
+    let spans = collector.spans_when(Duration::from_secs(10), |spans| {
+        spans.values().filter(|s| s["name"] == "record").count() >= 11
+    });
+    assert_eq!(collector.refused(), Vec::<String>::new());
+    let send = spans.values().find(|s| s["name"] == "send").expect("the send");
+    assert!(send.get("parentSpanId").is_none(), "the send is the root: {send}");
+    let outside: Vec<&Value> = spans
+        .values()
+        .filter(|s| s["traceId"] != send["traceId"])
+        .collect();
+    assert!(outside.is_empty(), "spans outside the send's trace: {outside:#?}");
+    let named = |name: &str| -> Vec<&Value> { spans.values().filter(|s| s["name"] == name).collect() };
+    let of = |id: &str| -> Vec<&Value> {
+        named("record")
+            .into_iter()
+            .filter(|s| attribute(s, "execution_id") == Some(id))
+            .collect()
+    };
+    let under = |parent: &Value| -> Vec<&Value> {
+        spans
+            .values()
+            .filter(|s| s["parentSpanId"] == parent["spanId"])
+            .collect()
+    };
+    // the root's Start: delivered, died after its commit, redelivered; both under the send
+    let starts: Vec<&Value> = of(root)
+        .into_iter()
+        .filter(|s| s["parentSpanId"] == send["spanId"])
+        .collect();
+    let mut counts: Vec<&str> = starts
+        .iter()
+        .filter_map(|s| attribute(s, "receive_count"))
+        .collect();
+    counts.sort_unstable();
+    assert_eq!(counts, ["1", "2"], "{starts:#?}");
+    let children: Vec<String> = stack.load(root).await.children.keys().cloned().collect();
+    assert_eq!(children.len(), 3);
+    for child in &children {
+        // created under one of the Start's records; its step armed the timer
+        let records = of(child);
+        assert_eq!(
+            records.len(),
+            2,
+            "child {child}: its spawn and its Timeout: {records:#?}"
+        );
+        let spawned = records
+            .iter()
+            .find(|r| starts.iter().any(|s| s["spanId"] == r["parentSpanId"]))
+            .unwrap_or_else(|| panic!("child {child} is not under the root's Start: {records:#?}"));
+        // the sweeper's fire span under the record that armed the timer, and the Timeout's
+        // record under the fire span
+        let fires: Vec<&Value> = under(spawned)
+            .into_iter()
+            .filter(|s| s["name"] == "fire")
+            .collect();
+        assert_eq!(fires.len(), 1, "child {child}: {:#?}", under(spawned));
+        let timeout = records
+            .iter()
+            .find(|r| r["parentSpanId"] == fires[0]["spanId"])
+            .unwrap_or_else(|| panic!("child {child}'s Timeout is not under the sweeper's span"));
+        // the join: the child's end reaches the root under the Timeout's record
+        let joined: Vec<&Value> = under(timeout)
+            .into_iter()
+            .filter(|s| s["name"] == "record" && attribute(s, "execution_id") == Some(root))
+            .collect();
+        assert_eq!(
+            joined.len(),
+            1,
+            "child {child}'s end under its Timeout: {:#?}",
+            under(timeout)
+        );
+    }
+}
