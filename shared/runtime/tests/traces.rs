@@ -43,6 +43,33 @@ impl StoreHook for DiesAfterCommit {
     }
 }
 
+/// A stack over moto whose spans go to a collector of its own while it lives (on this
+/// thread), and whose store dies once after a commit when its hook is armed.
+struct Traced {
+    collector: Collector,
+    exporter: otlp::OtlpHandle,
+    hook: Arc<DiesAfterCommit>,
+    stack: Stack,
+    _subscriber: tracing::subscriber::DefaultGuard,
+}
+
+async fn traced(tag: &str) -> Traced {
+    let collector = Collector::start();
+    let (layer, exporter) = otlp::layer(Endpoint::base(&collector.url).expect("an http URL"), "stm-test");
+    let subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+    let parts = common::moto_parts(tag, 1, 50).await;
+    let hook = Arc::new(DiesAfterCommit::default());
+    let store = Arc::new(HookedStore::new(parts.store.clone(), ArcHook(hook.clone())));
+    let queue = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
+    Traced {
+        collector,
+        exporter,
+        hook,
+        stack: Stack::new(store, queue),
+        _subscriber: subscriber,
+    }
+}
+
 #[tokio::test]
 async fn a_fan_out_is_one_trace_from_the_send_to_the_join() {
     fan_out_in_one_trace("traces", true).await;
@@ -58,15 +85,13 @@ async fn rows_the_relay_publishes_continue_their_commit_s_trace() {
 /// The fan-out of three, its spans checked; with `inline_flush`, the worker dies once
 /// between the root's first commit and its flush, so that record is redelivered.
 async fn fan_out_in_one_trace(tag: &str, inline_flush: bool) {
-    let collector = Collector::start();
-    let (layer, handle) = otlp::layer(Endpoint::base(&collector.url).expect("an http URL"), "stm-test");
-    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
-
-    let parts = common::moto_parts(tag, 1, 50).await;
-    let hook = Arc::new(DiesAfterCommit::default());
-    let store = Arc::new(HookedStore::new(parts.store.clone(), ArcHook(hook.clone())));
-    let queue = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
-    let mut stack = Stack::new(store, queue);
+    let Traced {
+        collector,
+        exporter: handle,
+        hook,
+        mut stack,
+        _subscriber,
+    } = traced(tag).await;
     stack.worker.settings.inline_flush = inline_flush;
     let root = "fan-1";
     stack
@@ -243,12 +268,13 @@ impl StoreHook for ArcHook {
 /// the timer: the timer item carries its context, read with the sweeper's check of it.
 #[tokio::test]
 async fn a_timeout_continues_the_trace_that_armed_its_timer() {
-    let collector = Collector::start();
-    let (layer, handle) = otlp::layer(Endpoint::base(&collector.url).expect("an http URL"), "stm-test");
-    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
-    let parts = common::moto_parts("traces_timer", 1, 50).await;
-    let queue = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
-    let stack = Stack::new(parts.store.clone(), queue);
+    let Traced {
+        collector,
+        exporter: handle,
+        stack,
+        _subscriber,
+        ..
+    } = traced("traces_timer").await;
     let id = "timed-1";
     stack
         .control
@@ -321,14 +347,14 @@ machine Fan {
 /// commit and its flush, and the join.
 #[tokio::test]
 async fn a_fan_out_on_timers_with_a_redelivery_is_one_trace() {
-    let collector = Collector::start();
-    let (layer, handle) = otlp::layer(Endpoint::base(&collector.url).expect("an http URL"), "stm-test");
-    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
-    let parts = common::moto_parts("traces_all", 1, 50).await;
-    let hook = Arc::new(DiesAfterCommit::default());
-    let store = Arc::new(HookedStore::new(parts.store.clone(), ArcHook(hook.clone())));
-    let queue = Arc::new(SqsQueue::new(parts.client.clone(), parts.urls.queue_url.clone()));
-    let stack = Stack::new(store, queue).redeploy(common::definitions_from(WAITING_FAN));
+    let Traced {
+        collector,
+        exporter: handle,
+        hook,
+        stack,
+        _subscriber,
+    } = traced("traces_all").await;
+    let stack = stack.redeploy(common::definitions_from(WAITING_FAN));
     let root = "fan-t";
     stack
         .control
