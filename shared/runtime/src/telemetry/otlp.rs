@@ -469,19 +469,19 @@ mod tests {
         };
         assert_eq!(Endpoint::from_lookup(env(&[])), Ok(None));
         assert_eq!(
-            Endpoint::from_lookup(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")]))
+            Endpoint::from_lookup(env(&[(stm_env::OTEL_ENDPOINT, "http://c:4318")]))
                 .map(|e| e.map(|e| e.path)),
             Ok(Some("/v1/traces".to_string()))
         );
         assert_eq!(
             Endpoint::from_lookup(env(&[
-                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
-                ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:1/spans"),
+                (stm_env::OTEL_ENDPOINT, "http://c:4318"),
+                (stm_env::OTEL_TRACES_ENDPOINT, "http://t:1/spans"),
             ]))
             .map(|e| e.map(|e| (e.authority, e.path))),
             Ok(Some(("t:1".to_string(), "/spans".to_string())))
         );
-        assert!(Endpoint::from_lookup(env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://x")])).is_err());
+        assert!(Endpoint::from_lookup(env(&[(stm_env::OTEL_ENDPOINT, "https://x")])).is_err());
     }
 
     #[test]
