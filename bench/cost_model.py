@@ -11,9 +11,10 @@ functions' metrics) is bench/cost_inputs.json, which the Rust test `cost_inputs_
 (`cargo test -p stm-store --test measures`) measures on the items the store writes and
 bench/test_cost_model.py checks against the functions' code; what it takes from the
 deployment (the functions' memory, architecture, batch size and schedules, the event
-sources, the alarms and their metrics, the retention, the defaults of DedupeMarks, Trace
-and LogLevel) is read from template.yaml at run time (`--template`). The rest (Lambda's
-billed time, the message size, the mix, the pollers) are assumptions, flags, marked so.
+sources, the alarms and their metrics, the retention, the defaults of DedupeMarks, Trace,
+LogLevel, XRayTracing and XRaySampleRatio) is read from template.yaml at run time
+(`--template`). The rest (Lambda's billed time, the message size, the mix, the pollers)
+are assumptions, flags, marked so.
 
 One transition = one event processed by the worker (load, step, commit). Every event
 reaches the worker as one SQS FIFO message, sent by whoever produced it: the producer (a
@@ -79,11 +80,18 @@ Counted per design (read from the code, 2026-12-02):
   line of 280 bytes per event that the worker does not write: $0.14 of the old $1.61.
 * CloudWatch metrics and alarms: the custom metrics the functions' EMF lines create (a
   zero count is not sent, so only those a mix makes non-zero) and the template's alarms.
+* X-Ray (section 5, `xray_monthly`; since 2026-12-07), priced on its own and in no total
+  nor in the last line: an observability option, which the cheapest layout the cost line
+  prices runs without (XRayTracing=PassThrough, $0). With XRayTracing=Active, Lambda records
+  the invocations X-Ray's default sampling rule picks (its reservoir of 1 a second for the
+  account, then 5% of the rest) and the functions send their spans into the executions'
+  traces whose ids fall in XRaySampleRatio (`--xray-tracing`, `--xray-sample-ratio`).
 
 Not counted (the same for every design, or not per transition): the execution items'
 storage (and its point-in-time recovery), spawns, the free tiers (1 M SQS requests, 1 M
 Lambda requests and 400,000 GB-s, 25 GB of DynamoDB storage, 5 GB of logs, 20,000 KMS
-requests a month), data transfer (same region: none).
+requests, 100,000 X-Ray traces recorded a month), X-Ray's traces retrieved or scanned (the
+operator's reads, not the traffic's), data transfer (same region: none).
 Prices are us-east-1 list prices; no network, no AWS account.
 """
 
@@ -191,6 +199,18 @@ PRICES = {
     # standard-resolution alarm, as quoted by https://c3x.dev/blog/aws-cloudwatch-metrics-cost/.
     "cloudwatch_metric_per_month": 0.30,
     "cloudwatch_alarm_metric_per_month": 0.10,
+    # X-Ray, us-east-1 (checked 2026-12-07): billed per trace, a trace being one request to
+    # the application whatever data points (segments) it holds (they are not billed on their
+    # own): $5.00 per million traces recorded, $0.50 per million traces retrieved or
+    # scanned; the first 100,000 recorded and the first 1,000,000 retrieved or scanned a month
+    # free, left out like every free tier here (they would take $0.50 a month off).
+    # https://aws.amazon.com/xray/pricing/: FIGURES CONFIRMED on AWS's own page, in the
+    # stored copies of its German and Chinese versions (https://aws.amazon.com/de/xray/pricing/:
+    # "5 USD pro Million ... (0,000005 USD pro Ablaufverfolgung)", "0,50 USD pro Million").
+    # Retrieval and scans are the operator's reads (the console, the trace queries), not the
+    # traffic's: not counted, named in section 5.
+    "xray_traces_recorded_per_million": 5.00,
+    "xray_traces_retrieved_per_million": 0.50,
 }
 
 # Not prices: the counts and sizes the model assumes, with where they come from. What comes
@@ -207,6 +227,15 @@ SQS_MAX_CHUNK = 64 * 1024  # one SQS request per 64 KB of payload (AWS's rule, a
 LONG_POLL_SECONDS = 20
 # DynamoDB decrypts a table key again after this long without use (the KMS rule, above).
 KMS_TABLE_KEY_IDLE_MINUTES = 5
+# X-Ray's default sampling rule, the one Lambda applies to a function with Tracing: Active
+# (X-Ray developer guide, https://docs.aws.amazon.com/xray/latest/devguide/xray-console-sampling.html):
+# a reservoir of 1 request a second, then a fixed rate of 5% of the requests beyond it. The
+# reservoir "applies to all services using the rule collectively"
+# (https://docs.aws.amazon.com/xray/latest/api/API_SamplingRule.html, ReservoirSize): one for
+# the account, shared by the three functions. Each sampled invocation is one trace, distinct
+# from the executions' traces the functions send their spans to (XRaySampleRatio).
+XRAY_RESERVOIR_PER_SECOND = 1
+XRAY_DEFAULT_FIXED_RATE = 0.05
 
 
 # ---------------------------------------------------------------- inputs from the code
@@ -272,6 +301,46 @@ def resolve(template: dict, value):
     if isinstance(value, list):
         return [resolve(template, v) for v in value]
     return value
+
+
+def condition(template: dict, name: str) -> bool:
+    """A template condition's value with the parameters' defaults: `Fn::Equals`, `Fn::Not`,
+    `Fn::And`, `Fn::Or` and `Condition` over parameters and literals; anything else (a
+    `Fn::Join`, a pseudo parameter) is refused rather than guessed."""
+
+    def value(node):
+        v = resolve(template, node)
+        if isinstance(v, (dict, list)):
+            raise SystemExit(f"template.yaml: the condition {name} compares {node!r}, which the model cannot resolve")
+        return str(v)
+
+    def ev(node) -> bool:
+        if isinstance(node, dict) and len(node) == 1:
+            ((key, args),) = node.items()
+            if key == "Condition":
+                return condition(template, args)
+            if key == "Fn::Equals":
+                return value(args[0]) == value(args[1])
+            if key == "Fn::Not":
+                return not ev(args[0])
+            if key == "Fn::And":
+                return all(ev(n) for n in args)
+            if key == "Fn::Or":
+                return any(ev(n) for n in args)
+        raise SystemExit(f"template.yaml: the condition {name} ({node!r}) is not one the model evaluates")
+
+    conditions = template.get("Conditions", {})
+    if name not in conditions:
+        raise SystemExit(f"template.yaml: no condition {name}")
+    return ev(conditions[name])
+
+
+def resolve_if(template: dict, value):
+    """`resolve`, with `Fn::If` decided by its condition at the parameters' defaults."""
+    while isinstance(value, dict) and set(value) == {"Fn::If"}:
+        name, yes, no = value["Fn::If"]
+        value = yes if condition(template, name) else no
+    return resolve(template, value)
 
 
 def rate_minutes(expression: str) -> float:
@@ -403,6 +472,19 @@ def template_inputs(path: str = DEFAULT_TEMPLATE) -> dict:
     def default(name: str):
         return params[name]["Default"]
 
+    # X-Ray: each function's tracing mode (its own, else the Globals', else Lambda's default,
+    # PassThrough) and the share of the executions' traces its spans go to: its
+    # STM_XRAY_SAMPLE_RATIO as deployed with the defaults (the Globals' variables under its
+    # own, as SAM merges them; absent: none)
+    xray_by_function = {name: str(prop(fn, "Tracing", "PassThrough")) for name, fn in fns.items()}
+    if len(set(xray_by_function.values())) != 1:
+        raise SystemExit(f"{path}: the functions' tracing modes differ ({xray_by_function}); the model prices one for all three")
+    globals_env = (globals_fn.get("Environment") or {}).get("Variables") or {}
+
+    def env_ratio(fn: dict) -> float:
+        variables = {**globals_env, **((fn.get("Environment") or {}).get("Variables") or {})}
+        return float(resolve_if(t, variables.get("STM_XRAY_SAMPLE_RATIO", 0)))
+
     return {
         "path": path,
         "architectures": architectures,
@@ -431,6 +513,12 @@ def template_inputs(path: str = DEFAULT_TEMPLATE) -> dict:
         "item_tables": item_tables,
         # the (function, table) pairs whose table key is an AWS managed KMS key
         "kms_pairs": sum(1 for fn in item_tables.values() for n in fn if sse_tables.get(n) == "aws-managed"),
+        # X-Ray: the mode (XRayTracing through the Globals' Tracing) and XRaySampleRatio's
+        # default (what the functions get with Active; 0 for a template without it), and
+        # each function's STM_XRAY_SAMPLE_RATIO at the defaults (0 unless Active)
+        "xray_tracing": xray_by_function["Worker"],
+        "xray_sample_ratio": float(params["XRaySampleRatio"]["Default"]) if "XRaySampleRatio" in params else 0.0,
+        "xray_env_ratio": {name: env_ratio(fn) for name, fn in fns.items()},
     }
 
 
@@ -681,6 +769,44 @@ def fixed_monthly(a, layout: str, emit: float = 0.0, timer: float = 0.0) -> dict
     return parts
 
 
+def xray_ratio(a) -> float:
+    """The share of the executions' traces the functions send their spans to: XRaySampleRatio
+    with Active, else 0 (the template's `!If [TracesToXRay, !Ref XRaySampleRatio, "0"]`)."""
+    return a.xray_sample_ratio if a.xray_tracing == "Active" else 0.0
+
+
+def xray_invocations(a, volume: float, timer: float) -> dict:
+    """The functions' Lambda invocations a month at `volume` transitions, as the rest of the
+    model counts them: the worker's one per batch of the event source, the sweeper's one per
+    doorbell batch (`timer` of the transitions), and the relay's and the sweeper's scheduled
+    runs (template.yaml's schedules)."""
+    return {
+        "worker": volume / a.batch_size,
+        "doorbells": volume * timer / a.doorbell_batch,
+        "scheduled": MINUTES_PER_MONTH / a.relay_period_min + MINUTES_PER_MONTH / a.sweeper_period_min,
+    }
+
+
+def xray_monthly(a, volume: float, timer: float) -> dict:
+    """X-Ray's traces recorded a month at `volume` transitions, and their dollars (free tier
+    left out). With Active: Lambda's invocation traces by the default rule, its reservoir
+    (1 a second, as long as some invocation comes each second) and 5% of the invocations
+    beyond it; and the functions' own traces, XRaySampleRatio of the executions' traces,
+    each transition counted as its own client-started trace (an upper bound: the steps,
+    timers, children and joins of one piece of work continue one trace). PassThrough: none."""
+    active = a.xray_tracing == "Active"
+    invocations = sum(xray_invocations(a, volume, timer).values())
+    reservoir = min(invocations, XRAY_RESERVOIR_PER_SECOND * MINUTES_PER_MONTH * 60) if active else 0.0
+    traces = {
+        "lambda": XRAY_DEFAULT_FIXED_RATE * (invocations - reservoir) if active else 0.0,
+        "ours": xray_ratio(a) * volume,
+        "reservoir": reservoir,
+    }
+    price = PRICES["xray_traces_recorded_per_million"] / 1e6
+    dollars = {k: n * price for k, n in traces.items()}
+    return {"invocations": invocations, "traces": traces, "dollars": dollars, "total": sum(dollars.values())}
+
+
 def express_per_million(a) -> float:
     billed_ms = math.ceil(a.sfn_express_ms / 100) * 100
     return PRICES["sfn_express_per_million_requests"] + 1e6 * (64 / 1024) * (billed_ms / 1000) * PRICES[
@@ -769,7 +895,17 @@ def parser(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS) -> ar
     p.add_argument("--target-utilization", type=float, default=tpl["provisioned_target_utilization"], help="provisioned: the share of its capacity auto scaling keeps a table at, percent (default: template.yaml's ProvisionedTargetUtilization)")
     p.add_argument("--min-units", type=float, default=tpl["provisioned_min_units"], help="provisioned: each scalable target's minimum units (default: template.yaml's ProvisionedMinUnits)")
     p.add_argument("--log-bytes-per-invocation", type=float, default=700, help="START/END/REPORT + the metrics line (ESTIMATED)")
+    p.add_argument("--xray-tracing", choices=["Active", "PassThrough"], default=tpl["xray_tracing"], help="the functions' X-Ray tracing mode, priced in section 5 and in no total (default: template.yaml's XRayTracing)")
+    p.add_argument("--xray-sample-ratio", type=share, default=tpl["xray_sample_ratio"], help="with Active, the share of the executions' traces the functions send their spans to, 0 to 1 (default: template.yaml's XRaySampleRatio)")
     return p
+
+
+def share(text: str) -> float:
+    """A ratio flag's value: a number from 0 to 1."""
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
 
 
 def defaults(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS, **overrides):
@@ -938,6 +1074,8 @@ def main(argv=None) -> None:
     print()
     capacity_modes(a)
     print()
+    xray_section(a)
+    print()
     print(cost_line(a))
 
 
@@ -946,19 +1084,81 @@ def cost_line(a) -> str:
     ratios) for the cheapest layout, without coalescing or producer batching, on-demand at
     100 M transitions a month and provisioned at 1,000 M, and the harel-compatible layout's
     cost against it (on-demand at 100 M)."""
-    e, t = a.emit_ratio, a.timer_ratio
-
-    def mix(layout: str, mode: str, volume: float) -> float:
-        x = argparse.Namespace(**vars(a))
-        x.capacity_mode, x.transitions_per_month = mode, volume
-        return per_transition(x, Design(layout, layout), e, t)["total"] * 1e6
-
-    cheap = mix("cheap", "on-demand", 100e6)
-    provisioned = mix("cheap", "provisioned", 1e9)
-    harel = mix("harel", "on-demand", 100e6)
+    cheap = mix_total(a, "cheap", "on-demand", 100e6)
+    provisioned = mix_total(a, "cheap", "provisioned", 1e9)
+    harel = mix_total(a, "harel", "on-demand", 100e6)
     return (
         f"cost: mix ${cheap:.2f} on-demand at 100 M, ${provisioned:.2f} provisioned at 1,000 M; "
         f"harel layout {harel / cheap:.2f} times the cheapest"
+    )
+
+
+def mix_total(a, layout: str, mode: str, volume: float) -> float:
+    """$ per million transitions of the realistic mix (emits and near timers at their ratios),
+    without coalescing or producer batching, in `layout` and capacity `mode` at `volume`
+    transitions a month: the cost line's figures (no X-Ray in them)."""
+    x = argparse.Namespace(**vars(a))
+    x.capacity_mode, x.transitions_per_month = mode, volume
+    return per_transition(x, Design(layout, layout), a.emit_ratio, a.timer_ratio)["total"] * 1e6
+
+
+def xray_section(a) -> None:
+    """(5) X-Ray: its price at the template's (or the flags') XRayTracing and
+    XRaySampleRatio, at 100 M and 1,000 M transitions a month, the realistic mix. Priced on
+    its own: an observability option, in no total above and not in the cost line, whose
+    cheapest layout runs PassThrough."""
+    volumes = (100e6, 1e9)
+    t = a.timer_ratio
+    price = PRICES["xray_traces_recorded_per_million"]
+    tpl = a.template_inputs
+    source = (
+        "template.yaml's"
+        if (a.xray_tracing, a.xray_sample_ratio) == (tpl["xray_tracing"], tpl["xray_sample_ratio"])
+        else "the flags'"
+    )
+    x = [xray_monthly(a, v, t) for v in volumes]
+    inv = xray_invocations(a, 1.0, t)  # per transition, without the scheduled runs
+    scheduled = xray_invocations(a, 0.0, t)["scheduled"]
+    seconds = MINUTES_PER_MONTH * 60
+    print(
+        f"(5) X-Ray, $ per million transitions (XRayTracing={a.xray_tracing}, XRaySampleRatio {a.xray_sample_ratio:g}: "
+        f"{source}; the mix of {a.emit_ratio:.0%} emits and {t:.0%} near timers, batches of {a.batch_size}; "
+        f"${price:.2f} per million traces recorded)"
+    )
+    print()
+    print("| | " + " | ".join(f"{v / 1e6:g} M a month" for v in volumes) + " |")
+    print("|---|" + "---:|" * len(volumes))
+    rows = {
+        "lambda": f"(a) Lambda's invocation traces, the default rule's {XRAY_DEFAULT_FIXED_RATE:.0%} of the invocations "
+        f"beyond its reservoir ({inv['worker'] + inv['doorbells']:.3f} invocations a transition: worker {inv['worker']:.3f}, "
+        f"doorbells {inv['doorbells']:.3f}; + {scheduled:,.0f} scheduled a month)",
+        "ours": f"(b) our spans' traces, {xray_ratio(a):g} of the executions' traces, each transition counted as its own trace (an upper bound)",
+        "reservoir": f"(c) the default rule's reservoir, {XRAY_RESERVOIR_PER_SECOND} trace a second: "
+        f"{XRAY_RESERVOIR_PER_SECOND * seconds:,.0f} a month, ${XRAY_RESERVOIR_PER_SECOND * seconds * price / 1e6:.2f} "
+        "spread over the volume",
+    }
+    for key, label in rows.items():
+        print(f"| {label} | " + " | ".join(f"{m['dollars'][key] / (v / 1e6):.3f}" for m, v in zip(x, volumes)) + " |")
+    print(f"| **X-Ray, XRayTracing={a.xray_tracing}** | " + " | ".join(f"**{m['total'] / (v / 1e6):.2f}**" for m, v in zip(x, volumes)) + " |")
+    print("| X-Ray, XRayTracing=PassThrough (no trace recorded) | " + " | ".join("0.00" for _ in volumes) + " |")
+    print()
+    on_demand, provisioned = mix_total(a, "cheap", "on-demand", 100e6), mix_total(a, "cheap", "provisioned", 1e9)
+    print(
+        "- in no total: X-Ray is an observability option priced on its own, not in the tables above nor in the cost "
+        "line below, whose cheapest layout runs XRayTracing=PassThrough ($0); "
+        f"{a.xray_tracing} at these settings would add ${x[0]['total'] / 100:.2f} to the mix's ${on_demand:.2f} "
+        f"(on-demand, 100 M) and ${x[1]['total'] / 1000:.2f} to its ${provisioned:.2f} (provisioned, 1,000 M)."
+    )
+    print(
+        f"- the ratio sets (b) alone: ${price:.2f} x XRaySampleRatio per million transitions (${price * 0.01:.2f} at 0.01, "
+        f"${price * 0.05:.2f} at 0.05, ${price:.2f} at 1); (a) and (c) are X-Ray's default sampling rule, not the "
+        f"template's, and (c) assumes an invocation every second ({x[0]['invocations'] / seconds:.1f} a second at 100 M)."
+    )
+    print(
+        "- not counted, as every free tier here: X-Ray's first 100,000 traces recorded a month "
+        f"(${100_000 * price / 1e6:.2f}); nor traces retrieved or scanned "
+        f"(${PRICES['xray_traces_retrieved_per_million']:.2f} per million, the first 1,000,000 a month free), "
+        "which the operator's reads make (the console, the trace queries), not the traffic."
     )
 
 

@@ -185,6 +185,10 @@ def main() -> None:
         check("every queue SSE-SQS (SqsManagedSseEnabled, no KmsMasterKeyId): no KMS request",
               len(always) == 3 and all(q.get("SqsManagedSseEnabled") is True and "KmsMasterKeyId" not in q for q in lint_queues),
               lint_queues)
+        tracing = decoded["Globals"]["Function"]["Tracing"]
+        lint_xray = (params[tracing["Ref"]]["Default"], float(params["XRaySampleRatio"]["Default"]))
+        check("X-Ray's mode (Globals' Tracing) and XRaySampleRatio as cfn-lint decodes them, as the model reads them",
+              (tpl["xray_tracing"], tpl["xray_sample_ratio"]) == lint_xray, (tpl["xray_tracing"], tpl["xray_sample_ratio"], lint_xray))
 
     check("the flags' defaults are the template's", (a.memory_mb, a.batch_size, a.processed_ttl_days, a.trace)
           == (tpl["worker_memory_mb"], tpl["worker_batch_size"], tpl["processed_retention_days"], tpl["trace"]))
@@ -482,6 +486,112 @@ def main() -> None:
     table = run([])
     check("the printed comparison (docs/performance.md): plain 1.67 | 3.73, 1.44 | 1.25, 1.42 | 1.01",
           "| plain | 1.67 | 3.73 | 1.44 | 1.25 | 1.42 | 1.01 |" in table, table[-600:])
+
+    # ------------------------------------------------------------ X-Ray (section 5): priced on its own
+    # inputs: XRayTracing (the Globals' Tracing) and XRaySampleRatio, by a plain text scan
+    with open(cm.DEFAULT_TEMPLATE, encoding="utf-8") as f:
+        text = f.read()
+
+    def text_default(parameter: str):
+        m = re.search(rf"\n  {parameter}:\n(?:    .*\n)*?    Default: (.*)\n", text)
+        return m.group(1).strip() if m else None
+
+    check("XRayTracing Active and XRaySampleRatio 0.05: template.yaml's defaults (text scan), the model's and the flags'",
+          (tpl["xray_tracing"], tpl["xray_sample_ratio"], a.xray_tracing, a.xray_sample_ratio)
+          == (text_default("XRayTracing"), float(text_default("XRaySampleRatio")), "Active", 0.05)
+          and re.search(r"\nGlobals:\n  Function:\n(?:    .*\n)*?    Tracing: !Ref XRayTracing\n", text) is not None,
+          (tpl["xray_tracing"], tpl["xray_sample_ratio"], a.xray_tracing, a.xray_sample_ratio))
+    check("each function's STM_XRAY_SAMPLE_RATIO at the defaults (its !If on TracesToXRay): 0.05, the model's ratio",
+          tpl["xray_env_ratio"] == {"Worker": 0.05, "Relay": 0.05, "Sweeper": 0.05} and cm.xray_ratio(a) == 0.05,
+          tpl["xray_env_ratio"])
+    check("X-Ray's prices: $5.00 per million traces recorded, $0.50 retrieved or scanned",
+          (cm.PRICES["xray_traces_recorded_per_million"], cm.PRICES["xray_traces_retrieved_per_million"]) == (5.00, 0.50))
+
+    # counts by hand, at the defaults: our traces, 0.05 of the transitions (each its own trace)
+    for volume in (100e6, 1e9):
+        x = cm.xray_monthly(a, volume, a.timer_ratio)
+        check(f"our span traces at {volume / 1e6:g} M: 0.05 x the transitions, $0.25 per million transitions",
+              close(x["traces"]["ours"], 0.05 * volume, 1e-3) and close(x["dollars"]["ours"] / (volume / 1e6), 0.25), x)
+    # the reservoir: 1 trace a second for a 30-day month
+    x = cm.xray_monthly(a, 1e9, 0.0)
+    check("the reservoir: 1 a second for 30 days = 2,592,000 traces a month = $12.96 (no free tier)",
+          x["traces"]["reservoir"] == 2_592_000 and close(x["dollars"]["reservoir"], 12.96), x)
+    # Lambda's, single-event invocations (batches of 1), no timers: the worker's 1,000 M + the
+    # schedules' 86,400 (relay and sweeper every minute), 5% of those beyond the reservoir
+    single = cm.defaults(batch_size=1)
+    x = cm.xray_monthly(single, 1e9, 0.0)
+    invocations = 1e9 + 86_400
+    check("single-event invocations at 1,000 M: 1,000,086,400 invocations, 5% of 997,494,400 beyond the reservoir",
+          close(x["invocations"], invocations, 1e-3) and close(x["traces"]["lambda"], 0.05 * (invocations - 2_592_000), 1e-3), x)
+    per_invocation = x["dollars"]["lambda"] / (invocations / 1e6)
+    check("... about $0.25 per million invocations (5% x $5.00, less the reservoir's share)",
+          close(per_invocation, 0.25, 0.001) and per_invocation < 0.25, per_invocation)
+    # the reservoir takes no more than there are invocations: at no traffic, the schedules' 86,400
+    x = cm.xray_monthly(a, 0.0, 0.0)
+    check("no transitions: the schedules' 86,400 invocations all in the reservoir, none beyond it",
+          x["traces"] == {"lambda": 0.0, "ours": 0.0, "reservoir": 86_400}, x)
+    # the mix at 100 M (batches of 10, 10% near timers, one doorbell per sweeper invocation):
+    # 10 M + 10 M + 86,400 invocations; (20,086,400 - 2,592,000) x 5% = 874,720 traces
+    x = cm.xray_monthly(a, 100e6, a.timer_ratio)
+    per_m = {k: d / 100 for k, d in x["dollars"].items()}
+    check("the mix at 100 M: 874,720 Lambda traces ($0.0437), 5 M ours ($0.25), the reservoir ($0.1296) per million",
+          close(x["traces"]["lambda"], 874_720, 1e-3) and close(per_m["lambda"], 874_720 * 5e-6 / 100)
+          and close(per_m["reservoir"], 0.1296) and close(x["total"] / 100, 0.423336), per_m)
+
+    # the flags override the template; PassThrough records nothing
+    over = cm.parse(["--xray-sample-ratio", "0.2"])
+    x = cm.xray_monthly(over, 100e6, 0.1)
+    check("--xray-sample-ratio 0.2 over the template's 0.05: our traces $1.00 per million transitions",
+          over.xray_sample_ratio == 0.2 and close(x["dollars"]["ours"] / 100, 1.00), x)
+    passthrough = cm.parse(["--xray-tracing", "PassThrough"])
+    x = cm.xray_monthly(passthrough, 100e6, 0.1)
+    check("--xray-tracing PassThrough over the template's Active: $0 (no invocation trace, no reservoir, no span)",
+          passthrough.xray_tracing == "PassThrough" and x["total"] == 0.0
+          and x["traces"] == {"lambda": 0.0, "ours": 0.0, "reservoir": 0.0}, x)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            cm.parse(["--xray-sample-ratio", "1.5"])
+        refused = False
+    except SystemExit:
+        refused = True
+    check("--xray-sample-ratio 1.5 refused (XRaySampleRatio's MaxValue is 1)", refused)
+    path = changed_template(lambda t: set_default(set_default(t, "XRayTracing", "PassThrough"), "XRaySampleRatio", "0.1"))
+    try:
+        off = cm.defaults(template=path)
+        check("XRayTracing PassThrough and XRaySampleRatio 0.1 in a copy: read, the functions' ratio 0 (the !If), $0",
+              (off.xray_tracing, off.xray_sample_ratio) == ("PassThrough", 0.1)
+              and off.template_inputs["xray_env_ratio"] == {"Worker": 0.0, "Relay": 0.0, "Sweeper": 0.0}
+              and cm.xray_monthly(off, 100e6, 0.1)["total"] == 0.0,
+              (off.xray_tracing, off.xray_sample_ratio, off.template_inputs["xray_env_ratio"]))
+        on = cm.parse(["--template", path, "--xray-tracing", "Active"])
+        got = cm.xray_monthly(on, 100e6, 0.1)["dollars"]["ours"] / 100
+        check("... --xray-tracing Active over the copy: its ratio 0.1, our traces $0.50 per million transitions", close(got, 0.50), got)
+    finally:
+        os.unlink(path)
+
+    # printed: section 5 with the counts above; X-Ray in no total, the last line the same
+    printed = run([])
+    rows = [
+        "beyond its reservoir (0.200 invocations a transition: worker 0.100, doorbells 0.100; + 86,400 scheduled a month) | 0.044 | 0.049 |",
+        "each transition counted as its own trace (an upper bound) | 0.250 | 0.250 |",
+        "2,592,000 a month, $12.96 spread over the volume | 0.130 | 0.013 |",
+        "| **X-Ray, XRayTracing=Active** | **0.42** | **0.31** |",
+        "| X-Ray, XRayTracing=PassThrough (no trace recorded) | 0.00 | 0.00 |",
+    ]
+    check("(5) X-Ray printed with the counts above: 0.044 | 0.049, 0.250 | 0.250, 0.130 | 0.013, 0.42 | 0.31; PassThrough 0.00",
+          "(5) X-Ray, $ per million transitions (XRayTracing=Active, XRaySampleRatio 0.05: template.yaml's;" in printed
+          and all(r in printed for r in rows), printed[printed.find("(5)"):])
+    check("... and says it is in no total nor in the cost line (the cheapest layout runs PassThrough)",
+          "in no total: X-Ray is an observability option priced on its own" in printed
+          and "whose cheapest layout runs XRayTracing=PassThrough ($0)" in printed)
+    lasts = {
+        " ".join(argv): run(argv).rstrip().splitlines()[-1]
+        for argv in ([], ["--xray-tracing", "PassThrough"], ["--xray-tracing", "Active", "--xray-sample-ratio", "1"])
+    }
+    check("the last line (the cost line) is the same whatever XRayTracing and XRaySampleRatio",
+          len(set(lasts.values())) == 1 and printed.rstrip().splitlines()[-1] == cm.cost_line(passthrough) == cm.cost_line(a), lasts)
+    rows_of = [cm.per_transition(x, cm.Design("c", "cheap"), 0.1, 0.1) for x in (a, cm.parse(["--xray-sample-ratio", "1"]), passthrough)]
+    check("... and no per-transition row moves with them (X-Ray in no total)", rows_of[0] == rows_of[1] == rows_of[2], rows_of)
 
     # the output says plainly what $1.10 needs at the defaults
     text = run([])

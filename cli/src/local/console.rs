@@ -17,7 +17,8 @@
 use std::fmt::{self, Write as _};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use stm_runtime::telemetry::otlp::{self, Endpoint, OtlpHandle};
+use stm_runtime::telemetry::export::ExportHandle;
+use stm_runtime::telemetry::otlp::{self, Endpoint};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
@@ -33,7 +34,7 @@ const DEFAULT_FILTER: &str = "warn,stm=info,stm_runtime=info,stm_store=info,stm_
 /// Install the console subscriber (once; a second call changes nothing), and with
 /// `otel` the spans' exporter to that collector (`stm local --otel URL`), whose handle
 /// flushes them at the end.
-pub fn init(otel: Option<Endpoint>) -> Option<OtlpHandle> {
+pub fn init(otel: Option<Endpoint>) -> Option<ExportHandle> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let (spans, handle) = otel.map(|endpoint| otlp::layer(endpoint, "stm-local")).unzip();
     let lines = tracing_subscriber::fmt::layer()

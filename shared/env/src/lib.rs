@@ -67,6 +67,14 @@ pub const OTEL_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 /// The full URL spans are posted to, when set (before [`OTEL_ENDPOINT`]).
 pub const OTEL_TRACES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
 
+// X-Ray's.
+
+/// The share of traces the functions send to X-Ray, 0 to 1 (`stm_runtime::telemetry::xray`;
+/// the template's `XRaySampleRatio`, 0 unless its `XRayTracing` is Active).
+pub const XRAY_SAMPLE_RATIO: &str = "STM_XRAY_SAMPLE_RATIO";
+/// Lambda's: the X-Ray daemon's address, set when a function's tracing is Active.
+pub const XRAY_DAEMON_ADDRESS: &str = "AWS_XRAY_DAEMON_ADDRESS";
+
 // The tools'.
 
 /// The Python with moto that `stm local` and the test kit start.

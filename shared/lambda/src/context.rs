@@ -31,6 +31,9 @@ pub enum InitError {
     /// OpenTelemetry's endpoint variable names no usable collector.
     #[error(transparent)]
     Telemetry(#[from] stm_runtime::telemetry::otlp::EndpointError),
+    /// The X-Ray settings name no usable share or daemon.
+    #[error(transparent)]
+    XRay(#[from] stm_runtime::telemetry::xray::XRayError),
 }
 
 impl InitError {
@@ -41,7 +44,7 @@ impl InitError {
             InitError::Config(_) => "ValueError",
             InitError::Store(e) => e.python_type(),
             InitError::CheckAborted(_) => "RuntimeError",
-            InitError::Telemetry(_) => "ValueError",
+            InitError::Telemetry(_) | InitError::XRay(_) => "ValueError",
         }
     }
 }

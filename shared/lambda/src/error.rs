@@ -71,6 +71,7 @@ fn worded(err: &InitError) -> String {
     match err {
         InitError::Config(config) => format!("configuration error: {config}"),
         InitError::Telemetry(endpoint) => format!("configuration error: {endpoint}"),
+        InitError::XRay(xray) => format!("configuration error: {xray}"),
         other => other.to_string(),
     }
 }

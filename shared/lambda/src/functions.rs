@@ -215,7 +215,7 @@ where
 {
     let entered = std::time::SystemTime::now();
     if let Err(err) = crate::logs::init(name) {
-        let failed = InitFailed::new(name, err.into());
+        let failed = InitFailed::new(name, err);
         tracing::error!(error = %failed.reason(), "{name} init failed");
         eprintln!("{failed}");
         return ExitCode::FAILURE;

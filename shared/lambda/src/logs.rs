@@ -1,50 +1,92 @@
 //! What a function writes besides its answers: JSON log lines for CloudWatch, the
-//! Embedded Metric Format lines the runtime writes on Lambda, and, when OpenTelemetry's
-//! endpoint variables name a collector, its spans (`stm_runtime::telemetry::otlp`).
+//! Embedded Metric Format lines the runtime writes on Lambda, and its spans: to the
+//! collector OpenTelemetry's endpoint variables name (`stm_runtime::telemetry::otlp`), and
+//! to X-Ray when the function's tracing is Active (`stm_runtime::telemetry::xray`).
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use stm_runtime::telemetry::otlp::{self, Endpoint, EndpointError, OtlpHandle};
+use stm_runtime::telemetry::export::{ExportHandle, SpanLayer};
+use stm_runtime::telemetry::otlp::{self, Endpoint};
+use stm_runtime::telemetry::xray::{self, Daemon};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, Layer};
 
-/// The exporter of this process's spans, when there is one.
-static SPANS: OnceLock<OtlpHandle> = OnceLock::new();
+use crate::context::InitError;
+
+/// The exporters of this process's spans (none, OTLP's, X-Ray's or both).
+static SPANS: OnceLock<Vec<ExportHandle>> = OnceLock::new();
 
 /// The longest an invocation waits, at its end, for its spans to reach the collector.
 const FLUSH_WAIT: Duration = Duration::from_millis(500);
 
 /// JSON log lines on stdout (CloudWatch), level from `RUST_LOG` (default `info`), the
 /// metric lines on unless `STM_METRICS` says otherwise, and the spans exported as
-/// `stm-{function}` when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) is set.
-/// An endpoint that is set but unusable fails the cold start with the reason.
-pub(crate) fn init(function: &str) -> Result<(), EndpointError> {
+/// `stm-{function}`: over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`)
+/// is set, and to X-Ray's daemon when `STM_XRAY_SAMPLE_RATIO` is above 0 and Lambda names
+/// the daemon (`AWS_XRAY_DAEMON_ADDRESS`, set when the function's tracing is Active). A
+/// setting that is there but unusable fails the cold start with the reason.
+pub(crate) fn init(function: &str) -> Result<(), InitError> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let endpoint = Endpoint::from_lookup(|name| std::env::var(name).ok());
-    let spans = match &endpoint {
+    let service = format!("stm-{function}");
+    let lookup = |name: &str| std::env::var(name).ok();
+    let endpoint = Endpoint::from_lookup(lookup);
+    let daemon = Daemon::from_lookup(lookup);
+    let mut handles = Vec::new();
+    let otlp_spans = match &endpoint {
         Ok(Some(endpoint)) => {
-            let (layer, handle) = otlp::layer(endpoint.clone(), &format!("stm-{function}"));
-            let _ = SPANS.set(handle);
+            let (layer, handle) = otlp::layer(endpoint.clone(), &service);
+            handles.push(handle);
             Some(layer)
         }
         _ => None,
     };
+    let mut socket_error = None;
+    let xray_spans = match &daemon {
+        Ok(Some(daemon)) => match xray::layer(daemon, &service) {
+            Ok((layer, handle)) => {
+                handles.push(handle);
+                Some(layer)
+            }
+            Err(err) => {
+                socket_error = Some(err);
+                None
+            }
+        },
+        _ => None,
+    };
+    let _ = SPANS.set(handles);
+    let spans = otlp_spans.into_iter().chain(xray_spans).reduce(SpanLayer::and);
     let subscriber = tracing_subscriber::registry()
         .with(json_layer(std::io::stdout).with_filter(filter))
         .with(spans);
     let _ = tracing::subscriber::set_global_default(subscriber);
     stm_runtime::metrics::emit_by_default();
-    endpoint.map(|_| ())
+    if let Some(err) = socket_error {
+        // the work goes on untraced: a socket is the process's, not the configuration's
+        tracing::warn!(error = %err, "could not open a UDP socket for X-Ray; no segments are sent");
+    }
+    endpoint?;
+    daemon?;
+    Ok(())
 }
 
 /// Send the spans of the invocation ending now: Lambda freezes the process until the next
 /// one, and a batch left waiting would reach the collector only then.
 pub(crate) async fn flush_spans() {
-    if let Some(handle) = SPANS.get().cloned() {
-        let _ = tokio::task::spawn_blocking(move || handle.flush(FLUSH_WAIT)).await;
+    let handles = SPANS.get().cloned().unwrap_or_default();
+    if !handles.is_empty() {
+        // side by side: the wait is the slower exporter's, not their sum
+        let _ = tokio::task::spawn_blocking(move || {
+            std::thread::scope(|scope| {
+                for handle in &handles {
+                    scope.spawn(|| handle.flush(FLUSH_WAIT));
+                }
+            })
+        })
+        .await;
     }
 }
 

@@ -40,7 +40,11 @@ use std::future::Future;
 
 mod context;
 #[cfg(feature = "aws")]
+pub mod export;
+#[cfg(feature = "aws")]
 pub mod otlp;
+#[cfg(feature = "aws")]
+pub mod xray;
 pub use context::TraceContext;
 
 /// The message attribute that carries the W3C trace context.

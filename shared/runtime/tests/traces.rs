@@ -11,6 +11,10 @@
 //! carries its commit's trace context; the relay's span of the row sits between), and for
 //! a timer's `Timeout`, which the sweeper sends in the trace of the commit that armed the
 //! timer, under its `fire` span.
+//!
+//! The same spans reach X-Ray's daemon (a UDP listener of the test's own,
+//! `stm_testkit::xray`) as segment documents: one per span, with the same ids and parents,
+//! in X-Ray's form of the same trace id.
 
 mod common;
 
@@ -23,7 +27,9 @@ use common::hooked_store::{HookedStore, StoreHook};
 use common::Stack;
 use serde_json::{json, Value};
 use stm_runtime::queue::SqsQueue;
+use stm_runtime::telemetry::export::ExportHandle;
 use stm_runtime::telemetry::otlp::{self, Endpoint};
+use stm_runtime::telemetry::xray;
 use stm_store::{StoreError, Written};
 use stm_testkit::otlp::{attribute, Collector};
 use tracing_subscriber::layer::SubscriberExt;
@@ -47,7 +53,10 @@ impl StoreHook for DiesAfterCommit {
 /// thread), and whose store dies once after a commit when its hook is armed.
 struct Traced {
     collector: Collector,
-    exporter: otlp::OtlpHandle,
+    exporter: ExportHandle,
+    /// The X-Ray daemon the same spans go to, every trace sent (a ratio of 1).
+    daemon: stm_testkit::xray::Daemon,
+    xray: ExportHandle,
     hook: Arc<DiesAfterCommit>,
     stack: Stack,
     _subscriber: tracing::subscriber::DefaultGuard,
@@ -56,7 +65,14 @@ struct Traced {
 async fn traced(tag: &str) -> Traced {
     let collector = Collector::start();
     let (layer, exporter) = otlp::layer(Endpoint::base(&collector.url).expect("an http URL"), "stm-test");
-    let subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+    let daemon = stm_testkit::xray::Daemon::start();
+    let settings = xray::Daemon {
+        address: daemon.address.parse().expect("host:port"),
+        ratio: 1.0,
+    };
+    let (segments, xray) = xray::layer(&settings, "stm-test").expect("a UDP socket");
+    let subscriber =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(layer.and(segments)));
     let parts = common::moto_parts(tag, 1, 50).await;
     let hook = Arc::new(DiesAfterCommit::default());
     let store = Arc::new(HookedStore::new(parts.store.clone(), ArcHook(hook.clone())));
@@ -64,6 +80,8 @@ async fn traced(tag: &str) -> Traced {
     Traced {
         collector,
         exporter,
+        daemon,
+        xray,
         hook,
         stack: Stack::new(store, queue),
         _subscriber: subscriber,
@@ -91,6 +109,7 @@ async fn fan_out_in_one_trace(tag: &str, inline_flush: bool) {
         hook,
         mut stack,
         _subscriber,
+        ..
     } = traced(tag).await;
     stack.worker.settings.inline_flush = inline_flush;
     let root = "fan-1";
@@ -350,6 +369,8 @@ async fn a_fan_out_on_timers_with_a_redelivery_is_one_trace() {
     let Traced {
         collector,
         exporter: handle,
+        daemon,
+        xray,
         hook,
         stack,
         _subscriber,
@@ -443,5 +464,38 @@ async fn a_fan_out_on_timers_with_a_redelivery_is_one_trace() {
             "child {child}'s end under its Timeout: {:#?}",
             under(timeout)
         );
+    }
+    same_in_xray(&spans, &daemon, &xray);
+}
+
+/// X-Ray's daemon received each span of `spans` as a segment document: the same id and
+/// parent, X-Ray's form of the same trace id; a segment named after the function when its
+/// parent is another process's (the client's send, a record, the relay's and the
+/// sweeper's spans), an independent subsegment of its own name when it is inside one.
+fn same_in_xray(spans: &BTreeMap<String, Value>, daemon: &stm_testkit::xray::Daemon, xray: &ExportHandle) {
+    xray.flush(Duration::from_secs(5));
+    let documents = daemon.documents_when(Duration::from_secs(10), |docs| docs.len() >= spans.len());
+    assert_eq!(daemon.refused(), Vec::<String>::new());
+    assert_eq!((xray.dropped(), xray.failed_requests()), (0, 0));
+    let inside = ["load", "step", "commit", "publish", "burst"];
+    for (id, span) in spans {
+        let doc = documents
+            .get(id)
+            .unwrap_or_else(|| panic!("no segment for {span}"));
+        let trace = span["traceId"].as_str().expect("traceId");
+        assert_eq!(doc["trace_id"], format!("1-{}-{}", &trace[..8], &trace[8..]));
+        assert_eq!(doc.get("parent_id"), span.get("parentSpanId"), "{doc} for {span}");
+        let name = span["name"].as_str().expect("name");
+        if inside.contains(&name) {
+            assert_eq!((&doc["type"], &doc["name"]), (&json!("subsegment"), &json!(name)));
+        } else {
+            assert_eq!(doc.get("type"), None, "{doc}");
+            assert_eq!(
+                (&doc["name"], &doc["annotations"]["span"]),
+                (&json!("stm-test"), &json!(name))
+            );
+        }
+        let (start, end) = (doc["start_time"].as_f64(), doc["end_time"].as_f64());
+        assert!(start.zip(end).is_some_and(|(s, e)| s > 1.7e9 && s <= e), "{doc}");
     }
 }

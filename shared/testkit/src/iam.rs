@@ -441,6 +441,18 @@ fn check_conditional_grant(template: &Template, role: &str, args: &Value) -> Res
     if resources.is_empty() {
         bail!("{role}/{sid}: no Resource");
     }
+    // X-Ray's write actions take no resource-level permissions: "*" is their only
+    // resource, and allowed for them alone
+    let actions: BTreeSet<&str> = strings(&statement["Action"])
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    if resources == [&Value::from("*")] {
+        if actions.iter().all(|a| XRAY_WRITES.contains(a)) {
+            return Ok(());
+        }
+        bail!("{role}/{sid}: Resource \"*\" is allowed only for {XRAY_WRITES:?}");
+    }
     for r in resources {
         let parameter = r["Ref"].as_str().unwrap_or_default();
         if template.doc["Parameters"][parameter].is_null() {
@@ -449,6 +461,10 @@ fn check_conditional_grant(template: &Template, role: &str, args: &Value) -> Res
     }
     Ok(())
 }
+
+/// What Lambda's X-Ray daemon sends with a traced function's role (the writes of the
+/// managed `AWSXRayDaemonWriteAccess`).
+pub const XRAY_WRITES: [&str; 2] = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"];
 
 /// The start of a table's ARN by name, in the account and Region the stack is deployed to.
 pub const TABLE_ARN: &str = "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/";

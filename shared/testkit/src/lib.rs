@@ -52,6 +52,7 @@ pub mod otlp;
 mod proxy;
 pub mod recorder;
 pub mod runtime_api;
+pub mod xray;
 // the store's contract draws with the same file: a published crate cannot depend on this
 // one, so the file lives there and is compiled here too (see its docs)
 #[path = "../../store/src/contract/seeded.rs"]

@@ -90,14 +90,20 @@ impl Collector {
         timeout: Duration,
         done: impl Fn(&BTreeMap<String, Value>) -> bool,
     ) -> BTreeMap<String, Value> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let spans = self.spans();
-            if done(&spans) || Instant::now() > deadline {
-                return spans;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        crate::otlp::polled(timeout, || self.spans(), done)
+    }
+}
+
+/// `read()` once `done` says it is all there, or at `timeout` whatever it reads then
+/// (what a listener on a thread of its own has received).
+pub(crate) fn polled<T>(timeout: Duration, read: impl Fn() -> T, done: impl Fn(&T) -> bool) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got = read();
+        if done(&got) || Instant::now() > deadline {
+            return got;
         }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -2,14 +2,7 @@
 //! (`POST {endpoint}/v1/traces`, `Content-Type: application/json`; ids as hex, times as
 //! decimal strings of Unix nanoseconds, as OTLP/JSON has them).
 //!
-//! [`OtlpLayer`] is a `tracing_subscriber` layer: a span with `trace_id` and `span_id`
-//! fields ([`super::trace_id_field`]) starts its place in a trace, and a span opened
-//! inside one (the worker's load, step, commit and publish) takes the same trace and a
-//! new span id. Spans outside any trace are not exported, nor those of other crates
-//! (the AWS SDK's). A closed span goes to a
-//! bounded queue ([`QUEUE_SPANS`]) that a thread of its own drains to the collector in
-//! batches, so the work never waits on the collector: when the queue is full, spans are
-//! dropped and counted ([`OtlpHandle::dropped`]), never held without bound.
+//! The layer and its queue are [`super::export`]'s; this module sends its batches.
 //!
 //! Only `http://` endpoints: on Lambda the collector is the local one the AWS
 //! Distro for OpenTelemetry's layer runs (`http://localhost:4318`), and locally the one
@@ -17,29 +10,11 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{json, Value};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::Subscriber;
-use tracing_subscriber::layer::Context;
-use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::Layer;
 
-use super::context::new_span_id;
-
-/// Closed spans waiting for the exporter thread, at most.
-pub const QUEUE_SPANS: usize = 4096;
-
-/// Spans in one request, at most.
-const BATCH_SPANS: usize = 512;
-
-/// How long a closed span waits for more to fill its batch.
-const BATCH_WAIT: Duration = Duration::from_millis(200);
+use super::export::{self, ExportHandle, Finished, Keep, Sink, SpanLayer};
 
 /// How long one request may take (connect, write, read the status).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -122,246 +97,25 @@ impl Endpoint {
     }
 }
 
-/// One closed span, as the exporter sends it.
-#[derive(Debug, Clone)]
-struct Finished {
-    name: &'static str,
-    trace_id: u128,
-    span_id: u64,
-    parent: Option<u64>,
-    start_nanos: u128,
-    end_nanos: u128,
-    attributes: Vec<(&'static str, String)>,
-}
-
-/// What the exporter thread is asked to do.
-#[derive(Debug)]
-enum Job {
-    Span(Box<Finished>),
-    /// Send everything queued so far, then answer.
-    Flush(SyncSender<()>),
-}
-
-/// The layer: install it beside the log lines (`tracing_subscriber::registry().with(…)`).
-#[derive(Debug)]
-pub struct OtlpLayer {
-    jobs: SyncSender<Job>,
-    dropped: Arc<AtomicU64>,
-}
-
-/// What the installer keeps: a flush for a function about to be frozen, and the count of
-/// spans dropped.
-#[derive(Clone, Debug)]
-pub struct OtlpHandle {
-    jobs: SyncSender<Job>,
-    dropped: Arc<AtomicU64>,
-    failed: Arc<AtomicU64>,
-}
-
-impl OtlpHandle {
-    /// Send every span closed so far, waiting at most `timeout` (Lambda freezes the
-    /// process between invocations: a batch not sent by then would wait for the next).
-    pub fn flush(&self, timeout: Duration) {
-        let (done, wait) = sync_channel(1);
-        if self.jobs.send(Job::Flush(done)).is_ok() {
-            let _ = wait.recv_timeout(timeout);
-        }
-    }
-
-    /// Spans dropped because the queue was full.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
-    }
-
-    /// Requests the collector did not take (refused, unreachable or timed out).
-    pub fn failed_requests(&self) -> u64 {
-        self.failed.load(Ordering::Relaxed)
-    }
-}
-
 /// A layer exporting to `endpoint` as `service` (OpenTelemetry's `service.name`: the
 /// function's name), and its handle. Starts the exporter thread.
-pub fn layer(endpoint: Endpoint, service: &str) -> (OtlpLayer, OtlpHandle) {
-    let (jobs, queue) = sync_channel(QUEUE_SPANS);
-    let dropped = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let exporter = Exporter {
+pub fn layer(endpoint: Endpoint, service: &str) -> (SpanLayer, ExportHandle) {
+    let sink = Collector {
         endpoint,
         service: service.to_string(),
-        failed: failed.clone(),
     };
-    if let Err(err) = std::thread::Builder::new()
-        .name("otlp-exporter".into())
-        .spawn(move || exporter.run(queue))
-    {
-        // the layer then drops every span, counted: the work goes on untraced
-        tracing::warn!(error = %err, "could not start the OTLP exporter thread; spans are dropped");
-    }
-    let handle = OtlpHandle {
-        jobs: jobs.clone(),
-        dropped: dropped.clone(),
-        failed,
-    };
-    (OtlpLayer { jobs, dropped }, handle)
+    export::start(Box::new(sink), Keep::All, "otlp-exporter")
 }
 
-/// A span's place in its trace, kept in the registry's extensions until it closes.
-struct Open {
-    trace_id: u128,
-    span_id: u64,
-    parent: Option<u64>,
-    start_nanos: u128,
-    attributes: Vec<(&'static str, String)>,
-}
-
-/// A span's fields as text; the three trace fields apart.
-#[derive(Default)]
-struct Fields {
-    trace_id: Option<u128>,
-    span_id: Option<u64>,
-    parent: Option<u64>,
-    attributes: Vec<(&'static str, String)>,
-}
-
-impl Visit for Fields {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        match field.name() {
-            "trace_id" => self.trace_id = u128::from_str_radix(value, 16).ok(),
-            "span_id" => self.span_id = u64::from_str_radix(value, 16).ok(),
-            "parent_span_id" => self.parent = u64::from_str_radix(value, 16).ok(),
-            name => self.attributes.push((name, value.to_string())),
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        // `%value` fields arrive here, as their Display
-        self.record_str(field, &format!("{value:?}"));
-    }
-}
-
-fn now_nanos() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
-impl<S> Layer<S> for OtlpLayer
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        // ours only: the AWS SDK's own spans (each request's attempts) stay out
-        if !attrs.metadata().target().starts_with("stm") {
-            return;
-        }
-        let Some(span) = ctx.span(id) else {
-            return;
-        };
-        let mut fields = Fields::default();
-        attrs.record(&mut fields);
-        let place = match (fields.trace_id, fields.span_id) {
-            (Some(trace_id), Some(span_id)) => Some((trace_id, span_id, fields.parent)),
-            // inside a traced span: the same trace, a span of its own
-            _ => span.parent().and_then(|parent| {
-                parent
-                    .extensions()
-                    .get::<Open>()
-                    .map(|open| (open.trace_id, new_span_id(), Some(open.span_id)))
-            }),
-        };
-        if let Some((trace_id, span_id, parent)) = place {
-            span.extensions_mut().insert(Open {
-                trace_id,
-                span_id,
-                parent,
-                start_nanos: now_nanos(),
-                attributes: fields.attributes,
-            });
-        }
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else {
-            return;
-        };
-        let mut extensions = span.extensions_mut();
-        if let Some(open) = extensions.get_mut::<Open>() {
-            let mut fields = Fields::default();
-            values.record(&mut fields);
-            for (name, value) in fields.attributes {
-                open.attributes.retain(|(n, _)| *n != name);
-                open.attributes.push((name, value));
-            }
-        }
-    }
-
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(&id) else {
-            return;
-        };
-        let Some(open) = span.extensions_mut().remove::<Open>() else {
-            return;
-        };
-        let finished = Finished {
-            name: span.name(),
-            trace_id: open.trace_id,
-            span_id: open.span_id,
-            parent: open.parent,
-            start_nanos: open.start_nanos,
-            end_nanos: now_nanos(),
-            attributes: open.attributes,
-        };
-        if let Err(TrySendError::Full(_)) = self.jobs.try_send(Job::Span(Box::new(finished))) {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// The thread that posts batches.
-struct Exporter {
+/// An OTLP/HTTP collector.
+struct Collector {
     endpoint: Endpoint,
     service: String,
-    failed: Arc<AtomicU64>,
 }
 
-impl Exporter {
-    fn run(self, queue: Receiver<Job>) {
-        let mut batch: Vec<Finished> = Vec::new();
-        loop {
-            let job = if batch.is_empty() {
-                queue.recv().map_err(|_| RecvTimeoutError::Disconnected)
-            } else {
-                queue.recv_timeout(BATCH_WAIT)
-            };
-            match job {
-                Ok(Job::Span(span)) => {
-                    batch.push(*span);
-                    if batch.len() >= BATCH_SPANS {
-                        self.send(&mut batch);
-                    }
-                }
-                Ok(Job::Flush(done)) => {
-                    self.send(&mut batch);
-                    let _ = done.send(());
-                }
-                Err(RecvTimeoutError::Timeout) => self.send(&mut batch),
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.send(&mut batch);
-                    return;
-                }
-            }
-        }
-    }
-
-    fn send(&self, batch: &mut Vec<Finished>) {
-        if batch.is_empty() {
-            return;
-        }
-        let body = request_body(&self.service, batch).to_string();
-        batch.clear();
-        if post(&self.endpoint, &body).is_err() {
-            self.failed.fetch_add(1, Ordering::Relaxed);
-        }
+impl Sink for Collector {
+    fn send(&self, batch: &[Finished]) -> std::io::Result<()> {
+        post(&self.endpoint, &request_body(&self.service, batch).to_string())
     }
 }
 
@@ -491,6 +245,7 @@ mod tests {
             trace_id: 0x4bf92f3577b34da6a3ce929d0e0e4736,
             span_id: 0x00f067aa0ba902b7,
             parent: Some(1),
+            local_parent: true,
             start_nanos: 1_000,
             end_nanos: 2_000,
             attributes: vec![("version", "3".into())],
