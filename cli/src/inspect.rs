@@ -13,7 +13,9 @@
 //! - `explain`: each recorded step's event explained from the state it started in
 //!   ([`TraceExplainer`]);
 //! - `timeline`: an execution's trace and its regions' merged in time order, as
-//!   `stm trace` prints it (reading the regions' traces is its IO).
+//!   `stm trace` prints it (reading the regions' traces is its IO);
+//! - `spans`: the steps of an execution and its children as span trees, as
+//!   `stm trace --spans` prints them.
 //!
 //! Everything but the two readers is a pure function over the store's records.
 
@@ -22,6 +24,7 @@ mod children;
 mod explain;
 mod gather;
 mod source;
+mod spans;
 mod steps;
 mod timeline;
 
@@ -30,6 +33,7 @@ pub(crate) use children::ChildNode;
 pub(crate) use explain::TraceExplainer;
 pub(crate) use gather::{gather, ExecutionView, MAX_PARKED_SHOWN, MAX_TREE_NODES};
 pub(crate) use source::SourceView;
+pub(crate) use spans::span_tree;
 pub(crate) use steps::{ContextChange, TraceStep};
 pub(crate) use timeline::{region_traces, timeline, trace_line};
 // the monitor's tests build an `ExecutionView` by hand, as `gather` builds it

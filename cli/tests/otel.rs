@@ -1,8 +1,9 @@
 //! `stm local --otel URL` (here through `OTEL_EXPORTER_OTLP_ENDPOINT`, the flag's
 //! variable): the functions' spans reach an OpenTelemetry collector, one trace per send,
 //! each record's span under the span of the `stm` command that sent its message, with
-//! its load, step and commit under it. An endpoint it cannot export to is refused before
-//! anything starts.
+//! its load, step and commit under it; and `stm trace ID --spans`, drawn from the recorded
+//! steps alone, shows the same records with the same senders. An endpoint it cannot export
+//! to is refused before anything starts.
 
 mod common;
 
@@ -60,6 +61,44 @@ fn the_local_stack_exports_one_trace_per_send() {
             "{inner:?}"
         );
     }
+
+    // the span tree from the steps: each record's span, one level under its sender's,
+    // in its trace; nothing else
+    let tree = local.ok(&["trace", "traced-1", "--spans"]);
+    let lines: Vec<&str> = tree.lines().collect();
+    let depth = |line: &str| line.len() - line.trim_start().len();
+    let mut drawn = 0;
+    for record in &records {
+        let (trace, span, sender) = (
+            record["traceId"].as_str().expect("traceId"),
+            record["spanId"].as_str().expect("spanId"),
+            record["parentSpanId"].as_str().expect("parentSpanId"),
+        );
+        let at = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(span))
+            .unwrap_or_else(|| panic!("{span} is not in the tree:\n{tree}"));
+        let above = lines[..at]
+            .iter()
+            .rev()
+            .find(|l| depth(l) < depth(lines[at]))
+            .expect("a line above it");
+        assert!(
+            above.trim_start().starts_with(sender),
+            "{span}'s sender is {sender}:\n{tree}"
+        );
+        assert_eq!(depth(above) + 2, depth(lines[at]), "{tree}");
+        let heading = lines[..at]
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("trace "))
+            .expect("its trace");
+        assert_eq!(*heading, format!("trace {trace}"), "{tree}");
+        assert!(lines[at].contains("  traced-1  "), "{}", lines[at]);
+        drawn += 1;
+    }
+    let steps = lines.iter().filter(|l| depth(l) >= 4).count();
+    assert_eq!((drawn, steps), (2, 2), "{tree}");
 }
 
 #[test]

@@ -16,7 +16,7 @@ use stm_store::{ExecutionStore, ListQuery};
 use super::{load, opt, Tables};
 use crate::errors::usage;
 use crate::inspect::TraceExplainer;
-use crate::inspect::MAX_PARKED_SHOWN;
+use crate::inspect::{MAX_PARKED_SHOWN, MAX_TREE_NODES};
 
 /// An execution: status, active path, context, and its children as a tree.
 #[derive(Args)]
@@ -41,6 +41,11 @@ pub struct TraceArgs {
     /// (recomputed from the state the step started in; needs --definitions).
     #[arg(long)]
     explain: bool,
+    /// The span tree instead: the steps of the execution, its regions and the children it
+    /// spawned, each under the step that sent its message (the spans a collector would
+    /// show, from the recorded steps alone).
+    #[arg(long, conflicts_with = "explain")]
+    spans: bool,
     /// The folder of .stm files the deployment runs (and their versions/), for --explain.
     #[arg(long, env = stm_env::DEFINITIONS_DIR, value_name = "DIR")]
     definitions: Option<PathBuf>,
@@ -63,6 +68,9 @@ pub fn list(
 }
 
 pub fn trace(args: TraceArgs) -> Result<ExitCode> {
+    if args.spans {
+        return crate::role::operate(async move { print_spans(&args.tables, &args.id).await });
+    }
     // the machines first: a wrong folder is said before the deployment is reached
     let definitions = match (args.explain, &args.definitions) {
         (false, _) => None,
@@ -218,6 +226,56 @@ async fn list_executions(
             None => return Ok(()),
         }
     }
+}
+
+/// `stm trace ID --spans`: the span trees of the execution and every execution under it
+/// (regions and spawned children, at most [`MAX_TREE_NODES`] of them).
+async fn print_spans(dep: &Tables, id: &str) -> Result<()> {
+    let store = dep.store(false).await?;
+    let root = load(store.as_ref(), id).await?;
+    let mut steps: Vec<(String, stm_core::Map)> = Vec::new();
+    let mut frontier = vec![root];
+    let (mut read, mut left_out) = (0usize, 0usize);
+    while let Some(exe) = frontier.pop() {
+        for step in store.read_trace(&exe.id).await? {
+            steps.push((exe.id.clone(), step));
+        }
+        for child_id in exe.children.keys() {
+            if read == MAX_TREE_NODES {
+                left_out += 1;
+                continue;
+            }
+            read += 1;
+            // a child whose spawn is still on its way, or that was purged, has no steps
+            if let Some(child) = store.load(child_id).await? {
+                frontier.push(child);
+            }
+        }
+    }
+    let (lines, unplaced) = crate::inspect::span_tree(&steps);
+    if lines.is_empty() {
+        bail!(
+            "{id} has no trace steps with spans: the worker records them when it runs with \
+             STM_TRACE=true (`stm local` does by default), and a step recorded before spans \
+             were (or by harel) has none"
+        );
+    }
+    for line in lines {
+        println!("{line}");
+    }
+    if unplaced > 0 {
+        eprintln!(
+            "{} without a span not shown (recorded before spans were, or by harel): `stm trace {id}` lists them",
+            crate::plural::count(unplaced, "step")
+        );
+    }
+    if left_out > 0 {
+        eprintln!(
+            "{} under {id} not read ({MAX_TREE_NODES} were): `stm trace CHILD_ID --spans` prints one",
+            crate::plural::count(left_out, "more execution")
+        );
+    }
+    Ok(())
 }
 
 /// `stm trace ID`: the execution's timeline, its regions' steps merged in by time; with

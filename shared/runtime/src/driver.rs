@@ -38,9 +38,9 @@ pub(crate) use parking::{log_release, Releasing};
 pub(crate) use plan::{is_recheck, PARKED_PATH};
 pub use plan::{plan, region_ids, route, Arrival, Plan};
 pub use spawn::SpawnParents;
-pub use step::StepReport;
 pub(crate) use step::Undo;
 pub(crate) use step::{armed, outbox_entries, spawn_entries};
+pub use step::{StepReport, PARENT_SPAN_KEY, SPAN_KEY};
 
 /// The driver: one step of an execution is effects -> actions -> one atomic commit ->
 /// delivery. Cheap to clone; share one per process. Embedded, over a [`MemoryStore`]

@@ -199,23 +199,23 @@ pub async fn deliver_last_block(
 }
 
 /// A `relay` span for each of `rows` that carries its commit's trace context, under that
-/// commit's span; the row then carries the span's context instead, so its message names
-/// the relay as its sender.
-fn relay_spans(rows: &mut stm_store::PendingRows) -> Vec<tracing::Span> {
+/// commit's span. The row's message keeps naming the commit as its sender: the relay's
+/// span sits beside the record it causes, not between, so that a trace step's parent is
+/// always another step's span (`stm trace --spans` draws the tree from the steps alone).
+fn relay_spans(rows: &stm_store::PendingRows) -> Vec<tracing::Span> {
     let spawns = rows
         .spawns
-        .iter_mut()
-        .map(|row| (&mut row.trace_context, row.seq, row.child_id.as_str()));
-    let outbox = rows.outbox.iter_mut().map(|row| {
+        .iter()
+        .map(|row| (&row.trace_context, row.seq, row.child_id.as_str()));
+    let outbox = rows.outbox.iter().map(|row| {
         let target = row.target_id.as_deref().unwrap_or("-");
-        (&mut row.trace_context, row.seq, target)
+        (&row.trace_context, row.seq, target)
     });
     spawns
         .chain(outbox)
         .filter_map(|(trace, seq, target)| {
             let committed = trace.as_deref().and_then(TraceContext::from_traceparent)?;
             let ctx = committed.child();
-            *trace = Some(ctx.traceparent());
             Some(tracing::info_span!(
                 "relay",
                 seq,
@@ -678,10 +678,10 @@ pub async fn relay_pending_until(
                 let page_started = Instant::now();
                 let spawns: Vec<i64> = read.iter().filter(|s| s.spawn).map(|s| s.seq).collect();
                 let outbox: Vec<i64> = read.iter().filter(|s| !s.spawn).map(|s| s.seq).collect();
-                let mut rows = store.pending_rows(&spawns, &outbox).await?;
+                let rows = store.pending_rows(&spawns, &outbox).await?;
                 // each row its `relay` span in its commit's trace, open while its page is
-                // published, and named by its message as its sender
-                let spans = relay_spans(&mut rows);
+                // published
+                let spans = relay_spans(&rows);
                 delivery.deliver(store, queue, &rows.spawns, &rows.outbox).await;
                 drop(spans);
                 longest_page = longest_page.max(page_started.elapsed());

@@ -335,8 +335,9 @@ pub(crate) async fn fire_loaded(
             return;
         }
         TimerFate::Fire => {
-            // in the arming commit's trace: a `fire` span under it, which the `Timeout`
-            // names as its sender
+            // in the arming commit's trace: a `fire` span under it; the `Timeout` names
+            // the arming commit as its sender (the fire span beside its record, as the
+            // relay's, so a trace step's parent is always another step's span)
             let fired = trace
                 .and_then(TraceContext::from_traceparent)
                 .map(|armed| (armed, armed.child()));
@@ -350,7 +351,7 @@ pub(crate) async fn fire_loaded(
                     parent_span_id = %telemetry::span_id_field(&armed),
                 )
             });
-            let sender = fired.map(|(_, ctx)| ctx.traceparent());
+            let sender = fired.map(|(armed, _)| armed.traceparent());
             let message = OutgoingMessage::timeout_in_trace(
                 &timer.execution_id,
                 &timer.path,

@@ -62,17 +62,41 @@ const TRACEPARENT_LEN: usize = 55;
 pub const TRACEPARENT_ATTRIBUTE_BYTES: usize = TRACEPARENT_ATTRIBUTE.len() + "String".len() + TRACEPARENT_LEN;
 
 tokio::task_local! {
-    static CURRENT: TraceContext;
+    static CURRENT: Current;
+}
+
+/// The current context, and the one it was caused by when that came from elsewhere (the
+/// sender of the message being handled).
+#[derive(Clone, Copy)]
+struct Current {
+    ctx: TraceContext,
+    parent: Option<TraceContext>,
 }
 
 /// Run `work` with `ctx` as the current context.
 pub async fn in_context<F: Future>(ctx: TraceContext, work: F) -> F::Output {
-    CURRENT.scope(ctx, work).await
+    CURRENT.scope(Current { ctx, parent: None }, work).await
+}
+
+/// Run `work` with `ctx` as the current context, caused by `parent` (the context a
+/// received message carried): what a trace step records of its place
+/// ([`current_parent`]).
+pub async fn in_context_under<F: Future>(
+    ctx: TraceContext,
+    parent: Option<TraceContext>,
+    work: F,
+) -> F::Output {
+    CURRENT.scope(Current { ctx, parent }, work).await
 }
 
 /// The current context, if the caller runs inside [`in_context`].
 pub fn current() -> Option<TraceContext> {
-    CURRENT.try_with(|ctx| *ctx).ok()
+    CURRENT.try_with(|c| c.ctx).ok()
+}
+
+/// The context the current one was caused by, when [`in_context_under`] named one.
+pub fn current_parent() -> Option<TraceContext> {
+    CURRENT.try_with(|c| c.parent).ok().flatten()
 }
 
 /// The context of handling a received message: a new span in the trace its sender

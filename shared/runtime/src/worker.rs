@@ -305,8 +305,9 @@ impl Worker {
                             execution_id = %run.target_id,
                             records = run.indices.len(),
                         );
-                        let results = telemetry::in_context(
+                        let results = telemetry::in_context_under(
                             contexts[0],
+                            records[run.indices[0]].trace,
                             self.handle_burst(&run, deadline, &mut outcome.flushed),
                         )
                         .instrument(span)
@@ -316,8 +317,9 @@ impl Worker {
                     }
                     None => {
                         let ctx = telemetry::handling(record.trace);
-                        let result = telemetry::in_context(
+                        let result = telemetry::in_context_under(
                             ctx,
+                            record.trace,
                             self.handle_record(record, &mut parents, &mut outcome.flushed),
                         )
                         .instrument(handling_span(record, &ctx))

@@ -8,9 +8,9 @@
 //! trace, under the same send.
 //!
 //! The same holds when the relay publishes the rows instead of the inline flush (each row
-//! carries its commit's trace context; the relay's span of the row sits between), and for
-//! a timer's `Timeout`, which the sweeper sends in the trace of the commit that armed the
-//! timer, under its `fire` span.
+//! carries its commit's trace context; the relay's span of the row sits beside the record
+//! it causes, under the same commit), and for a timer's `Timeout`, which the sweeper sends
+//! in the trace of the commit that armed the timer, its `fire` span beside the record.
 //!
 //! The same spans reach X-Ray's daemon (a UDP listener of the test's own,
 //! `stm_testkit::xray`) as segment documents: one per span, with the same ids and parents,
@@ -149,20 +149,14 @@ async fn fan_out_in_one_trace(tag: &str, inline_flush: bool) {
     let outside: Vec<&Value> = spans.values().filter(|s| s["traceId"] != trace).collect();
     assert!(outside.is_empty(), "spans outside the send's trace: {outside:#?}");
     let parent_of = |s: &Value| s["parentSpanId"].as_str().map(str::to_string);
-    // who sent a record's message: its parent, or, when the relay published it, the
-    // relay's span's parent (the commit's record)
+    // who sent a record's message: its parent, the commit's record, whether the inline
+    // flush or the relay published it
     let relays: BTreeMap<&str, &Value> = spans
         .values()
         .filter(|s| s["name"] == "relay")
         .map(|s| (s["spanId"].as_str().expect("id"), s))
         .collect();
-    let sender_of = |s: &Value| -> Option<String> {
-        let parent = parent_of(s)?;
-        match relays.get(parent.as_str()) {
-            Some(relay) => parent_of(relay),
-            None => Some(parent),
-        }
-    };
+    let sender_of = parent_of;
     // the relay publishes only what the inline flush did not (with it on, nothing here)
     assert_eq!(relays.is_empty(), inline_flush, "{relays:#?}");
     let records_of = |id: &str| -> Vec<&Value> {
@@ -326,7 +320,7 @@ async fn a_timeout_continues_the_trace_that_armed_its_timer() {
         .find(|s| s["spanId"] != start["spanId"])
         .expect("the Timeout's record");
     // the sweeper's span under the record whose commit armed the timer, and the
-    // Timeout's record under the sweeper's
+    // Timeout's record beside it, under the same record
     let fire = spans
         .values()
         .find(|s| s["name"] == "fire")
@@ -334,8 +328,8 @@ async fn a_timeout_continues_the_trace_that_armed_its_timer() {
     assert_eq!(fire["parentSpanId"], start["spanId"], "{fire}");
     assert_eq!(attribute(fire, "path"), Some("Waiting"), "{fire}");
     assert_eq!(
-        timeout["parentSpanId"], fire["spanId"],
-        "the Timeout under the sweeper's span"
+        timeout["parentSpanId"], start["spanId"],
+        "the Timeout under the record that armed its timer"
     );
 }
 
@@ -443,16 +437,17 @@ async fn a_fan_out_on_timers_with_a_redelivery_is_one_trace() {
             .find(|r| starts.iter().any(|s| s["spanId"] == r["parentSpanId"]))
             .unwrap_or_else(|| panic!("child {child} is not under the root's Start: {records:#?}"));
         // the sweeper's fire span under the record that armed the timer, and the Timeout's
-        // record under the fire span
+        // record beside it, under the same record
         let fires: Vec<&Value> = under(spawned)
             .into_iter()
             .filter(|s| s["name"] == "fire")
             .collect();
         assert_eq!(fires.len(), 1, "child {child}: {:#?}", under(spawned));
+        assert_eq!(attribute(fires[0], "execution_id"), Some(child.as_str()));
         let timeout = records
             .iter()
-            .find(|r| r["parentSpanId"] == fires[0]["spanId"])
-            .unwrap_or_else(|| panic!("child {child}'s Timeout is not under the sweeper's span"));
+            .find(|r| r["parentSpanId"] == spawned["spanId"])
+            .unwrap_or_else(|| panic!("child {child}'s Timeout is not under the record that armed it"));
         // the join: the child's end reaches the root under the Timeout's record
         let joined: Vec<&Value> = under(timeout)
             .into_iter()

@@ -668,6 +668,11 @@ pub(crate) fn spawn_entries(parent_id: &str, seqs: &[i64], spawns: Vec<SpawnInte
         .collect()
 }
 
+/// A trace step's key: the `traceparent` of the span that handled the step's record.
+pub const SPAN_KEY: &str = "span";
+/// A trace step's key: the id of the span that sent the step's message (16 hex digits).
+pub const PARENT_SPAN_KEY: &str = "parent_span";
+
 /// One execution-trace step, harel's `_trace_step` shape.
 fn trace_step(
     event: Option<&Event>,
@@ -697,6 +702,17 @@ fn trace_step(
     // a key harel's trace steps lack (a reader of them ignores it): the step ran nothing
     if let Some(reason) = &c.ignored {
         step.insert("ignored".into(), Value::from(reason.as_str()));
+    }
+    // keys harel's lack too: the step's span (the record's handling) and the span that
+    // sent its message, so `stm trace --spans` draws the span tree from the steps alone
+    if let Some(ctx) = crate::telemetry::current() {
+        step.insert(SPAN_KEY.into(), Value::from(ctx.traceparent()));
+        if let Some(parent) = crate::telemetry::current_parent() {
+            step.insert(
+                PARENT_SPAN_KEY.into(),
+                Value::from(crate::telemetry::span_id_field(&parent)),
+            );
+        }
     }
     step
 }
