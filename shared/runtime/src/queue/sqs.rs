@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{
-    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
+    MessageAttributeValue, MessageSystemAttributeName, MessageSystemAttributeNameForSends,
+    MessageSystemAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry,
 };
 use serde_json::json;
 use stm_core::Value;
@@ -426,6 +427,21 @@ impl SqsQueue {
                     .build()
                 {
                     Ok(attr) => entry = entry.message_attributes(TRACEPARENT_ATTRIBUTE, attr),
+                    Err(e) => return whole_chunk_failed(chunk, "Build", &e.to_string()),
+                }
+                // and X-Ray's header, for AWS's own tracing (Lambda links the invocation
+                // to it): a system attribute, which SQS does not count toward the size
+                match MessageSystemAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(ctx.aws_trace_header())
+                    .build()
+                {
+                    Ok(attr) => {
+                        entry = entry.message_system_attributes(
+                            MessageSystemAttributeNameForSends::AwsTraceHeader,
+                            attr,
+                        )
+                    }
                     Err(e) => return whole_chunk_failed(chunk, "Build", &e.to_string()),
                 }
             }

@@ -212,7 +212,7 @@ mod tests {
         assert_eq!(
             Daemon::from_lookup(env(&[(stm_env::XRAY_SAMPLE_RATIO, "0.05"), daemon])),
             Ok(Some(Daemon {
-                address: "127.0.0.1:2000".parse().unwrap(),
+                address: "127.0.0.1:2000".parse().expect("an address"),
                 ratio: 0.05
             }))
         );
@@ -274,24 +274,25 @@ mod tests {
 
     #[test]
     fn each_span_is_one_datagram_after_the_daemon_header() {
-        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let receiver = UdpSocket::bind("127.0.0.1:0").expect("a loopback port");
         receiver
             .set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .unwrap();
+            .expect("a timeout");
         let sink = XRayDaemon {
-            socket: UdpSocket::bind("127.0.0.1:0").unwrap(),
-            address: receiver.local_addr().unwrap(),
+            socket: UdpSocket::bind("127.0.0.1:0").expect("a loopback port"),
+            address: receiver.local_addr().expect("its address"),
             service: "stm-relay".into(),
         };
-        sink.send(&[span("relay", false), span("publish", true)]).unwrap();
+        sink.send(&[span("relay", false), span("publish", true)])
+            .expect("sent");
         let mut names = Vec::new();
         for _ in 0..2 {
             let mut buf = vec![0u8; MAX_DOCUMENT_BYTES];
-            let n = receiver.recv(&mut buf).unwrap();
-            let text = std::str::from_utf8(&buf[..n]).unwrap();
+            let n = receiver.recv(&mut buf).expect("a datagram");
+            let text = std::str::from_utf8(&buf[..n]).expect("UTF-8");
             let body = text.strip_prefix(HEADER).expect("the header line first");
-            let doc: Value = serde_json::from_str(body).unwrap();
-            names.push(doc["name"].as_str().unwrap().to_string());
+            let doc: Value = serde_json::from_str(body).expect("JSON");
+            names.push(doc["name"].as_str().expect("a name").to_string());
         }
         assert_eq!(names, ["stm-relay", "publish"]);
         let mut huge = span("record", false);

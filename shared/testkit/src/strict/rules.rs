@@ -22,6 +22,7 @@ pub const RULES: &[&str] = &[
     "sqs.attributes.name",
     "sqs.attributes.type",
     "sqs.attributes.value",
+    "sqs.system_attributes",
     "sqs.visibility.range",
     "sqs.receive.max_messages",
     "sqs.receive.wait",

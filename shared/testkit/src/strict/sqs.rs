@@ -142,6 +142,7 @@ fn check_message(entry: &Value, queue: &QueueInfo) -> Result<(), Refusal> {
         ));
     }
     check_attributes(&entry["MessageAttributes"])?;
+    check_system_attributes(&entry["MessageSystemAttributes"])?;
     if queue.fifo {
         // FIFO queues take a delay per queue only: a message's DelaySeconds may be 0, no more
         if int_param(entry, "DelaySeconds").is_some_and(|d| d != 0) {
@@ -269,6 +270,56 @@ fn check_attributes(attributes: &Value) -> Result<(), Refusal> {
         }
     }
     Ok(())
+}
+
+/// A message's system attributes (which do not count toward its size): `AWSTraceHeader`
+/// alone, a String holding a well-formed X-Ray tracing header (the SQS API Reference,
+/// `SendMessage`'s `MessageSystemAttributes`).
+fn check_system_attributes(attributes: &Value) -> Result<(), Refusal> {
+    let Some(map) = attributes.as_object() else {
+        return Ok(());
+    };
+    for (name, attribute) in map {
+        let value = attribute["StringValue"].as_str().unwrap_or_default();
+        let problem = if name != "AWSTraceHeader" {
+            Some(format!("Message system attribute name '{name}' is invalid: AWSTraceHeader is the only one supported."))
+        } else if attribute["DataType"] != "String" {
+            Some("The message system attribute 'AWSTraceHeader' must be of type String.".to_string())
+        } else if !xray_header(value) {
+            Some(format!(
+                "The message system attribute 'AWSTraceHeader' is not a valid X-Ray trace header: {value:?}"
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = problem {
+            return Err(invalid("InvalidParameterValue", "sqs.system_attributes", message));
+        }
+    }
+    Ok(())
+}
+
+/// `Root=1-{8 hex}-{24 hex}`, with optional `Parent={16 hex}` and `Sampled={0|1|?}`,
+/// `;`-separated.
+fn xray_header(text: &str) -> bool {
+    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
+    let mut root = false;
+    for part in text.split(';') {
+        let ok = match part.split_once('=') {
+            Some(("Root", id)) => {
+                root = matches!(id.split('-').collect::<Vec<_>>()[..], ["1", time, rest] if hex(time, 8) && hex(rest, 24));
+                root
+            }
+            Some(("Parent", id)) => hex(id, 16),
+            Some(("Sampled", flag)) => matches!(flag, "0" | "1" | "?"),
+            Some((key, _)) => !key.is_empty(),
+            None => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    root
 }
 
 /// The rules of a batch's envelope (count, entry ids), which fail the whole request.

@@ -194,6 +194,13 @@ fn cases(f: &Fixture) -> Vec<Case> {
             "InvalidParameterValue",
         ),
         case(
+            "sqs.system_attributes",
+            "sqs",
+            "SendMessage",
+            json!({"QueueUrl": f.small_url, "MessageBody": "x", "MessageSystemAttributes": {"AWSTraceHeader": {"DataType": "String", "StringValue": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=zz"}}}),
+            "InvalidParameterValue",
+        ),
+        case(
             "sqs.visibility.range",
             "sqs",
             "ChangeMessageVisibility",
