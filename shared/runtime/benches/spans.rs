@@ -1,7 +1,9 @@
 //! What the spans cost the worker, per record (`bench/loop.stm`, its `Go` and `Back`
 //! records one execution at a time, over MemoryStore and MemoryQueue): the worker with no
-//! subscriber, and with the OTLP exporter's layer posting to a collector on loopback
-//! (the test kit's), side by side in alternating rounds. Prints a table; asserts nothing.
+//! subscriber, with the OTLP exporter's layer posting to a collector on loopback (the test
+//! kit's), and with the X-Ray exporter's sending to a daemon on loopback (the test kit's),
+//! every trace and the template's default share (0.05), side by side in alternating
+//! rounds. Prints a table; asserts nothing.
 //!
 //!   cargo bench -p stm-runtime --bench spans            # RECORDS=20000, ROUNDS=5
 
@@ -10,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use stm_core::Event;
 use stm_runtime::telemetry::otlp::{self, Endpoint};
+use stm_runtime::telemetry::xray;
 use stm_runtime::telemetry::TraceContext;
 use stm_runtime::{ActionRegistry, Definitions, Driver, MemoryQueue, Record, Worker, WorkerSettings};
 use stm_store::MemoryStore;
@@ -74,9 +77,10 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// One round in this process: `mode` `off` (no subscriber) or `on` (the exporter's layer as
-/// the process's subscriber, as a function installs it at init); prints the seconds and,
-/// for `on`, the spans the collector received, dropped and refused.
+/// One round in this process: `mode` `off` (no subscriber), `on` (the OTLP exporter's
+/// layer as the process's subscriber, as a function installs it at init), or `xray-R` (the
+/// X-Ray exporter's, sending the share R of the traces); prints the seconds and, with an
+/// exporter, the spans received, dropped and refused.
 fn round(mode: &str, n: usize) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -86,6 +90,28 @@ fn round(mode: &str, n: usize) {
     if mode == "off" {
         let plain = worker(&runtime, &id);
         println!("{}", run_records(&runtime, &plain, &records(&id, n)));
+        return;
+    }
+    if let Some(ratio) = mode.strip_prefix("xray-") {
+        let daemon = stm_testkit::xray::Daemon::start();
+        let settings = xray::Daemon {
+            address: daemon.address.parse().expect("host:port"),
+            ratio: ratio.parse().expect("a share"),
+        };
+        let (layer, exporter) = xray::layer(&settings, "stm-bench").expect("a UDP socket");
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+            .expect("the only subscriber");
+        let exported = worker(&runtime, &id);
+        let seconds = run_records(&runtime, &exported, &records(&id, n));
+        exporter.flush(Duration::from_secs(30));
+        // UDP: what the socket's buffer could not take is lost, not refused
+        let documents = daemon.documents_when(Duration::from_secs(2), |_| false);
+        println!(
+            "{seconds} {} {} {}",
+            documents.len(),
+            exporter.dropped(),
+            exporter.failed_requests() as usize + daemon.refused().len()
+        );
         return;
     }
     let collector = stm_testkit::otlp::Collector::start();
@@ -126,34 +152,38 @@ fn main() {
         return;
     }
     let rounds = env_usize("ROUNDS", 5);
-    let (mut off, mut on) = (Vec::new(), Vec::new());
-    let (mut spans, mut dropped, mut refused) = (0.0, 0.0, 0.0);
+    let modes = [
+        ("off", "no subscriber"),
+        ("on", "OTLP exporter to a loopback collector"),
+        ("xray-1", "X-Ray exporter to a loopback daemon, every trace"),
+        ("xray-0.05", "X-Ray exporter to a loopback daemon, 0.05 of the traces"),
+    ];
+    // per mode: seconds of each round, and the spans, drops and refusals summed
+    let mut seconds: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut counts = vec![[0.0f64; 3]; modes.len()];
     for _ in 0..rounds {
-        off.push(child("off", n)[0]);
-        let got = child("on", n);
-        on.push(got[0]);
-        spans += got[1];
-        dropped += got[2];
-        refused += got[3];
+        for (at, (mode, _)) in modes.iter().enumerate() {
+            let got = child(mode, n);
+            seconds[at].push(got[0]);
+            for (sum, value) in counts[at].iter_mut().zip(got.iter().skip(1)) {
+                *sum += value;
+            }
+        }
     }
-    let (off, on) = (median(off), median(on));
+    let medians: Vec<f64> = seconds.into_iter().map(median).collect();
+    let off = medians[0];
     println!("{n} records of bench/loop.stm, one a batch, medians of {rounds} alternating rounds, each in a process of its own\n");
-    println!("| worker | records/s | µs a record | spans a record |");
-    println!("|---|---:|---:|---:|");
-    println!(
-        "| no subscriber | {:.0} | {:.2} | 0 |",
-        n as f64 / off,
-        off * 1e6 / n as f64
-    );
-    println!(
-        "| OTLP exporter to a loopback collector | {:.0} | {:.2} | {:.1} |",
-        n as f64 / on,
-        on * 1e6 / n as f64,
-        spans / (n * rounds) as f64
-    );
-    println!(
-        "\nadded per record: {:.2} µs ({:.2}x); spans dropped (queue full): {dropped}; requests refused: {refused}",
-        (on - off) * 1e6 / n as f64,
-        on / off,
-    );
+    println!("| worker | records/s | µs a record | added µs a record | spans sent a record | dropped (queue full) | refused |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (at, (_, label)) in modes.iter().enumerate() {
+        let [spans, dropped, refused] = counts[at];
+        println!(
+            "| {label} | {:.0} | {:.2} | {:.2} ({:.2}x) | {:.2} | {dropped} | {refused} |",
+            n as f64 / medians[at],
+            medians[at] * 1e6 / n as f64,
+            (medians[at] - off) * 1e6 / n as f64,
+            medians[at] / off,
+            spans / (n * rounds) as f64,
+        );
+    }
 }
