@@ -17,14 +17,15 @@ use stm_testkit::otlp::{attribute, Collector};
 #[test]
 fn the_local_stack_exports_one_trace_per_send() {
     let collector = Collector::start();
-    let local = Local::start_with(
-        "otel_local",
-        &common::repo().join("examples"),
-        &[("OTEL_EXPORTER_OTLP_ENDPOINT".to_string(), collector.url.clone())],
+    let otel = [("OTEL_EXPORTER_OTLP_ENDPOINT".to_string(), collector.url.clone())];
+    let local = Local::start_with("otel_local", &common::repo().join("examples"), &otel);
+    // the commands export their own `send` span, the root of each trace
+    local.ok_with(
+        &otel,
+        &["create", "examples/order.stm", "Order", "--id", "traced-1"],
     );
-    local.ok(&["create", "examples/order.stm", "Order", "--id", "traced-1"]);
     local.wait_show("traced-1", &["RUNNING"]);
-    local.ok(&["send", "traced-1", r#"Submit:{"amount": 5.0}"#]);
+    local.ok_with(&otel, &["send", "traced-1", r#"Submit:{"amount": 5.0}"#]);
     local.wait_show("traced-1", &["Payment"]);
 
     let records_of = |spans: &std::collections::BTreeMap<String, Value>| -> Vec<Value> {
@@ -43,11 +44,22 @@ fn the_local_stack_exports_one_trace_per_send() {
         "the Start and Submit: {records:#?}\n{}",
         local.console()
     );
-    // two sends, two traces; each record under its sender's span (the `stm` command's)
+    // two sends, two traces; each record under its sender's span (the `stm` command's,
+    // which the command exported: a root)
     let traces: BTreeSet<&str> = records.iter().filter_map(|r| r["traceId"].as_str()).collect();
     assert_eq!(traces.len(), 2, "{records:#?}");
     for record in &records {
-        assert!(record["parentSpanId"].is_string(), "no sender: {record}");
+        let sender = spans
+            .get(record["parentSpanId"].as_str().expect("a sender"))
+            .unwrap_or_else(|| panic!("the sender of {record} is not in the collector"));
+        assert_eq!(
+            (&sender["name"], &sender["traceId"]),
+            (&Value::from("send"), &record["traceId"])
+        );
+        assert!(
+            sender.get("parentSpanId").is_none(),
+            "the send is the root: {sender}"
+        );
         let inner: BTreeSet<&str> = spans
             .values()
             .filter(|s| s["parentSpanId"] == record["spanId"])
@@ -111,5 +123,14 @@ fn an_endpoint_it_cannot_export_to_is_refused_before_anything_starts() {
         assert_eq!(out.status.code(), Some(2), "{url}: {}", stderr(&out));
         let said = stderr(&out);
         assert!(said.contains("--otel") && said.contains(words), "{url}: {said}");
+        // a command's variable the same, before anything is sent
+        let env = [("OTEL_EXPORTER_OTLP_ENDPOINT".to_string(), url.to_string())];
+        let out = common::stm_with(&env, &["send", "nobody", "Go"]);
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.contains("OTEL_EXPORTER_OTLP_ENDPOINT") && said.contains(words),
+            "{url}: {said}"
+        );
     }
 }

@@ -90,6 +90,14 @@ impl Local {
         stm_with(&self.env, args)
     }
 
+    /// [`Local::ok`] with `extra` variables besides the stack's.
+    pub fn ok_with(&self, extra: &[(String, String)], args: &[&str]) -> String {
+        let env: Vec<(String, String)> = self.env.iter().chain(extra).cloned().collect();
+        let out = stm_with(&env, args);
+        assert!(out.status.success(), "stm {args:?} failed: {}", stderr(&out));
+        stdout(&out)
+    }
+
     /// Run and require success; stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.stm(args);

@@ -156,7 +156,10 @@ fn main() {
         ("off", "no subscriber"),
         ("on", "OTLP exporter to a loopback collector"),
         ("xray-1", "X-Ray exporter to a loopback daemon, every trace"),
-        ("xray-0.05", "X-Ray exporter to a loopback daemon, 0.05 of the traces"),
+        (
+            "xray-0.05",
+            "X-Ray exporter to a loopback daemon, 0.05 of the traces",
+        ),
     ];
     // per mode: seconds of each round, and the spans, drops and refusals summed
     let mut seconds: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
