@@ -331,6 +331,16 @@ async fn a_timeout_continues_the_trace_that_armed_its_timer() {
         timeout["parentSpanId"], start["spanId"],
         "the Timeout under the record that armed its timer"
     );
+    // its step span says the transition it took
+    let step = spans
+        .values()
+        .find(|s| s["name"] == "step" && s["parentSpanId"] == timeout["spanId"])
+        .expect("the Timeout's step");
+    assert_eq!(
+        ["event_kind", "from", "to"].map(|k| attribute(step, k)),
+        [Some("Timeout"), Some("Waiting"), Some("Expired")],
+        "{step}"
+    );
 }
 
 /// Each child waits on a timer: its `Timeout` comes from the sweeper.

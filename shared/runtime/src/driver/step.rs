@@ -385,11 +385,19 @@ impl Driver {
             "step",
             event_kind = event.map_or("Start", |e| e.kind.as_str()),
             from = before.active_path.as_deref().unwrap_or("None"),
+            to = tracing::field::Empty,
+            actions = tracing::field::Empty,
         );
         let mut step = in_span!(
-            step_span,
+            step_span.clone(),
             self.prepare_checked(defn, exe, event, Undo::Snapshot(&before), &[])
         )?;
+        // the transition taken: where it went and what it ran (recorded only when a
+        // subscriber keeps the span: the join allocates)
+        if !step_span.is_disabled() {
+            step_span.record("to", exe.active_path.as_deref().unwrap_or("None"));
+            step_span.record("actions", step.report.actions.join(", ").as_str());
+        }
         step.commit.unpark.extend(unpark.clone());
         let actions = step.report.actions.clone();
         let commit_span = tracing::info_span!(
