@@ -1,6 +1,6 @@
 //! What both exporters share ([`super::otlp`], [`super::xray`]): the `tracing_subscriber`
 //! layer that turns our spans into closed spans with their place in a trace, and the
-//! thread that sends them in batches to a [`Sink`].
+//! thread that sends them in batches to a sink (the exporter's transport).
 //!
 //! A span with `trace_id` and `span_id` fields ([`super::trace_id_field`]) starts its
 //! place in a trace (its parent, when it has one, is in another process: the sender of
