@@ -37,14 +37,19 @@ const MAX_ANNOTATIONS: usize = 50;
 pub enum XRayError {
     /// `STM_XRAY_SAMPLE_RATIO` is not a number from 0 to 1.
     #[error(
-        "STM_XRAY_SAMPLE_RATIO is {0:?}: give the share of traces sent to X-Ray, a number from 0 \
-         (none) to 1 (all), such as 0.05"
+        "{} is {:?}: give the share of traces sent to X-Ray, a number from 0 (none) to 1 (all), \
+         such as 0.05",
+        stm_env::XRAY_SAMPLE_RATIO,
+        .0
     )]
     Ratio(String),
     /// `AWS_XRAY_DAEMON_ADDRESS` names no UDP address.
     #[error(
-        "AWS_XRAY_DAEMON_ADDRESS is {0:?}, which names no UDP address: give host:port (Lambda \
-         sets it when the function's tracing is Active), or set STM_XRAY_SAMPLE_RATIO to 0"
+        "{} is {:?}, which names no UDP address: give host:port (Lambda sets it when the \
+         function's tracing is Active), or set {} to 0",
+        stm_env::XRAY_DAEMON_ADDRESS,
+        .0,
+        stm_env::XRAY_SAMPLE_RATIO
     )]
     Daemon(String),
 }
@@ -220,6 +225,23 @@ mod tests {
             let lookup = move |name: &str| (name == stm_env::XRAY_SAMPLE_RATIO).then(|| wrong.to_string());
             assert_eq!(Daemon::from_lookup(lookup), Err(XRayError::Ratio(wrong.into())));
         }
+    }
+
+    #[test]
+    fn the_errors_name_the_variable_and_the_value() {
+        assert_eq!(
+            XRayError::Ratio("half".into()).to_string(),
+            format!(
+                "{} is \"half\": give the share of traces sent to X-Ray, a number from 0 (none) to 1 \
+                 (all), such as 0.05",
+                stm_env::XRAY_SAMPLE_RATIO
+            )
+        );
+        let daemon = XRayError::Daemon("x".into()).to_string();
+        assert!(
+            daemon.starts_with(&format!("{} is \"x\"", stm_env::XRAY_DAEMON_ADDRESS)),
+            "{daemon}"
+        );
     }
 
     #[test]
