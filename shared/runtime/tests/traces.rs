@@ -367,7 +367,7 @@ machine Fan {
 
 /// The acceptance in one trace: a fan-out of three children, each on a timer the
 /// sweeper fires, the root's first record redelivered after the worker died between its
-/// commit and its flush, and the join.
+/// commit and its flush, the rows published by the relay (no inline flush), and the join.
 #[tokio::test]
 async fn a_fan_out_on_timers_with_a_redelivery_is_one_trace() {
     let Traced {
@@ -379,7 +379,9 @@ async fn a_fan_out_on_timers_with_a_redelivery_is_one_trace() {
         stack,
         _subscriber,
     } = traced("traces_all").await;
-    let stack = stack.redeploy(common::definitions_from(WAITING_FAN));
+    let mut stack = stack.redeploy(common::definitions_from(WAITING_FAN));
+    // the relay publishes what the commits wrote: its spans in the trace too
+    stack.worker.settings.inline_flush = false;
     let root = "fan-t";
     stack
         .control
@@ -468,6 +470,20 @@ async fn a_fan_out_on_timers_with_a_redelivery_is_one_trace() {
             1,
             "child {child}'s end under its Timeout: {:#?}",
             under(timeout)
+        );
+    }
+    // the relay's spans: each under the record whose commit wrote the row it published
+    // (the children's ends, and the spawn rows the redelivery did not publish itself)
+    let relays = named("relay");
+    assert!(
+        relays.len() >= 3,
+        "the relay published the children's ends: {relays:#?}"
+    );
+    let records: Vec<&Value> = named("record");
+    for relay in &relays {
+        assert!(
+            records.iter().any(|r| r["spanId"] == relay["parentSpanId"]),
+            "a relay span not under a record's commit: {relay}"
         );
     }
     same_in_xray(&spans, &daemon, &xray);
