@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use stm_runtime::telemetry::export::{ExportHandle, SpanLayer};
+use stm_runtime::telemetry::export::{self, ExportHandle, SpanLayer};
 use stm_runtime::telemetry::otlp::{self, Endpoint};
 use stm_runtime::telemetry::xray::{self, Daemon};
 use tracing_subscriber::fmt::MakeWriter;
@@ -76,17 +76,9 @@ pub(crate) fn init(function: &str) -> Result<(), InitError> {
 /// Send the spans of the invocation ending now: Lambda freezes the process until the next
 /// one, and a batch left waiting would reach the collector only then.
 pub(crate) async fn flush_spans() {
-    let handles = SPANS.get().cloned().unwrap_or_default();
-    if !handles.is_empty() {
+    if let Some(handles) = SPANS.get().filter(|handles| !handles.is_empty()) {
         // side by side: the wait is the slower exporter's, not their sum
-        let _ = tokio::task::spawn_blocking(move || {
-            std::thread::scope(|scope| {
-                for handle in &handles {
-                    scope.spawn(|| handle.flush(FLUSH_WAIT));
-                }
-            })
-        })
-        .await;
+        let _ = tokio::task::spawn_blocking(move || export::flush_all(handles, FLUSH_WAIT)).await;
     }
 }
 

@@ -75,7 +75,7 @@ struct Current {
 
 /// Run `work` with `ctx` as the current context.
 pub async fn in_context<F: Future>(ctx: TraceContext, work: F) -> F::Output {
-    CURRENT.scope(Current { ctx, parent: None }, work).await
+    in_context_under(ctx, None, work).await
 }
 
 /// Run `work` with `ctx` as the current context, caused by `parent` (the context a

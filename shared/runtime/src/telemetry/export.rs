@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -131,10 +131,13 @@ impl ExportHandle {
     /// Send every span closed so far, waiting at most `timeout` (Lambda freezes the
     /// process between invocations: a batch not sent by then would wait for the next).
     pub fn flush(&self, timeout: Duration) {
+        flush_all(std::slice::from_ref(self), timeout);
+    }
+
+    /// Ask the exporter thread to send what it holds; the answer comes when it has.
+    fn request_flush(&self) -> Option<Receiver<()>> {
         let (done, wait) = sync_channel(1);
-        if self.jobs.send(Job::Flush(done)).is_ok() {
-            let _ = wait.recv_timeout(timeout);
-        }
+        self.jobs.send(Job::Flush(done)).ok().map(|()| wait)
     }
 
     /// Spans dropped because the queue was full.
@@ -145,6 +148,16 @@ impl ExportHandle {
     /// Batches the receiver did not take (refused, unreachable or timed out).
     pub fn failed_requests(&self) -> u64 {
         self.failed.load(Ordering::Relaxed)
+    }
+}
+
+/// [`ExportHandle::flush`] for every exporter at once: each is asked first, then waited
+/// for, so the wait is the slowest one's, at most `timeout` in all.
+pub fn flush_all(handles: &[ExportHandle], timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    let waits: Vec<Receiver<()>> = handles.iter().filter_map(ExportHandle::request_flush).collect();
+    for wait in waits {
+        let _ = wait.recv_timeout(deadline.saturating_duration_since(Instant::now()));
     }
 }
 
