@@ -1,5 +1,6 @@
 //! `stm trace` against `stm local`, through the binary: the timeline of an execution with
-//! orthogonal regions lists every step the worker's log shows, in the log's order, the
+//! orthogonal regions lists every step the worker's log shows, each execution's in the
+//! log's order and each region's Finished after the step that ends the region, the
 //! steps of the events broadcast to its regions included (they are recorded on the
 //! regions' traces, as harel records them), and the log says a broadcast a region does not
 //! take as the normal thing it is, counting the regions in the right number.
@@ -123,15 +124,46 @@ fn the_trace_lists_the_broadcast_steps_the_log_shows_in_its_order() {
             "the log lacks {step:?}:\n{console}"
         );
     }
-    // every step the log shows is in the trace, in the log's order. Not the parent's
-    // broadcast commits: harel records no trace step for them (the regions' steps say
-    // what the broadcast did). The trace has more: the regions' Start, which the log
-    // does not show.
-    let mut rest = traced.iter();
-    for (step, _) in logged.iter().filter(|(_, broadcast)| !broadcast) {
+    // every step the log shows is in the trace, each execution's in the log's order. Not
+    // the parent's broadcast commits: harel records no trace step for them (the regions'
+    // steps say what the broadcast did). The trace has more: the regions' Start, which the
+    // log does not show. Across executions only cause orders steps (the log's lines come
+    // as the commits end, the trace's by when each step began): a region's commit that
+    // emits its Finished comes before the parent's step that takes it.
+    let ids: std::collections::BTreeSet<&str> = logged.iter().map(|((id, _, _), _)| id.as_str()).collect();
+    for id in ids {
+        let mut rest = traced.iter().filter(|(t, _, _)| t == id);
+        for (step, _) in logged
+            .iter()
+            .filter(|((s, _, _), broadcast)| s == id && !broadcast)
+        {
+            assert!(
+                rest.any(|t| t == step),
+                "{step:?} is not in the trace after {id}'s steps before it\n\
+                 trace:\n{trace}\nlog:\n{console}"
+            );
+        }
+    }
+    let position = |line: &str| {
+        trace
+            .lines()
+            .position(|l| l.contains(line))
+            .unwrap_or_else(|| panic!("no {line:?} in the trace:\n{trace}"))
+    };
+    for (region, last) in [
+        (
+            "co-1:Fulfil.Payment:0",
+            "Charged  Fulfil.Payment.Charging -> Fulfil.Payment.Paid",
+        ),
+        (
+            "co-1:Fulfil.Stock:0",
+            "Reserved  Fulfil.Stock.Reserving -> Fulfil.Stock.Held",
+        ),
+    ] {
+        let finished = format!("Finished {{\"child_id\":\"{region}\"");
         assert!(
-            rest.any(|t| t == step),
-            "{step:?} is not in the trace after the steps before it\ntrace:\n{trace}\nlog:\n{console}"
+            position(last) < position(&finished),
+            "{region}'s Finished is taken before the step that ends it:\n{trace}"
         );
     }
     assert!(logged.len() >= 8, "the log shows the whole checkout:\n{console}");
