@@ -241,6 +241,10 @@ pub struct RunArgs {
     /// An event to deliver (repeatable): KIND or KIND:'{"json": "data"}'.
     #[arg(short = 'e', long = "event", value_name = "KIND[:JSON]")]
     pub events: Vec<String>,
+    /// The events to deliver from a file (`-`: standard input), one a line as `-e` takes
+    /// them; blank lines and lines starting with `#` are skipped.
+    #[arg(long = "events", value_name = "FILE")]
+    events_file: Option<PathBuf>,
     /// The initial context, a JSON object.
     #[arg(long, value_name = "JSON")]
     seed: Option<String>,
@@ -269,19 +273,28 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         }
     }
     let seed = args.seed.map(|s| json_object(&s, "--seed")).transpose()?;
-    // sized up front: collecting `Result`s gives no size hint, and a vector of 20,000
-    // events grown by doubling copied all of them a dozen times over
-    let mut events = Vec::with_capacity(args.events.len());
-    for spec in args.events {
-        events.push(parse_run_event(spec)?);
-    }
     // before anything runs: a kind no state handles, or data that does not fit its
     // declaration, is a mistake in the command line, not an event to drop. The kinds are
     // gathered once: per event, that walk cost more than the event's step.
     let kinds: std::collections::HashSet<String> = defn.event_kinds().into_iter().collect();
-    for event in &events {
-        check_run_event(&defn, &kinds, event)?;
-    }
+    let events = match &args.events_file {
+        // checked here, not by clap: the `-e` flags may never reach it (`run_args`)
+        Some(_) if !args.events.is_empty() => {
+            bail!(usage("give the events with -e or with --events, not both"))
+        }
+        Some(path) => events_from_file(path, &defn, &kinds)?,
+        None => {
+            // sized up front: collecting `Result`s gives no size hint, and a vector of
+            // 20,000 events grown by doubling copied all of them a dozen times over
+            let mut events = Vec::with_capacity(args.events.len());
+            for spec in args.events {
+                let event = parse_run_event(spec)?;
+                check_run_event(&defn, &kinds, &event, || format!("-e {}", event.kind))?;
+                events.push(event);
+            }
+            events
+        }
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -310,20 +323,57 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
 /// An event `stm run` may deliver to `defn`: a kind the machine knows (one of `kinds`,
 /// its [`Definition::event_kinds`]) with data that fits its declaration; else a usage
-/// error naming the kinds it knows.
+/// error that starts with `origin()` (where the user gave it: made only for the message)
+/// and names the kinds it knows.
 fn check_run_event(
     defn: &Definition,
     kinds: &std::collections::HashSet<String>,
     event: &Event,
+    origin: impl Fn() -> String,
 ) -> Result<()> {
     if !kinds.contains(&event.kind) {
         let known = unknown_kind(defn, &event.kind).unwrap_or_default();
         bail!(usage(format!(
-            "-e {}: no state of machine {} handles {:?} (nothing run): it knows {known}",
-            event.kind, defn.id, event.kind
+            "{}: no state of machine {} handles {:?} (nothing run): it knows {known}",
+            origin(),
+            defn.id,
+            event.kind
         )));
     }
-    stm_runtime::Driver::check_event(defn, event).map_err(|e| usage(format!("-e {}: {e}", event.kind)))
+    stm_runtime::Driver::check_event(defn, event).map_err(|e| usage(format!("{}: {e}", origin())))
+}
+
+/// `--events FILE`'s events (`-`: standard input), each checked as `-e`'s are; a mistake
+/// names the file and the line. Read whole before anything runs, as the command line is:
+/// a run never stops halfway on a typo at line 19,000.
+fn events_from_file(
+    path: &Path,
+    defn: &Definition,
+    kinds: &std::collections::HashSet<String>,
+) -> Result<Vec<Event>> {
+    let (name, text) = if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+            .map_err(|e| usage(format!("cannot read the events from standard input: {e}")))?;
+        ("standard input".to_string(), text)
+    } else {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| usage(format!("cannot read --events {}: {e}", path.display())))?;
+        (path.display().to_string(), text)
+    };
+    let mut events = Vec::new();
+    for (at, line) in text.lines().enumerate() {
+        // trimmed: a space at a line's end is invisible in a file, and never part of a kind
+        let spec = line.trim();
+        if spec.is_empty() || spec.starts_with('#') {
+            continue;
+        }
+        let origin = || format!("{name} line {}", at + 1);
+        let event = parse_event_spec(spec, "").map_err(|e| usage(format!("{}: {e}", origin())))?;
+        check_run_event(defn, kinds, &event, origin)?;
+        events.push(event);
+    }
+    Ok(events)
 }
 
 /// `None` when `defn` knows `kind`; else the kinds it knows, as a sentence's end: its

@@ -88,6 +88,7 @@ fn workdir() -> PathBuf {
         "event Go {}\nmachine M {\ninitial A\n    state A {}\n  final B done\n  from A to B on Go\n}\n",
     )
     .expect("messy.stm");
+    std::fs::write(dir.join("typo.events"), "Submit:{\"amount\": 42.5}\nRefund\n").expect("typo.events");
     let exit = r#"{"jsonrpc":"2.0","method":"exit"}"#;
     std::fs::write(
         dir.join("exit.lsp"),

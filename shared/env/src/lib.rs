@@ -96,6 +96,8 @@ pub const ROLLOUT_SEED: &str = "STM_ROLLOUT_SEED";
 pub const PARKED_ROWS_SEED: &str = "STM_PARKED_ROWS_SEED";
 /// The seed of the engine's walks comparing counted joins with harel's children.
 pub const COUNTED_JOIN_SEED: &str = "STM_COUNTED_JOIN_SEED";
+/// The seed of `stm run --events`'s drawn event files (cli/tests/run_events.rs).
+pub const RUN_EVENTS_SEED: &str = "STM_RUN_EVENTS_SEED";
 /// How many shapes the store contract draws.
 pub const SHAPES: &str = "STM_SHAPES";
 
