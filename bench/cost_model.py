@@ -86,6 +86,10 @@ Counted per design (read from the code, 2026-12-02):
   the invocations X-Ray's default sampling rule picks (its reservoir of 1 a second for the
   account, then 5% of the rest) and the functions send their spans into the executions'
   traces whose ids fall in XRaySampleRatio (`--xray-tracing`, `--xray-sample-ratio`).
+* what the goals leave for a near timer (section 6, `goal_budget`; since 2026-12-07): each
+  goal of issue 47 less a plain transition and the mix's emits at their marginal cost, per
+  million timers, set against a timer carried on the execution item, a design not built
+  whose one assumption is the entry's size on the item (`--timer-entry-bytes`).
 
 Not counted (the same for every design, or not per transition): the execution items'
 storage (and its point-in-time recovery), spawns, the free tiers (1 M SQS requests, 1 M
@@ -876,6 +880,7 @@ def parser(template: str = DEFAULT_TEMPLATE, inputs: str = DEFAULT_INPUTS) -> ar
     p.add_argument("--mark-bytes", type=int, default=code["processed_mark_bytes"], help="harel layout: a processed mark item (default: measured, cost_inputs.json)")
     p.add_argument("--processed-ttl-days", type=float, default=tpl["processed_retention_days"], help="days a mark is kept (default: template.yaml's ProcessedRetentionDays)")
     p.add_argument("--ttl-lag-days", type=float, default=2, help="TTL deletes 'typically within two days'")
+    p.add_argument("--timer-entry-bytes", type=int, default=40, help="ASSUMED: a timer carried on the execution item (section 6, not built): its timers-map entry and due-index key")
     p.add_argument("--timer-bytes", type=int, default=code["timer_item_bytes"], help="a timer item (default: measured, cost_inputs.json)")
     p.add_argument("--pending-timers", type=int, default=0, help="timers the 10-minute full scan reads, every layout's (0: the empty case)")
     p.add_argument("--no-due-index", action="store_true", help="a timers table without the due index (harel's, reused with ExistingTables=true): every sweep is the full scan")
@@ -1076,6 +1081,8 @@ def main(argv=None) -> None:
     print()
     xray_section(a)
     print()
+    budget_section(a)
+    print()
     print(cost_line(a))
 
 
@@ -1160,6 +1167,117 @@ def xray_section(a) -> None:
         f"(${PRICES['xray_traces_retrieved_per_million']:.2f} per million, the first 1,000,000 a month free), "
         "which the operator's reads make (the console, the trace queries), not the traffic."
     )
+
+
+def goal_budget(a) -> dict:
+    """What the cost line's goals leave for near timers, and what a timer carried on the
+    execution item (a design not built) would cost against it: the budget, computed from
+    the model's own totals. The goals (issue 47): on-demand at 100 M a month, 1.5 times the
+    floor of a lone plain transition (one FIFO send, its receive/delete share, one write
+    unit); provisioned at 1,000 M, Express's price. A timer's budget is what is left of the
+    goal after a plain transition and the mix's emits, per million timers."""
+    alone = Design("cheapest layout", "cheap")
+    floor = PRICES["sqs_fifo_per_million"] * (1 + 2 / a.batch_size) + PRICES["ddb_write_per_million_wru"]
+    goals = {
+        "on-demand": ("on-demand", 100e6, 1.5 * floor),
+        "provisioned": ("provisioned", 1e9, express_per_million(a)),
+    }
+    out = {"floor": floor, "entry_bytes": a.timer_entry_bytes}
+    for key, (mode, volume, goal) in goals.items():
+        x = argparse.Namespace(**vars(a))
+        x.capacity_mode, x.transitions_per_month = mode, volume
+
+        def total(e: float, t: float) -> float:
+            return per_transition(x, alone, e, t)["total"] * 1e6
+
+        # marginal, between two small shares, as section (3)'s
+        per_emit = (total(0.02, 0.0) - total(0.01, 0.0)) / 0.01
+        per_timer = (total(0.0, 0.02) - total(0.0, 0.01)) / 0.01
+        plain = total(0.0, 0.0)
+        timer_budget = (goal - plain - a.emit_ratio * per_emit) / a.timer_ratio
+        write = unit_prices(x)[1] * 1e6  # $ per million write units
+        exe = exe_bytes(x, "cheap")
+        # on the item: the arm's and the Timeout's commits write the item with the entry
+        # (a write bills the larger of the item before and after), and the due index's
+        # entry is put and deleted (a KEYS_ONLY entry: one unit each)
+        units = lambda item: 2 * (wru(item + a.timer_entry_bytes) - wru(item)) + 2
+        out[key] = {
+            "goal": goal,
+            "plain": plain,
+            "per_emit": per_emit,
+            "per_timer": per_timer,
+            "timer_budget": timer_budget,
+            "write": write,
+            "budget_units": timer_budget / write,
+            "item": exe,
+            "on_item_units": units(exe),
+            "on_item_units_inside": units(1024 - a.timer_entry_bytes),
+        }
+    return out
+
+
+def budget_section(a) -> None:
+    """(6): [`goal_budget`] printed."""
+    b = goal_budget(a)
+    print(
+        f"(6) what the goals leave for a near timer, cheapest layout, {a.emit_ratio:.0%} emits and "
+        f"{a.timer_ratio:.0%} near timers; each row's unit in its label, the rest $ per million timers"
+    )
+    print()
+    print("| | on-demand, 100 M a month | provisioned, 1,000 M a month |")
+    print("|---|---:|---:|")
+    od, pr = b["on-demand"], b["provisioned"]
+    rows = [
+        ("the goal, per million transitions", "goal", "{:.2f}"),
+        ("a plain transition, per million transitions", "plain", "{:.2f}"),
+        ("an emit, per million emits", "per_emit", "{:.2f}"),
+        ("**left for a near timer**", "timer_budget", "**{:.2f}**"),
+        ("a near timer today", "per_timer", "{:.2f}"),
+        ("the budget in write units, nothing else counted", "budget_units", "{:.1f}"),
+    ]
+    for label, key, fmt in rows:
+        print(f"| {label} | {fmt.format(od[key])} | {fmt.format(pr[key])} |")
+    on_item = [m["on_item_units"] * m["write"] for m in (od, pr)]
+    inside = [m["on_item_units_inside"] * m["write"] for m in (od, pr)]
+    print(
+        f"| a timer on the execution item (not built), the measured {od['item']:,} B item: "
+        f"{od['on_item_units']} write units | {on_item[0]:.2f} | {on_item[1]:.2f} |"
+    )
+    print(
+        f"| the same, an item that leaves room for the entry under 1 KB: {od['on_item_units_inside']} write units "
+        f"| {inside[0]:.2f} | {inside[1]:.2f} |"
+    )
+    print()
+    print(
+        f"- the on-demand goal is 1.5 times the floor (${b['floor']:.3f}); the provisioned one is Express's price. "
+        "A timer's budget is what is left after a plain transition and the mix's emits, divided by the timers' share."
+    )
+    print(
+        f"- a timer on the execution item (assumed {b['entry_bytes']} B on the item: its entry in the timers map and "
+        "the due index's key): the arm's and the Timeout's commits stay plain puts, the due index's entry is put and "
+        "deleted, and there is no timer row, no claim and no doorbell; the due index must still be polled, which "
+        "this row leaves out (a Query bills at least 0.5 read units, per shard and poll)."
+    )
+    print(
+        f"- the measured item is {od['item']:,} B, {1024 - od['item']} B under 1 KB: "
+        + (
+            f"an entry of {b['entry_bytes']} B crosses it, so both commits bill 2 write units instead of 1."
+            if od["on_item_units"] > od["on_item_units_inside"]
+            else f"an entry of {b['entry_bytes']} B fits."
+        )
+    )
+    for name, m in (("on-demand", od), ("provisioned", pr)):
+        left = m["timer_budget"] - m["on_item_units_inside"] * m["write"]
+        print(
+            f"- {name}: "
+            + (
+                f"even inside 1 KB, a timer on the item is over the budget by ${-left:.2f} per million timers before "
+                "any poll: the goal also needs a plain transition or an emit to cost less."
+                if left < 0
+                else f"inside 1 KB, a timer on the item leaves ${left:.2f} per million timers "
+                f"(${left * a.timer_ratio:.3f} per million transitions) for polling the due index."
+            )
+        )
 
 
 def capacity_modes(a) -> None:

@@ -603,6 +603,33 @@ def main() -> None:
           last)
     check("the old flags still run",
           "**total**" in run(["--trace", "--emit-ratio", "0.5", "--burst", "2", "--item-bytes", "2048", "--lambda-ms", "12"]))
+    # (6) the goals' budget for a timer: the marginal figures explain the mix, the 1 KB
+    # boundary decides a timer on the item, and a negative budget is said as such
+    b = cm.goal_budget(a)
+    for mode, volume in (("on-demand", 100e6), ("provisioned", 1e9)):
+        m = b[mode]
+        mix = cm.mix_total(a, "cheap", mode, volume)
+        explained = m["plain"] + a.emit_ratio * m["per_emit"] + a.timer_ratio * m["per_timer"]
+        check(f"(6) {mode}: a plain transition + the emits' and timers' marginal costs come within $0.02 of the mix ({mix:.3f})",
+              close(explained, mix, 0.02), explained)
+        check(f"(6) {mode}: the goal = a plain transition + the emits + the timers' budget",
+              close(m["plain"] + a.emit_ratio * m["per_emit"] + a.timer_ratio * m["timer_budget"], m["goal"], 1e-9), m)
+    check("(6) the on-demand goal is 1.5 x the floor of a lone plain transition ($1.225): $1.84 (the cost line's goal)",
+          close(b["floor"], 1.225, 1e-9) and f"{b['on-demand']['goal']:.2f}" == "1.84", b["floor"])
+    check("(6) the provisioned goal is Express's price, $1.10", f"{b['provisioned']['goal']:.2f}" == "1.10", b["provisioned"]["goal"])
+    exe = b["on-demand"]["item"]
+    check("(6) a timer on the measured item crosses 1 KB (the item is 1,012 B): 4 write units; with room under 1 KB, 2",
+          (exe, b["on-demand"]["on_item_units"], b["on-demand"]["on_item_units_inside"]) == (1012, 4, 2), b["on-demand"])
+    small = cm.goal_budget(cm.parse(["--item-bytes", "800"]))
+    check("(6) ... and a smaller item (800 B + the dedupe ids + a 40 B entry under 1 KB) bills 2",
+          small["on-demand"]["on_item_units"] == 2, small["on-demand"])
+    printed6 = text[text.find("(6)"):]
+    check("(6) printed: the provisioned budget is negative, said as over the budget before any poll; on-demand leaves a poll budget",
+          b["provisioned"]["timer_budget"] < 0 < b["on-demand"]["timer_budget"]
+          and "- provisioned: even inside 1 KB, a timer on the item is over the budget by $" in printed6
+          and "- on-demand: inside 1 KB, a timer on the item leaves $" in printed6
+          and "crosses it, so both commits bill 2 write units instead of 1" in printed6, printed6)
+    check("(6) comes before the cost line, which stays last", text.find("(6)") < text.rfind("cost: mix"), None)
     print("all checks passed")
 
 
