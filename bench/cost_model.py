@@ -39,13 +39,15 @@ Counted per design (read from the code, 2026-12-02):
   when it is a transaction. An emit adds the outbox put (in the transaction; its seq
   comes from no counter) and the outbox `DeleteItem` after the inline flush; a timer
   arm adds the timer put and its due-index (GSI) entry. A fired timer's `Timeout` claims
-  its row first (`driver/step.rs` `check_timeout`: a conditional `DeleteItem`, refused
-  when the sweeper deleted the row first, and billed either way: "If the expression
-  evaluates to false, DynamoDB still consumes write capacity units", the DynamoDB
-  Developer Guide); its step's exit of the timed state then cancels nothing (the row is
-  gone: `drop_void_cancels`), so its commit stays a plain `PutItem`. Until 2026-12-07 that
-  exit was a transactional delete of the gone row, which also made its commit a
-  transaction (3 WRU), and this model left the claim out.
+  its row first (`driver/step.rs` `check_timeout`, `dynamodb/timers.rs` `claim_timer_at`:
+  a consistent `GetItem`, and the conditional `DeleteItem` only when the row is still
+  armed, which it is not once the sweeper deleted it); its step's exit of the timed state
+  then cancels nothing (the row is gone: `drop_void_cancels`), so its commit stays a plain
+  `PutItem`. Until 2026-12-07 that exit was a transactional delete of the gone row, which
+  also made its commit a transaction (3 WRU), and this model left the claim out; later
+  that day the claim was the conditional `DeleteItem` alone, refused and billed a write
+  unit all the same ("If the expression evaluates to false, DynamoDB still consumes write
+  capacity units", the DynamoDB Developer Guide).
 * coalescing (`--burst K`): K consecutive events of one execution in one SQS batch share
   one load and one commit.
 * SQS: the arrival sends (`--send-batch N`: the producer's `SendMessageBatch` of N is one
@@ -579,7 +581,7 @@ def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: b
 
     Events of a burst are independent: each emits with probability `emit`, arms a timer
     with probability `timer`, and is a fired timer's `Timeout` with probability `timer`
-    (its claim; its commit cancels nothing).
+    (its claim's read; its commit cancels nothing).
     """
     k = burst
     exe = exe_bytes(a, layout)
@@ -598,8 +600,10 @@ def worker_units(a, layout: str, burst: int, emit: float, timer: float, trace: b
         # outbox put (tx) + its delete after the flush (a delete bills the deleted item's size)
         emit * (wru(a.outbox_bytes, True) + wru(a.outbox_bytes))
         + timer * (wru(a.timer_bytes, True) + wru(a.timer_bytes))  # timer put (tx) + its GSI entry
-        + timer * wru(a.timer_bytes)  # the Timeout's claim: a conditional DeleteItem, billed refused or not
     )
+    # the Timeout's claim: a consistent GetItem of its timer, which the sweeper deleted
+    # already (a Timeout before the sweeper's delete also deletes it: rare, not counted)
+    rru += k * timer * rru_strong(a.timer_bytes)
     if trace:
         per_event += wru(a.trace_bytes, True) + wru(a.trace_bytes, True)  # trace put + ring delete
     if a.state_index:
@@ -964,7 +968,7 @@ def main(argv=None) -> None:
     print("|---|" + "---:|" * len(ds))
     labels = {
         "exe_bytes": "execution item, bytes",
-        "rru": "worker RRU (load)",
+        "rru": "worker RRU (load, a Timeout's claim)",
         "wru": "worker WRU (commit, flush ack)",
         "fifo": "SQS FIFO requests (arrivals, flush, receive/delete)",
         "doorbell_rru": "doorbell RRU",

@@ -5,7 +5,10 @@
 //! The `Timeout` of a fired timer finds its row gone (the sweeper deleted it after
 //! sending, or the step's claim deletes it), so leaving the timed state cancels nothing:
 //! its commit is one plain `PutItem` of the execution, not a transaction with a delete of
-//! a row that is not there (which cost 3 write units more per fired timer).
+//! a row that is not there (which cost 3 write units more per fired timer). The claim
+//! reads the row first and deletes it only when it is still armed: the usual `Timeout`,
+//! whose row the sweeper deleted, costs the claim one read unit, not a refused write's
+//! unit; one that comes before the sweeper's delete costs the read and the delete.
 
 mod common;
 
@@ -16,6 +19,7 @@ use serde_json::json;
 use stm_core::Status;
 use stm_runtime::queue::SqsQueue;
 use stm_runtime::sweeper;
+use stm_runtime::Clock as _;
 use stm_store::{CreateOptions, DedupeMarks, ExecutionStore};
 use stm_testkit::meter::{MeterReport, PartitionMeter};
 
@@ -65,6 +69,14 @@ fn writes(units: &BTreeMap<String, (f64, f64)>, table: &str) -> f64 {
         .iter()
         .filter(|(t, _)| t.ends_with(table))
         .map(|(_, (_, w))| w)
+        .sum()
+}
+
+fn reads(units: &BTreeMap<String, (f64, f64)>, table: &str) -> f64 {
+    units
+        .iter()
+        .filter(|(t, _)| t.ends_with(table))
+        .map(|(_, (r, _))| r)
         .sum()
 }
 
@@ -133,9 +145,9 @@ async fn a_fired_timers_timeout_commits_as_one_plain_put() {
         println!("| {phase} | {} | {requests:?} |", by_table.join(", "));
     }
 
-    // the Timeout's step: the load, the claim (refused: the sweeper deleted the row), and
-    // one plain put of the execution; no transaction, and no write of the timer's row but
-    // the claim's one unit
+    // the Timeout's step: the load, the claim (a read, which finds the row the sweeper
+    // deleted gone: nothing to delete), and one plain put of the execution; no
+    // transaction, and no write of the timer's row
     assert_eq!(
         step_requests.get("TransactWriteItems"),
         None,
@@ -144,16 +156,59 @@ async fn a_fired_timers_timeout_commits_as_one_plain_put() {
     assert_eq!(step_requests.get("PutItem"), Some(&1), "{step_requests:?}");
     assert_eq!(
         step_requests.get("DeleteItem"),
-        Some(&1),
-        "the claim: {step_requests:?}"
+        None,
+        "the claim wrote to a gone row: {step_requests:?}"
     );
     assert_eq!(writes(&step_units, "_executions"), 1.0, "{step_units:?}");
-    assert_eq!(writes(&step_units, "_timers"), 1.0, "{step_units:?}");
+    assert_eq!(writes(&step_units, "_timers"), 0.0, "{step_units:?}");
+    assert_eq!(
+        reads(&step_units, "_timers"),
+        1.0,
+        "the claim's read: {step_units:?}"
+    );
     // the sweeper's fire: its guarded delete of the row and of its due-index entry
     assert_eq!(writes(&fire_units, "_timers"), 1.0, "{fire_units:?}");
     assert_eq!(writes(&fire_units, "_timers/due_index"), 1.0, "{fire_units:?}");
     // the arm: the timer's put in the start's transaction, and its due-index entry
     assert_eq!(writes(&arm_units, "_timers"), 2.0, "{arm_units:?}");
     assert_eq!(writes(&arm_units, "_timers/due_index"), 1.0, "{arm_units:?}");
+
+    // a Timeout stepped before the sweeper's delete (it sends, then deletes): the claim
+    // reads the row still armed and deletes it, and the commit stays one plain put
+    let seed = json!({"delay": 20.0}).as_object().cloned().unwrap_or_default();
+    stack
+        .control
+        .create("Doorbell", Some(seed), Some("t2"))
+        .await
+        .expect("create");
+    stack.drain().await;
+    let fire_at = stack.clock.now() + 20.0;
+    assert_eq!(
+        store.armed_timer("t2", "Waiting").await.expect("read"),
+        Some(fire_at)
+    );
+    stack.clock.set(fire_at);
+    let before = seen(&meter, &prefix);
+    let timeout = common::event("Timeout", json!({"path": "Waiting", "fire_at": fire_at}));
+    stack.control.send("t2", &timeout).await.expect("send");
+    stack.drain().await;
+    let (units, requests) = between(&before, &seen(&meter, &prefix));
+    let exe = stack.load("t2").await;
+    assert_eq!(exe.active_path.as_deref(), Some("Expired"), "the Timeout stepped");
+    assert_eq!(store.armed_timer("t2", "Waiting").await.expect("read"), None);
+    println!(
+        "| a Timeout before the sweeper's delete | timers {}, its index {} | {requests:?} |",
+        writes(&units, "_timers"),
+        writes(&units, "_timers/due_index")
+    );
+    assert_eq!(requests.get("TransactWriteItems"), None, "{requests:?}");
+    assert_eq!(
+        requests.get("DeleteItem"),
+        Some(&1),
+        "the claim's delete: {requests:?}"
+    );
+    assert_eq!(reads(&units, "_timers"), 1.0, "the claim's read: {units:?}");
+    assert_eq!(writes(&units, "_timers/due_index"), 1.0, "{units:?}");
+    assert_eq!(writes(&units, "_timers"), 1.0, "{units:?}");
     stm_testkit::assert_no_access_denied();
 }

@@ -516,8 +516,9 @@ pub trait ExecutionStore: Send + Sync {
     async fn timers_of(&self, id: &str) -> Result<Vec<ArmedTimer>, StoreError>;
 
     /// Claim the timer of `(id, path)` for a `Timeout` fired for `fire_at`: delete it if it
-    /// is armed with that `fire_at`, else say what is armed (one conditional write, read
-    /// and decided together, so a re-arm cannot slip between a check and the delete). The
+    /// is armed with that `fire_at`, else say what is armed (the delete a conditional write,
+    /// read and decided together, so a re-arm cannot slip between a check and the delete;
+    /// a store may read first and write only when the read finds that `fire_at`). The
     /// worker calls it before applying a `Timeout`, to ignore one whose state was left and
     /// re-entered since it was published. The default cannot tell
     /// ([`TimerClaim::Unknown`]) only where it has no timers to read; a store that wraps

@@ -1,6 +1,6 @@
 //! One timer by its key: the point read of what is armed, and the guarded delete that
-//! claims a timer for a `Timeout` (or removes a swept one) only if it still holds the
-//! `fire_at` it was read with.
+//! claims a timer for a `Timeout` (after that read) or removes a swept one, only if it
+//! still holds the `fire_at` it was read with.
 
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
@@ -14,10 +14,10 @@ use crate::{ArmedTimer, AttributeType, StoreError, TimerClaim};
 impl DynamoDbStore {
     /// [`ExecutionStore::delete_timer`](crate::ExecutionStore::delete_timer).
     pub(super) async fn delete_timer_at(&self, id: &str, path: &str, fire_at: f64) -> Result<(), StoreError> {
-        // the same guarded delete: a timer re-scheduled (or already gone) since the sweep
-        // read it is left
+        // the guarded delete alone: the sweeper read the timer just before, and a timer
+        // re-scheduled (or already gone) since is left
         n_f64("fire_at", fire_at)?;
-        self.claim_timer_at(id, path, fire_at).await.map(|_| ())
+        self.guarded_delete(id, path, fire_at).await.map(|_| ())
     }
 
     /// [`ExecutionStore::armed_timer_in_trace`](crate::ExecutionStore::armed_timer_in_trace):
@@ -85,11 +85,16 @@ impl DynamoDbStore {
         }
     }
 
-    /// [`ExecutionStore::claim_timer`](crate::ExecutionStore::claim_timer): the guarded
-    /// delete of [`delete_timer`](crate::ExecutionStore::delete_timer), returning the
-    /// item when the guard fails (`ReturnValuesOnConditionCheckFailure = ALL_OLD`): the
-    /// worker's role may delete timers but not read them, and the answer is decided by the
-    /// same write that consumes the timer.
+    /// [`ExecutionStore::claim_timer`](crate::ExecutionStore::claim_timer): a consistent
+    /// read of the timer, then, only if it is armed with this `fire_at`, the guarded delete.
+    ///
+    /// Why read first: a fired timer's row is almost always gone when its `Timeout` is
+    /// stepped (the sweeper deletes it right after sending), and a refused conditional
+    /// delete bills a write unit where the read bills a read unit, a fifth of the price
+    /// on-demand. The read decides nothing it could get wrong: a row absent, or armed with
+    /// another `fire_at`, can only be armed again by this execution's own commit, which
+    /// the step's commit conflicts with; the one answer that consumes the timer is still
+    /// decided by the conditional write.
     pub(super) async fn claim_timer_at(
         &self,
         id: &str,
@@ -97,9 +102,21 @@ impl DynamoDbStore {
         fire_at: f64,
     ) -> Result<TimerClaim, StoreError> {
         // a number DynamoDB cannot hold is no armed timer's `fire_at`: nothing to compare
-        let Ok(value) = n_f64("fire_at", fire_at) else {
+        if n_f64("fire_at", fire_at).is_err() {
             return Ok(TimerClaim::Unknown);
-        };
+        }
+        match self.armed_fire_at(id, path).await? {
+            None => Ok(TimerClaim::Absent),
+            Some((armed, _)) if armed != fire_at => Ok(TimerClaim::Rearmed(armed)),
+            Some(_) => self.guarded_delete(id, path, fire_at).await,
+        }
+    }
+
+    /// Delete the timer if it is armed with `fire_at`, returning the item when the guard
+    /// fails (`ReturnValuesOnConditionCheckFailure = ALL_OLD`): what is armed instead, or
+    /// nothing, decided by the same write.
+    async fn guarded_delete(&self, id: &str, path: &str, fire_at: f64) -> Result<TimerClaim, StoreError> {
+        let value = n_f64("fire_at", fire_at)?;
         let result = self
             .client
             .delete_item()
