@@ -462,6 +462,52 @@ async fn worker_role_is_exactly_what_the_worker_sends() {
         "ship-1 joined once, by its tally: {ship:?}"
     );
 
+    // a fired timer's `Timeout`, with its armed `fire_at` as the sweeper sends it: the
+    // claim reads the timer (`GetItem`) and, finding it still armed, deletes it
+    control
+        .create("Order", None, Some("order-4"))
+        .await
+        .expect("create order-4");
+    for (kind, payload) in [
+        ("Submit", serde_json::json!({"amount": 7.0})),
+        ("PaymentFailed", serde_json::json!({"reason": "card declined"})),
+    ] {
+        let event = Event::with_data(kind, data(payload)).with_id(format!("order-4-{kind}"));
+        control
+            .send("order-4", &event)
+            .await
+            .unwrap_or_else(|e| panic!("send {kind}: {e}"));
+    }
+    assert_eq!(stack.deliver(&worker, &arn).await, 0, "order-4 backs off");
+    let fire_at = stack
+        .store
+        .armed_timer("order-4", "Payment.Backoff")
+        .await
+        .expect("read")
+        .expect("order-4's backoff timer");
+    let timeout = Event::with_data(
+        "Timeout",
+        data(serde_json::json!({"path": "Payment.Backoff", "fire_at": fire_at})),
+    )
+    .with_id("order-4-timeout");
+    control.send("order-4", &timeout).await.expect("send the Timeout");
+    assert_eq!(stack.deliver(&worker, &arn).await, 0, "order-4's Timeout");
+    assert_eq!(
+        stack
+            .store
+            .armed_timer("order-4", "Payment.Backoff")
+            .await
+            .expect("read"),
+        None,
+        "the claim consumed the timer"
+    );
+    let order4 = stack.store.load("order-4").await.expect("load").expect("order-4");
+    assert_eq!(
+        order4.active_path.as_deref(),
+        Some("Payment.Charging"),
+        "{order4:?}"
+    );
+
     // the sample events, verbatim, as the Lambda event source would hand them over (their
     // receipt handles are fictitious: releasing a failed one fails, which the worker logs)
     let samples = [
